@@ -1,0 +1,53 @@
+# Berth — the two commands a newcomer needs are `make demo` and `make test`; both install everything first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+TOOLS  := .tools/bin/helm .tools/bin/kubectl
+export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: install java tools lint typecheck imports test test-fast demo soak bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(TOOLS): scripts/install_k8s_tools.py | $(STAMP)
+	$(BIN)/python scripts/install_k8s_tools.py
+
+java:
+	scripts/ensure-java.sh
+
+tools: $(TOOLS)
+
+install: $(STAMP) $(TOOLS) java
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## The whole suite: lint, types, import layering, then every test (unit, http, e2e, operator, chart, pipeline).
+test: install lint
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow"
+
+## The main job on the embedded default: a local fleet showing static membership at work.
+demo: install
+	$(BIN)/berth-demo
+
+## Long runs kept out of `make test`.
+soak: install
+	$(BIN)/python -m benchmarks.soak
+
+bench: install
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache build dist

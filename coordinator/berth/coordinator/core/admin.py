@@ -1,0 +1,154 @@
+"""DescribeGroups (15), ListGroups (16), DeleteGroups (42) and Berth's pre-registration (API.md §4).
+
+Pre-registration: a group's expected instance ids make a join phase wait for the missing ones before it may
+complete early (``Group.has_all_members_joined``); any change re-evaluates a waiting join phase at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from berth.coordinator.core.group import EMPTY, STABLE, Group
+from berth.coordinator.core.join import group_id_too_long
+from berth.coordinator.core.model import (
+    DeleteResponse,
+    DescribedMember,
+    DescribeResponse,
+    ExpectedMembersResponse,
+    ListedGroup,
+    ListResponse,
+)
+from berth.coordinator.core.rebalance import maybe_complete_join_phase
+from berth.coordinator.core.records import (
+    ExpectedMembersRecord,
+    OffsetRecord,
+    new_empty_group_record,
+    new_group_tombstone,
+)
+from berth.coordinator.core.state import CoreState, heartbeat_key, join_key, sync_key
+from berth.coordinator.protocol import Error
+
+
+def describe_group(core: CoreState, group_id: str) -> DescribeResponse:
+    if group_id_too_long(group_id):
+        return DescribeResponse(Error.INVALID_GROUP_ID, group_id)
+    group = core.groups.get(group_id)
+    if group is None:
+        return DescribeResponse(Error.NONE, group_id)
+    stable = group.state is STABLE
+    members = tuple(
+        DescribedMember(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout_ms,
+            m.rebalance_timeout_ms,
+            m.metadata(group.protocol_name) if stable else b"",
+            m.assignment,  # outside Stable too: the stored assignment (Java coordinator)
+        )
+        for m in group.members.values()
+    )
+    return DescribeResponse(
+        Error.NONE,
+        group_id,
+        group.state.value,
+        group.protocol_type or "",
+        (group.protocol_name or "") if stable else "",
+        group.generation_id,
+        None if group.state is EMPTY else group.leader_id,
+        members,
+    )
+
+
+def list_groups(core: CoreState, states: Iterable[str] = ()) -> ListResponse:
+    wanted = {s.lower() for s in states}
+    return ListResponse(
+        Error.NONE,
+        tuple(
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in sorted(core.groups.values(), key=lambda g: g.group_id)
+            if not wanted or g.state.value.lower() in wanted
+        ),
+    )
+
+
+def handle_delete(core: CoreState, group_id: str, ticket: int) -> None:
+    if group_id_too_long(group_id):
+        core.reply(ticket, DeleteResponse(Error.INVALID_GROUP_ID))
+        return
+    group = core.groups.get(group_id)
+    if group is None:
+        core.reply(ticket, DeleteResponse(Error.GROUP_ID_NOT_FOUND))
+        return
+    if group.state is not EMPTY:
+        core.reply(ticket, DeleteResponse(Error.NON_EMPTY_GROUP))
+        return
+    del core.groups[group_id]
+    core.cancel(join_key(group_id))
+    core.cancel(sync_key(group_id))
+    for pending_id in group.pending_join_members:
+        core.cancel(heartbeat_key(group_id, pending_id))
+    group.pending_join_members.clear()
+    offsets = core.offsets.pop(group_id, {})
+    for topic, partitions in offsets.items():
+        for partition in partitions:
+            core.persist(OffsetRecord(group_id, topic, partition, None))
+    core.persist(new_group_tombstone(group_id))
+    if group.has_expected_instance_ids:
+        core.persist(ExpectedMembersRecord(group_id, ()))
+    core.event(group, "group_deleted")
+
+    def on_failed() -> None:
+        if group_id not in core.groups:
+            core.groups[group_id] = group
+            if offsets:
+                core.offsets.setdefault(group_id, offsets)
+        core.reply(ticket, DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE))
+
+    core.when_persisted(lambda: core.reply(ticket, DeleteResponse(Error.NONE)))
+    core.when_persist_failed(on_failed)
+
+
+def get_expected_members(core: CoreState, group_id: str) -> ExpectedMembersResponse:
+    if group_id_too_long(group_id):
+        return ExpectedMembersResponse(Error.INVALID_GROUP_ID)
+    group = core.groups.get(group_id)
+    return ExpectedMembersResponse(Error.NONE, group.expected_instance_ids if group else ())
+
+
+def handle_put_expected_members(core: CoreState, group_id: str, ids: Iterable[str], ticket: int) -> None:
+    if group_id_too_long(group_id):
+        core.reply(ticket, ExpectedMembersResponse(Error.INVALID_GROUP_ID))
+        return
+    expected = tuple(dict.fromkeys(ids))
+    group = core.groups.get(group_id)
+    if group is None and not expected:
+        core.reply(ticket, ExpectedMembersResponse(Error.NONE))
+        return
+    created = group is None
+    if group is None:
+        group = core.new_group(group_id)
+        core.persist(new_empty_group_record(group))
+    previous = group.expected_instance_ids
+    if previous == expected and not created:
+        core.reply(ticket, ExpectedMembersResponse(Error.NONE, expected))
+        return
+    _set_expected(core, group, expected)
+    core.persist(ExpectedMembersRecord(group_id, expected))
+
+    def on_failed() -> None:
+        if core.groups.get(group_id) is group:
+            if created and not group.members and not group.pending_join_members:
+                del core.groups[group_id]
+            else:
+                _set_expected(core, group, previous)
+        core.reply(ticket, ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE))
+
+    core.when_persisted(lambda: core.reply(ticket, ExpectedMembersResponse(Error.NONE, expected)))
+    core.when_persist_failed(on_failed)
+
+
+def _set_expected(core: CoreState, group: Group, ids: tuple[str, ...]) -> None:
+    group.set_expected_instance_ids(ids)
+    maybe_complete_join_phase(core, group)  # a change re-evaluates a waiting join phase at once

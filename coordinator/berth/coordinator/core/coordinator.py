@@ -1,0 +1,206 @@
+"""The coordinator core's public face: one method per request kind, each framed as one call.
+
+Every call takes the current time (``now_ms``) and, for requests that are answered through ``Effects``, the
+adapter's ticket; it returns the call's ``Effects``. Reads (describe, list, fetch, expected members) answer
+directly. Nothing here blocks, sleeps or reads a clock: the adapter (``http``) or a test drives time by
+firing due timers. ``replay`` rebuilds groups from persisted records; ``on_loaded`` then arms their sessions
+as Kafka's reload does (no rebalance, except a group over a lowered ``group_max_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from berth.coordinator.core import admin, join, membership, offsets, rebalance
+from berth.coordinator.core.config import CoordinatorConfig
+from berth.coordinator.core.effects import Effects
+from berth.coordinator.core.group import Group
+from berth.coordinator.core.model import (
+    DescribeResponse,
+    ExpectedMembersResponse,
+    HeartbeatRequest,
+    JoinRequest,
+    JoinResponse,
+    LeaveRequest,
+    ListResponse,
+    OffsetCommitRequest,
+    OffsetFetchResponse,
+    SyncRequest,
+    SyncResponse,
+)
+from berth.coordinator.core.records import (
+    ExpectedMembersRecord,
+    GroupRecord,
+    OffsetRecord,
+    Record,
+    group_from_record,
+)
+from berth.coordinator.core.state import (
+    CompleteJoin,
+    CoreState,
+    InitialRebalanceDelay,
+    SessionExpiry,
+    SyncExpiry,
+    TimerPayload,
+)
+from berth.coordinator.core.timers import DueTimer
+from berth.coordinator.protocol import Error
+
+
+class Coordinator(CoreState):
+    def __init__(self, config: CoordinatorConfig | None = None, new_uuid: Callable[[], str] | None = None) -> None:
+        super().__init__(config or CoordinatorConfig(), new_uuid)
+
+    def _call(self, now_ms: int, handler: Callable[..., None], *args: Any) -> Effects:
+        self.begin(now_ms)
+        handler(self, *args)
+        return self.finish()
+
+    # --------------------------------------------------------------------------------- group protocol
+
+    def join(self, req: JoinRequest, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, join.handle_join, req, ticket)
+
+    def sync(self, req: SyncRequest, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, membership.handle_sync, req, ticket)
+
+    def heartbeat(self, req: HeartbeatRequest, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, membership.handle_heartbeat, req, ticket)
+
+    def leave(self, req: LeaveRequest, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, membership.handle_leave, req, ticket)
+
+    def commit_offsets(self, req: OffsetCommitRequest, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, offsets.handle_commit, req, ticket)
+
+    def fetch_offsets(self, group_id: str, topics: tuple[str, ...] | None = None) -> OffsetFetchResponse:
+        return offsets.fetch_offsets(self, group_id, topics)
+
+    # ------------------------------------------------------------------------------------------ admin
+
+    def describe(self, group_id: str) -> DescribeResponse:
+        return admin.describe_group(self, group_id)
+
+    def list_groups(self, states: Iterable[str] = ()) -> ListResponse:
+        return admin.list_groups(self, states)
+
+    def delete_group(self, group_id: str, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, admin.handle_delete, group_id, ticket)
+
+    def get_expected_members(self, group_id: str) -> ExpectedMembersResponse:
+        return admin.get_expected_members(self, group_id)
+
+    def put_expected_members(self, group_id: str, ids: Iterable[str], ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, admin.handle_put_expected_members, group_id, tuple(ids), ticket)
+
+    def delete_expected_members(self, group_id: str, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, admin.handle_put_expected_members, group_id, (), ticket)
+
+    # ----------------------------------------------------------------------------------- time, writes
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def pop_due_timer(self, now_ms: int) -> DueTimer[TimerPayload] | None:
+        return self.timers.pop_due(now_ms)
+
+    def run_timer(self, due: DueTimer[TimerPayload], now_ms: int) -> Effects:
+        return self._call(now_ms, _dispatch_timer, due)
+
+    def fire_due_timers(self, now_ms: int) -> Effects:
+        """Run every timer due at ``now_ms`` in deadline order (the real-clock driver's path)."""
+        fx = Effects()
+        while (due := self.pop_due_timer(now_ms)) is not None:
+            fx.extend(self.run_timer(due, now_ms))
+        return fx
+
+    def on_write_done(self, token: int, ok: bool, now_ms: int) -> Effects:
+        """The adapter reports a write durable (``ok``) or failed; run what the call left waiting on it."""
+        return self._call(now_ms, lambda core: core.run_continuations(token, ok))
+
+    def shutdown(self, now_ms: int) -> Effects:
+        """Answer every parked join and sync COORDINATOR_NOT_AVAILABLE (API.md §7, SIGTERM)."""
+        return self._call(now_ms, _answer_all_parked)
+
+    # -------------------------------------------------------------------------------------------- load
+
+    def replay(self, record: Record) -> None:
+        """Apply one persisted record (Kafka's replay); call ``on_loaded`` after the last one."""
+        if isinstance(record, GroupRecord):
+            previous = self.groups.pop(record.group_id, None)
+            if record.value is not None:
+                group = group_from_record(record.group_id, record.value, self.now_ms)
+                if previous is not None:
+                    group.set_expected_instance_ids(previous.expected_instance_ids)
+                self.groups[record.group_id] = group
+        elif isinstance(record, OffsetRecord):
+            if record.value is not None and record.group_id not in self.groups:
+                self.groups[record.group_id] = Group(record.group_id, self.now_ms)  # a simple group
+            offsets.apply_offset(self, record)
+        elif isinstance(record, ExpectedMembersRecord):
+            group = self.groups.get(record.group_id)
+            if group is None:
+                if not record.group_instance_ids:
+                    return
+                group = self.groups[record.group_id] = Group(record.group_id, self.now_ms)
+            group.set_expected_instance_ids(record.group_instance_ids)
+
+    def load(self, records: Iterable[Record], now_ms: int) -> Effects:
+        self.now_ms = now_ms
+        for record in records:
+            self.replay(record)
+        return self._call(now_ms, _on_loaded)
+
+    # ----------------------------------------------------------------------------------------- metrics
+
+    def member_count(self) -> int:
+        return sum(len(g.members) for g in self.groups.values())
+
+    def groups_by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for group in self.groups.values():
+            counts[group.state.value] = counts.get(group.state.value, 0) + 1
+        return counts
+
+
+def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
+    key = due.key
+    assert isinstance(key, tuple)
+    group_id: str = key[1]
+    payload = due.payload
+    if isinstance(payload, SessionExpiry):
+        rebalance.expire_heartbeat(core, group_id, key[2])
+        return
+    group = core.groups.get(group_id)
+    if group is None:
+        return
+    if isinstance(payload, CompleteJoin):
+        rebalance.complete_join(core, group)
+    elif isinstance(payload, InitialRebalanceDelay):
+        rebalance.try_complete_initial_rebalance_else_schedule(core, group, payload.delay_ms, payload.remaining_ms)
+    elif isinstance(payload, SyncExpiry):
+        rebalance.expire_pending_sync(core, group, payload.generation_id)
+
+
+def _on_loaded(core: CoreState) -> None:
+    max_size = core.config.group_max_size
+    for group in core.groups.values():
+        for member in group.members.values():
+            member.last_heard_ms = core.now_ms
+            rebalance.reschedule_heartbeat(core, group, member)
+        if max_size is not None and len(group.members) > max_size:
+            # The max size was lowered since the group formed: rebalance so the surplus members are turned
+            # away as they rejoin (after a chance to commit offsets).
+            rebalance.prepare_rebalance(core, group, "group_max_size")
+
+
+def _answer_all_parked(core: CoreState) -> None:
+    for group in core.groups.values():
+        for member in group.members.values():
+            ticket = group.take_join_ticket(member)
+            if ticket is not None:
+                core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id))
+            ticket = group.take_sync_ticket(member)
+            if ticket is not None:
+                core.reply(ticket, SyncResponse(Error.COORDINATOR_NOT_AVAILABLE))

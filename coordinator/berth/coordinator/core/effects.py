@@ -1,0 +1,38 @@
+"""What a core call asks the adapter to do: send replies, persist a write.
+
+Every public call of the ``Coordinator`` returns one ``Effects``. Replies are addressed by ticket (the
+adapter's handle for a waiting request). A ``Write`` bundles the records and journal events of one call; the
+adapter persists it and reports back with ``Coordinator.on_write_done(token, ok)``, which runs the call's
+continuation (Kafka's append-future callbacks) and may produce more effects. The adapter releases a reply
+only once every write handed to it before that reply is durable (API.md §7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.coordinator.core.model import Response
+from berth.coordinator.core.records import Record
+
+JournalEvent = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Write:
+    token: int
+    records: list[Record]
+    events: list[JournalEvent]
+
+
+@dataclass(slots=True)
+class Effects:
+    replies: list[tuple[int, Response]] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+
+    def extend(self, other: Effects) -> None:
+        self.replies.extend(other.replies)
+        self.writes.extend(other.writes)
+
+    def reply_for(self, ticket: int) -> Response | None:
+        return next((r for t, r in self.replies if t == ticket), None)

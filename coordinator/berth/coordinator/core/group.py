@@ -1,0 +1,285 @@
+"""The bookkeeping of one classic group (Kafka's ClassicGroup) plus Berth's expected instance ids.
+
+This module keeps the counters that make the hot paths O(1): members awaiting a join, per-protocol support
+counts, pending (KIP-394) and pending-sync member sets, and how many expected instance ids are members.
+It decides nothing about rebalances; ``rebalance`` and the handlers do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from enum import Enum
+
+from berth.coordinator.core.member import Member
+from berth.coordinator.core.model import JoinMember, Protocol
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+EMPTY = GroupState.EMPTY
+PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
+COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
+STABLE = GroupState.STABLE
+DEAD = GroupState.DEAD
+
+#: Kafka's allowed transitions: target state -> the states it may be entered from.
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    PREPARING_REBALANCE: frozenset({STABLE, COMPLETING_REBALANCE, EMPTY}),
+    COMPLETING_REBALANCE: frozenset({PREPARING_REBALANCE}),
+    STABLE: frozenset({COMPLETING_REBALANCE}),
+    EMPTY: frozenset({PREPARING_REBALANCE}),
+    DEAD: frozenset({STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD}),
+}
+
+
+class IllegalTransition(AssertionError):
+    pass
+
+
+class Group:
+    def __init__(
+        self,
+        group_id: str,
+        now_ms: int,
+        state: GroupState = EMPTY,
+        generation_id: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader_id: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.state = state
+        self.previous_state = DEAD
+        self.state_timestamp_ms = now_ms
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader_id = leader_id
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        self.pending_join_members: set[str] = set()  # KIP-394 ids handed out, not yet joined
+        self.pending_sync_members: set[str] = set()
+        self.num_awaiting_join = 0
+        self.supported_protocols: Counter[str] = Counter()
+        self.new_member_added = False
+        self.expected_instance_ids: tuple[str, ...] = ()
+        self._expected: frozenset[str] = frozenset()
+        self._expected_present = 0
+
+    def __repr__(self) -> str:
+        return f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id}, members={len(self.members)})"
+
+    # -------------------------------------------------------------------------------------------- state
+
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    def can_rebalance(self) -> bool:
+        return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
+
+    def transition_to(self, target: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[target]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value} is not allowed")
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------------------------------------ members
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id is not None and self.leader_id == member_id
+
+    def is_pending(self, member_id: str) -> bool:
+        return member_id in self.pending_join_members
+
+    def add_pending(self, member_id: str) -> None:
+        assert member_id not in self.members
+        self.pending_join_members.add(member_id)
+
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        return self.static_members.get(group_instance_id)
+
+    def add(self, member: Member, join_ticket: int | None = None) -> None:
+        iid = member.group_instance_id
+        if iid is not None:
+            if iid in self.static_members:
+                raise AssertionError(f"instance {iid} is already a member of {self.group_id}")
+            self.static_members[iid] = member.member_id
+            if iid in self._expected:
+                self._expected_present += 1
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self.supported_protocols.update(member.protocol_names())
+        member.join_ticket = join_ticket
+        if join_ticket is not None:
+            self.num_awaiting_join += 1
+        self.pending_join_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> Member | None:
+        """Remove a member or a pending id; returns the member removed (None for a pending id)."""
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            self.supported_protocols.subtract(member.protocol_names())
+            if member.is_awaiting_join:
+                self.num_awaiting_join -= 1
+            iid = member.group_instance_id
+            if iid is not None and self.static_members.get(iid) == member_id:
+                del self.static_members[iid]
+                if iid in self._expected:
+                    self._expected_present -= 1
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+        self.pending_join_members.discard(member_id)
+        self.pending_sync_members.discard(member_id)
+        return member
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+        """Give an instance id's member a new member id, keeping everything else (KIP-345).
+
+        The caller answers whatever the old member had parked (FENCED_INSTANCE_ID) before calling this.
+        """
+        old = self.members.pop(old_member_id)
+        if old.is_awaiting_join:
+            self.num_awaiting_join -= 1
+        new = Member(
+            new_member_id,
+            old.group_instance_id,
+            old.client_id,
+            old.client_host,
+            old.rebalance_timeout_ms,
+            old.session_timeout_ms,
+            old.protocol_type,
+            old.protocols,
+            old.assignment,
+            old.last_heard_ms,
+        )
+        self.members[new_member_id] = new
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        # Like Kafka, an old id still awaited in the sync phase stays there: if the replacement happens
+        # before that member synced, the sync timeout still counts it as missing.
+        self.static_members[group_instance_id] = new_member_id
+        return new
+
+    def update_member(
+        self,
+        member: Member,
+        protocols: tuple[Protocol, ...],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        join_ticket: int | None,
+    ) -> None:
+        self.supported_protocols.subtract(member.protocol_names())
+        member.protocols = protocols
+        self.supported_protocols.update(member.protocol_names())
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if join_ticket is not None and not member.is_awaiting_join:
+            self.num_awaiting_join += 1
+        elif join_ticket is None and member.is_awaiting_join:
+            self.num_awaiting_join -= 1
+        member.join_ticket = join_ticket
+
+    def take_join_ticket(self, member: Member) -> int | None:
+        """Detach and return a member's parked join, keeping the awaiting count right."""
+        ticket = member.join_ticket
+        if ticket is not None:
+            member.join_ticket = None
+            self.num_awaiting_join -= 1
+        return ticket
+
+    @staticmethod
+    def take_sync_ticket(member: Member) -> int | None:
+        ticket = member.sync_ticket
+        member.sync_ticket = None
+        return ticket
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.is_awaiting_join]
+
+    def has_all_members_joined(self) -> bool:
+        """Every member rejoined, no KIP-394 id outstanding, and (Berth) every expected instance id a member."""
+        return (
+            len(self.members) == self.num_awaiting_join
+            and not self.pending_join_members
+            and self._expected_present == len(self._expected)
+        )
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keep the leader if it rejoined, else promote any member that did; False if nobody rejoined."""
+        if self.leader_id is None:
+            return False
+        if self.members[self.leader_id].is_awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    # ------------------------------------------------------------------------------------------ protocols
+
+    def supports_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        names = list(protocol_names)
+        if self.state is EMPTY:
+            return bool(protocol_type) and bool(names)
+        size = len(self.members)
+        return self.protocol_type == protocol_type and any(self.supported_protocols[n] == size for n in names)
+
+    def candidate_protocols(self) -> set[str]:
+        size = len(self.members)
+        return {name for name, n in self.supported_protocols.items() if n == size}
+
+    def select_protocol(self) -> str:
+        """The protocol every member supports with the most first-preference votes (ties: by name)."""
+        if not self.members:
+            raise ValueError(f"cannot select a protocol for the empty group {self.group_id}")
+        candidates = self.candidate_protocols()
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        return min(votes, key=lambda name: (-votes[name], name))
+
+    def init_next_generation(self, now_ms: int) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition_to(COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.transition_to(EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
+    def current_join_members(self) -> tuple[JoinMember, ...]:
+        if self.state in (DEAD, PREPARING_REBALANCE):
+            raise AssertionError(f"no member list for group {self.group_id} in {self.state.value}")
+        name = self.protocol_name
+        return tuple(JoinMember(m.member_id, m.group_instance_id, m.metadata(name)) for m in self.members.values())
+
+    # ------------------------------------------------------------------------------- expected instance ids
+
+    def set_expected_instance_ids(self, ids: tuple[str, ...]) -> None:
+        self.expected_instance_ids = ids
+        self._expected = frozenset(ids)
+        self._expected_present = sum(1 for iid in self._expected if iid in self.static_members)
+
+    def missing_expected_instance_ids(self) -> list[str]:
+        return [iid for iid in self.expected_instance_ids if iid not in self.static_members]
+
+    @property
+    def has_expected_instance_ids(self) -> bool:
+        return bool(self._expected)

@@ -1,0 +1,352 @@
+"""JoinGroup (API 11): Kafka's classicGroupJoin decision table, KIP-345 static members, KIP-394 pending ids,
+KIP-814 SkipAssignment, and Berth's group creation write.
+
+The six member.id x group.instance.id cases of KIP-345's closing comments map to:
+known id (dynamic or static) -> ``join_existing_member``; unknown non-empty id -> UNKNOWN_MEMBER_ID (from
+``validate_member``); empty id + no instance id -> MEMBER_ID_REQUIRED (v4+, ``join_new_dynamic_member``);
+empty id + instance id -> a new static member, or a replacement of the instance's current member
+(``join_new_static_member``).
+"""
+
+from __future__ import annotations
+
+from berth.coordinator.core.group import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    Group,
+)
+from berth.coordinator.core.member import Member
+from berth.coordinator.core.model import JoinRequest, JoinResponse
+from berth.coordinator.core.rebalance import (
+    fence_parked_requests,
+    maybe_complete_join_phase,
+    maybe_prepare_rebalance_or_complete_join,
+    prepare_rebalance,
+    reschedule_heartbeat,
+    supersede_parked_join,
+    validate_member,
+)
+from berth.coordinator.core.records import new_empty_group_record, new_group_record
+from berth.coordinator.core.state import CoreState, SessionExpiry, heartbeat_key, join_key, sync_key
+from berth.coordinator.protocol import (
+    JOIN_MEMBER_ID_REQUIRED_VERSION,
+    JOIN_SKIP_ASSIGNMENT_VERSION,
+    MAX_GROUP_ID_BYTES,
+    Error,
+)
+
+
+def group_id_too_long(group_id: str) -> bool:
+    return len(group_id.encode("utf-8")) > MAX_GROUP_ID_BYTES
+
+
+def handle_join(core: CoreState, req: JoinRequest, ticket: int) -> None:
+    cfg = core.config
+    if group_id_too_long(req.group_id):
+        core.reply(ticket, JoinResponse(Error.INVALID_GROUP_ID, member_id=req.member_id))
+        return
+    if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
+        core.reply(ticket, JoinResponse(Error.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
+        return
+
+    is_unknown_member = req.member_id == ""
+    group = core.groups.get(req.group_id)
+    is_new_group = group is None
+    if group is None:
+        if not is_unknown_member:
+            core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
+            return
+        group = core.new_group(req.group_id)
+
+    if not accept_joining_member(core, group, req.member_id):
+        removed = group.remove(req.member_id)
+        if removed is not None:
+            core.cancel(heartbeat_key(group.group_id, removed.member_id))
+            core.event(
+                group,
+                "member_left",
+                member_id=removed.member_id,
+                group_instance_id=removed.group_instance_id,
+                via="group_max_size",
+            )
+        core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
+    elif is_unknown_member:
+        join_new_member(core, req, group, ticket)
+    else:
+        join_existing_member(core, req, group, ticket)
+
+    if is_new_group and not core.call_persists_records:
+        persist_new_group(core, group, ticket)
+
+
+def accept_joining_member(core: CoreState, group: Group, member_id: str) -> bool:
+    """KIP-389: new members are accepted only up to ``group_max_size``."""
+    max_size = core.config.group_max_size
+    if max_size is None or group.state in (EMPTY, DEAD):
+        return True
+    member = group.members.get(member_id)
+    if group.state is PREPARING_REBALANCE:
+        # Counting members awaiting the join (not the group size, which may exceed a lowered max) lets the
+        # last members to rejoin be the ones turned away.
+        return (member is not None and member.is_awaiting_join) or group.num_awaiting_join < max_size
+    return member is not None or len(group.members) < max_size
+
+
+def persist_new_group(core: CoreState, group: Group, ticket: int) -> None:
+    """A group is persisted at creation (Java coordinator); if that write fails the group never existed."""
+    core.persist(new_empty_group_record(group))
+    held = core.withdraw_reply(ticket)
+
+    def on_persisted() -> None:
+        if held is not None:
+            core.reply(ticket, held)
+
+    def on_failed() -> None:
+        if core.groups.get(group.group_id) is group:
+            del core.groups[group.group_id]
+            core.cancel(join_key(group.group_id))
+            core.cancel(sync_key(group.group_id))
+            for member_id in [*group.members, *group.pending_join_members]:
+                core.cancel(heartbeat_key(group.group_id, member_id))
+            for member in group.members.values():
+                parked = group.take_join_ticket(member)
+                if parked is not None:
+                    core.reply(parked, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id))
+        if held is not None:
+            core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=held.member_id))
+
+    core.when_persisted(on_persisted)
+    core.when_persist_failed(on_failed)
+
+
+def join_new_member(core: CoreState, req: JoinRequest, group: Group, ticket: int) -> None:
+    if not group.supports_protocols(req.protocol_type, (p.name for p in req.protocols)):
+        core.reply(ticket, JoinResponse(Error.INCONSISTENT_GROUP_PROTOCOL))
+        return
+    new_member_id = core.generate_member_id(req.client_id, req.group_instance_id)
+    if req.group_instance_id is not None:
+        join_new_static_member(core, req, group, new_member_id, ticket)
+    else:
+        join_new_dynamic_member(core, req, group, new_member_id, ticket)
+
+
+def join_new_static_member(core: CoreState, req: JoinRequest, group: Group, new_member_id: str, ticket: int) -> None:
+    assert req.group_instance_id is not None
+    existing_member_id = group.static_member_id(req.group_instance_id)
+    if existing_member_id is not None:
+        replace_static_member_then_rebalance_or_complete_join(
+            core, req, group, existing_member_id, new_member_id, ticket
+        )
+    else:
+        add_member_then_rebalance_or_complete_join(core, req, group, new_member_id, ticket)
+
+
+def join_new_dynamic_member(core: CoreState, req: JoinRequest, group: Group, new_member_id: str, ticket: int) -> None:
+    if req.api_version < JOIN_MEMBER_ID_REQUIRED_VERSION:
+        add_member_then_rebalance_or_complete_join(core, req, group, new_member_id, ticket)
+        return
+    if len(group.pending_join_members) >= core.config.max_pending_members_per_group:
+        # Berth: KIP-394 bounds pending ids only by their expiry; a flood of anonymous joins is capped here.
+        core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
+        return
+    group.add_pending(new_member_id)
+    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SessionExpiry())
+    core.event(group, "member_id_required", member_id=new_member_id, group_instance_id=None)
+    core.reply(ticket, JoinResponse(Error.MEMBER_ID_REQUIRED, member_id=new_member_id))
+
+
+def join_existing_member(core: CoreState, req: JoinRequest, group: Group, ticket: int) -> None:
+    member_id = req.member_id
+    if not group.supports_protocols(req.protocol_type, (p.name for p in req.protocols)):
+        core.reply(ticket, JoinResponse(Error.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+        return
+    if group.is_pending(member_id):
+        if req.group_instance_id is not None:
+            # Kafka raises IllegalStateException here (pending ids are only handed to dynamic members),
+            # which reaches the client as UNKNOWN_SERVER_ERROR with nothing changed.
+            core.reply(ticket, JoinResponse(Error.UNKNOWN_SERVER_ERROR, member_id=member_id))
+            return
+        add_member_then_rebalance_or_complete_join(core, req, group, member_id, ticket)
+        return
+
+    error = validate_member(core, group, member_id, req.group_instance_id)
+    if error is not None:
+        core.reply(ticket, JoinResponse(error, member_id=member_id))
+        return
+
+    member = group.members[member_id]
+    member.last_heard_ms = core.now_ms
+    if group.state is PREPARING_REBALANCE:
+        update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+    elif group.state is COMPLETING_REBALANCE:
+        if member.matches(req.protocols):
+            # The member lost the join response: hand it the current generation again.
+            core.reply(ticket, current_generation_response(group, member_id, with_members=group.is_leader(member_id)))
+        else:
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+    elif group.state is STABLE:
+        if group.is_leader(member_id):
+            # The leader rejoins to make the group notice changes that affect assignment (topic metadata).
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "leader_rejoin")
+        elif not member.matches(req.protocols):
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+        else:
+            core.reply(ticket, current_generation_response(group, member_id, with_members=False))
+    else:
+        core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+
+def current_generation_response(group: Group, member_id: str, with_members: bool) -> JoinResponse:
+    return JoinResponse(
+        Error.NONE,
+        member_id=member_id,
+        generation_id=group.generation_id,
+        protocol_type=group.protocol_type,
+        protocol_name=group.protocol_name,
+        leader=group.leader_id or "",
+        members=group.current_join_members() if with_members else (),
+    )
+
+
+def update_member_then_rebalance_or_complete_join(
+    core: CoreState, req: JoinRequest, group: Group, member: Member, ticket: int, cause: str
+) -> None:
+    supersede_parked_join(core, member)
+    group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
+    maybe_prepare_rebalance_or_complete_join(core, group, cause)
+
+
+def add_member_then_rebalance_or_complete_join(
+    core: CoreState, req: JoinRequest, group: Group, member_id: str, ticket: int
+) -> None:
+    member = Member(
+        member_id,
+        req.group_instance_id,
+        req.client_id,
+        req.client_host,
+        req.rebalance_timeout_ms,
+        req.session_timeout_ms,
+        req.protocol_type,
+        req.protocols,
+        last_heard_ms=core.now_ms,
+    )
+    member.is_new = True
+    if group.state is PREPARING_REBALANCE and group.previous_state is EMPTY:
+        group.new_member_added = True  # extends the initial rebalance delay
+    group.add(member, ticket)
+    # A parked new member cannot heartbeat and its disconnect goes unseen: bound its join instead.
+    reschedule_heartbeat(core, group, member, core.config.new_member_join_timeout_ms)
+    core.event(
+        group,
+        "member_joined",
+        member_id=member_id,
+        group_instance_id=req.group_instance_id,
+        static=req.group_instance_id is not None,
+        client_id=req.client_id,
+    )
+    maybe_prepare_rebalance_or_complete_join(core, group, "new_member")
+
+
+def replace_static_member_then_rebalance_or_complete_join(
+    core: CoreState, req: JoinRequest, group: Group, old_member_id: str, new_member_id: str, ticket: int
+) -> None:
+    """A static member restarted (empty member id, known instance id): swap in its new member id (KIP-345)."""
+    instance_id = req.group_instance_id
+    assert instance_id is not None
+    current_leader = group.leader_id
+    old_member = group.members[old_member_id]
+    offline_ms = core.now_ms - old_member.last_heard_ms
+    fence_parked_requests(core, group, old_member)
+    new_member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+    core.cancel(heartbeat_key(group.group_id, old_member_id))
+    reschedule_heartbeat(core, group, new_member)
+
+    old_protocols = new_member.protocols
+    old_rebalance_timeout_ms = new_member.rebalance_timeout_ms
+    old_session_timeout_ms = new_member.session_timeout_ms
+    group.update_member(new_member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
+    new_member.last_heard_ms = core.now_ms
+
+    def journal_replacement(rebalance: bool) -> None:
+        core.event(
+            group,
+            "static_member_replaced",
+            member_id=new_member_id,
+            group_instance_id=instance_id,
+            old_member_id=old_member_id,
+            offline_ms=offline_ms,
+            rebalance=rebalance,
+        )
+
+    if group.state is STABLE:
+        if group.protocol_name == group.select_protocol():
+            # The restart changes nothing the assignment depends on: no rebalance, just persist the new id.
+            journal_replacement(rebalance=False)
+            core.persist(new_group_record(group))
+            skip_assignment_supported = req.api_version >= JOIN_SKIP_ASSIGNMENT_VERSION
+
+            def on_persisted() -> None:
+                if group.members.get(new_member_id) is not new_member or group.state is not STABLE:
+                    return  # the group moved on meanwhile; the parked join completes with that rebalance
+                if skip_assignment_supported:
+                    is_leader = group.is_leader(new_member_id)
+                    response = JoinResponse(
+                        Error.NONE,
+                        member_id=new_member_id,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=group.leader_id or "",
+                        skip_assignment=is_leader,
+                        members=group.current_join_members() if is_leader else (),
+                    )
+                else:
+                    # Before KIP-814 the restarted leader is not told it leads: old leader id, no member list.
+                    response = JoinResponse(
+                        Error.NONE,
+                        member_id=new_member_id,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=current_leader or "",
+                    )
+                parked = group.take_join_ticket(new_member)
+                if parked is not None:
+                    core.reply(parked, response)
+
+            def on_failed() -> None:
+                still_parked = new_member.join_ticket == ticket
+                if core.groups.get(group.group_id) is group and group.members.get(new_member_id) is new_member:
+                    group.update_member(
+                        new_member, old_protocols, old_rebalance_timeout_ms, old_session_timeout_ms, None
+                    )
+                    restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                    core.cancel(heartbeat_key(group.group_id, new_member_id))
+                    reschedule_heartbeat(core, group, restored)
+                if still_parked:
+                    core.reply(
+                        ticket,
+                        JoinResponse(
+                            Error.COORDINATOR_NOT_AVAILABLE,
+                            generation_id=group.generation_id,
+                            protocol_type=group.protocol_type,
+                            protocol_name=group.protocol_name,
+                            leader=current_leader or "",
+                        ),
+                    )
+
+            core.when_persisted(on_persisted)
+            core.when_persist_failed(on_failed)
+        else:
+            journal_replacement(rebalance=group.can_rebalance())
+            maybe_prepare_rebalance_or_complete_join(core, group, "static_replacement")
+    elif group.state is COMPLETING_REBALANCE:
+        # The leader may already be assigning for the old member id: the new id would get nothing. Rebalance.
+        journal_replacement(rebalance=True)
+        prepare_rebalance(core, group, "static_replacement")
+    else:
+        journal_replacement(rebalance=False)
+        maybe_complete_join_phase(core, group)

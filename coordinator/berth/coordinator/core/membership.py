@@ -1,0 +1,195 @@
+"""SyncGroup (14), Heartbeat (12) and LeaveGroup (13), as Kafka's classic coordinator handles them.
+
+Sync: the leader's assignment is persisted before anyone hears it (the group turns Stable only then).
+Heartbeat: never writes; it only moves the member's session deadline (O(1), see ``timers``).
+Leave: a batch of member ids and/or instance ids (KIP-345), with per-member results; an entry with an empty
+member id and an instance id is the admin "remove members" path.
+"""
+
+from __future__ import annotations
+
+from base64 import b64encode
+
+from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
+from berth.coordinator.core.join import group_id_too_long
+from berth.coordinator.core.model import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    LeaveMemberResult,
+    LeaveRequest,
+    LeaveResponse,
+    SyncRequest,
+    SyncResponse,
+)
+from berth.coordinator.core.rebalance import (
+    complete_stored_assignment,
+    maybe_complete_join_phase,
+    maybe_prepare_rebalance_or_complete_join,
+    remove_current_member,
+    remove_pending_sync_member,
+    reschedule_heartbeat,
+    reset_and_propagate_assignment_with_error,
+    supersede_parked_sync,
+    validate_member,
+)
+from berth.coordinator.core.records import new_group_record
+from berth.coordinator.core.state import CoreState, heartbeat_key
+from berth.coordinator.protocol import SYNC_PROTOCOL_FIELDS_VERSION, Error
+
+# ------------------------------------------------------------------------------------------------- sync
+
+
+def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current
+
+
+def handle_sync(core: CoreState, req: SyncRequest, ticket: int) -> None:
+    if group_id_too_long(req.group_id):
+        core.reply(ticket, SyncResponse(Error.INVALID_GROUP_ID))
+        return
+    if req.api_version >= SYNC_PROTOCOL_FIELDS_VERSION and (req.protocol_type is None or req.protocol_name is None):
+        core.reply(ticket, SyncResponse(Error.INCONSISTENT_GROUP_PROTOCOL))  # KIP-559, checked by Kafka's API layer
+        return
+    group = core.groups.get(req.group_id)
+    if group is None or group.state is EMPTY:
+        core.reply(ticket, SyncResponse(Error.UNKNOWN_MEMBER_ID))
+        return
+    error = validate_member(core, group, req.member_id, req.group_instance_id)
+    if error is None and req.generation_id != group.generation_id:
+        error = Error.ILLEGAL_GENERATION
+    if error is None and (
+        _protocol_inconsistent(req.protocol_type, group.protocol_type)
+        or _protocol_inconsistent(req.protocol_name, group.protocol_name)
+    ):
+        error = Error.INCONSISTENT_GROUP_PROTOCOL
+    if error is not None:
+        core.reply(ticket, SyncResponse(error))
+        return
+
+    member = group.members[req.member_id]
+    member.last_heard_ms = core.now_ms
+    if group.state is PREPARING_REBALANCE:
+        core.reply(ticket, SyncResponse(Error.REBALANCE_IN_PROGRESS))
+    elif group.state is COMPLETING_REBALANCE:
+        supersede_parked_sync(core, member)
+        member.sync_ticket = ticket
+        remove_pending_sync_member(core, group, req.member_id)
+        if group.is_leader(req.member_id):
+            store_leader_assignment(core, group, req)
+    elif group.state is STABLE:
+        # A Stable sync returns the stored assignment and, as in the Java coordinator, leaves the session alone.
+        remove_pending_sync_member(core, group, req.member_id)
+        core.reply(ticket, SyncResponse(Error.NONE, group.protocol_type, group.protocol_name, member.assignment))
+
+
+def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> None:
+    """Persist the leader's assignment; the group turns Stable and everyone hears it once it is durable."""
+    given = {a.member_id: a.assignment for a in req.assignments}
+    assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
+    generation_id = group.generation_id
+    core.persist(new_group_record(group, assignment))
+    core.event(
+        group,
+        "assignment_stored",
+        member_id=req.member_id,
+        assignments=[
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "assignment": b64encode(assignment[m.member_id]).decode("ascii"),
+            }
+            for m in group.members.values()
+        ],
+    )
+
+    def still_waiting() -> bool:
+        # Another member may have started a rebalance while the write was in flight.
+        return (
+            core.groups.get(group.group_id) is group
+            and group.state is COMPLETING_REBALANCE
+            and group.generation_id == generation_id
+        )
+
+    def on_persisted() -> None:
+        if still_waiting():
+            complete_stored_assignment(core, group, assignment)
+
+    def on_failed() -> None:
+        if still_waiting():
+            reset_and_propagate_assignment_with_error(core, group, Error.COORDINATOR_NOT_AVAILABLE)
+            maybe_prepare_rebalance_or_complete_join(core, group, "persist_failure")
+
+    core.when_persisted(on_persisted)
+    core.when_persist_failed(on_failed)
+
+
+# -------------------------------------------------------------------------------------------- heartbeat
+
+
+def handle_heartbeat(core: CoreState, req: HeartbeatRequest, ticket: int) -> None:
+    core.reply(ticket, HeartbeatResponse(heartbeat(core, req)))
+
+
+def heartbeat(core: CoreState, req: HeartbeatRequest) -> Error:
+    if group_id_too_long(req.group_id):
+        return Error.INVALID_GROUP_ID
+    group = core.groups.get(req.group_id)
+    if group is None:
+        return Error.UNKNOWN_MEMBER_ID
+    error = validate_member(core, group, req.member_id, req.group_instance_id)
+    if error is not None:
+        return error
+    if req.generation_id != group.generation_id:
+        return Error.ILLEGAL_GENERATION
+    if group.state is EMPTY:
+        return Error.UNKNOWN_MEMBER_ID
+    member = group.members[req.member_id]
+    member.last_heard_ms = core.now_ms
+    reschedule_heartbeat(core, group, member)
+    if group.state is PREPARING_REBALANCE:
+        return Error.REBALANCE_IN_PROGRESS
+    return Error.NONE
+
+
+# ------------------------------------------------------------------------------------------------ leave
+
+
+def handle_leave(core: CoreState, req: LeaveRequest, ticket: int) -> None:
+    if group_id_too_long(req.group_id):
+        core.reply(ticket, LeaveResponse(Error.INVALID_GROUP_ID))
+        return
+    group = core.groups.get(req.group_id)
+    if group is None:
+        core.reply(ticket, LeaveResponse(Error.UNKNOWN_MEMBER_ID))
+        return
+    results = tuple(leave_one(core, group, identity.member_id, identity.group_instance_id) for identity in req.members)
+    if any(r.error == Error.NONE for r in results):
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            maybe_prepare_rebalance_or_complete_join(core, group, "member_left")
+        elif group.state is PREPARING_REBALANCE:
+            maybe_complete_join_phase(core, group)
+    core.reply(ticket, LeaveResponse(Error.NONE, results))
+
+
+def leave_one(core: CoreState, group: Group, member_id: str, instance_id: str | None) -> LeaveMemberResult:
+    if member_id == "":
+        # Admin removal by instance id (KIP-345's removeMembersFromConsumerGroup).
+        static_member_id = group.static_member_id(instance_id) if instance_id is not None else None
+        if static_member_id is None:
+            return LeaveMemberResult(member_id, instance_id, Error.UNKNOWN_MEMBER_ID)
+        remove_current_member(core, group, group.members[static_member_id])
+        core.event(group, "member_left", member_id=static_member_id, group_instance_id=instance_id, via="admin")
+        return LeaveMemberResult(member_id, instance_id, Error.NONE)
+    if group.is_pending(member_id):
+        group.remove(member_id)
+        core.cancel(heartbeat_key(group.group_id, member_id))
+        core.event(group, "member_left", member_id=member_id, group_instance_id=instance_id, via="leave")
+        return LeaveMemberResult(member_id, instance_id, Error.NONE)
+    error = validate_member(core, group, member_id, instance_id)
+    if error is not None:
+        return LeaveMemberResult(member_id, instance_id, error)
+    member = group.members[member_id]
+    # A static member leaving by member id alone is the KIP-345 downgrade path: its instance mapping goes too.
+    remove_current_member(core, group, member)
+    core.event(group, "member_left", member_id=member_id, group_instance_id=member.group_instance_id, via="leave")
+    return LeaveMemberResult(member_id, instance_id, Error.NONE)

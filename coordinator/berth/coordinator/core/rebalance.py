@@ -1,0 +1,332 @@
+"""Member lifecycle and the rebalance machinery of a classic group (Kafka's GroupMetadataManager, classic part).
+
+Names follow Kafka's so the port can be checked line by line: ``prepare_rebalance``,
+``maybe_complete_join_phase``, ``complete_join``, ``expire_heartbeat``, ``expire_pending_sync`` ...
+Berth's additions are marked: pre-registered instance ids gate early completion of a join phase (API.md §4),
+and requests Kafka would leave unanswered are answered (API.md §8).
+"""
+
+from __future__ import annotations
+
+from berth.coordinator.core.group import (
+    COMPLETING_REBALANCE,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    Group,
+)
+from berth.coordinator.core.member import Member
+from berth.coordinator.core.model import JoinResponse, SyncResponse
+from berth.coordinator.core.records import new_group_record
+from berth.coordinator.core.state import (
+    CompleteJoin,
+    CoreState,
+    InitialRebalanceDelay,
+    SessionExpiry,
+    SyncExpiry,
+    heartbeat_key,
+    join_key,
+    sync_key,
+)
+from berth.coordinator.protocol import Error
+
+FENCED_REASON = "a newer member joined with the same group.instance.id"
+
+# ------------------------------------------------------------------------------------------ member checks
+
+
+def validate_member(core: CoreState, group: Group, member_id: str, group_instance_id: str | None) -> Error | None:
+    """Kafka's validateMember: the instance id must map to this member id, and the member must exist."""
+    if group_instance_id is not None:
+        existing = group.static_member_id(group_instance_id)
+        if existing is None:
+            return Error.UNKNOWN_MEMBER_ID
+        if existing != member_id:
+            core.event(
+                group, "member_fenced", member_id=member_id, group_instance_id=group_instance_id, reason=FENCED_REASON
+            )
+            return Error.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return Error.UNKNOWN_MEMBER_ID
+    return None
+
+
+def reschedule_heartbeat(core: CoreState, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+    timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+    core.schedule(heartbeat_key(group.group_id, member.member_id), timeout, SessionExpiry())
+
+
+def supersede_parked_join(core: CoreState, member: Member) -> None:
+    """Berth: a parked join replaced by a newer one from the same member is answered, not dropped."""
+    if member.join_ticket is not None:
+        core.reply(member.join_ticket, JoinResponse(Error.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+
+
+def supersede_parked_sync(core: CoreState, member: Member) -> None:
+    if member.sync_ticket is not None:
+        core.reply(member.sync_ticket, SyncResponse(Error.REBALANCE_IN_PROGRESS))
+
+
+def fence_parked_requests(core: CoreState, group: Group, member: Member) -> None:
+    """Answer the parked join/sync of a member whose instance id was taken over (FENCED_INSTANCE_ID)."""
+    ticket = group.take_join_ticket(member)
+    if ticket is not None:
+        core.reply(ticket, JoinResponse(Error.FENCED_INSTANCE_ID, member_id=member.member_id))
+        core.event(
+            group,
+            "member_fenced",
+            member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
+            reason=FENCED_REASON,
+        )
+    ticket = group.take_sync_ticket(member)
+    if ticket is not None:
+        core.reply(ticket, SyncResponse(Error.FENCED_INSTANCE_ID))
+        core.event(
+            group,
+            "member_fenced",
+            member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
+            reason=FENCED_REASON,
+        )
+
+
+def answer_parked_of_removed_member(core: CoreState, group: Group, member: Member) -> None:
+    """A removed member's parked join is answered UNKNOWN_MEMBER_ID (Kafka); so is its parked sync (Berth)."""
+    ticket = group.take_join_ticket(member)
+    if ticket is not None:
+        core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID))
+    ticket = group.take_sync_ticket(member)
+    if ticket is not None:
+        core.reply(ticket, SyncResponse(Error.UNKNOWN_MEMBER_ID))
+
+
+# ------------------------------------------------------------------------------------ starting rebalances
+
+
+def maybe_prepare_rebalance_or_complete_join(core: CoreState, group: Group, cause: str) -> None:
+    if group.can_rebalance():
+        prepare_rebalance(core, group, cause)
+    else:
+        maybe_complete_join_phase(core, group)
+
+
+def prepare_rebalance(core: CoreState, group: Group, cause: str) -> None:
+    if group.state is COMPLETING_REBALANCE:
+        reset_and_propagate_assignment_with_error(core, group, Error.REBALANCE_IN_PROGRESS)
+    remove_sync_expiration(core, group)
+    is_initial = group.state is EMPTY
+    if is_initial:
+        delay = core.config.group_initial_rebalance_delay_ms
+        remaining = max(group.rebalance_timeout_ms() - delay, 0)
+        core.schedule(join_key(group.group_id), delay, InitialRebalanceDelay(delay, remaining))
+    group.transition_to(PREPARING_REBALANCE, core.now_ms)
+    core.rebalances_by_cause[cause] += 1
+    core.event(group, "rebalance_started", cause=cause)
+    if is_initial:
+        maybe_complete_join_phase(core, group)  # Berth: a fully joined pre-registered fleet forms at once
+    else:
+        maybe_complete_join_else_schedule(core, group)
+
+
+def maybe_complete_join_else_schedule(core: CoreState, group: Group) -> None:
+    if group.has_all_members_joined():
+        complete_join(core, group)
+    else:
+        core.schedule(join_key(group.group_id), group.rebalance_timeout_ms(), CompleteJoin())
+
+
+def maybe_complete_join_phase(core: CoreState, group: Group) -> None:
+    """Complete the join phase early once everyone it waits for has joined.
+
+    Kafka never completes an initial rebalance (entered from Empty) early: its delay chain runs out first.
+    Berth: with expected instance ids registered, the phase also waits for every missing expected id
+    (``has_all_members_joined``), and once they are all in, even an initial rebalance completes at once.
+    """
+    if group.state is not PREPARING_REBALANCE or not group.has_all_members_joined():
+        return
+    if group.previous_state is EMPTY and not group.has_expected_instance_ids:
+        return
+    complete_join(core, group)
+
+
+def try_complete_initial_rebalance_else_schedule(
+    core: CoreState, group: Group, delay_ms: int, remaining_ms: int
+) -> None:
+    if group.new_member_added and remaining_ms != 0:
+        group.new_member_added = False
+        new_delay = min(core.config.group_initial_rebalance_delay_ms, remaining_ms)
+        new_remaining = max(remaining_ms - delay_ms, 0)  # sic: Kafka subtracts the previous delay
+        core.schedule(join_key(group.group_id), new_delay, InitialRebalanceDelay(new_delay, new_remaining))
+    else:
+        complete_join(core, group)
+
+
+# --------------------------------------------------------------------------------------- completing joins
+
+
+def complete_join(core: CoreState, group: Group) -> None:
+    """End the join phase: drop dynamic members that did not rejoin and start the next generation."""
+    if group.state is not PREPARING_REBALANCE:
+        return
+    core.cancel(join_key(group.group_id))
+    for member in [m for m in group.not_yet_rejoined() if not m.is_static]:
+        group.remove(member.member_id)
+        core.cancel(heartbeat_key(group.group_id, member.member_id))
+        core.event(group, "member_expired", member_id=member.member_id, group_instance_id=None, phase="rebalance")
+
+    if not group.maybe_elect_new_joined_leader() and group.members:
+        # Nobody rejoined, only absent static members remain: wait another rebalance timeout for them
+        # (or for their sessions to expire) instead of forming a generation without anyone in it.
+        core.schedule(join_key(group.group_id), group.rebalance_timeout_ms(), CompleteJoin())
+        return
+
+    group.init_next_generation(core.now_ms)
+    if group.state is EMPTY:
+        core.persist(new_group_record(group))
+        core.event(group, "group_emptied")
+        return
+
+    members = group.current_join_members()
+    for member in group.members.values():
+        ticket = group.take_join_ticket(member)
+        if ticket is not None:
+            is_leader = group.is_leader(member.member_id)
+            core.reply(
+                ticket,
+                JoinResponse(
+                    Error.NONE,
+                    member_id=member.member_id,
+                    generation_id=group.generation_id,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader=group.leader_id or "",
+                    members=members if is_leader else (),
+                ),
+            )
+        reschedule_heartbeat(core, group, member)
+        member.is_new = False
+        group.pending_sync_members.add(member.member_id)
+    core.event(
+        group,
+        "rebalance_completed",
+        leader=group.leader_id,
+        protocol_name=group.protocol_name,
+        members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id} for m in members],
+    )
+    schedule_pending_sync(core, group)
+
+
+# ------------------------------------------------------------------------------------------- sync phase
+
+
+def schedule_pending_sync(core: CoreState, group: Group) -> None:
+    core.schedule(sync_key(group.group_id), group.rebalance_timeout_ms(), SyncExpiry(group.generation_id))
+
+
+def remove_sync_expiration(core: CoreState, group: Group) -> None:
+    group.pending_sync_members.clear()
+    core.cancel(sync_key(group.group_id))
+
+
+def remove_pending_sync_member(core: CoreState, group: Group, member_id: str) -> None:
+    group.pending_sync_members.discard(member_id)
+    if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync_members:
+        core.cancel(sync_key(group.group_id))
+
+
+def expire_pending_sync(core: CoreState, group: Group, generation_id: int) -> None:
+    if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
+        return
+    if not group.pending_sync_members:
+        return
+    for member_id in list(group.pending_sync_members):
+        member = group.remove(member_id)
+        core.cancel(heartbeat_key(group.group_id, member_id))
+        if member is not None:
+            answer_parked_of_removed_member(core, group, member)
+            core.event(
+                group,
+                "member_expired",
+                member_id=member_id,
+                group_instance_id=member.group_instance_id,
+                phase="sync",
+            )
+    prepare_rebalance(core, group, "sync_timeout")
+
+
+def propagate_assignment(core: CoreState, group: Group, error: Error) -> None:
+    protocol_type = group.protocol_type if error == Error.NONE else None
+    protocol_name = group.protocol_name if error == Error.NONE else None
+    for member in group.members.values():
+        ticket = group.take_sync_ticket(member)
+        if ticket is not None:
+            core.reply(ticket, SyncResponse(error, protocol_type, protocol_name, member.assignment))
+            # Kafka resets the session after answering a sync: an expiry that fired while the member
+            # waited was ignored and scheduled nothing.
+            reschedule_heartbeat(core, group, member)
+
+
+def reset_and_propagate_assignment_with_error(core: CoreState, group: Group, error: Error) -> None:
+    assert group.state is COMPLETING_REBALANCE, group
+    for member in group.members.values():
+        member.assignment = b""
+    propagate_assignment(core, group, error)
+
+
+def set_and_propagate_assignment(core: CoreState, group: Group, assignment: dict[str, bytes]) -> None:
+    assert group.state is COMPLETING_REBALANCE, group
+    for member in group.members.values():
+        member.assignment = assignment.get(member.member_id, b"")
+    propagate_assignment(core, group, Error.NONE)
+
+
+def complete_stored_assignment(core: CoreState, group: Group, assignment: dict[str, bytes]) -> None:
+    set_and_propagate_assignment(core, group, assignment)
+    group.transition_to(STABLE, core.now_ms)
+
+
+# ------------------------------------------------------------------------------------------ expirations
+
+
+def expire_heartbeat(core: CoreState, group_id: str, member_id: str) -> None:
+    group = core.groups.get(group_id)
+    if group is None:
+        return
+    if group.is_pending(member_id):
+        core.event(group, "member_expired", member_id=member_id, group_instance_id=None, phase="pending")
+        remove_pending_member_and_update_group(core, group, member_id)
+        return
+    member = group.members.get(member_id)
+    if member is None or member.has_satisfied_heartbeat():
+        return
+    phase = "new_member_join" if member.is_new else "session"
+    remove_member_and_update_group(
+        core, group, member, "member_expired", "member_expired", {"phase": phase}
+    )
+
+
+def remove_member_and_update_group(
+    core: CoreState, group: Group, member: Member, cause: str, event_type: str, fields: dict[str, object]
+) -> None:
+    answer_parked_of_removed_member(core, group, member)
+    group.remove(member.member_id)
+    core.cancel(heartbeat_key(group.group_id, member.member_id))
+    core.event(group, event_type, member_id=member.member_id, group_instance_id=member.group_instance_id, **fields)
+    if group.state in (STABLE, COMPLETING_REBALANCE):
+        maybe_prepare_rebalance_or_complete_join(core, group, cause)
+    elif group.state is PREPARING_REBALANCE and group.has_all_members_joined():
+        complete_join(core, group)
+
+
+def remove_pending_member_and_update_group(core: CoreState, group: Group, member_id: str) -> None:
+    group.remove(member_id)
+    if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
+        complete_join(core, group)
+
+
+def remove_current_member(core: CoreState, group: Group, member: Member) -> None:
+    """A member leaving (or removed by an admin): cancel its session and answer what it had parked."""
+    core.cancel(heartbeat_key(group.group_id, member.member_id))
+    answer_parked_of_removed_member(core, group, member)
+    group.remove(member.member_id)

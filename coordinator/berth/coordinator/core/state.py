@@ -1,0 +1,169 @@
+"""The core's state and the per-call bookkeeping every handler shares.
+
+``CoreState`` owns the groups, the committed offsets, the timer queue, and the accumulator of one call's
+effects: replies, records, journal events and the continuations to run once the call's write is durable
+(or has failed). Handlers in ``join``, ``membership``, ``offsets``, ``admin`` and ``rebalance`` are plain
+functions over a ``CoreState``; ``Coordinator`` is the public facade that frames each call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from berth.coordinator.core.config import CoordinatorConfig
+from berth.coordinator.core.effects import Effects, JournalEvent, Write
+from berth.coordinator.core.group import Group
+from berth.coordinator.core.model import Response
+from berth.coordinator.core.records import OffsetAndMetadata, Record
+from berth.coordinator.core.timers import TimerQueue
+
+
+# Timer payloads: what to do when a timer key falls due.
+@dataclass(frozen=True, slots=True)
+class CompleteJoin:
+    """The join phase's rebalance timeout (or the 'stuck' re-check) ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class InitialRebalanceDelay:
+    delay_ms: int
+    remaining_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SyncExpiry:
+    generation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionExpiry:
+    """A member's (or pending id's) session, or a new member's join timeout, ran out."""
+
+
+TimerPayload = CompleteJoin | InitialRebalanceDelay | SyncExpiry | SessionExpiry
+
+
+def join_key(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
+
+
+def sync_key(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
+
+
+def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("heartbeat", group_id, member_id)
+
+
+Continuation = Callable[[], None]
+
+
+class CoreState:
+    def __init__(self, config: CoordinatorConfig, new_uuid: Callable[[], str] | None = None) -> None:
+        self.config = config
+        self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self.timers: TimerQueue[TimerPayload] = TimerQueue()
+        self.now_ms = 0
+        self.rebalances_by_cause: Counter[str] = Counter()
+        self._next_token = 1
+        self._continuations: dict[int, tuple[list[Continuation], list[Continuation]]] = {}
+        self._reset_call()
+
+    # ------------------------------------------------------------------------------------ call framing
+
+    def _reset_call(self) -> None:
+        self._fx = Effects()
+        self._records: list[Record] = []
+        self._events: list[JournalEvent] = []
+        self._on_ok: list[Continuation] = []
+        self._on_fail: list[Continuation] = []
+
+    def begin(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self._reset_call()
+
+    def finish(self) -> Effects:
+        fx = self._fx
+        if self._records or self._events:
+            token = self._next_token
+            self._next_token += 1
+            if self._on_ok or self._on_fail:
+                self._continuations[token] = (self._on_ok, self._on_fail)
+            fx.writes.append(Write(token, self._records, self._events))
+        self._reset_call()
+        return fx
+
+    def run_continuations(self, token: int, ok: bool) -> None:
+        on_ok, on_fail = self._continuations.pop(token, ([], []))
+        for fn in on_ok if ok else on_fail:
+            fn()
+
+    @property
+    def pending_writes(self) -> int:
+        return len(self._continuations)
+
+    # ------------------------------------------------------------------------------------------ effects
+
+    def reply(self, ticket: int, response: Response) -> None:
+        self._fx.replies.append((ticket, response))
+
+    def withdraw_reply(self, ticket: int) -> Response | None:
+        """Take back a reply made earlier in this call (to hold it until the call's write is durable)."""
+        for i, (t, response) in enumerate(self._fx.replies):
+            if t == ticket:
+                del self._fx.replies[i]
+                return response
+        return None
+
+    def persist(self, record: Record) -> None:
+        self._records.append(record)
+
+    @property
+    def call_persists_records(self) -> bool:
+        return bool(self._records)
+
+    def when_persisted(self, fn: Continuation) -> None:
+        self._on_ok.append(fn)
+
+    def when_persist_failed(self, fn: Continuation) -> None:
+        self._on_fail.append(fn)
+
+    def event(self, group: Group | str, event_type: str, **fields: Any) -> None:
+        """Append a journal event (API.md §5); the store assigns its ``seq`` when it commits."""
+        if isinstance(group, Group):
+            event: JournalEvent = {
+                "ts_ms": self.now_ms,
+                "group_id": group.group_id,
+                "type": event_type,
+                "generation_id": group.generation_id,
+            }
+        else:
+            event = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
+        event.update(fields)
+        self._events.append(event)
+
+    # ------------------------------------------------------------------------------------------- timers
+
+    def schedule(self, key: tuple[str, ...], delay_ms: int, payload: TimerPayload) -> None:
+        self.timers.schedule(key, self.now_ms + delay_ms, payload)
+
+    def cancel(self, key: tuple[str, ...]) -> None:
+        self.timers.cancel(key)
+
+    # ------------------------------------------------------------------------------------------- groups
+
+    def new_group(self, group_id: str) -> Group:
+        group = Group(group_id, self.now_ms)
+        self.groups[group_id] = group
+        self.event(group, "group_created")
+        return group
+
+    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        prefix = group_instance_id if group_instance_id is not None else (client_id or "member")
+        return f"{prefix}-{self.new_uuid()}"
