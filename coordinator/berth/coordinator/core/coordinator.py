@@ -139,12 +139,12 @@ class Coordinator(CoreState):
                 self.groups[record.group_id] = Group(record.group_id, self.now_ms)  # a simple group
             offsets.apply_offset(self, record)
         elif isinstance(record, ExpectedMembersRecord):
-            group = self.groups.get(record.group_id)
-            if group is None:
-                if not record.group_instance_ids:
-                    return
-                group = self.groups[record.group_id] = Group(record.group_id, self.now_ms)
-            group.set_expected_instance_ids(record.group_instance_ids)
+            existing = self.groups.get(record.group_id)
+            if existing is None and not record.group_instance_ids:
+                return
+            if existing is None:
+                existing = self.groups[record.group_id] = Group(record.group_id, self.now_ms)
+            existing.set_expected_instance_ids(record.group_instance_ids)
 
     def load(self, records: Iterable[Record], now_ms: int) -> Effects:
         self.now_ms = now_ms

@@ -74,7 +74,10 @@ class Group:
         self._expected_present = 0
 
     def __repr__(self) -> str:
-        return f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id}, members={len(self.members)})"
+        return (
+            f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id}, "
+            f"members={len(self.members)})"
+        )
 
     # -------------------------------------------------------------------------------------------- state
 

@@ -115,7 +115,7 @@ def persist_new_group(core: CoreState, group: Group, ticket: int) -> None:
                 parked = group.take_join_ticket(member)
                 if parked is not None:
                     core.reply(parked, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id))
-        if held is not None:
+        if isinstance(held, JoinResponse):
             core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=held.member_id))
 
     core.when_persisted(on_persisted)

@@ -42,8 +42,10 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
     created = False
     if group is None:
         if req.generation_id >= 0:
-            missing = Error.GROUP_ID_NOT_FOUND if req.api_version >= COMMIT_GROUP_ID_NOT_FOUND_VERSION else (
-                Error.ILLEGAL_GENERATION
+            missing = (
+                Error.GROUP_ID_NOT_FOUND
+                if req.api_version >= COMMIT_GROUP_ID_NOT_FOUND_VERSION
+                else (Error.ILLEGAL_GENERATION)
             )
             core.reply(ticket, commit_error_response(req, missing))
             return

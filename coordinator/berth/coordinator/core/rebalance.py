@@ -301,9 +301,7 @@ def expire_heartbeat(core: CoreState, group_id: str, member_id: str) -> None:
     if member is None or member.has_satisfied_heartbeat():
         return
     phase = "new_member_join" if member.is_new else "session"
-    remove_member_and_update_group(
-        core, group, member, "member_expired", "member_expired", {"phase": phase}
-    )
+    remove_member_and_update_group(core, group, member, "member_expired", "member_expired", {"phase": phase})
 
 
 def remove_member_and_update_group(

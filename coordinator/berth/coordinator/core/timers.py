@@ -67,7 +67,7 @@ class TimerQueue(Generic[P]):
             self._settle_top()
             if not self._heap or self._heap[0][0] > now_ms:
                 return None
-            deadline, seq, key = heapq.heappop(self._heap)
+            deadline, _, key = heapq.heappop(self._heap)
             del self._anchor[key]
             _, _, payload = self._entries.pop(key)
             return DueTimer(key, deadline, payload)

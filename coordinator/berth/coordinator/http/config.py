@@ -1,0 +1,22 @@
+"""The server's configuration: where it listens, its limits, auth, and the core's group settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from berth.coordinator.core import CoordinatorConfig
+from berth.coordinator.http.auth import TokenSet
+from berth.coordinator.http.decode import Limits
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9094
+    max_body_bytes: int = 1_048_576
+    manual_clock: bool = False
+    tokens: TokenSet | None = None
+    limits: Limits = field(default_factory=Limits)
+    core: CoordinatorConfig = field(default_factory=CoordinatorConfig)

@@ -1,0 +1,182 @@
+"""The bridge between the pure core and the asyncio world: tickets, durable replies, timers, shutdown.
+
+Rules it keeps:
+- Every request that waits for an answer holds a ticket; the core answers tickets through ``Effects``.
+- A reply is released only once every write handed to the writer before that reply is durable (API.md §7:
+  "a response is sent only after what it reveals is durable"). With nothing in flight a reply is released
+  at once, so heartbeats never wait on the disk.
+- Writes complete in submission order; each completion runs the core's continuation for that write.
+- With the system clock, one asyncio timer is armed at the core's next deadline. With the manual clock,
+  time moves only in ``advance``, which fires due timers one by one and lets each one's work (writes,
+  continuations, replies) finish before the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from berth.coordinator.core import Coordinator, Effects, Write
+from berth.coordinator.core.model import Response
+from berth.coordinator.http.clock import Clock, ManualClock
+
+log = logging.getLogger("berth.coordinator")
+
+WritesDone = Callable[[list[tuple[int, bool]]], None]
+
+
+class WriterPort(Protocol):
+    def submit(self, write: Write) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class Engine:
+    def __init__(
+        self,
+        core: Coordinator,
+        clock: Clock,
+        make_writer: Callable[[WritesDone], WriterPort],
+        on_write_failure: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.core = core
+        self.clock = clock
+        self._loop = asyncio.get_running_loop()
+        self.writer = make_writer(self._writes_done_threadsafe)
+        self._on_write_failure = on_write_failure
+        self._futures: dict[int, asyncio.Future[Response]] = {}
+        self._unavailable: dict[int, Response] = {}
+        self._next_ticket = 1
+        self._submitted = 0
+        self._completed = 0
+        self._write_offsets: dict[int, int] = {}
+        self._gated: deque[tuple[int, int, Response]] = deque()
+        self._settled = asyncio.Event()
+        self._settled.set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._advance_lock = asyncio.Lock()
+        self.ready = False
+        self.closing = False
+
+    # ---------------------------------------------------------------------------------------- tickets
+
+    def ticket(self, unavailable: Response) -> tuple[int, asyncio.Future[Response]]:
+        """A ticket and the future its answer arrives on; ``unavailable`` answers it if we shut down first."""
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        future: asyncio.Future[Response] = self._loop.create_future()
+        self._futures[ticket] = future
+        self._unavailable[ticket] = unavailable
+        return ticket, future
+
+    @property
+    def parked(self) -> int:
+        return len(self._futures)
+
+    @property
+    def writes_in_flight(self) -> int:
+        return self._submitted - self._completed
+
+    def _resolve(self, ticket: int, response: Response) -> None:
+        self._unavailable.pop(ticket, None)
+        future = self._futures.pop(ticket, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    # ---------------------------------------------------------------------------------------- effects
+
+    def apply(self, fx: Effects) -> None:
+        for write in fx.writes:
+            self._submitted += 1
+            self._write_offsets[write.token] = self._submitted
+            self.writer.submit(write)
+        if self._completed < self._submitted:
+            self._settled.clear()
+            for ticket, response in fx.replies:
+                self._gated.append((self._submitted, ticket, response))
+        else:
+            for ticket, response in fx.replies:
+                self._resolve(ticket, response)
+        if not self.clock.manual:
+            self._arm_timer()
+
+    def _writes_done_threadsafe(self, results: list[tuple[int, bool]]) -> None:
+        with contextlib.suppress(RuntimeError):  # RuntimeError: the loop is gone, we are exiting
+            self._loop.call_soon_threadsafe(self._writes_done, results)
+
+    def _writes_done(self, results: list[tuple[int, bool]]) -> None:
+        now = self.clock.now_ms()
+        for token, ok in results:
+            self._completed = self._write_offsets.pop(token)
+            if not ok:
+                self._on_write_failure()
+                log.error("store write %d failed; its in-memory change is reverted", token)
+            self.apply(self.core.on_write_done(token, ok, now))
+        gated = self._gated
+        while gated and gated[0][0] <= self._completed:
+            _, ticket, response = gated.popleft()
+            self._resolve(ticket, response)
+        if self._completed == self._submitted:
+            self._settled.set()
+
+    async def settle(self) -> None:
+        """Wait until every write submitted so far (and every write their continuations made) is done."""
+        while self._completed < self._submitted:
+            self._settled.clear()
+            await self._settled.wait()
+
+    # ----------------------------------------------------------------------------------------- timers
+
+    def _arm_timer(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline is None:
+            return
+        if self._timer is not None:
+            if self._timer_deadline is not None and self._timer_deadline <= deadline:
+                return
+            self._timer.cancel()
+        delay_s = max(0, deadline - self.clock.now_ms()) / 1000
+        self._timer_deadline = deadline
+        self._timer = self._loop.call_later(delay_s, self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self.ready and not self.closing:
+            self.apply(self.core.fire_due_timers(self.clock.now_ms()))
+        else:
+            self._arm_timer()
+
+    async def advance(self, ms: int) -> int:
+        """Move the manual clock (API.md §6, §8): fire due timers in order, each at its own deadline."""
+        clock = self.clock
+        assert isinstance(clock, ManualClock)
+        async with self._advance_lock:
+            target = clock.now_ms() + ms
+            while (due := self.core.pop_due_timer(target)) is not None:
+                clock.set(max(clock.now_ms(), due.deadline_ms))
+                self.apply(self.core.run_timer(due, clock.now_ms()))
+                await self.settle()
+            clock.set(target)
+            await self.settle()
+            return target
+
+    # --------------------------------------------------------------------------------------- lifecycle
+
+    async def shutdown(self) -> None:
+        """Answer parked requests COORDINATOR_NOT_AVAILABLE, let in-flight writes land, stop the writer."""
+        self.closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.apply(self.core.shutdown(self.clock.now_ms()))
+        await self.settle()
+        for ticket in list(self._futures):
+            self._resolve(ticket, self._unavailable[ticket])
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.close)

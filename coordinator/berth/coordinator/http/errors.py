@@ -1,0 +1,69 @@
+"""HTTP-level failures (API.md §1): requests the coordinator could not process as protocol requests.
+
+Each carries the HTTP status and the JSON body to send; ``message`` always names the offending field.
+Protocol outcomes never use these: they are HTTP 200 with an in-band ``error_code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.coordinator.protocol import Error
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, error: str, message: str, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.error_code = error_code
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.error_code is not None:
+            body["error_code"] = self.error_code
+        body["error"] = self.error
+        body["message"] = self.message
+        return body
+
+
+def bad_request(message: str) -> HttpError:
+    return HttpError(400, Error.INVALID_REQUEST.name, message, int(Error.INVALID_REQUEST))
+
+
+def unsupported_version(message: str) -> HttpError:
+    return HttpError(400, Error.UNSUPPORTED_VERSION.name, message, int(Error.UNSUPPORTED_VERSION))
+
+
+def unauthorized(message: str) -> HttpError:
+    return HttpError(401, Error.GROUP_AUTHORIZATION_FAILED.name, message, int(Error.GROUP_AUTHORIZATION_FAILED))
+
+
+def forbidden(message: str) -> HttpError:
+    return HttpError(403, Error.GROUP_AUTHORIZATION_FAILED.name, message, int(Error.GROUP_AUTHORIZATION_FAILED))
+
+
+def not_found(message: str) -> HttpError:
+    return HttpError(404, "NOT_FOUND", message)
+
+
+def method_not_allowed(message: str) -> HttpError:
+    return HttpError(405, "METHOD_NOT_ALLOWED", message)
+
+
+def too_large(message: str) -> HttpError:
+    return HttpError(413, "PAYLOAD_TOO_LARGE", message)
+
+
+def unsupported_media_type(message: str) -> HttpError:
+    return HttpError(415, "UNSUPPORTED_MEDIA_TYPE", message)
+
+
+def shutting_down() -> HttpError:
+    return HttpError(
+        503,
+        Error.COORDINATOR_NOT_AVAILABLE.name,
+        "the coordinator is shutting down",
+        int(Error.COORDINATOR_NOT_AVAILABLE),
+    )

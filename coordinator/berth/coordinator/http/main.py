@@ -1,0 +1,180 @@
+"""``berth-coordinator``: run the coordinator (API.md §7).
+
+Exit status 2 with one line on stderr for bad flags, an unusable data dir or a bad tokens file. The line
+``listening on http://HOST:PORT`` goes to stdout once ``/readyz`` answers 200. SIGTERM (or SIGINT): stop
+accepting, answer parked requests COORDINATOR_NOT_AVAILABLE, flush the store, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from aiohttp import web
+
+from berth.coordinator.core import Coordinator, CoordinatorConfig
+from berth.coordinator.http.app import SERVER, create_app
+from berth.coordinator.http.auth import TokenSet, TokensFileError
+from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
+from berth.coordinator.http.config import ServerConfig
+from berth.coordinator.http.decode import Limits
+from berth.coordinator.http.engine import WritesDone
+from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
+
+log = logging.getLogger("berth.coordinator")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        fail(message)
+
+
+def fail(message: str) -> NoReturn:
+    print(f"berth-coordinator: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="berth-coordinator", description="Berth's group coordinator (Kafka classic groups over HTTP).")
+    p.add_argument("--data-dir", required=True, type=Path, help="where the SQLite store and journal live")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=_positive, default=9094, help="0 picks a free port")
+    p.add_argument("--group-min-session-timeout-ms", type=_positive, default=6_000)
+    p.add_argument("--group-max-session-timeout-ms", type=_positive, default=1_800_000)
+    p.add_argument("--group-initial-rebalance-delay-ms", type=_positive, default=3_000)
+    p.add_argument("--group-max-size", type=_positive, default=None, help="KIP-389 cap on members per group")
+    p.add_argument("--group-new-member-join-timeout-ms", type=_positive, default=300_000)
+    p.add_argument("--offset-metadata-max-bytes", type=_positive, default=4_096)
+    p.add_argument(
+        "--max-pending-members-per-group",
+        type=_positive,
+        default=10_000,
+        help="cap on KIP-394 pending ids per group (anonymous-join flood guard)",
+    )
+    p.add_argument("--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth")
+    p.add_argument("--max-body-bytes", type=_positive, default=1_048_576)
+    p.add_argument("--max-id-bytes", type=_positive, default=1024, help="longest id/name accepted, in UTF-8 bytes")
+    p.add_argument("--max-list-items", type=_positive, default=100_000, help="longest list accepted in a request")
+    p.add_argument("--manual-clock", action="store_true", help="tests only: time moves via POST /v1/debug/clock")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def parse_config(argv: Sequence[str] | None) -> ServerConfig:
+    args = build_parser().parse_args(argv)
+    try:
+        core = CoordinatorConfig(
+            group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=args.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+            group_max_size=args.group_max_size,
+            new_member_join_timeout_ms=args.group_new_member_join_timeout_ms,
+            offset_metadata_max_bytes=args.offset_metadata_max_bytes,
+            max_pending_members_per_group=max(1, args.max_pending_members_per_group),
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    if args.port > 65535:
+        fail(f"--port {args.port} is not a TCP port")
+    tokens = None
+    if args.tokens_file is not None:
+        try:
+            tokens = TokenSet.from_file(args.tokens_file)
+        except TokensFileError as exc:
+            fail(str(exc))
+    return ServerConfig(
+        data_dir=args.data_dir,
+        host=args.host,
+        port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        manual_clock=args.manual_clock,
+        tokens=tokens,
+        limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
+        core=core,
+    )
+
+
+async def serve(config: ServerConfig, store: SqliteStore) -> None:
+    clock: Clock = ManualClock() if config.manual_clock else SystemClock()
+    core = Coordinator(config.core)
+
+    def make_writer(on_done: WritesDone) -> GroupCommitWriter:
+        return GroupCommitWriter(store, on_done)
+
+    def load_records(target: Coordinator) -> None:
+        for record in store.load():
+            target.replay(record)
+
+    app = create_app(config, clock, core, make_writer, load_records, store.journal_page)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=10)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
+    server = app[SERVER]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ready = asyncio.create_task(server.loaded.wait())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.done():
+        host, port = _bound_address(site)
+        print(f"listening on http://{host}:{port}", flush=True)
+        log.info("ready: listening on http://%s:%d (manual clock: %s)", host, port, config.manual_clock)
+    await stopping
+    log.info("stopping: answering parked requests and flushing the store")
+    await runner.cleanup()
+
+
+def _bound_address(site: web.TCPSite) -> tuple[str, int]:
+    server = site._server
+    assert server is not None
+    sockets: list[socket.socket] = list(getattr(server, "sockets", []) or [])
+    host, port = sockets[0].getsockname()[:2]
+    return str(host), int(port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=config_log_level(argv),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        store = SqliteStore(config.data_dir)
+    except StoreError as exc:
+        fail(str(exc))
+    try:
+        asyncio.run(serve(config, store))
+    finally:
+        store.close()
+    return 0
+
+
+def config_log_level(argv: Sequence[str] | None) -> int:
+    args, _ = build_parser().parse_known_args(argv)
+    return int(getattr(logging, str(args.log_level).upper()))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

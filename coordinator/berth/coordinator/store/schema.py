@@ -1,0 +1,150 @@
+"""The SQLite file: where it lives, how a connection is opened, the tables and their schema version.
+
+Rules:
+- One file, ``<data_dir>/berth.db``, in WAL mode with ``synchronous=FULL``: a COMMIT returns only once the
+  WAL is fsynced, so an acknowledged write survives kill -9 and power loss.
+- ``meta.schema_version`` says which layout the file has. A file written by a newer Berth is refused, never
+  misread; a file without it that already has tables is not ours and is refused too.
+- Group records are stored as the core's JSON snapshot (it carries its own ``version``); offsets as columns;
+  expected members as a JSON array; journal events as the exact JSON line the segments hold.
+- Every failure to open turns into a one-line ``StoreError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from pathlib import Path
+from typing import IO
+
+from berth.coordinator.store.errors import StoreError
+
+SCHEMA_VERSION = 1
+DB_FILENAME = "berth.db"
+LOCK_FILENAME = "berth.lock"
+
+_TABLES = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE groups (
+    group_id TEXT PRIMARY KEY,
+    record   TEXT NOT NULL            -- the core's group snapshot as JSON (versioned by its "version" field)
+);
+CREATE TABLE offsets (
+    group_id            TEXT NOT NULL,
+    topic               TEXT NOT NULL,
+    partition           INTEGER NOT NULL,
+    committed_offset    INTEGER NOT NULL,
+    leader_epoch        INTEGER NOT NULL,
+    metadata            TEXT NOT NULL,
+    commit_timestamp_ms INTEGER NOT NULL,
+    PRIMARY KEY (group_id, topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE expected_members (
+    group_id           TEXT PRIMARY KEY,
+    group_instance_ids TEXT NOT NULL  -- JSON array of instance ids
+);
+CREATE TABLE journal (
+    seq   INTEGER PRIMARY KEY,
+    event TEXT NOT NULL               -- the compact JSON line, "seq" first, as written to the segments
+);
+"""
+
+
+def prepare_data_dir(data_dir: Path) -> None:
+    """Create the data dir if needed and check that it is a writable directory."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise StoreError(f"data dir {data_dir} is not a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"data dir {data_dir} cannot be created: {exc.strerror or exc}") from exc
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise StoreError(f"data dir {data_dir} is not writable")
+
+
+def lock_data_dir(data_dir: Path) -> IO[bytes]:
+    """Take an exclusive lock so that two coordinators never write one journal; the kernel drops it on exit."""
+    path = data_dir / LOCK_FILENAME
+    try:
+        handle = open(path, "ab")  # noqa: SIM115 - held open for the store's lifetime, closed by release_lock
+    except OSError as exc:
+        raise StoreError(f"data dir {data_dir} is not writable: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise StoreError(f"data dir {data_dir} is in use by another Berth coordinator") from exc
+    except OSError as exc:  # e.g. a filesystem without locks
+        handle.close()
+        raise StoreError(f"data dir {data_dir} cannot be locked: {exc.strerror or exc}") from exc
+    return handle
+
+
+def connect(db_path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), usable from any one thread at a time."""
+    try:
+        conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} cannot be opened: {exc}") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"database {db_path} cannot use WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        # Checkpoint less often than the default 1000 pages: each checkpoint costs the committing batch extra
+        # fsyncs, and group records are large.
+        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"database {db_path} is not a usable SQLite database: {exc}") from exc
+    except StoreError:
+        conn.close()
+        raise
+    return conn
+
+
+def ensure_schema(conn: sqlite3.Connection, db_path: Path) -> None:
+    """Create the tables in a new file; check the schema version of an existing one."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                for statement in _TABLES.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} is not a usable SQLite database: {exc}") from exc
+    if "meta" not in tables and tables:
+        raise StoreError(f"database {db_path} is not a Berth database (no meta table)")
+    _check_version(conn, db_path)
+
+
+def _check_version(conn: sqlite3.Connection, db_path: Path) -> None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} is not a usable SQLite database: {exc}") from exc
+    try:
+        version = int(row[0]) if row is not None else None
+    except ValueError:
+        version = None
+    if version is None:
+        raise StoreError(f"database {db_path} has no valid schema version")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {db_path} has schema version {version}, newer than this Berth supports ({SCHEMA_VERSION});"
+            " upgrade Berth"
+        )
+    if version < SCHEMA_VERSION:  # no older layouts exist yet; a migration would go here
+        raise StoreError(f"database {db_path} has unknown old schema version {version}")

@@ -1,0 +1,190 @@
+"""``SqliteStore``: the coordinator's durable state in ``<data_dir>/berth.db`` plus the journal segments.
+
+What it owns: opening (and refusing) a data dir, loading every record for replay, paging the journal, and
+committing one prepared batch as one transaction. It does not own threading: ``GroupCommitWriter`` is the
+only caller of ``commit_batch``, from its one thread.
+
+Rules:
+- Three connections, each used by one thread at a time: the writer's (``commit_batch``), a reader for
+  ``journal_page`` from the event loop and for segment repair (serialized by a lock; WAL lets it read while
+  the writer commits), and a short-lived one per ``load`` so a replay sees one consistent snapshot.
+- Journal seq numbers are contiguous from 1. ``commit_batch`` numbers a batch's events from the last
+  committed seq and advances that counter only once COMMIT returned, so a rolled-back batch's numbers are
+  reused by the next one.
+- Opening takes an exclusive lock on the data dir and reconciles the segments with the journal table.
+- Every problem with the data dir surfaces as a one-line ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetAndMetadata, OffsetRecord, Record
+from berth.coordinator.store.batch import PreparedBatch, number_events
+from berth.coordinator.store.errors import StoreError
+from berth.coordinator.store.schema import DB_FILENAME, connect, ensure_schema, lock_data_dir, prepare_data_dir
+from berth.coordinator.store.segments import JournalSegments
+
+log = logging.getLogger(__name__)
+
+JOURNAL_DIRNAME = "journal"
+
+_UPSERT_GROUP = "INSERT OR REPLACE INTO groups (group_id, record) VALUES (?, ?)"
+_DELETE_GROUP = "DELETE FROM groups WHERE group_id = ?"
+_UPSERT_OFFSET = (
+    "INSERT OR REPLACE INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, metadata,"
+    " commit_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_OFFSET = "DELETE FROM offsets WHERE group_id = ? AND topic = ? AND partition = ?"
+_UPSERT_EXPECTED = "INSERT OR REPLACE INTO expected_members (group_id, group_instance_ids) VALUES (?, ?)"
+_DELETE_EXPECTED = "DELETE FROM expected_members WHERE group_id = ?"
+_INSERT_EVENT = "INSERT INTO journal (seq, event) VALUES (?, ?)"
+
+
+class SqliteStore:
+    def __init__(self, data_dir: Path, *, segment_max_events: int = 100_000) -> None:
+        self.data_dir = Path(data_dir)
+        self.db_path = self.data_dir / DB_FILENAME
+        prepare_data_dir(self.data_dir)
+        self._lock_file = lock_data_dir(self.data_dir)
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
+        try:
+            self._writer = connect(self.db_path)
+            ensure_schema(self._writer, self.db_path)
+            self._reader = connect(self.db_path)
+            self._last_seq = self._query_last_seq()
+            self.segments = JournalSegments(self.data_dir / JOURNAL_DIRNAME, segment_max_events, self)
+            self.segments.reconcile()
+        except OSError as exc:
+            self.close()
+            journal_dir = self.data_dir / JOURNAL_DIRNAME
+            raise StoreError(f"journal segment dir {journal_dir} is unusable: {exc.strerror or exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def load(self) -> Iterator[Record]:
+        """Every record for replay: all group records, then all offsets, then all expected-members lists."""
+        conn = connect(self.db_path)
+        loads = json.loads
+        try:
+            conn.execute("BEGIN")  # one read snapshot across the three tables
+            for group_id, text in conn.execute("SELECT group_id, record FROM groups"):
+                yield GroupRecord(group_id, loads(text))
+            for group_id, topic, partition, offset, epoch, metadata, ts in conn.execute(
+                "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms"
+                " FROM offsets"
+            ):
+                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, epoch, metadata, ts))
+            for group_id, text in conn.execute("SELECT group_id, group_instance_ids FROM expected_members"):
+                yield ExpectedMembersRecord(group_id, tuple(loads(text)))
+        except (sqlite3.Error, ValueError) as exc:
+            raise StoreError(f"database {self.db_path} cannot be read: {exc}") from exc
+        finally:
+            conn.close()
+
+    def journal_page(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Events with seq > after, ascending, at most ``limit``; safe to call while the writer commits."""
+        return [json.loads(line) for _, line in self._read(_page_query, after, limit)]
+
+    def journal_lines_after(self, after: int) -> Iterator[tuple[int, str]]:
+        """Every event with seq > after as (seq, line), in pages (used to reconcile the segments)."""
+        page_size = 10_000
+        while page := self._read(_page_query, after, page_size):
+            yield from page
+            after = page[-1][0]
+
+    def last_seq(self) -> int:
+        """The seq of the last committed journal event (0 when the journal is empty)."""
+        return self._last_seq
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def commit_batch(self, batch: PreparedBatch, before_commit: Callable[[], None]) -> list[tuple[int, str]]:
+        """Write ``batch`` in one transaction; return its numbered journal lines. Writer thread only.
+
+        ``before_commit`` runs inside the transaction just before COMMIT (the fault injection point). On any
+        exception the transaction is rolled back and the exception propagates; nothing is numbered.
+        """
+        assert self._writer is not None, "store is closed"
+        conn = self._writer
+        lines = number_events(batch.event_bodies, self._last_seq + 1)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, rows in (
+                (_UPSERT_GROUP, batch.group_rows),
+                (_DELETE_GROUP, batch.group_deletes),
+                (_UPSERT_OFFSET, batch.offset_rows),
+                (_DELETE_OFFSET, batch.offset_deletes),
+                (_UPSERT_EXPECTED, batch.expected_rows),
+                (_DELETE_EXPECTED, batch.expected_deletes),
+                (_INSERT_EVENT, lines),
+            ):
+                if rows:
+                    conn.executemany(sql, rows)
+            before_commit()
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+        if lines:
+            self._last_seq = lines[-1][0]
+        return lines
+
+    # ------------------------------------------------------------------------------------------ closing
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections and segments and release the data dir (idempotent); close the writer first."""
+        if getattr(self, "segments", None) is not None:
+            self.segments.close()
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._reader = self._writer = None
+        if not self._lock_file.closed:
+            self._lock_file.close()  # releases the flock
+
+    # ---------------------------------------------------------------------------------------- internals
+
+    def _query_last_seq(self) -> int:
+        row = self._read(lambda conn: conn.execute("SELECT max(seq) FROM journal").fetchall())
+        return int(row[0][0] or 0)
+
+    def _read(self, query: Callable[..., list[Any]], *args: Any) -> list[Any]:
+        with self._reader_lock:
+            if self._reader is None:
+                raise StoreError(f"store {self.data_dir} is closed")
+            try:
+                return query(self._reader, *args)
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {self.db_path} cannot be read: {exc}") from exc
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if not conn.in_transaction:  # SQLite already rolled back (some I/O errors do that)
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        log.error("store: rollback failed: %s", exc)
+
+
+def _page_query(conn: sqlite3.Connection, after: int, limit: int) -> list[tuple[int, str]]:
+    return conn.execute("SELECT seq, event FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()

@@ -1,0 +1,134 @@
+"""``GroupCommitWriter``: one daemon thread that commits queued writes in shared transactions (group commit).
+
+What it owns: the queue between the event loop and the disk, batching, and reporting each write's outcome.
+
+Rules:
+- ``submit`` is the event loop's hot path: it only enqueues (thread-safe, never blocks, keeps order). All
+  encoding happens on the writer thread.
+- The thread takes everything queued (up to ``max_batch_writes``) into ONE transaction, so one fsync covers
+  as many writes as arrived while the previous transaction was committing.
+- After each transaction, and before telling anyone, it appends the batch's journal events to the segments,
+  then calls ``on_done([(token, ok), ...])`` on the writer thread, in submission order; the caller hops to
+  its event loop itself. A failed transaction reports every write in it ``ok=False`` and its journal seq
+  numbers are reused by the next transaction. A write whose content cannot be stored fails alone.
+- ``flush`` returns once everything submitted before it is reported; ``close`` flushes and stops.
+- ``faults`` (a ``StoreFaults``) injects disk failures inside the transaction, for tests.
+- A submitted ``Write`` must not be mutated afterwards (the thread reads it later).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from berth.coordinator.core import Write
+from berth.coordinator.store.batch import prepare_batch
+from berth.coordinator.store.errors import StoreError
+from berth.coordinator.store.faults import StoreFaults
+from berth.coordinator.store.sqlite_store import SqliteStore
+
+log = logging.getLogger(__name__)
+
+OnDone = Callable[[list[tuple[int, bool]]], object]  # the result is ignored
+_STOP = None  # queued by close(): the thread finishes what is before it and exits
+_QueueItem = Write | threading.Event | None  # an Event is a flush marker, set once everything before it is done
+
+
+class GroupCommitWriter:
+    def __init__(self, store: SqliteStore, on_done: OnDone, *, max_batch_writes: int = 5000) -> None:
+        if max_batch_writes < 1:
+            raise ValueError("max_batch_writes must be at least 1")
+        self.store = store
+        self.faults = StoreFaults()
+        self.transactions = 0  # committed or rolled back, for metrics and tests
+        self._on_done = on_done
+        self._max_batch_writes = max_batch_writes
+        self._queue: queue.SimpleQueue[_QueueItem] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="berth-store-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, write: Write) -> None:
+        if self._closed:
+            raise StoreError(f"store writer for {self.store.data_dir} is closed")
+        self._queue.put(write)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until every write submitted so far is reported; False if ``timeout`` ran out first.
+
+        Never call it from ``on_done``: that runs on the writer thread, which would wait for itself.
+        """
+        if not self._thread.is_alive():
+            return True
+        marker = threading.Event()
+        self._queue.put(marker)
+        return marker.wait(timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Finish every submitted write, then stop the thread. The store stays open (close it afterwards)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    # ------------------------------------------------------------------------------------- writer thread
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            self.faults.wait_while_stalled()
+            writes: list[Write] = []
+            markers: list[threading.Event] = []
+            stopping = self._take(first, writes, markers)
+            while not stopping and len(writes) < self._max_batch_writes:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                stopping = self._take(item, writes, markers)
+            if writes:
+                self._commit(writes)
+            for marker in markers:
+                marker.set()
+            if stopping:
+                return
+
+    @staticmethod
+    def _take(item: _QueueItem, writes: list[Write], markers: list[threading.Event]) -> bool:
+        if item is _STOP:
+            return True
+        if isinstance(item, threading.Event):
+            markers.append(item)
+        else:
+            writes.append(item)
+        return False
+
+    def _commit(self, writes: list[Write]) -> None:
+        lines: list[tuple[int, str]] = []
+        try:
+            batch = prepare_batch(writes)
+            if batch.accepted_tokens:
+                self.transactions += 1
+                lines = self.store.commit_batch(batch, before_commit=self.faults.raise_if_failing)
+        except Exception:
+            log.exception("store: transaction of %d writes failed and was rolled back", len(writes))
+            outcomes = [(write.token, False) for write in writes]
+        else:
+            outcomes = batch.outcomes
+            # Committed: from here on nothing may report these writes failed. Segments repair themselves.
+            self.store.segments.append(lines)
+        try:
+            self._on_done(outcomes)
+        except Exception:
+            log.exception("store: on_done raised; the writer carries on")

@@ -1,0 +1,39 @@
+"""Fixtures shared by every test area: real coordinator processes and an HTTP session to talk to them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from support.api import Api
+from support.coordinator import CoordinatorProcess
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[CoordinatorProcess]:
+    """A fresh coordinator process with the manual clock, on its own data directory."""
+    proc = CoordinatorProcess(tmp_path / "data")
+    proc.start()
+    yield proc
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        print(proc.stderr())
+    if proc.proc is not None and proc.proc.poll() is None:
+        proc.kill()
+
+
+@pytest.fixture
+async def api(coordinator: CoordinatorProcess) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession() as session:
+        yield Api(session, coordinator.url)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,1 @@
+"""Shared test support: real coordinator processes and small HTTP helpers."""
