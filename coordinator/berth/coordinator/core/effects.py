@@ -15,7 +15,7 @@ from typing import Any
 from berth.coordinator.core.model import Response
 from berth.coordinator.core.records import Record
 
-JournalEvent = dict[str, Any]
+JournalEvent = dict[str, Any]  # JSON-ready, except that byte fields may stay bytes (base64 once encoded)
 
 
 @dataclass(slots=True)

@@ -40,7 +40,8 @@ from berth.coordinator.protocol import (
 
 
 def group_id_too_long(group_id: str) -> bool:
-    return len(group_id.encode("utf-8")) > MAX_GROUP_ID_BYTES
+    # A character is at most 4 bytes of UTF-8: short ids need no encoding to be known short enough.
+    return len(group_id) * 4 > MAX_GROUP_ID_BYTES and len(group_id.encode("utf-8")) > MAX_GROUP_ID_BYTES
 
 
 def handle_join(core: CoreState, req: JoinRequest, ticket: int) -> None:

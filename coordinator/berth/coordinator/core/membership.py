@@ -8,8 +8,6 @@ member id and an instance id is the admin "remove members" path.
 
 from __future__ import annotations
 
-from base64 import b64encode
-
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
 from berth.coordinator.core.join import group_id_too_long
 from berth.coordinator.core.model import (
@@ -96,7 +94,7 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
             {
                 "member_id": m.member_id,
                 "group_instance_id": m.group_instance_id,
-                "assignment": b64encode(assignment[m.member_id]).decode("ascii"),
+                "assignment": assignment[m.member_id],  # bytes: base64 in the journal's JSON
             }
             for m in group.members.values()
         ],
@@ -126,8 +124,11 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
 # -------------------------------------------------------------------------------------------- heartbeat
 
 
+_HEARTBEAT_RESPONSES = {error: HeartbeatResponse(error) for error in Error}  # immutable: made once
+
+
 def handle_heartbeat(core: CoreState, req: HeartbeatRequest, ticket: int) -> None:
-    core.reply(ticket, HeartbeatResponse(heartbeat(core, req)))
+    core.reply(ticket, _HEARTBEAT_RESPONSES[heartbeat(core, req)])
 
 
 def heartbeat(core: CoreState, req: HeartbeatRequest) -> Error:

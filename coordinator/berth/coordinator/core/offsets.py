@@ -49,13 +49,14 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
             )
             core.reply(ticket, commit_error_response(req, missing))
             return
-        group = core.new_group(req.group_id)  # a "simple" group: offsets without membership
-        created = True
-    error = validate_offset_commit(core, group, req)
-    if error is not None:
-        core.reply(ticket, commit_error_response(req, error))
-        return
-    if group.state in (STABLE, PREPARING_REBALANCE):
+        # A "simple" commit (admin client, or a consumer without group management): it will create an Empty
+        # group, but only once some offset is accepted, so that no group exists that nothing persists.
+    else:
+        error = validate_offset_commit(core, group, req)
+        if error is not None:
+            core.reply(ticket, commit_error_response(req, error))
+            return
+    if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
         member = group.members[req.member_id]
         member.last_heard_ms = core.now_ms
         reschedule_heartbeat(core, group, member)  # classic commits keep the session alive
@@ -78,6 +79,9 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
     if not accepted:
         core.reply(ticket, response)
         return
+    if group is None:
+        group = core.new_group(req.group_id)
+        created = True
 
     for record in accepted:
         core.persist(record)

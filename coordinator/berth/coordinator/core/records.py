@@ -2,8 +2,10 @@
 
 A group record is a full snapshot of the group as Kafka writes it: protocol type and name, generation, leader,
 and each member with only the selected protocol's subscription and its assignment. ``value is None`` is the
-tombstone of a deleted group. Records are plain JSON-ready dicts with a version field so that the store can
-persist them without understanding them, and a newer record format is refused at load instead of misread.
+tombstone of a deleted group. Records are plain dicts with a version field so that the store can persist them
+without understanding them, and a newer record format is refused at load instead of misread. Byte fields stay
+``bytes`` here: the store's writer thread turns them into base64 when it encodes the JSON, which keeps that
+O(members) work off the event loop; a loaded record carries base64 strings and ``group_from_record`` takes both.
 """
 
 from __future__ import annotations
@@ -55,11 +57,9 @@ class ExpectedMembersRecord:
 Record = GroupRecord | OffsetRecord | ExpectedMembersRecord
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
+def _unb64(text: str | bytes) -> bytes:
+    if isinstance(text, bytes):
+        return text  # a record fresh from the core, not yet through JSON
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -80,8 +80,8 @@ def new_group_record(group: Group, assignments: dict[str, bytes] | None = None) 
                 "client_host": m.client_host,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "session_timeout_ms": m.session_timeout_ms,
-                "subscription": _b64(m.metadata(protocol)),
-                "assignment": _b64(assignment),
+                "subscription": m.metadata(protocol),
+                "assignment": assignment,
             }
         )
     return GroupRecord(

@@ -78,11 +78,12 @@ class CoreState:
     # ------------------------------------------------------------------------------------ call framing
 
     def _reset_call(self) -> None:
+        # Most calls (heartbeats) only reply: the write-side lists are created on first use.
         self._fx = Effects()
-        self._records: list[Record] = []
-        self._events: list[JournalEvent] = []
-        self._on_ok: list[Continuation] = []
-        self._on_fail: list[Continuation] = []
+        self._records: list[Record] | None = None
+        self._events: list[JournalEvent] | None = None
+        self._on_ok: list[Continuation] | None = None
+        self._on_fail: list[Continuation] | None = None
 
     def begin(self, now_ms: int) -> None:
         self.now_ms = now_ms
@@ -94,8 +95,8 @@ class CoreState:
             token = self._next_token
             self._next_token += 1
             if self._on_ok or self._on_fail:
-                self._continuations[token] = (self._on_ok, self._on_fail)
-            fx.writes.append(Write(token, self._records, self._events))
+                self._continuations[token] = (self._on_ok or [], self._on_fail or [])
+            fx.writes.append(Write(token, self._records or [], self._events or []))
         self._reset_call()
         return fx
 
@@ -122,6 +123,8 @@ class CoreState:
         return None
 
     def persist(self, record: Record) -> None:
+        if self._records is None:
+            self._records = []
         self._records.append(record)
 
     @property
@@ -129,9 +132,13 @@ class CoreState:
         return bool(self._records)
 
     def when_persisted(self, fn: Continuation) -> None:
+        if self._on_ok is None:
+            self._on_ok = []
         self._on_ok.append(fn)
 
     def when_persist_failed(self, fn: Continuation) -> None:
+        if self._on_fail is None:
+            self._on_fail = []
         self._on_fail.append(fn)
 
     def event(self, group: Group | str, event_type: str, **fields: Any) -> None:
@@ -146,6 +153,8 @@ class CoreState:
         else:
             event = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
         event.update(fields)
+        if self._events is None:
+            self._events = []
         self._events.append(event)
 
     # ------------------------------------------------------------------------------------------- timers

@@ -57,8 +57,11 @@ class TimerQueue(Generic[P]):
         self._entries.pop(key, None)
 
     def next_deadline(self) -> int | None:
-        """The earliest deadline any timer may be due at (possibly early: a stale anchor only wakes us)."""
-        self._settle_top()
+        """A deadline no later than the earliest due timer, in O(1).
+
+        It may be early (the top anchor may be stale or cancelled): a driver that wakes up then finds nothing
+        due and asks again. Settling here instead would cost every heartbeat a heap operation.
+        """
         return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now_ms: int) -> DueTimer[P] | None:

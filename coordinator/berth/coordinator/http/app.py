@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
 
-from berth.coordinator.core import Coordinator
+from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.core.model import (
     DeleteResponse,
     ExpectedMembersResponse,
@@ -140,10 +140,11 @@ class Server:
             raise too_large(f"body: over the {self.config.max_body_bytes}-byte limit") from None
         if not raw:
             raise bad_request("body: empty, expected a JSON object")
-        if "Content-Type" not in request.headers or request.content_type != "application/json":
+        content_type = request.headers.get("Content-Type")
+        if content_type is None or content_type.split(";", 1)[0].strip().lower() != "application/json":
             raise unsupported_media_type("Content-Type: must be application/json")
         try:
-            return json.loads(raw, parse_constant=_reject_constant)
+            return _decode_json(raw.decode("utf-8"))
         except RecursionError:
             raise bad_request("body: JSON nested too deeply") from None
         except (ValueError, UnicodeDecodeError) as exc:
@@ -154,22 +155,31 @@ class Server:
         self.check_open()
         return not self.engine.ready
 
-    async def call(self, invoke: Callable[[int, int], Any], unavailable: Response) -> Response:
-        ticket, future = self.engine.ticket(unavailable)
-        self.engine.apply(invoke(ticket, self.clock.now_ms()))
-        return await future
+    async def call(self, invoke: Callable[[int, int], Effects], unavailable: Response) -> Response:
+        return await self.engine.call(invoke, unavailable)
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode  # built once: loads(**kw) builds one per call
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8"),
-        status=status,
-        content_type="application/json",
-    )
+    return web.Response(body=_encode_json(body).encode("utf-8"), status=status, headers=_JSON_HEADERS)
+
+
+_ERROR_ONLY_BODIES = {error: _encode_json({"error_code": int(error), "error": error.name}).encode() for error in Error}
+
+
+def error_only_response(error: Error) -> web.Response:
+    """Heartbeat and delete answers are just an error code: their bodies are encoded once, at import."""
+    return web.Response(body=_ERROR_ONLY_BODIES[error], headers=_JSON_HEADERS)
 
 
 def group_id_of(request: web.Request) -> str:
@@ -231,7 +241,8 @@ async def heartbeat(request: web.Request) -> web.Response:
     response = await s.call(
         lambda ticket, now: s.core.heartbeat(req, ticket, now), HeartbeatResponse(Error.COORDINATOR_NOT_AVAILABLE)
     )
-    return json_response(render(response, req.api_version))
+    assert isinstance(response, HeartbeatResponse)
+    return error_only_response(response.error)
 
 
 async def leave(request: web.Request) -> web.Response:
@@ -483,11 +494,12 @@ def create_app(
     app.on_shutdown.append(server.stop)
     group = "/v1/groups/{group_id}"
     r = app.router
+    # Registration order is match order among /v1/groups/... routes: the hottest first.
+    r.add_post(f"{group}/heartbeat", heartbeat, name="heartbeat")
+    r.add_post(f"{group}/offsets", commit_offsets, name="offset_commit")
     r.add_post(f"{group}/join", join, name="join")
     r.add_post(f"{group}/sync", sync, name="sync")
-    r.add_post(f"{group}/heartbeat", heartbeat, name="heartbeat")
     r.add_post(f"{group}/leave", leave, name="leave")
-    r.add_post(f"{group}/offsets", commit_offsets, name="offset_commit")
     r.add_get(f"{group}/offsets", fetch_offsets, name="offset_fetch", allow_head=False)
     r.add_get(group, describe, name="describe", allow_head=False)
     r.add_delete(group, delete_group, name="delete")

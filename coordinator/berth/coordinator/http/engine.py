@@ -51,7 +51,8 @@ class Engine:
         self.writer = make_writer(self._writes_done_threadsafe)
         self._on_write_failure = on_write_failure
         self._futures: dict[int, asyncio.Future[Response]] = {}
-        self._unavailable: dict[int, Response] = {}
+        self._answered: dict[int, Response] = {}
+        self._unavailable: dict[int, Response] = {}  # every live ticket, with its shutdown answer
         self._next_ticket = 1
         self._submitted = 0
         self._completed = 0
@@ -67,14 +68,26 @@ class Engine:
 
     # ---------------------------------------------------------------------------------------- tickets
 
-    def ticket(self, unavailable: Response) -> tuple[int, asyncio.Future[Response]]:
-        """A ticket and the future its answer arrives on; ``unavailable`` answers it if we shut down first."""
+    async def call(self, invoke: Callable[[int, int], Effects], unavailable: Response) -> Response:
+        """Run one core call under a fresh ticket and wait for the ticket's (durable) answer.
+
+        ``unavailable`` answers the ticket if the coordinator shuts down first. A request answered within
+        its own call, with nothing in flight (every heartbeat), never allocates a future.
+        """
         ticket = self._next_ticket
         self._next_ticket += 1
+        self._unavailable[ticket] = unavailable
+        try:
+            self.apply(invoke(ticket, self.clock.now_ms()))
+        except BaseException:
+            self._unavailable.pop(ticket, None)
+            raise
+        answered = self._answered.pop(ticket, None)
+        if answered is not None:
+            return answered
         future: asyncio.Future[Response] = self._loop.create_future()
         self._futures[ticket] = future
-        self._unavailable[ticket] = unavailable
-        return ticket, future
+        return await future
 
     @property
     def parked(self) -> int:
@@ -85,9 +98,12 @@ class Engine:
         return self._submitted - self._completed
 
     def _resolve(self, ticket: int, response: Response) -> None:
-        self._unavailable.pop(ticket, None)
+        if self._unavailable.pop(ticket, None) is None:
+            return  # already answered (a core reply is final) or never issued
         future = self._futures.pop(ticket, None)
-        if future is not None and not future.done():
+        if future is None:
+            self._answered[ticket] = response  # answered before its caller started waiting
+        elif not future.done():
             future.set_result(response)
 
     # ---------------------------------------------------------------------------------------- effects
@@ -177,6 +193,6 @@ class Engine:
             self._timer.cancel()
         self.apply(self.core.shutdown(self.clock.now_ms()))
         await self.settle()
-        for ticket in list(self._futures):
+        for ticket in list(self._unavailable):
             self._resolve(ticket, self._unavailable[ticket])
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)

@@ -21,19 +21,41 @@ _MISSING: Any = object()
 
 
 class Fields:
-    """A JSON object being read, with the path used in error messages (``protocols[2]``)."""
+    """A JSON object being read, with the path used in error messages (``protocols[2].name``).
 
-    __slots__ = ("_obj", "_path", "max_string_bytes")
+    The path is kept as (parent, key, index) and only spelled out when an error needs it: a leader's sync
+    carries thousands of objects, and none of them should pay for a string nobody reads.
+    """
 
-    def __init__(self, obj: Any, path: str = "", max_string_bytes: int = 1024) -> None:
-        if not isinstance(obj, dict):
-            raise bad_request(f"{path or 'body'}: must be a JSON object")
-        self._obj: dict[str, Any] = obj
-        self._path = path
+    __slots__ = ("_index", "_key", "_obj", "_parent", "max_string_bytes")
+
+    def __init__(
+        self,
+        obj: Any,
+        path: str = "",
+        max_string_bytes: int = 1024,
+        *,
+        parent: Fields | None = None,
+        key: str = "",
+        index: int = -1,
+    ) -> None:
+        self._parent = parent
+        self._key = key or path
+        self._index = index
         self.max_string_bytes = max_string_bytes
+        if not isinstance(obj, dict):
+            raise bad_request(f"{self.path or 'body'}: must be a JSON object")
+        self._obj: dict[str, Any] = obj
+
+    @property
+    def path(self) -> str:
+        if self._parent is None:
+            return self._key
+        return f"{self._parent.name(self._key)}[{self._index}]"
 
     def name(self, key: str) -> str:
-        return f"{self._path}.{key}" if self._path else key
+        path = self.path
+        return f"{path}.{key}" if path else key
 
     def has(self, key: str) -> bool:
         return key in self._obj
@@ -76,10 +98,13 @@ class Fields:
     def _check_str(self, name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise bad_request(f"{name}: must be a string, got {_kind(value)}")
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise bad_request(f"{name}: contains an unpaired surrogate") from None
+        if value.isascii():  # the common case: one byte per character, no surrogates possible
+            size = len(value)
+        else:
+            try:
+                size = len(value.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise bad_request(f"{name}: contains an unpaired surrogate") from None
         if size > self.max_string_bytes:
             raise bad_request(f"{name}: {size} bytes is longer than the {self.max_string_bytes}-byte limit")
         return value
@@ -115,7 +140,8 @@ class Fields:
 
     def objects(self, key: str, *, required: bool = False, max_items: int) -> list[Fields]:
         items = self.list_(key, required=required, max_items=max_items)
-        return [Fields(item, f"{self.name(key)}[{i}]", self.max_string_bytes) for i, item in enumerate(items)]
+        limit = self.max_string_bytes
+        return [Fields(item, "", limit, parent=self, key=key, index=i) for i, item in enumerate(items)]
 
     def strings(self, key: str, *, required: bool = False, max_items: int) -> list[str]:
         items = self.list_(key, required=required, max_items=max_items)

@@ -122,7 +122,8 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     app = create_app(config, clock, core, make_writer, load_records, store.journal_page)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=10)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+    # A deep backlog: a fleet restarting at once opens thousands of connections together.
+    site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=4096)
     try:
         await site.start()
     except OSError as exc:

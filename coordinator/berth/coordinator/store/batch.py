@@ -13,6 +13,7 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Sequence
@@ -23,7 +24,15 @@ from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetAnd
 
 log = logging.getLogger(__name__)
 
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode  # ASCII: always valid UTF-8
+
+def _bytes_as_base64(value: object) -> str:
+    """The core hands byte fields over raw; on disk (and in the journal) they are standard base64."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=_bytes_as_base64).encode  # ASCII
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 

@@ -1,0 +1,172 @@
+"""Benchmark 1: heartbeat throughput and latency against the ceiling of an aiohttp front end.
+
+10,000 static members across 100 groups, formed once. The coordinator runs on core 0, the load generator on
+core 1, keep-alive connections. Side by side in the same run, alternating: the same load against a bare
+aiohttp handler that parses the same JSON and answers a constant. Then an open-loop run at 5,000
+heartbeats/s for latency. Goals: >= 80 % of the bare handler's requests/s; p99 < 10 ms at 5,000/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
+from benchmarks.fastclient import Connection
+
+GROUPS = 100
+MEMBERS_PER_GROUP = 100
+CONNECTIONS = 64
+SECONDS = 8
+ROUNDS = 3
+LATENCY_RATE = 5_000
+
+
+async def form_groups(url: str, groups: int, per_group: int) -> list[list[Any]]:
+    """Pre-register and form every group; returns [group, member_id, generation, instance] per member."""
+    members: list[list[Any]] = []
+    admin = await Connection.open(url)
+    subscription = base64.b64encode(b'{"topics":["t"],"version":1}').decode()
+    for g in range(groups):
+        group = f"hb-{g}"
+        ids = [f"{group}-{i}" for i in range(per_group)]
+        await admin.json("PUT", f"/v1/groups/{group}/expected-members", {"group_instance_ids": ids})
+        conns = [await Connection.open(url) for _ in ids]
+        joins = await asyncio.gather(
+            *(
+                c.json(
+                    "POST",
+                    f"/v1/groups/{group}/join",
+                    {
+                        "member_id": "",
+                        "group_instance_id": instance,
+                        "session_timeout_ms": 120_000,
+                        "rebalance_timeout_ms": 120_000,
+                        "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": subscription}],
+                    },
+                )
+                for c, instance in zip(conns, ids, strict=True)
+            )
+        )
+        leader = next(j for j in joins if j["leader"] == j["member_id"])
+        plan = [{"member_id": j["member_id"], "assignment": ""} for j in joins]
+        await asyncio.gather(
+            *(
+                c.json(
+                    "POST",
+                    f"/v1/groups/{group}/sync",
+                    {
+                        "member_id": j["member_id"],
+                        "generation_id": j["generation_id"],
+                        "group_instance_id": instance,
+                        "protocol_type": "consumer",
+                        "protocol_name": "range",
+                        "assignments": plan if j is leader else [],
+                    },
+                )
+                for c, j, instance in zip(conns, joins, ids, strict=True)
+            )
+        )
+        members += [[group, j["member_id"], j["generation_id"], i] for j, i in zip(joins, ids, strict=True)]
+        for c in conns:
+            await c.close()
+    await admin.close()
+    return members
+
+
+def load(
+    url: str, members: list[list[Any]], rate: int | None = None, seconds: int = SECONDS, server_pid: int | None = None
+) -> dict[str, Any]:
+    """One load run; with ``server_pid`` it also reports the server's CPU microseconds per request."""
+    spec = {"url": url, "members": members, "connections": CONNECTIONS, "seconds": seconds, "rate": rate}
+    cpu_before = cpu_seconds(server_pid) if server_pid else 0.0
+    out = subprocess.run(
+        pinned([sys.executable, "-m", "benchmarks.loadgen"], 1),
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 120,
+    )
+    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    if server_pid:
+        result["server_cpu_us_per_request"] = (cpu_seconds(server_pid) - cpu_before) / result["requests"] * 1e6
+    return result
+
+
+def start_bare() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        pinned([sys.executable, "-m", "benchmarks.bare_server"], 0), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    match = re.match(r"listening on (\S+)", proc.stdout.readline().strip())
+    assert match, "bare server did not start"
+    return proc, match.group(1)
+
+
+def main() -> Result:
+    bare_rates, coordinator_rates, bare_cpu, coordinator_cpu = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp, Coordinator(Path(tmp) / "data", cpu=0) as coordinator:
+        progress(f"forming {GROUPS} groups x {MEMBERS_PER_GROUP} members")
+        members = asyncio.run(form_groups(coordinator.url, GROUPS, MEMBERS_PER_GROUP))
+        bare, bare_url = start_bare()
+        try:
+            for r in range(ROUNDS):
+                b = load(bare_url, members, server_pid=bare.pid)
+                c = load(coordinator.url, members, server_pid=coordinator.pid)
+                assert c["errors"] == 0, c
+                bare_rates.append(b["requests_per_s"])
+                coordinator_rates.append(c["requests_per_s"])
+                bare_cpu.append(b["server_cpu_us_per_request"])
+                coordinator_cpu.append(c["server_cpu_us_per_request"])
+                progress(
+                    f"round {r + 1}: bare {b['requests_per_s']:.0f}/s ({b['server_cpu_us_per_request']:.0f} us CPU), "
+                    f"coordinator {c['requests_per_s']:.0f}/s ({c['server_cpu_us_per_request']:.0f} us CPU)"
+                )
+        finally:
+            bare.kill()
+        latency = load(coordinator.url, members, rate=LATENCY_RATE)
+        progress(f"at {LATENCY_RATE}/s: p50 {latency['p50_ms']:.2f} ms, p99 {latency['p99_ms']:.2f} ms")
+        rss = coordinator.rss_bytes()
+    ratios = [c / b for c, b in zip(coordinator_rates, bare_rates, strict=True)]
+    ratio = spread(ratios)["median"]
+    met = ratio >= 0.8 and latency["p99_ms"] < 10 and latency["requests_per_s"] >= LATENCY_RATE * 0.95
+    return Result(
+        name="heartbeat",
+        title="Heartbeat throughput and latency",
+        command="python -m benchmarks heartbeat",
+        goal=">= 80 % of a bare aiohttp handler's requests/s; p99 < 10 ms at 5,000 heartbeats/s",
+        met=met,
+        summary=(
+            f"{spread(coordinator_rates)['median']:.0f}/s = {ratio:.0%} of bare aiohttp; "
+            f"p99 {latency['p99_ms']:.1f} ms at {latency['requests_per_s']:.0f}/s"
+        ),
+        figures={
+            "members": len(members),
+            "groups": GROUPS,
+            "connections": CONNECTIONS,
+            "coordinator_requests_per_s": spread(coordinator_rates),
+            "bare_aiohttp_requests_per_s": spread(bare_rates),
+            "ratio": spread(ratios),
+            "bare_cpu_us_per_request": spread(bare_cpu),
+            "coordinator_cpu_us_per_request": spread(coordinator_cpu),
+            "cpu_ratio_bare_over_coordinator": spread([b / c for b, c in zip(bare_cpu, coordinator_cpu, strict=True)]),
+            "latency_at_rate": latency,
+            "coordinator_rss_mib": rss / 2**20,
+        },
+        note="Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1.",
+    )
+
+
+if __name__ == "__main__":
+    result = main()
+    print(json.dumps(result.figures, indent=2))
+    result.save()

@@ -1,0 +1,545 @@
+"""The chart, rendered by the real helm for its defaults and for every documented option.
+
+Each value set is linted (`helm lint --strict`) and rendered (`helm template`); every object must pass the
+Kubernetes 1.35 OpenAPI schema (strict: a misspelt field fails), meet the "restricted" Pod Security Standard, use
+no wildcard RBAC, carry the standard labels, and never show a generated token outside its Secret. Each option's
+own effect is asserted by its `check`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+from chart_helpers import (
+    NAMESPACE,
+    ROOT,
+    Obj,
+    cel_violations,
+    crd_json_schema_errors,
+    find,
+    k8s_errors,
+    one,
+    pod_specs,
+    render,
+    restricted_violations,
+    run_helm,
+    secret_strings,
+    template_args,
+)
+
+pytestmark = [pytest.mark.tools, pytest.mark.usefixtures("helm_bin")]
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def container(docs: list[Obj], kind: str, name: str) -> Obj:
+    for pod_name, spec in pod_specs(docs):
+        if pod_name == f"{kind}/{name}":
+            first: Obj = spec["containers"][0]
+            return first
+    raise AssertionError(f"no {kind}/{name} among {[n for n, _ in pod_specs(docs)]}")
+
+
+def arg_after(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def operator_args(docs: list[Obj]) -> list[str]:
+    args: list[str] = container(docs, "Deployment", "berth-operator")["args"]
+    return args
+
+
+def coordinator_args(docs: list[Obj]) -> list[str]:
+    args: list[str] = container(docs, "StatefulSet", "berth-coordinator")["args"]
+    return args
+
+
+# --- what each option must do -----------------------------------------------------------------------------------
+
+
+def check_defaults(docs: list[Obj]) -> None:
+    # DESIGN.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, ClusterRole + binding.
+    deployment = one(docs, "Deployment", "berth-operator")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    statefulset = one(docs, "StatefulSet", "berth-coordinator")
+    assert statefulset["spec"]["replicas"] == 1
+    assert [t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert one(docs, "ClusterRole", "berth-operator")
+    assert one(docs, "ClusterRoleBinding", "berth-operator")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth-operator", "namespace": NAMESPACE}
+    ]
+    assert not find(docs, "CronJob") and not find(docs, "ServiceMonitor")
+    service = one(docs, "Service", "berth-coordinator")
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094)]
+    args = operator_args(docs)
+    assert args[0] == "berth-operator"
+    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+    assert "--namespace" not in args and "--advice-configmap" not in args
+    coordinator = coordinator_args(docs)
+    assert coordinator[0] == "berth-coordinator"
+    # The coordinator's default host (127.0.0.1) would be unreachable from other pods.
+    assert arg_after(coordinator, "--host") == "0.0.0.0"
+    assert "--group-max-size" not in coordinator
+    # Drains stay possible: a healthy coordinator may be evicted, and an unhealthy one never blocks.
+    pdb = one(docs, "PodDisruptionBudget", "berth-coordinator")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert one(docs, "Secret", "berth-coordinator-tokens")
+
+
+def check_namespace_scope(docs: list[Obj]) -> None:
+    assert not find(docs, "ClusterRole", "berth-operator") and not find(docs, "ClusterRoleBinding")
+    role = one(docs, "Role", "berth-operator")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert one(docs, "RoleBinding", "berth-operator")["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "berth-operator",
+    }
+    assert arg_after(operator_args(docs), "--namespace") == NAMESPACE
+    # A Role cannot grant cluster-scoped resources.
+    assert all("customresourcedefinitions" not in rule["resources"] for rule in role["rules"])
+
+
+def check_analytics(docs: list[Obj]) -> None:
+    cronjob = one(docs, "CronJob", "berth-analytics")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    analyze = container(docs, "CronJob", "berth-analytics")
+    assert analyze["args"] == [
+        "berth-analyze",
+        "--journal-url",
+        "http://berth-coordinator.berth:9094",
+        "--token-file",
+        "/etc/berth/admin/token",
+        "--out",
+        "/tmp/berth-analytics",
+        "--publish-configmap",
+        "berth-advice",
+    ]
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "berth-analytics"
+    rules = one(docs, "Role", "berth-analytics")["rules"]
+    assert {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["berth-advice"],
+        "verbs": ["get", "patch"],
+    } in rules
+    # create cannot be limited by name; it is the only unnamed rule.
+    assert [r for r in rules if "resourceNames" not in r] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}
+    ]
+    assert arg_after(operator_args(docs), "--advice-configmap") == "berth-advice"
+    advice = one(docs, "Role", "berth-operator-advice")
+    assert advice["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["berth-advice"], "verbs": ["get"]}
+    ]
+
+
+def check_service_monitor(docs: list[Obj]) -> None:
+    monitor = one(docs, "ServiceMonitor", "berth-coordinator")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    service = one(docs, "Service", "berth-coordinator")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items(), "the ServiceMonitor selects no Service"
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("http", "/metrics")]
+    assert monitor["spec"]["endpoints"][0]["port"] in ports
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def check_existing_secret(docs: list[Obj]) -> None:
+    assert not find(docs, "Secret")
+    for name, spec in pod_specs(docs):
+        secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        assert secrets == {"my-tokens"}, name
+
+
+def check_group_tokens(docs: list[Obj]) -> None:
+    data = secret_strings(one(docs, "Secret", "berth-coordinator-tokens"))
+    assert set(data) == {"admin-token", "token-orders", "token-ops", "tokens.yaml"}
+    tokens = yaml.safe_load(data["tokens.yaml"])["tokens"]
+    assert {"token": data["admin-token"], "groups": ["*"], "admin": True} in tokens
+    assert {"token": data["token-orders"], "groups": ["orders", "orders-*"], "admin": False} in tokens
+    assert {"token": data["token-ops"], "groups": ["*"], "admin": True} in tokens
+    assert len({t["token"] for t in tokens}) == 3, "tokens must differ"
+
+
+def check_external_coordinator(docs: list[Obj]) -> None:
+    assert not find(docs, "StatefulSet") and not find(docs, "Service") and not find(docs, "PodDisruptionBudget")
+    assert arg_after(operator_args(docs), "--coordinator-url") == "https://coordinator.example.net:9094"
+
+
+def check_no_pdb(docs: list[Obj]) -> None:
+    assert not find(docs, "PodDisruptionBudget")
+
+
+def check_maintenance_pdb(docs: list[Obj]) -> None:
+    pdb = one(docs, "PodDisruptionBudget", "berth-coordinator")
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "IfHealthyBudget"
+
+
+def check_liveness_off(docs: list[Obj]) -> None:
+    operator = container(docs, "Deployment", "berth-operator")
+    assert "livenessProbe" not in operator and "ports" not in operator
+    assert arg_after(operator["args"], "--liveness-port") == "0"
+
+
+def check_image_digest(docs: list[Obj]) -> None:
+    for name, spec in pod_specs(docs):
+        assert {c["image"] for c in spec["containers"]} == {f"registry.example.net/berth@{DIGEST}"}, name
+        assert {c["imagePullPolicy"] for c in spec["containers"]} == {"Always"}, name
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}], name
+
+
+def check_coordinator_tuning(docs: list[Obj]) -> None:
+    args = coordinator_args(docs)
+    assert arg_after(args, "--group-max-size") == "50"
+    assert arg_after(args, "--group-min-session-timeout-ms") == "10000"
+    assert arg_after(args, "--log-level") == "debug"
+    claim = one(docs, "StatefulSet")["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert claim["storageClassName"] == "fast-ssd"
+    assert claim["resources"]["requests"]["storage"] == "5Gi"
+    operator = operator_args(docs)
+    assert (arg_after(operator, "--session-min-ms"), arg_after(operator, "--session-max-ms")) == ("10000", "600000")
+    assert arg_after(operator, "--log-format") == "text"
+
+
+def check_platform_uids(docs: list[Obj]) -> None:
+    for name, spec in pod_specs(docs):
+        context = spec["securityContext"]
+        assert context["runAsNonRoot"] is True, name
+        assert not {"runAsUser", "runAsGroup", "fsGroup"} & context.keys(), name
+
+
+def check_no_user_roles(docs: list[Obj]) -> None:
+    assert not [d for d in find(docs, "ClusterRole") if "consumerfleets-" in d["metadata"]["name"]]
+
+
+def check_fullname_override(docs: list[Obj]) -> None:
+    assert one(docs, "Deployment", "shop-operator")
+    assert one(docs, "StatefulSet", "shop-coordinator")
+    assert arg_after(container(docs, "Deployment", "shop-operator")["args"], "--coordinator-url") == (
+        "http://shop-coordinator.berth:9094"
+    )
+
+
+def check_everything(docs: list[Obj]) -> None:
+    check_namespace_scope(docs)
+    check_service_monitor(docs)
+    check_group_tokens(docs)
+    # Namespace scope + analytics: the advice rule joins the operator's Role instead of a second Role.
+    rules = one(docs, "Role", "berth-operator")["rules"]
+    assert {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["berth-advice"],
+        "verbs": ["get"],
+    } in rules
+    assert not find(docs, "Role", "berth-operator-advice")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    values: Obj
+    check: Callable[[list[Obj]], None]
+
+
+GROUP_TOKENS = [
+    {"name": "orders", "groups": ["orders", "orders-*"]},
+    {"name": "ops", "groups": ["*"], "admin": True},
+]
+SERVICE_MONITOR = {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}}
+
+CASES = [
+    Case("defaults", {}, check_defaults),
+    Case("namespace-scope", {"operator": {"scope": "namespace"}}, check_namespace_scope),
+    Case("analytics", {"analytics": {"enabled": True, "timeZone": "Europe/Berlin"}}, check_analytics),
+    Case("service-monitor", {"metrics": SERVICE_MONITOR}, check_service_monitor),
+    Case("existing-secret", {"auth": {"existingSecret": "my-tokens"}}, check_existing_secret),
+    Case("group-tokens", {"auth": {"groupTokens": GROUP_TOKENS}}, check_group_tokens),
+    Case(
+        "external-coordinator",
+        {
+            "coordinator": {"enabled": False},
+            "operator": {"coordinatorUrl": "https://coordinator.example.net:9094"},
+            "auth": {"existingSecret": "external-coordinator-token"},
+        },
+        check_external_coordinator,
+    ),
+    Case("no-pdb", {"coordinator": {"podDisruptionBudget": {"enabled": False}}}, check_no_pdb),
+    Case(
+        "maintenance-pdb",
+        {
+            "coordinator": {
+                "podDisruptionBudget": {"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "IfHealthyBudget"}
+            }
+        },
+        check_maintenance_pdb,
+    ),
+    Case("liveness-off", {"operator": {"livenessPort": 0}}, check_liveness_off),
+    Case(
+        "image-digest",
+        {
+            "image": {"repository": "registry.example.net/berth", "digest": DIGEST, "pullPolicy": "Always"},
+            "imagePullSecrets": [{"name": "regcred"}],
+            "analytics": {"enabled": True},
+        },
+        check_image_digest,
+    ),
+    Case(
+        "coordinator-tuning",
+        {
+            "coordinator": {
+                "groupMaxSize": 50,
+                "groupMinSessionTimeoutMs": 10000,
+                "logLevel": "debug",
+                "persistence": {"size": "5Gi", "storageClassName": "fast-ssd"},
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "berth", "effect": "NoSchedule"}],
+            },
+            "operator": {
+                "sessionMinMs": 10000,
+                "sessionMaxMs": 600000,
+                "logFormat": "text",
+                "extraEnv": [{"name": "KOPF_VERBOSE", "value": "1"}],
+                "priorityClassName": "system-cluster-critical",
+            },
+        },
+        check_coordinator_tuning,
+    ),
+    Case(
+        "platform-assigned-uids",
+        {"podSecurity": {"runAsUser": None, "runAsGroup": None, "fsGroup": None}, "analytics": {"enabled": True}},
+        check_platform_uids,
+    ),
+    Case("no-user-roles", {"rbac": {"aggregateToDefaultRoles": False}}, check_no_user_roles),
+    Case("fullname-override", {"fullnameOverride": "shop"}, check_fullname_override),
+    Case(
+        "everything",
+        {
+            "operator": {"scope": "namespace"},
+            "analytics": {"enabled": True},
+            "metrics": SERVICE_MONITOR,
+            "auth": {"groupTokens": GROUP_TOKENS},
+            "commonLabels": {"team": "streaming"},
+        },
+        check_everything,
+    ),
+]
+IDS = [case.id for case in CASES]
+
+#: Kinds the Kubernetes OpenAPI schemas do not cover; check_service_monitor checks the ServiceMonitor instead.
+NOT_IN_K8S_SCHEMAS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition"}
+STANDARD_LABELS = {
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_helm_lint_strict_passes(case: Case) -> None:
+    result = run_helm(["lint", "--strict", "--namespace", NAMESPACE, str(ROOT / "charts" / "berth")], case.values)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_option_has_its_documented_effect(case: Case) -> None:
+    case.check(render(case.values))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_object_passes_the_kubernetes_openapi_schema(case: Case) -> None:
+    errors = {}
+    for doc in render(case.values):
+        if (doc["apiVersion"], doc["kind"]) in NOT_IN_K8S_SCHEMAS:
+            continue
+        if found := k8s_errors(doc):
+            errors[f"{doc['kind']}/{doc['metadata']['name']}"] = found
+    assert not errors, json.dumps(errors, indent=2)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_object_is_labelled_and_placed(case: Case) -> None:
+    for doc in render(case.values):
+        name = f"{doc['kind']}/{doc['metadata']['name']}"
+        labels = doc["metadata"].get("labels") or {}
+        assert labels.keys() >= STANDARD_LABELS, f"{name} lacks {STANDARD_LABELS - labels.keys()}"
+        assert labels["app.kubernetes.io/instance"] == "berth", name
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in doc["metadata"], name
+        else:
+            assert doc["metadata"]["namespace"] == NAMESPACE, name
+        assert len(doc["metadata"]["name"]) <= 63, name
+        for key, value in (case.values.get("commonLabels") or {}).items():
+            assert labels.get(key) == value, name
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_no_rbac_rule_uses_a_wildcard(case: Case) -> None:
+    for doc in render(case.values):
+        for rule in doc.get("rules") or []:
+            for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+                assert "*" not in (rule.get(field) or []), f"{doc['kind']}/{doc['metadata']['name']}: {rule}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_pod_meets_the_restricted_pod_security_standard(case: Case) -> None:
+    for name, spec in pod_specs(render(case.values)):
+        assert restricted_violations(spec) == [], name
+        for c in spec["containers"]:
+            # Beyond "restricted": a read-only root filesystem, so every writable path is a volume.
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True, name
+            assert "/tmp" in {m["mountPath"] for m in c.get("volumeMounts", [])}, f"{name}: no writable /tmp"
+            # Requests for scheduling, and a memory limit, for every container.
+            assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), name
+            assert "memory" in c["resources"]["limits"], name
+
+
+def test_pod_security_check_finds_a_violation() -> None:
+    _, spec = next(pod_specs(render({})))
+    spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+    spec["securityContext"].pop("seccompProfile")
+    spec["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    problems = "\n".join(restricted_violations(spec))
+    assert "allowPrivilegeEscalation" in problems and "seccomp" in problems and "volume host" in problems
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_file_argument_is_mounted_from_the_right_secret_key(case: Case) -> None:
+    """--token-file and --tokens-file point into a Secret volume that projects the key they need."""
+    wanted = {"--token-file": "admin-token", "--tokens-file": "tokens.yaml"}
+    for name, spec in pod_specs(render(case.values)):
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        for c in spec["containers"]:
+            mounts = {m["mountPath"]: volumes[m["name"]] for m in c.get("volumeMounts", []) if m["name"] in volumes}
+            for flag, key in wanted.items():
+                path = arg_after(c["args"], flag)
+                if path is None:
+                    continue
+                directory, _, filename = path.rpartition("/")
+                secret = mounts[directory]["secret"]
+                assert {"key": key, "path": filename} in secret["items"], f"{name}: {flag} {path}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_probes_use_the_documented_endpoints(case: Case) -> None:
+    docs = render(case.values)
+    for statefulset in find(docs, "StatefulSet"):
+        coordinator = container(docs, "StatefulSet", statefulset["metadata"]["name"])
+        assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert {p["name"] for p in coordinator["ports"]} == {"http"}
+    operator = container(docs, "Deployment", operator_name(docs))
+    if arg_after(operator["args"], "--liveness-port") != "0":
+        assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
+        port = int(arg_after(operator["args"], "--liveness-port") or 0)
+        assert [p["containerPort"] for p in operator["ports"]] == [port]
+
+
+def operator_name(docs: list[Obj]) -> str:
+    name: str = one(docs, "Deployment")["metadata"]["name"]
+    return name
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_commands_are_console_scripts_of_the_package(case: Case) -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for name, spec in pod_specs(render(case.values)):
+        for c in spec["containers"]:
+            # args, not command: the image's ENTRYPOINT (tini) must stay PID 1.
+            assert "command" not in c, name
+            assert c["args"][0] in scripts, f"{name}: {c['args'][0]} is not in [project.scripts]"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "existingSecret" not in json.dumps(c.values)], ids=lambda c: c.id)
+def test_generated_tokens_appear_only_in_their_secret(case: Case) -> None:
+    docs = render(case.values)
+    secret = one(docs, "Secret")
+    tokens = [v for k, v in secret_strings(secret).items() if k != "tokens.yaml"]
+    assert tokens and all(len(t) == 48 and t.isalnum() for t in tokens)
+    others = yaml.safe_dump_all([d for d in docs if d is not secret])
+    encoded = {t: base64.b64encode(t.encode()).decode() for t in tokens}
+    leaked = [t[:6] + "..." for t in tokens if t in others or encoded[t] in others]
+    assert not leaked, f"tokens in plain text outside the Secret: {leaked}"
+
+
+def test_tokens_are_random_per_render_but_notes_never_show_them() -> None:
+    """`helm install --dry-run=client` renders NOTES.txt too; neither the tokens nor their base64 may be in it."""
+    values: Obj = {"auth": {"groupTokens": GROUP_TOKENS}}
+    result = run_helm(
+        ["install", "berth", str(ROOT / "charts" / "berth"), "--namespace", NAMESPACE, "--dry-run=client"], values
+    )
+    assert result.returncode == 0, result.stderr
+    manifest, _, notes = result.stdout.partition("NOTES:")
+    assert "kubectl -n berth get cf -w" in notes and "describe cf orders" in notes
+    assert "involvedObject.kind=ConsumerFleet" in notes
+    # The first fleet the notes offer is a valid ConsumerFleet, copy-pastable as a heredoc.
+    fleet = yaml.safe_load(notes.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
+    assert crd_json_schema_errors(fleet) == [] and cel_violations(fleet) == []
+    assert fleet["spec"]["coordinator"]["tokenSecretRef"] == {"name": "orders-token", "key": "token"}
+    assert "jsonpath='{.data.token-orders}'" in notes
+    secret = one([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d], "Secret")
+    for key, encoded in secret["data"].items():
+        assert encoded not in notes, key
+        assert secret_strings(secret)[key] not in notes, key
+    # A second render draws new tokens: nothing is hard-coded in the chart.
+    again = one(render(values), "Secret")
+    assert secret_strings(again)["admin-token"] != secret_strings(secret)["admin-token"]
+
+
+def test_crds_are_shipped_in_the_chart_not_templated() -> None:
+    """Helm installs crds/ before the templates and never deletes them; the templates must not repeat them."""
+    assert not find(render({}), "CustomResourceDefinition")
+    result = run_helm(["show", "crds", str(ROOT / "charts" / "berth")])
+    assert result.returncode == 0, result.stderr
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout) if d] == ["consumerfleets.berth.dev"]
+
+
+def test_validator_rejects_a_misspelt_field() -> None:
+    """The OpenAPI check above can fail: it rejects an unknown field and a wrong type."""
+    deployment = one(render({}), "Deployment")
+    context: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    context["readOnlyRootFileSystem"] = True
+    deployment["spec"]["replicas"] = "1"
+    errors = "\n".join(k8s_errors(deployment))
+    assert "readOnlyRootFileSystem" in errors and "spec/replicas" in errors
+
+
+def test_release_name_and_namespace_flow_into_names() -> None:
+    result = run_helm(template_args(release="prod", namespace="streaming"))
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert one(docs, "Deployment", "prod-operator")["metadata"]["namespace"] == "streaming"
+    assert one(docs, "StatefulSet", "prod-coordinator")
+    args = container(docs, "Deployment", "prod-operator")["args"]
+    assert arg_after(args, "--coordinator-url") == "http://prod-coordinator.streaming:9094"
+
+
+def test_longest_release_name_keeps_every_name_within_kubernetes_limits() -> None:
+    """Helm allows 53-character release names; the chart shortens its prefix so that every name stays a valid
+    label value (63) and the StatefulSet's pods can carry their controller-revision-hash label (name + 11)."""
+    release = "r" * 53
+    result = run_helm([*template_args(release=release)], {"analytics": {"enabled": True}})
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    for doc in docs:
+        assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
+    (statefulset,) = find(docs, "StatefulSet")
+    assert len(statefulset["metadata"]["name"]) + 11 <= 63
