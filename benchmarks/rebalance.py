@@ -12,8 +12,8 @@ import base64
 import json
 import tempfile
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import Coordinator, Result, progress, spread
 from benchmarks.fastclient import Connection
