@@ -1,0 +1,191 @@
+"""How ``berth-groups`` shows results: aligned text tables for people, JSON documents for scripts.
+
+Owns ``to_json`` (one document per result, stable keys) and the ``*_table`` renderers. Rules: pure functions from
+typed results to text; no I/O. Assignments and subscriptions are shown decoded when they are the Berth encoding
+and as a byte count otherwise (never guessed at).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from berth.coordinator.client.admin_types import DescribedMember, GroupDescription, GroupListing
+from berth.coordinator.client.wire import CommittedOffset, MemberRemoval, TopicPartition
+
+
+def to_json(document: Any) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, two spaces apart; the last column is not padded."""
+    widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, header in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths[:-1], strict=True)]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    return "\n".join([line(headers), *(line(row) for row in rows)])
+
+
+# ---------------------------------------------------------------------------------------------------------- list
+
+
+def listing_json(groups: Sequence[GroupListing]) -> dict[str, Any]:
+    return {
+        "groups": [
+            {"group_id": g.group_id, "group_state": g.state, "protocol_type": g.protocol_type}
+            for g in sorted(groups, key=lambda g: g.group_id)
+        ]
+    }
+
+
+def listing_table(groups: Sequence[GroupListing]) -> str:
+    if not groups:
+        return "no groups"
+    rows = [[g.group_id, g.state, g.protocol_type or "-"] for g in sorted(groups, key=lambda g: g.group_id)]
+    return table(["GROUP", "STATE", "PROTOCOL TYPE"], rows)
+
+
+# ------------------------------------------------------------------------------------------------------ describe
+
+
+def description_json(group: GroupDescription) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol,
+        "generation_id": group.generation_id,
+        "leader": group.leader,
+        "members": [_member_json(member) for member in _ordered(group.members)],
+    }
+
+
+def description_table(group: GroupDescription) -> str:
+    protocol = f"{group.protocol_type}/{group.protocol}" if group.protocol else group.protocol_type or "-"
+    header = (
+        f"group {group.group_id}  state {group.state}  generation {group.generation_id}  "
+        f"protocol {protocol}  members {len(group.members)}"
+    )
+    if not group.members:
+        return header
+    rows = [
+        [
+            member.group_instance_id or "-",
+            member.member_id + (" (leader)" if member.member_id == group.leader else ""),
+            member.client_id or "-",
+            member.client_host or "-",
+            _assignment_text(member),
+        ]
+        for member in _ordered(group.members)
+    ]
+    return header + "\n" + table(["INSTANCE ID", "MEMBER ID", "CLIENT ID", "HOST", "ASSIGNMENT"], rows)
+
+
+def _member_json(member: DescribedMember) -> dict[str, Any]:
+    subscription = member.subscription()
+    assignment = member.assignment()
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "session_timeout_ms": member.session_timeout_ms,
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
+        "member_metadata": base64.b64encode(member.member_metadata).decode("ascii"),
+        "member_assignment": base64.b64encode(member.member_assignment).decode("ascii"),
+        "subscription": None
+        if subscription is None
+        else {
+            "topics": list(subscription.topics),
+            "owned_partitions": {t: list(p) for t, p in subscription.owned_partitions.items()},
+        },
+        "assignment": None if assignment is None else {t: list(p) for t, p in assignment.partitions.items()},
+    }
+
+
+def _assignment_text(member: DescribedMember) -> str:
+    assignment = member.assignment()
+    if assignment is None:
+        return f"<{len(member.member_assignment)} bytes, not the Berth encoding>"
+    parts = [f"{topic}{_ranges(numbers)}" for topic, numbers in assignment.partitions.items() if numbers]
+    return " ".join(parts) or "-"
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``[0-2,5]``."""
+    spans: list[str] = []
+    start = previous = None
+    for number in [*numbers, None]:
+        if number is not None and previous is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None:
+            spans.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = number
+    return "[" + ",".join(spans) + "]"
+
+
+def _ordered(members: Sequence[DescribedMember]) -> list[DescribedMember]:
+    # The coordinator's member lists are unordered (API.md §1); show them in KIP-345 order.
+    return sorted(members, key=lambda m: (m.group_instance_id is None, m.group_instance_id or "", m.member_id))
+
+
+# ------------------------------------------------------------------------------------------------ remove-members
+
+
+def removals_json(group_id: str, removals: Sequence[MemberRemoval]) -> dict[str, Any]:
+    return {
+        "group_id": group_id,
+        "members": [
+            {"group_instance_id": r.group_instance_id, "member_id": r.member_id, "error": r.error.name}
+            for r in removals
+        ],
+    }
+
+
+def removals_table(removals: Sequence[MemberRemoval]) -> str:
+    rows = [[r.group_instance_id or "-", r.member_id or "-", _result_text(r)] for r in removals]
+    return table(["INSTANCE ID", "MEMBER ID", "RESULT"], rows)
+
+
+def _result_text(removal: MemberRemoval) -> str:
+    if removal.error.name == "NONE":
+        return "removed"
+    if removal.error.name == "UNKNOWN_MEMBER_ID":
+        return "not a member (UNKNOWN_MEMBER_ID)"
+    return removal.error.name
+
+
+# ------------------------------------------------------------------------------------------------------- offsets
+
+
+def offsets_json(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> dict[str, Any]:
+    return {
+        "group_id": group_id,
+        "offsets": [
+            {
+                "topic": topic,
+                "partition": partition,
+                "offset": committed.offset,
+                "leader_epoch": committed.leader_epoch,
+                "metadata": committed.metadata,
+                "error": committed.error.name,
+            }
+            for (topic, partition), committed in sorted(offsets.items())
+        ],
+    }
+
+
+def offsets_table(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> str:
+    if not offsets:
+        return f"group {group_id} has no committed offsets"
+    rows = [
+        [topic, str(partition), str(committed.offset), committed.metadata or "-"]
+        for (topic, partition), committed in sorted(offsets.items())
+    ]
+    return table(["TOPIC", "PARTITION", "OFFSET", "METADATA"], rows)

@@ -1,0 +1,289 @@
+"""``berth-demo``: static membership at work on one machine, in one command (``make demo``).
+
+An embedded coordinator on a temporary data directory (or ``--data-dir``) and a fleet of member processes
+scaled by the operator's own planner and driver (``demo_support``). Scenarios, with live progress lines:
+
+1. rolling restart of every static member: expect 0 rebalances and 0 partitions moved;
+2. scale-down 6 -> 4: one batch leave the moment the processes are gone, one rebalance, partitions reassigned
+   within about a second instead of after the session timeout;
+3. scale-up 4 -> 6 with pre-registration: one rebalance for both newcomers;
+4. the same rolling restart with dynamic members, for contrast.
+
+It ends with a table (``--json``: the same rows as JSON) and, when the Spark pipeline is installed, the
+pipeline's report on the journal the run produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from berth.coordinator.client import CoordinatorAdmin
+from berth.operator.coordinator_adapter import ClientCoordinatorPort
+from berth.operator.demo_support import EmbeddedCoordinator, Tracker, reconcile
+from berth.operator.local_fleet import LocalFleet
+from berth.operator.planners.instances import instance_ids
+from berth.operator.planners.sizing import size_session_timeout
+from berth.operator.planners.statefulset import plan_statefulset
+from berth.operator.spec import OperatorDefaults, parse_fleet
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    membership: str
+    rebalances: int
+    partitions_moved: int
+    seconds_to_reassignment: float
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace, coordinator_url: str, *, quiet: bool) -> None:
+        self.args = args
+        self.url = coordinator_url
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.admin = CoordinatorAdmin(coordinator_url)
+        self.port = ClientCoordinatorPort(self.admin)
+        self.partitions = {f"orders:{p}" for p in range(args.partitions)}
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
+
+    async def _last_seq(self) -> int:
+        seq = 0
+        async for event in self.admin.journal_events(after=0, page_size=10_000):
+            seq = int(event["seq"])
+        return seq
+
+    async def rebalances_since(self, group_id: str, seq: int) -> int:
+        count = 0
+        async for event in self.admin.journal_events(after=seq, page_size=10_000):
+            if event["group_id"] == group_id and event["type"] == "rebalance_started":
+                count += 1
+        return count
+
+    def fleet_object(self, name: str, group_id: str, replicas: int) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "namespace": "local", "uid": f"local-{name}"},
+            "spec": {
+                "groupId": group_id,
+                "replicas": replicas,
+                "coordinator": {"url": self.url},
+                "sessionTimeout": {"policy": "Fixed", "fixedMs": self.args.session_timeout_ms},
+                "rebalanceTimeoutMs": 60_000,
+                "template": {"spec": {"containers": [{"name": "member", "image": "local"}]}},
+            },
+        }
+
+    async def start_fleet(self, name: str, group_id: str, *, static: bool) -> tuple[LocalFleet, Tracker]:
+        fleet = parse_fleet(self.fleet_object(name, group_id, self.args.members))
+        decision = size_session_timeout(
+            fleet.spec.session_timeout, fleet.spec.template, None, await self.port.get_config()
+        )
+        defaults = OperatorDefaults(
+            coordinator_url=self.url, preferred_heartbeat_interval_ms=self.args.heartbeat_interval_ms
+        )
+        planned = plan_statefulset(fleet, operator_defaults=defaults, session_timeout_ms=decision.ms, replicas=0)
+        tracker = Tracker()
+        workload = LocalFleet(
+            name,
+            on_event=tracker.on_event,
+            static=static,
+            extra_env={"BERTH_TOPICS": f"orders:{self.args.partitions}", "BERTH_ASSIGNORS": "sticky,range"},
+        )
+        await workload.apply(planned)
+        self.say(
+            f"fleet {name}: {self.args.members} {'static' if static else 'dynamic'} members over orders:"
+            f"{self.args.partitions}, session timeout {decision.ms / 1000:.1f} s, heartbeat every "
+            f"{planned.member_env.get('BERTH_HEARTBEAT_INTERVAL_MS')} ms"
+        )
+        return workload, tracker
+
+    async def form(
+        self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker, status: dict[str, Any]
+    ) -> None:
+        if workload.static:
+            await reconcile(name, group_id, self.args.members, workload, self.port, status, say=self.say)
+        else:
+            await workload.scale(self.args.members)
+        names = set(instance_ids(name, self.args.members))
+        await tracker.until(lambda: tracker.covers(names, self.partitions), f"{name} to own every partition")
+        generation = next(iter(tracker.assigned.values()))["generation"]
+        self.say(f"{name} formed: generation {generation}, {len(self.partitions)} partitions owned")
+
+    async def rolling_restart(self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker) -> Row:
+        names = set(instance_ids(name, self.args.members))
+        mark = await self._last_seq()
+        moves_before = tracker.moves
+        gaps = []
+        for member in instance_ids(name, self.args.members):
+            await workload.restart_member(member)
+            exited = tracker.exited_at[member]
+            await tracker.until(
+                lambda: tracker.covers(names, self.partitions), f"{member} to rejoin and every partition to be owned"
+            )
+            gaps.append(time.monotonic() - exited)
+            self.say(f"restarted {member}: every partition owned again {gaps[-1]:.1f} s after it exited")
+        rebalances = await self.rebalances_since(group_id, mark)
+        row = Row(
+            "rolling_restart",
+            "static" if workload.static else "dynamic",
+            rebalances,
+            tracker.moves - moves_before,
+            round(sum(gaps) / len(gaps), 2),
+        )
+        self.say(
+            f"rolling restart ({row.membership}): {row.rebalances} rebalances, {row.partitions_moved} partitions moved"
+        )
+        return row
+
+    async def scale(
+        self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker, status: dict[str, Any], to: int
+    ) -> Row:
+        before_names = set(instance_ids(name, max(to, len(tracker.assigned))))
+        moves_before = tracker.moves
+        names = set(instance_ids(name, to))
+        mark = await self._last_seq()
+        started = time.monotonic()
+        scenario = "scale_down" if to < self.args.members else "scale_up"
+        self.say(f"{scenario.replace('_', '-')} to {to} members")
+        await reconcile(name, group_id, to, workload, self.port, status, say=self.say)
+        await tracker.until(lambda: tracker.covers(names, self.partitions), f"{to} members to own every partition")
+        gone = [tracker.exited_at[n] for n in before_names - names if n in tracker.exited_at]
+        since = max(gone) if scenario == "scale_down" and gone else started
+        seconds = time.monotonic() - since
+        row = Row(
+            scenario,
+            "static",
+            await self.rebalances_since(group_id, mark),
+            tracker.moves - moves_before,
+            round(seconds, 2),
+        )
+        what = "the processes exited" if scenario == "scale_down" else "the newcomers started"
+        self.say(f"{scenario}: {row.rebalances} rebalance(s); every partition owned {seconds:.1f} s after {what}")
+        return row
+
+    async def run(self) -> list[Row]:
+        rows: list[Row] = []
+        static_status: dict[str, Any] = {}
+        workload, tracker = await self.start_fleet("orders", "orders", static=True)
+        try:
+            await self.form("orders", "orders", workload, tracker, static_status)
+            rows.append(await self.rolling_restart("orders", "orders", workload, tracker))
+            smaller = self.args.members - self.args.scale_by
+            rows.append(await self.scale("orders", "orders", workload, tracker, static_status, smaller))
+            rows.append(await self.scale("orders", "orders", workload, tracker, static_status, self.args.members))
+        finally:
+            await workload.close()
+        if not self.args.skip_dynamic:
+            dynamic, dynamic_tracker = await self.start_fleet("dynamic", "orders-dynamic", static=False)
+            try:
+                await self.form("dynamic", "orders-dynamic", dynamic, dynamic_tracker, {})
+                rows.append(await self.rolling_restart("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
+            finally:
+                await dynamic.close()
+        await self.port.close()
+        return rows
+
+
+def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
+    print()
+    print(f"{'scenario':<18}{'membership':<12}{'rebalances':>11}{'partitions moved':>18}{'time to reassignment':>22}")
+    for row in rows:
+        print(
+            f"{row.scenario:<18}{row.membership:<12}{row.rebalances:>11}{row.partitions_moved:>18}"
+            f"{row.seconds_to_reassignment:>20.1f} s"
+        )
+    print(
+        f"\nWithout the batch leave, a scale-down waits out the session timeout ({session_timeout_ms / 1000:.0f} s) "
+        "before anyone takes over the departed members' partitions."
+    )
+
+
+def run_pipeline_report(data_dir: Path, say: Any) -> None:
+    analyze = shutil.which("berth-analyze")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        analyze = None
+    if analyze is None:
+        say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
+        return
+    out = data_dir.parent / "analysis"
+    say(f"running the pipeline on the journal: berth-analyze --journal {data_dir / 'journal'} --out {out}")
+    import subprocess
+
+    result = subprocess.run([analyze, "--journal", str(data_dir / "journal"), "--out", str(out)], check=False)
+    if result.returncode == 0:
+        say(f"report: {out / 'report.html'}  (advice: {out / 'advice.json'})")
+    else:
+        say(f"the pipeline failed (exit {result.returncode}); the journal is in {data_dir / 'journal'}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="berth-demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--data-dir", type=Path, default=None, help="the coordinator's data dir (default: a new temp dir)")
+    p.add_argument("--members", type=int, default=6)
+    p.add_argument("--scale-by", type=int, default=2, help="members removed in the scale-down and added back")
+    p.add_argument("--partitions", type=int, default=24)
+    p.add_argument("--session-timeout-ms", type=int, default=10_000)
+    p.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=500,
+        help="members learn of a rebalance on their next heartbeat: the demo keeps it short",
+    )
+    p.add_argument("--json", action="store_true", help="print the final table as JSON (and nothing else on stdout)")
+    p.add_argument("--no-report", action="store_true", help="skip the Spark pipeline's report at the end")
+    p.add_argument("--skip-dynamic", action="store_true", help="skip the dynamic-membership contrast")
+    return p
+
+
+async def amain(args: argparse.Namespace) -> list[Row]:
+    root = Path(tempfile.mkdtemp(prefix="berth-demo-")) if args.data_dir is None else args.data_dir.parent
+    data_dir = args.data_dir or root / "coordinator"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    coordinator = EmbeddedCoordinator(data_dir).start()
+    demo = Demo(args, coordinator.url, quiet=args.json)
+    demo.say(f"coordinator on {coordinator.url} (data: {data_dir})")
+    try:
+        rows = await demo.run()
+    finally:
+        coordinator.stop()
+    if args.json:
+        print(json.dumps([asdict(row) for row in rows], indent=2))
+    else:
+        print_table(rows, args.session_timeout_ms)
+        if not args.no_report:
+            run_pipeline_report(data_dir, demo.say)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.members < 2 or not 0 < args.scale_by < args.members:
+        print("berth-demo: error: need --members >= 2 and 0 < --scale-by < --members", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(amain(args))
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"berth-demo: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

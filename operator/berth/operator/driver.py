@@ -1,0 +1,111 @@
+"""Carry out a scaling plan (``planners.scaling``) against the ports, in order, stopping at the first failure.
+
+Owns nothing but the mapping from actions to port calls (``ports`` documents it) and the Event each action is
+worth. Shared by the Kopf handlers (Kubernetes) and ``berth-demo`` (local processes), so both scale exactly the
+same way. Rules:
+
+- Actions run in the plan's order; a status patch is written before the next action starts (it may be what a
+  restarted operator resumes from).
+- A failed action stops the plan: nothing after it runs; the next reconcile plans again from observations.
+- The batch leave's per-id results are written back at once with ``record_scale_down`` (lastScaleDown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from berth.operator.planners.scaling import (
+    BatchLeave,
+    ClearExpectedMembers,
+    DeleteGroup,
+    PatchStatus,
+    PutExpectedMembers,
+    ScaleWorkload,
+    ScalingPlan,
+    record_scale_down,
+)
+from berth.operator.ports import CoordinatorPort, WorkloadPort
+
+StatusPatcher = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class EventSink(Protocol):
+    """Where the driver reports what it did, in words a person understands (Kubernetes Events, demo lines)."""
+
+    def info(self, reason: str, message: str) -> None: ...
+
+    def warning(self, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Execution:
+    """What a plan did: the actions completed, and the leave results when one was sent."""
+
+    completed: int = 0
+    leave_results: dict[str, str] = field(default_factory=dict)
+    group_deleted: bool = False
+
+
+class GroupStillHasMembers(RuntimeError):
+    """DeleteGroups answered NON_EMPTY_GROUP: someone is still in the group; retried on the next reconcile."""
+
+
+async def execute_plan(
+    plan: ScalingPlan,
+    *,
+    group_id: str,
+    workload: WorkloadPort,
+    coordinator: CoordinatorPort,
+    patch_status: StatusPatcher,
+    events: EventSink,
+    now: Callable[[], datetime],
+) -> Execution:
+    done = Execution()
+    for action in plan.actions:
+        if isinstance(action, PatchStatus):
+            await patch_status(action.patch)
+        elif isinstance(action, PutExpectedMembers):
+            await coordinator.put_expected_members(group_id, action.instance_ids)
+            events.info("PreRegistered", f"expected members of group {group_id}: {_ids(action.instance_ids)}")
+        elif isinstance(action, ClearExpectedMembers):
+            await coordinator.delete_expected_members(group_id)
+            events.info("PreRegistrationCleared", f"group {group_id} no longer waits for expected members")
+        elif isinstance(action, ScaleWorkload):
+            await workload.scale(action.replicas)
+            events.info("Scaled", f"scaled to {action.replicas} replicas")
+        elif isinstance(action, BatchLeave):
+            results = dict(await coordinator.leave_instances(group_id, action.instance_ids))
+            record = record_scale_down(action, results, now=now())
+            await patch_status(record.patch)
+            done.leave_results = results
+            events.info("LeftGroup", describe_leave(action.instance_ids, results))
+        elif isinstance(action, DeleteGroup):
+            outcome = await coordinator.delete_group(group_id)
+            if outcome == "NON_EMPTY_GROUP":
+                raise GroupStillHasMembers(f"group {group_id} still has members; it will be deleted once empty")
+            done.group_deleted = True
+            events.info("GroupDeleted", f"deleted group {group_id}")
+        done.completed += 1
+    return done
+
+
+def describe_leave(instance_ids: tuple[str, ...], results: Mapping[str, str]) -> str:
+    """``left the group: orders-3, orders-4 (1 rebalance)``, with the ids that were already gone set apart."""
+    left = [i for i in instance_ids if results.get(i) == "NONE"]
+    gone = [i for i in instance_ids if results.get(i) == "UNKNOWN_MEMBER_ID"]
+    failed = [f"{i} ({results.get(i, 'no answer')})" for i in instance_ids if i not in left and i not in gone]
+    parts = []
+    if left:
+        parts.append(f"left the group: {_ids(left)} (1 rebalance)")
+    if gone:
+        parts.append(f"already gone: {_ids(gone)}")
+    if failed:
+        parts.append(f"could not leave: {', '.join(failed)}")
+    return "; ".join(parts) or "nobody to leave"
+
+
+def _ids(ids: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(ids) if ids else "(none)"

@@ -1,0 +1,46 @@
+"""The repository layout keeps its promises: one distribution, a namespace package split over three folders,
+and no folder that shadows the standard library's ``operator`` module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, cwd: Path) -> str:
+    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_import_operator_from_the_repository_root_is_the_standard_library() -> None:
+    out = run_python("import operator; print(operator.__file__); print(operator.itemgetter(1)([5, 7]))", ROOT)
+    path, item = out.splitlines()
+    assert item == "7"
+    assert Path(path).parent == Path(sys.base_prefix, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}")
+    assert not path.startswith(str(ROOT))
+
+
+def test_the_three_portions_of_berth_import_from_anywhere(tmp_path: Path) -> None:
+    out = run_python(
+        "import berth.coordinator, berth.operator, berth.pipeline, berth;"
+        "print(sorted(p.split('/')[-2] for p in berth.__path__))",
+        tmp_path,
+    )
+    assert out == "['coordinator', 'operator', 'pipeline']"
+
+
+def test_no_init_file_makes_berth_a_regular_package() -> None:
+    for portion in ("coordinator", "operator", "pipeline"):
+        assert not (ROOT / portion / "berth" / "__init__.py").exists()
+        assert (ROOT / portion / "berth" / portion / "__init__.py").exists()
+    assert not (ROOT / "operator" / "__init__.py").exists()
+
+
+def test_console_scripts_are_installed() -> None:
+    bin_dir = Path(sys.executable).parent
+    for script in ("berth-coordinator", "berth-operator", "berth-analyze", "berth-demo", "berth-groups"):
+        assert (bin_dir / script).exists(), script
