@@ -1,0 +1,255 @@
+"""Plan the scaling of a fleet: the ordered actions that move it from what is observed towards what is desired.
+
+Owns DESIGN.md's scale-down, scale-up and deletion stories. :func:`plan_scaling` is a pure function of one
+observation; the driver executes the actions in order, stops at the first failure, and plans again on the next
+reconcile. Nothing is remembered between calls except what the actions write into ``status``, so an operator that
+restarts anywhere resumes from status and observations alone. Rules:
+
+- Departing ids (``status.departing``) are the ids at or beyond the desired size that may still be members: the
+  StatefulSet's ordinals beyond it, pods that still exist, and ids the coordinator or the last pre-registration
+  still lists. They are recorded *before* anything shrinks; an id back within the desired size is dropped (a
+  scale back up cancels its departure: no leave for it).
+- Expected members (``preRegister``) are set to the desired ids *before* the StatefulSet changes size: widened
+  first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
+  pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
+  crash between the change and its record makes the next plan put it again instead of trusting a stale record.
+- The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists:
+  ONE batch leave by instance id for all of them; :func:`record_scale_down` then writes ``lastScaleDown`` and
+  clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine).
+- Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
+  group with members cannot be deleted) and deletes the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from berth.operator.planners.conditions import format_time
+from berth.operator.planners.instances import instance_ids, ordinal_of, sorted_by_ordinal
+
+#: Per-id leave results meaning the id is no longer a member of the group.
+LEFT_RESULTS = frozenset({"NONE", "UNKNOWN_MEMBER_ID"})
+
+# Keys of the fleet's status this planner owns.
+DEPARTING = "departing"
+DEPARTING_SINCE = "departingSince"
+EXPECTED_MEMBERS = "expectedMembers"
+LAST_SCALE_DOWN = "lastScaleDown"
+
+
+@dataclass(frozen=True, slots=True)
+class PatchStatus:
+    """Merge ``patch`` into the fleet's ``.status`` now (durably, before the next action)."""
+
+    patch: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PutExpectedMembers:
+    instance_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClearExpectedMembers:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleWorkload:
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLeave:
+    """One LeaveGroup v3+ by instance id (empty member ids); then write :func:`record_scale_down`'s patch."""
+
+    instance_ids: tuple[str, ...]
+    departing_since: str | None  # when these ids started departing, for lastScaleDown.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroup:
+    """Delete the fleet's group; GROUP_ID_NOT_FOUND means already deleted."""
+
+
+Action = PatchStatus | PutExpectedMembers | ClearExpectedMembers | ScaleWorkload | BatchLeave | DeleteGroup
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingStatus:
+    """The part of ``status`` this planner reads back: what it wrote before, possibly before a restart."""
+
+    departing: tuple[str, ...] = ()
+    departing_since: str | None = None
+    expected_members: tuple[str, ...] | None = None  # None: never set (or unknown)
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any] | None) -> ScalingStatus:
+        status = status or {}
+        expected = status.get(EXPECTED_MEMBERS)
+        return cls(
+            departing=tuple(status.get(DEPARTING) or ()),
+            departing_since=status.get(DEPARTING_SINCE),
+            expected_members=None if expected is None else tuple(expected),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingObservation:
+    fleet_name: str
+    desired_replicas: int  # spec.replicas (ignored when deleting)
+    workload_replicas: int | None  # the StatefulSet's spec.replicas; None when it does not exist
+    existing_pods: frozenset[str]  # names of the fleet's pods that still exist (terminating ones too)
+    #: The workload's controller has acted on ``workload_replicas`` (StatefulSet: status.observedGeneration has
+    #: caught up with metadata.generation). Until then it may still create a pod the old size wanted.
+    workload_settled: bool = True
+    status: ScalingStatus = field(default_factory=ScalingStatus)
+    pre_register: bool = True
+    leave_on_scale_down: bool = True
+    deleting: bool = False
+    #: Instance ids the coordinator lists as members, when it was asked; lets stale members beyond the desired
+    #: size (a StatefulSet shrunk behind the operator's back, a lost status) be left too.
+    group_members: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPlan:
+    actions: tuple[Action, ...]
+    waiting: str | None = None  # why more remains to do after these actions; None: they finish the job
+
+    @property
+    def done(self) -> bool:
+        """Once the actions succeed, the fleet has converged (for a deletion: the finalizer may go)."""
+        return self.waiting is None
+
+
+def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPlan:
+    """The next actions, in order; executing them and planning again converges on the desired size."""
+    obs = observation
+    if obs.workload_replicas is None and not obs.deleting:
+        return ScalingPlan((), "the StatefulSet does not exist yet: apply it (at 0 replicas) first")
+    desired = 0 if obs.deleting else obs.desired_replicas
+    workload = obs.workload_replicas or 0
+    actions: list[Action] = []
+
+    departing = departing_ids(obs, desired)
+    since = _departing_since(obs.status, departing, now)
+    if departing != obs.status.departing or since != obs.status.departing_since:
+        actions.append(PatchStatus({DEPARTING: list(departing), DEPARTING_SINCE: since}))
+
+    actions += _expected_members_actions(obs, desired)
+
+    if workload != desired:
+        actions.append(ScaleWorkload(desired))
+
+    waiting = None
+    if departing:
+        still_there = [name for name in departing if name in obs.existing_pods]
+        if workload != desired or not obs.workload_settled:
+            # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
+            waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
+        elif still_there:
+            waiting = f"waiting for pods {_ids(still_there)} to terminate before they leave the group"
+        elif obs.leave_on_scale_down or obs.deleting:
+            actions.append(BatchLeave(departing, since))
+        else:
+            # No leave: their sessions expire on their own; record the scale-down all the same.
+            actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
+
+    if obs.deleting and waiting is None:
+        if obs.workload_settled:
+            actions.append(DeleteGroup())
+        else:
+            # A controller still acting on an older size could start a pod that joins the deleted group again.
+            waiting = "waiting for the StatefulSet to reach 0 replicas before the group is deleted"
+    return ScalingPlan(_merge_adjacent_patches(actions), waiting)
+
+
+def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, ...]:
+    """Every id at or beyond ``desired`` that may still be a member and was not yet left, in ordinal order."""
+    obs = observation
+    candidates: set[str] = set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
+    candidates |= obs.existing_pods | set(obs.status.departing)
+    candidates |= set(obs.status.expected_members or ())
+    if obs.leave_on_scale_down or obs.deleting:
+        # Without leaves, a lingering member expires on its own; listing it would record a scale-down per reconcile.
+        candidates |= set(obs.group_members or ())
+    return tuple(
+        name
+        for name in sorted_by_ordinal(obs.fleet_name, candidates)
+        if (ordinal := ordinal_of(obs.fleet_name, name)) is not None and ordinal >= desired
+    )
+
+
+def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: datetime) -> PatchStatus:
+    """The status patch after ``leave`` was answered with ``results`` (instance id -> error name).
+
+    Ids whose result is neither NONE nor UNKNOWN_MEMBER_ID stay departing, so the next plan leaves them again.
+    """
+    left = tuple(name for name in leave.instance_ids if results.get(name) in LEFT_RESULTS)
+    answered = {name: results.get(name, "NO_RESULT") for name in leave.instance_ids}
+    return PatchStatus(_scale_down_record(leave.instance_ids, left, answered, leave.departing_since, now))
+
+
+def _scale_down_record(
+    departing: Sequence[str], removed: Sequence[str], results: Mapping[str, str], since: str | None, now: datetime
+) -> dict[str, Any]:
+    remaining = [name for name in departing if name not in removed]
+    at = format_time(now)
+    return {
+        DEPARTING: remaining,
+        DEPARTING_SINCE: since if remaining else None,
+        LAST_SCALE_DOWN: {
+            "removed": list(removed),
+            "results": dict(results),
+            # Whole seconds: departingSince has second precision (metav1.Time).
+            "seconds": _seconds_between(since, at),
+            "at": at,
+        },
+    }
+
+
+def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Action]:
+    target = instance_ids(obs.fleet_name, desired) if obs.pre_register and not obs.deleting else ()
+    if obs.status.expected_members == target:
+        return []
+    # Unknown (None) is reconciled too: a list left behind by an earlier preRegister would hold up rebalances.
+    put: Action = PutExpectedMembers(target) if target else ClearExpectedMembers()
+    # Forget the recorded list before changing it: after a crash between the change and its record, status would
+    # otherwise claim an old list that may come back as the target, and the coordinator's list would go stale.
+    return [PatchStatus({EXPECTED_MEMBERS: None}), put, PatchStatus({EXPECTED_MEMBERS: list(target)})]
+
+
+def _merge_adjacent_patches(actions: Sequence[Action]) -> tuple[Action, ...]:
+    """One status write where the plan has several in a row (their order is kept within the merged patch)."""
+    merged: list[Action] = []
+    for action in actions:
+        previous = merged[-1] if merged else None
+        if isinstance(action, PatchStatus) and isinstance(previous, PatchStatus):
+            merged[-1] = PatchStatus({**previous.patch, **action.patch})
+        else:
+            merged.append(action)
+    return tuple(merged)
+
+
+def _departing_since(status: ScalingStatus, departing: Sequence[str], now: datetime) -> str | None:
+    if not departing:
+        return None
+    return status.departing_since if status.departing and status.departing_since else format_time(now)
+
+
+def _seconds_between(since: str | None, at: str) -> int:
+    try:
+        started = datetime.fromisoformat(since) if since else None
+    except ValueError:  # a hand-edited status; the duration is then unknown, not a reason to stall the leave
+        started = None
+    if started is None or started.tzinfo is None:
+        return 0
+    return max(0, int((datetime.fromisoformat(at) - started).total_seconds()))
+
+
+def _ids(names: Sequence[str]) -> str:
+    return ", ".join(names)

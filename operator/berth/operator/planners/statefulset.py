@@ -1,0 +1,184 @@
+"""Plan the Kubernetes objects a ConsumerFleet owns: its StatefulSet and headless Service.
+
+Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
+
+- Both objects are named like the fleet, live in its namespace and carry a controller ownerReference to it
+  (``blockOwnerDeletion``), so Kubernetes garbage-collects them with the fleet.
+- Pods carry ``app.kubernetes.io/name``, ``app.kubernetes.io/instance`` and ``berth.dev/fleet``; the same three
+  are the selector (and ``status.selector``). They override a template's own values for those keys, because a
+  pod the selector does not match would be orphaned by its own StatefulSet.
+- Every container, init containers included, gets the BERTH_* environment (below). Init containers too because
+  native sidecars (``restartPolicy: Always``) are init containers that may well be the consumer, and a plain init
+  container that waits for the coordinator needs its URL; an unused variable costs nothing. A template entry with
+  one of those names is replaced; every other entry is kept, after ours, so that ``$(BERTH_...)`` references in
+  the user's entries expand (Kubernetes only expands variables defined earlier in the list).
+- Numbers in env are decimal strings; the token only ever comes from a secretKeyRef, never as a value.
+- ``replicas`` is a parameter: the scaling planner owns the size, so applying a changed template never scales.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from berth.operator.planners.sizing import heartbeat_interval_ms
+from berth.operator.spec import Fleet, OperatorDefaults, SpecError, resolve_coordinator_url
+
+FLEET_API_VERSION = "berth.dev/v1alpha1"
+FLEET_KIND = "ConsumerFleet"
+FLEET_LABEL = "berth.dev/fleet"
+APP_NAME = "berth-consumer"
+MANAGED_BY = "berth-operator"
+
+ENV_GROUP_ID = "BERTH_GROUP_ID"
+ENV_GROUP_INSTANCE_ID = "BERTH_GROUP_INSTANCE_ID"
+ENV_COORDINATOR_URL = "BERTH_COORDINATOR_URL"
+ENV_SESSION_TIMEOUT_MS = "BERTH_SESSION_TIMEOUT_MS"
+ENV_REBALANCE_TIMEOUT_MS = "BERTH_REBALANCE_TIMEOUT_MS"
+ENV_HEARTBEAT_INTERVAL_MS = "BERTH_HEARTBEAT_INTERVAL_MS"
+ENV_TOKEN = "BERTH_TOKEN"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedWorkload:
+    """The objects to apply, plus what a local-process fleet needs to start the same members without them."""
+
+    statefulset: dict[str, Any]
+    service: dict[str, Any]
+    #: ``status.selector``: the pod selector as a label-selector string (for the scale subresource and HPAs).
+    selector: str
+    #: The plain-valued BERTH_* variables every member gets (not its instance id, not the token).
+    member_env: Mapping[str, str]
+
+    @property
+    def replicas(self) -> int:
+        return int(self.statefulset["spec"]["replicas"])
+
+    def environment_for(self, instance_id: str) -> dict[str, str]:
+        """A member process's BERTH_* environment, as the downward API gives it to pod ``instance_id``."""
+        return {**self.member_env, ENV_GROUP_INSTANCE_ID: instance_id}
+
+
+def plan_statefulset(
+    fleet: Fleet,
+    *,
+    operator_defaults: OperatorDefaults,
+    session_timeout_ms: int,
+    replicas: int,
+) -> PlannedWorkload:
+    """The fleet's StatefulSet and headless Service.
+
+    ``session_timeout_ms`` is the sizing decision; ``replicas`` the size the scaling planner last chose (the
+    existing StatefulSet's ``spec.replicas``, or 0 when creating it: the scaling planner then grows it after
+    pre-registering the members). Raises :class:`SpecError` when the fleet has no uid or no coordinator URL.
+    """
+    if fleet.uid is None:
+        raise SpecError("metadata.uid", "is required to own the StatefulSet and Service")
+    if replicas < 0:
+        raise ValueError(f"replicas must not be negative, not {replicas}")
+    member_env = plan_member_env(fleet, operator_defaults=operator_defaults, session_timeout_ms=session_timeout_ms)
+    labels = pod_labels(fleet.name)
+    return PlannedWorkload(
+        statefulset={
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": _owned_metadata(fleet, labels),
+            "spec": {
+                "replicas": replicas,
+                "serviceName": fleet.name,
+                # Pods come and go one at a time, in ordinal order: f-4 goes before f-3 on a scale-down.
+                "podManagementPolicy": "OrderedReady",
+                "selector": {"matchLabels": dict(labels)},
+                "template": _pod_template(fleet, labels, _container_env(fleet, member_env)),
+            },
+        },
+        service={
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _owned_metadata(fleet, labels),
+            "spec": {
+                # Headless: it exists to give the StatefulSet's pods their stable DNS names, not to balance load.
+                "clusterIP": "None",
+                "selector": dict(labels),
+                # Members are addressable from the moment they start, not only once ready.
+                "publishNotReadyAddresses": True,
+            },
+        },
+        selector=selector_string(labels),
+        member_env=member_env,
+    )
+
+
+def plan_member_env(fleet: Fleet, *, operator_defaults: OperatorDefaults, session_timeout_ms: int) -> dict[str, str]:
+    """The plain-valued BERTH_* variables of every member (decimal strings for numbers)."""
+    heartbeat_ms = heartbeat_interval_ms(session_timeout_ms, operator_defaults.preferred_heartbeat_interval_ms)
+    return {
+        ENV_GROUP_ID: fleet.spec.group_id,
+        ENV_COORDINATOR_URL: resolve_coordinator_url(fleet, operator_defaults),
+        ENV_SESSION_TIMEOUT_MS: str(session_timeout_ms),
+        ENV_REBALANCE_TIMEOUT_MS: str(fleet.spec.rebalance_timeout_ms),
+        ENV_HEARTBEAT_INTERVAL_MS: str(heartbeat_ms),
+    }
+
+
+def pod_labels(fleet_name: str) -> dict[str, str]:
+    """The labels tying pods to their fleet; also the StatefulSet's and the Service's selector."""
+    return {
+        "app.kubernetes.io/name": APP_NAME,
+        "app.kubernetes.io/instance": fleet_name,
+        FLEET_LABEL: fleet_name,
+    }
+
+
+def selector_string(labels: Mapping[str, str]) -> str:
+    """``k=v,k=v`` in key order, the form ``kubectl get -l`` and the scale subresource take."""
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _owned_metadata(fleet: Fleet, labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": fleet.name,
+        "namespace": fleet.namespace,
+        "labels": {**labels, "app.kubernetes.io/managed-by": MANAGED_BY},
+        "ownerReferences": [
+            {
+                "apiVersion": FLEET_API_VERSION,
+                "kind": FLEET_KIND,
+                "name": fleet.name,
+                "uid": fleet.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def _container_env(fleet: Fleet, member_env: Mapping[str, str]) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [{"name": ENV_GROUP_ID, "value": member_env[ENV_GROUP_ID]}]
+    # The pod name is <fleet>-<ordinal>: a stable instance id that survives restarts and rescheduling.
+    env.append(
+        {"name": ENV_GROUP_INSTANCE_ID, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}
+    )
+    env += [
+        {"name": name, "value": member_env[name]}
+        for name in (ENV_COORDINATOR_URL, ENV_SESSION_TIMEOUT_MS, ENV_REBALANCE_TIMEOUT_MS, ENV_HEARTBEAT_INTERVAL_MS)
+    ]
+    token = fleet.spec.coordinator.token_secret_ref
+    if token is not None:
+        env.append({"name": ENV_TOKEN, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})
+    return env
+
+
+def _pod_template(fleet: Fleet, labels: Mapping[str, str], env: list[dict[str, Any]]) -> dict[str, Any]:
+    template = copy.deepcopy(dict(fleet.spec.template))
+    metadata = template.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+    ours = {entry["name"] for entry in env}
+    pod_spec = template["spec"]
+    for kind in ("initContainers", "containers"):
+        for container in pod_spec.get(kind) or []:
+            kept = [entry for entry in container.get("env") or [] if entry.get("name") not in ours]
+            container["env"] = copy.deepcopy(env) + kept
+    return template

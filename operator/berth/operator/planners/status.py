@@ -1,0 +1,143 @@
+"""Mirror the coordinator's view of a fleet's group into ``status.group`` and the fleet's conditions.
+
+Owns the ``status.group`` block (state, generation, leader, members) and the conditions Ready,
+CoordinatorReachable, Rebalancing and ScaleDownPending. Rules:
+
+- Members are shown by instance id (static members) or, for a dynamic member, by its member id; the fleet's ids
+  come first in ordinal order, then any others sorted. The leader is shown the same way.
+- Missing instance ids are the fleet's ids that are not members.
+- When the coordinator could not be asked, ``group`` is None (keep the last known block) and the conditions that
+  depend on it are Unknown; ScaleDownPending depends only on the fleet's own ``departing`` list.
+- Ready means: the group is Stable, every instance id of the fleet is a member and (when known) every pod is ready.
+  A fleet scaled to zero is Ready when its group is Empty or gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from berth.operator.planners.conditions import Condition, merge_conditions
+from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.observations import GroupDescription
+
+READY = "Ready"
+COORDINATOR_REACHABLE = "CoordinatorReachable"
+REBALANCING = "Rebalancing"
+SCALE_DOWN_PENDING = "ScaleDownPending"
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+IDLE_STATES = frozenset({"Empty", "Dead"})
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatusPlan:
+    group: dict[str, Any] | None  # status.group; None: the coordinator was not reachable, keep the last one
+    missing: tuple[str, ...]  # the fleet's instance ids that are not members (empty when unknown)
+    conditions: list[dict[str, Any]]  # status.conditions, merged with the previous ones
+
+
+def plan_group_status(
+    fleet_name: str,
+    description: GroupDescription | None,
+    *,
+    instance_ids: Sequence[str],
+    departing: Sequence[str],
+    previous_conditions: Sequence[Mapping[str, Any]] | None,
+    now: datetime,
+    observed_generation: int | None = None,
+    unreachable_reason: str = "the coordinator did not answer",
+    ready_replicas: int | None = None,
+) -> GroupStatusPlan:
+    """``description`` is the coordinator's describe of the fleet's group, None when it could not be asked."""
+    updates = [_scale_down_pending(departing)]
+    if description is None:
+        updates += [
+            Condition(READY, "Unknown", "CoordinatorUnreachable", unreachable_reason),
+            Condition(COORDINATOR_REACHABLE, "False", "Unreachable", unreachable_reason),
+            Condition(REBALANCING, "Unknown", "CoordinatorUnreachable", unreachable_reason),
+        ]
+        return GroupStatusPlan(
+            None,
+            (),
+            merge_conditions(previous_conditions, _ordered(updates), now=now, observed_generation=observed_generation),
+        )
+
+    names = {m.member_id: m.group_instance_id or m.member_id for m in description.members}
+    members = _sorted_names(fleet_name, names.values())
+    missing = tuple(instance for instance in instance_ids if instance not in names.values())
+    group = {
+        "state": description.state,
+        "generation": description.generation,
+        "leader": names.get(description.leader, description.leader) if description.leader else None,
+        "members": list(members),
+    }
+    updates += [
+        _ready(description, instance_ids, missing, ready_replicas),
+        Condition(
+            COORDINATOR_REACHABLE,
+            "True",
+            "Reachable",
+            f"group {description.group_id} is {description.state} at generation {description.generation}",
+        ),
+        _rebalancing(description),
+    ]
+    conditions = merge_conditions(
+        previous_conditions, _ordered(updates), now=now, observed_generation=observed_generation
+    )
+    return GroupStatusPlan(group, missing, conditions)
+
+
+def _ready(
+    description: GroupDescription, instance_ids: Sequence[str], missing: Sequence[str], ready_replicas: int | None
+) -> Condition:
+    if not instance_ids and description.state in IDLE_STATES:
+        return Condition(READY, "True", "ScaledToZero", "the fleet has no members and its group is idle")
+    if description.state in REBALANCING_STATES:
+        return Condition(READY, "False", "GroupRebalancing", f"the group is in {description.state}")
+    if missing:
+        return Condition(READY, "False", "MembersMissing", f"not in the group: {', '.join(missing)}")
+    if description.state != "Stable":
+        return Condition(READY, "False", f"Group{description.state}", f"the group is {description.state}")
+    if ready_replicas is not None and ready_replicas < len(instance_ids):
+        return Condition(READY, "False", "PodsNotReady", f"{ready_replicas} of {len(instance_ids)} pods are ready")
+    return Condition(
+        READY,
+        "True",
+        "GroupStable",
+        f"all {len(instance_ids)} instances are members of the Stable group at generation {description.generation}",
+    )
+
+
+def _rebalancing(description: GroupDescription) -> Condition:
+    if description.state in REBALANCING_STATES:
+        return Condition(
+            REBALANCING, "True", description.state, f"rebalancing from generation {description.generation}"
+        )
+    return Condition(REBALANCING, "False", description.state, f"the group is {description.state}")
+
+
+def _scale_down_pending(departing: Sequence[str]) -> Condition:
+    if departing:
+        return Condition(
+            SCALE_DOWN_PENDING,
+            "True",
+            "AwaitingLeave",
+            f"{', '.join(departing)} will leave the group once their pods are gone",
+        )
+    return Condition(SCALE_DOWN_PENDING, "False", "NoneDeparting", "no instance is waiting to leave the group")
+
+
+def _ordered(updates: list[Condition]) -> list[Condition]:
+    # A fixed order keeps `kubectl describe` stable whichever condition changed first.
+    order = {READY: 0, COORDINATOR_REACHABLE: 1, REBALANCING: 2, SCALE_DOWN_PENDING: 3}
+    return sorted(updates, key=lambda condition: order[condition.type])
+
+
+def _sorted_names(fleet_name: str, names: Iterable[str]) -> tuple[str, ...]:
+    def key(name: str) -> tuple[int, int, str]:
+        ordinal = ordinal_of(fleet_name, name)
+        return (0, ordinal, "") if ordinal is not None else (1, 0, name)
+
+    return tuple(sorted(set(names), key=key))

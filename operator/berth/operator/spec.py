@@ -1,0 +1,311 @@
+"""Parse and validate a ConsumerFleet object into frozen dataclasses.
+
+Owns the meaning of ``spec`` (DESIGN.md "The resource"): its fields, their defaults and what makes them invalid.
+Rules:
+
+- Input is the plain dict Kubernetes returns (camelCase keys); output is immutable snake_case dataclasses.
+- Defaults and validation mirror the CRD's schema (deploy/crds), so an object that skipped admission (an old
+  object, a local demo fleet) means the same thing: ``groupId`` = ``metadata.name``, ``sessionTimeout`` =
+  ``{Auto, 6000, 1800000, 1.5}``, ``rebalanceTimeoutMs`` 300000, ``preRegister`` and ``leaveOnScaleDown`` true.
+- Every invalid input raises :class:`SpecError` naming the offending field by its path in the object
+  (``spec.sessionTimeout.fixedMs``), because the message becomes a status condition and an Event.
+- Nothing here talks to Kubernetes or reads the clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+#: A StatefulSet's pods carry a ``controller-revision-hash`` label ``<name>-<10 chars>``; label values stop at 63.
+MAX_FLEET_NAME_LENGTH = 52
+#: The headless Service is named like the fleet, and Service names are DNS-1035 labels.
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+#: API.md §2 allows 1..255 bytes of UTF-8; the CRD narrows it to ASCII that reads the same in URLs, token globs
+#: and environment variables.
+MAX_GROUP_ID_LENGTH = 255
+_GROUP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+#: Kafka carries counts and timeouts as int32.
+MAX_INT32 = 2**31 - 1
+#: The CRD's range for session timeouts (KIP-345 caps the broker's maximum at 30 minutes) and rebalance timeouts.
+SESSION_MS_RANGE = (1_000, 1_800_000)
+MIN_REBALANCE_TIMEOUT_MS = 1_000
+
+DEFAULT_SESSION_MIN_MS = 6_000
+DEFAULT_SESSION_MAX_MS = 1_800_000
+DEFAULT_SAFETY_FACTOR = 1.5
+DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
+
+
+class SpecError(ValueError):
+    """A ConsumerFleet the operator cannot act on; ``field`` is the path of the offending field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class SessionTimeoutPolicy(StrEnum):
+    AUTO = "Auto"
+    FIXED = "Fixed"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretKeyRef:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRef:
+    url: str | None  # None: the operator's default coordinator URL
+    token_secret_ref: SecretKeyRef | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTimeoutSpec:
+    policy: SessionTimeoutPolicy = SessionTimeoutPolicy.AUTO
+    min_ms: int = DEFAULT_SESSION_MIN_MS
+    max_ms: int = DEFAULT_SESSION_MAX_MS
+    safety_factor: float = DEFAULT_SAFETY_FACTOR
+    fixed_ms: int | None = None  # set exactly when policy is Fixed
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    group_id: str
+    replicas: int
+    coordinator: CoordinatorRef
+    session_timeout: SessionTimeoutSpec
+    rebalance_timeout_ms: int
+    pre_register: bool
+    leave_on_scale_down: bool
+    #: The PodTemplateSpec as given (a private deep copy). Treat as read-only: planners copy before changing it.
+    template: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A parsed ConsumerFleet: the identity the planners need plus its spec."""
+
+    name: str
+    namespace: str
+    uid: str | None  # absent for a local demo fleet; required to own Kubernetes objects
+    generation: int | None
+    spec: FleetSpec
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorDefaults:
+    """What the operator supplies when a fleet leaves it out (its command line and environment)."""
+
+    coordinator_url: str | None = None  # --coordinator-url / BERTH_COORDINATOR_URL
+    scheduling_allowance_ms: int = 10_000  # time for a replacement pod to be scheduled and its image started
+    preferred_heartbeat_interval_ms: int = 3_000  # Kafka's default heartbeat.interval.ms
+
+
+def parse_fleet(obj: Mapping[str, Any]) -> Fleet:
+    """Parse a ConsumerFleet object; raise :class:`SpecError` naming the first invalid field."""
+    metadata = _mapping(obj.get("metadata"), "metadata")
+    name = _fleet_name(metadata.get("name"))
+    namespace = _optional_str(metadata.get("namespace"), "metadata.namespace") or "default"
+    uid = _optional_str(metadata.get("uid"), "metadata.uid")
+    generation = metadata.get("generation")
+    if generation is not None:
+        generation = _int(generation, "metadata.generation", minimum=0)
+    spec = parse_fleet_spec(_mapping(obj.get("spec"), "spec"), fleet_name=name)
+    return Fleet(name=name, namespace=namespace, uid=uid, generation=generation, spec=spec)
+
+
+def parse_fleet_spec(spec: Mapping[str, Any], *, fleet_name: str) -> FleetSpec:
+    """Parse ``spec`` alone (``fleet_name`` supplies the groupId default)."""
+    group_id = _group_id(_get(spec, "groupId", fleet_name))
+    if "replicas" not in spec:
+        raise SpecError("spec.replicas", "is required")
+    return FleetSpec(
+        group_id=group_id,
+        replicas=_int(spec["replicas"], "spec.replicas", minimum=0, maximum=MAX_INT32),
+        coordinator=_coordinator(spec.get("coordinator")),
+        session_timeout=_session_timeout(spec.get("sessionTimeout")),
+        rebalance_timeout_ms=_int(
+            _get(spec, "rebalanceTimeoutMs", DEFAULT_REBALANCE_TIMEOUT_MS),
+            "spec.rebalanceTimeoutMs",
+            minimum=MIN_REBALANCE_TIMEOUT_MS,
+            maximum=MAX_INT32,
+        ),
+        pre_register=_bool(_get(spec, "preRegister", True), "spec.preRegister"),
+        leave_on_scale_down=_bool(_get(spec, "leaveOnScaleDown", True), "spec.leaveOnScaleDown"),
+        template=_template(spec.get("template")),
+    )
+
+
+def resolve_coordinator_url(fleet: Fleet, defaults: OperatorDefaults) -> str:
+    """The coordinator URL the fleet's members use: its own, else the operator's default."""
+    url = fleet.spec.coordinator.url or defaults.coordinator_url
+    if not url:
+        raise SpecError(
+            "spec.coordinator.url",
+            "is not set and the operator has no default (--coordinator-url or BERTH_COORDINATOR_URL)",
+        )
+    return url
+
+
+def _fleet_name(value: object) -> str:
+    name = _str(value, "metadata.name")
+    if len(name) > MAX_FLEET_NAME_LENGTH:
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} is {len(name)} characters; at most {MAX_FLEET_NAME_LENGTH} fit the StatefulSet's pod labels",
+        )
+    if not _DNS_1035_LABEL.match(name):
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} must be lowercase letters, digits and '-', starting with a letter (it names a Service)",
+        )
+    return name
+
+
+def _group_id(value: object) -> str:
+    group_id = _str(value, "spec.groupId")
+    if len(group_id) > MAX_GROUP_ID_LENGTH:
+        raise SpecError("spec.groupId", f"is {len(group_id)} characters; at most {MAX_GROUP_ID_LENGTH}")
+    if not _GROUP_ID.match(group_id):
+        raise SpecError("spec.groupId", f"{group_id!r} may hold only ASCII letters, digits, '.', '_' and '-'")
+    return group_id
+
+
+def _coordinator(value: object) -> CoordinatorRef:
+    if value is None:
+        return CoordinatorRef(url=None, token_secret_ref=None)
+    coordinator = _mapping(value, "spec.coordinator")
+    url = _optional_str(coordinator.get("url"), "spec.coordinator.url")
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SpecError("spec.coordinator.url", f"{url!r} is not an http:// or https:// URL with a host")
+    ref = coordinator.get("tokenSecretRef")
+    token_secret_ref = None
+    if ref is not None:
+        ref = _mapping(ref, "spec.coordinator.tokenSecretRef")
+        token_secret_ref = SecretKeyRef(
+            name=_str(ref.get("name"), "spec.coordinator.tokenSecretRef.name"),
+            key=_str(ref.get("key"), "spec.coordinator.tokenSecretRef.key"),
+        )
+    return CoordinatorRef(url=url, token_secret_ref=token_secret_ref)
+
+
+def _session_timeout(value: object) -> SessionTimeoutSpec:
+    if value is None:
+        return SessionTimeoutSpec()
+    raw = _mapping(value, "spec.sessionTimeout")
+    policy_value = _get(raw, "policy", SessionTimeoutPolicy.AUTO.value)
+    try:
+        policy = SessionTimeoutPolicy(policy_value)
+    except ValueError:
+        raise SpecError("spec.sessionTimeout.policy", f"{policy_value!r} is not one of Auto, Fixed") from None
+    low, high = SESSION_MS_RANGE
+    min_ms = _int(_get(raw, "minMs", DEFAULT_SESSION_MIN_MS), "spec.sessionTimeout.minMs", minimum=low, maximum=high)
+    max_ms = _int(_get(raw, "maxMs", DEFAULT_SESSION_MAX_MS), "spec.sessionTimeout.maxMs", minimum=low, maximum=high)
+    if min_ms > max_ms:
+        raise SpecError("spec.sessionTimeout.maxMs", f"{max_ms} is below minMs {min_ms}")
+    safety_factor = _number(_get(raw, "safetyFactor", DEFAULT_SAFETY_FACTOR), "spec.sessionTimeout.safetyFactor")
+    # Below 1 the timeout would expire during an ordinary restart: every restart would cost two rebalances.
+    if not math.isfinite(safety_factor) or safety_factor < 1.0:
+        raise SpecError("spec.sessionTimeout.safetyFactor", f"{safety_factor} is below 1.0")
+    fixed_ms = raw.get("fixedMs")
+    if fixed_ms is not None:
+        if policy is not SessionTimeoutPolicy.FIXED:
+            raise SpecError(
+                "spec.sessionTimeout.fixedMs", "applies only to policy Fixed: remove it or set policy: Fixed"
+            )
+        fixed_ms = _int(fixed_ms, "spec.sessionTimeout.fixedMs", minimum=low, maximum=high)
+    elif policy is SessionTimeoutPolicy.FIXED:
+        raise SpecError("spec.sessionTimeout.fixedMs", "is required when policy is Fixed")
+    return SessionTimeoutSpec(
+        policy=policy, min_ms=min_ms, max_ms=max_ms, safety_factor=safety_factor, fixed_ms=fixed_ms
+    )
+
+
+def _template(value: object) -> Mapping[str, Any]:
+    template = _mapping(value, "spec.template")
+    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
+    containers = pod_spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise SpecError("spec.template.spec.containers", "must list at least one container")
+    for kind in ("containers", "initContainers"):
+        listed = pod_spec.get(kind, [])
+        if not isinstance(listed, list):
+            raise SpecError(f"spec.template.spec.{kind}", "must be a list")
+        for index, container in enumerate(listed):
+            where = f"spec.template.spec.{kind}[{index}]"
+            container = _mapping(container, where)
+            _str(container.get("name"), f"{where}.name")
+            if kind == "containers":  # as the CRD requires; the API server checks init containers' images
+                _str(container.get("image"), f"{where}.image")
+            if not isinstance(container.get("env", []), list):
+                raise SpecError(f"{where}.env", "must be a list")
+    metadata = template.get("metadata")
+    if metadata is not None:
+        labels = _mapping(metadata, "spec.template.metadata").get("labels")
+        if labels is not None:
+            for key, label in _mapping(labels, "spec.template.metadata.labels").items():
+                if not isinstance(label, str):  # "" is a valid label value
+                    raise SpecError(f"spec.template.metadata.labels[{key!r}]", f"must be a string, not {label!r}")
+    # A private copy: the caller's dict (Kopf's body) must not change under a frozen FleetSpec.
+    return copy.deepcopy(dict(template))
+
+
+def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``obj[key]``, or ``default`` when it is absent or null (as the API server's defaulting treats null)."""
+    value = obj.get(key)
+    return default if value is None else value
+
+
+def _mapping(value: object, field: str) -> Mapping[str, Any]:
+    if value is None:
+        raise SpecError(field, "is required")
+    if not isinstance(value, Mapping):
+        raise SpecError(field, f"must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _str(value: object, field: str) -> str:
+    if value is None:
+        raise SpecError(field, "is required")
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, f"must be a non-empty string, not {value!r}")
+    return value
+
+
+def _optional_str(value: object, field: str) -> str | None:
+    return None if value is None else _str(value, field)
+
+
+def _bool(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(field, f"must be true or false, not {value!r}")
+    return value
+
+
+def _int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+    # bool is an int subclass; `replicas: true` is a mistake, not 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, f"must be an integer, not {value!r}")
+    if value < minimum:
+        raise SpecError(field, f"{value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise SpecError(field, f"{value} is above the maximum {maximum}")
+    return value
+
+
+def _number(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(field, f"must be a number, not {value!r}")
+    return float(value)

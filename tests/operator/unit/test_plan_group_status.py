@@ -1,0 +1,240 @@
+"""Mirroring the coordinator's view into status.group and the fleet's conditions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from berth.operator.planners.conditions import Condition, format_time, merge_conditions
+from berth.operator.planners.observations import GroupDescription, GroupMember
+from berth.operator.planners.status import plan_group_status
+
+FLEET_IDS = tuple(f"orders-{o}" for o in range(5))
+EARLIER = "2026-03-01T11:00:00Z"
+NOW_TEXT = "2026-03-01T12:00:00Z"
+
+
+def describe(state: str, generation: int, *instances: str | None, leader: int | None = 0) -> GroupDescription:
+    """A describe whose member ids are ``m-<instance>`` (``dyn-<n>`` for dynamic members)."""
+    members = tuple(
+        GroupMember(member_id=f"m-{instance}" if instance else f"dyn-{n}", group_instance_id=instance)
+        for n, instance in enumerate(instances)
+    )
+    return GroupDescription(
+        group_id="orders",
+        state=state,
+        generation=generation,
+        leader=members[leader].member_id if leader is not None and members else None,
+        members=members,
+    )
+
+
+def condition(type_: str, status: str, reason: str, message: str, since: str = NOW_TEXT) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": 3,
+    }
+
+
+def test_a_stable_full_group(now: datetime) -> None:
+    plan = plan_group_status(
+        "orders",
+        describe("Stable", 7, *reversed(FLEET_IDS), leader=2),
+        instance_ids=FLEET_IDS,
+        departing=(),
+        previous_conditions=None,
+        now=now,
+        observed_generation=3,
+        ready_replicas=5,
+    )
+
+    assert plan.group == {"state": "Stable", "generation": 7, "leader": "orders-2", "members": list(FLEET_IDS)}
+    assert plan.missing == ()
+    assert plan.conditions == [
+        condition("Ready", "True", "GroupStable", "all 5 instances are members of the Stable group at generation 7"),
+        condition("CoordinatorReachable", "True", "Reachable", "group orders is Stable at generation 7"),
+        condition("Rebalancing", "False", "Stable", "the group is Stable"),
+        condition("ScaleDownPending", "False", "NoneDeparting", "no instance is waiting to leave the group"),
+    ]
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_holds(now: datetime) -> None:
+    previous = [
+        condition("Ready", "True", "GroupStable", "generation 6", since=EARLIER),
+        condition("Rebalancing", "False", "Stable", "the group is Stable", since=EARLIER),
+    ]
+
+    plan = plan_group_status(
+        "orders",
+        describe("PreparingRebalance", 7, *FLEET_IDS),
+        instance_ids=FLEET_IDS,
+        departing=(),
+        previous_conditions=previous,
+        now=now,
+        observed_generation=3,
+    )
+
+    by_type = {c["type"]: c for c in plan.conditions}
+    assert by_type["Ready"] == condition("Ready", "False", "GroupRebalancing", "the group is in PreparingRebalance")
+    assert by_type["Rebalancing"] == condition(
+        "Rebalancing", "True", "PreparingRebalance", "rebalancing from generation 7"
+    )
+
+    settled = plan_group_status(
+        "orders",
+        describe("CompletingRebalance", 7, *FLEET_IDS),
+        instance_ids=FLEET_IDS,
+        departing=(),
+        previous_conditions=plan.conditions,
+        now=now + timedelta(seconds=3),
+        observed_generation=3,
+    )
+    rebalancing = next(c for c in settled.conditions if c["type"] == "Rebalancing")
+    assert rebalancing["reason"] == "CompletingRebalance"
+    assert rebalancing["lastTransitionTime"] == NOW_TEXT  # still True: no transition
+
+
+def test_missing_members_are_named(now: datetime) -> None:
+    plan = plan_group_status(
+        "orders",
+        describe("Stable", 4, "orders-0", "orders-1", "orders-2"),
+        instance_ids=FLEET_IDS,
+        departing=(),
+        previous_conditions=None,
+        now=now,
+    )
+
+    assert plan.missing == ("orders-3", "orders-4")
+    assert plan.conditions[0] == {
+        "type": "Ready",
+        "status": "False",
+        "reason": "MembersMissing",
+        "message": "not in the group: orders-3, orders-4",
+        "lastTransitionTime": NOW_TEXT,
+    }
+
+
+def test_pods_not_ready_keep_the_fleet_unready(now: datetime) -> None:
+    plan = plan_group_status(
+        "orders",
+        describe("Stable", 4, *FLEET_IDS),
+        instance_ids=FLEET_IDS,
+        departing=(),
+        previous_conditions=None,
+        now=now,
+        ready_replicas=4,
+    )
+
+    assert (plan.conditions[0]["reason"], plan.conditions[0]["message"]) == ("PodsNotReady", "4 of 5 pods are ready")
+
+
+def test_departing_ids_make_a_scale_down_pending(now: datetime) -> None:
+    plan = plan_group_status(
+        "orders",
+        describe("Stable", 9, *FLEET_IDS),
+        instance_ids=FLEET_IDS[:3],
+        departing=("orders-3", "orders-4"),
+        previous_conditions=None,
+        now=now,
+    )
+
+    assert plan.conditions[-1] == {
+        "type": "ScaleDownPending",
+        "status": "True",
+        "reason": "AwaitingLeave",
+        "message": "orders-3, orders-4 will leave the group once their pods are gone",
+        "lastTransitionTime": NOW_TEXT,
+    }
+
+
+def test_an_unreachable_coordinator_keeps_the_last_group_and_makes_conditions_unknown(now: datetime) -> None:
+    previous = [
+        {"type": "SpecValid", "status": "True", "reason": "Parsed", "message": "ok", "lastTransitionTime": EARLIER},
+        condition("CoordinatorReachable", "True", "Reachable", "group orders is Stable", since=EARLIER),
+    ]
+
+    plan = plan_group_status(
+        "orders",
+        None,
+        instance_ids=FLEET_IDS,
+        departing=("orders-5",),
+        previous_conditions=previous,
+        now=now,
+        observed_generation=3,
+        unreachable_reason="connection refused: http://berth-coordinator.berth:9094",
+    )
+
+    message = "connection refused: http://berth-coordinator.berth:9094"
+    assert plan.group is None
+    assert plan.missing == ()
+    assert plan.conditions == [
+        previous[0],  # another handler's condition, untouched and in place
+        condition("CoordinatorReachable", "False", "Unreachable", message),
+        condition("Ready", "Unknown", "CoordinatorUnreachable", message),
+        condition("Rebalancing", "Unknown", "CoordinatorUnreachable", message),
+        condition(
+            "ScaleDownPending", "True", "AwaitingLeave", "orders-5 will leave the group once their pods are gone"
+        ),
+    ]
+
+
+@pytest.mark.parametrize("state", ["Empty", "Dead"])
+def test_a_fleet_scaled_to_zero_with_an_idle_group_is_ready(now: datetime, state: str) -> None:
+    plan = plan_group_status(
+        "orders",
+        describe(state, -1 if state == "Dead" else 12, leader=None),
+        instance_ids=(),
+        departing=(),
+        previous_conditions=None,
+        now=now,
+    )
+
+    assert plan.group == {"state": state, "generation": -1 if state == "Dead" else 12, "leader": None, "members": []}
+    assert plan.conditions[0]["status"] == "True"
+    assert plan.conditions[0]["reason"] == "ScaledToZero"
+
+
+def test_members_sort_by_ordinal_then_others_by_name_and_a_dynamic_leader_shows_its_member_id(now: datetime) -> None:
+    instances = ("orders-10", "orders-9", None, "billing-1", "orders-0")
+
+    plan = plan_group_status(
+        "orders",
+        describe("Stable", 2, *instances, leader=2),
+        instance_ids=("orders-0",),
+        departing=(),
+        previous_conditions=None,
+        now=now,
+    )
+
+    assert plan.group is not None
+    assert plan.group["members"] == ["orders-0", "orders-9", "orders-10", "billing-1", "dyn-2"]
+    assert plan.group["leader"] == "dyn-2"
+
+
+def test_merge_conditions_appends_new_types_and_times_are_utc_seconds() -> None:
+    moment = datetime(2026, 3, 1, 13, 30, 5, 999_000, tzinfo=UTC)
+
+    merged = merge_conditions(
+        [], [Condition("SpecValid", "False", "InvalidSpec", "spec.replicas: is required")], now=moment
+    )
+
+    assert merged == [
+        {
+            "type": "SpecValid",
+            "status": "False",
+            "reason": "InvalidSpec",
+            "message": "spec.replicas: is required",
+            "lastTransitionTime": "2026-03-01T13:30:05Z",
+        }
+    ]
+
+
+def test_format_time_refuses_a_naive_datetime() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        format_time(datetime(2026, 3, 1, 12, 0))

@@ -1,0 +1,378 @@
+"""The scaling planner, story by story (DESIGN.md's scale-down, scale-up and deletion), with exact actions.
+
+Each story feeds the planner the observation an operator would make at that moment, applies the status patches
+it asked for (as the driver would), and checks the next plan. Fleet ``orders``; ids are ``orders-<ordinal>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from berth.operator.planners.scaling import (
+    BatchLeave,
+    ClearExpectedMembers,
+    DeleteGroup,
+    PatchStatus,
+    PutExpectedMembers,
+    ScaleWorkload,
+    ScalingObservation,
+    ScalingPlan,
+    ScalingStatus,
+    plan_scaling,
+    record_scale_down,
+)
+
+T0 = "2026-03-01T12:00:00Z"
+
+
+def ids(*ordinals: int) -> tuple[str, ...]:
+    return tuple(f"orders-{ordinal}" for ordinal in ordinals)
+
+
+def pods(*ordinals: int) -> frozenset[str]:
+    return frozenset(ids(*ordinals))
+
+
+def observe(
+    desired: int, workload: int | None, existing: frozenset[str], status: dict[str, Any], **flags: Any
+) -> ScalingObservation:
+    return ScalingObservation(
+        fleet_name="orders",
+        desired_replicas=desired,
+        workload_replicas=workload,
+        existing_pods=existing,
+        status=ScalingStatus.from_status(status),
+        **flags,
+    )
+
+
+def patched(status: dict[str, Any], actions: Iterable[object]) -> dict[str, Any]:
+    """The status after the driver wrote the plan's PatchStatus actions."""
+    result = dict(status)
+    for action in actions:
+        if isinstance(action, PatchStatus):
+            result.update(action.patch)
+    return result
+
+
+SETTLED_AT_5 = {"departing": [], "departingSince": None, "expectedMembers": list(ids(0, 1, 2, 3, 4))}
+
+
+def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: datetime) -> None:
+    # 1. The departing ids are recorded first, then expected members narrowed, then the StatefulSet shrunk.
+    plan = plan_scaling(observe(3, 5, pods(0, 1, 2, 3, 4), SETTLED_AT_5), now=now)
+    assert plan == ScalingPlan(
+        (
+            PatchStatus({"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": None}),
+            PutExpectedMembers(ids(0, 1, 2)),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            ScaleWorkload(3),
+        ),
+        waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
+    )
+    status = patched(SETTLED_AT_5, plan.actions)
+
+    # 2. Shrunk, but orders-4 is still terminating (and then orders-3): nothing to do but wait.
+    later = now + timedelta(seconds=20)
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status), now=later) == ScalingPlan(
+        (), waiting="waiting for pods orders-3, orders-4 to terminate before they leave the group"
+    )
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=later) == ScalingPlan(
+        (), waiting="waiting for pods orders-3 to terminate before they leave the group"
+    )
+
+    # 3. Both gone: ONE leave naming both.
+    gone_at = now + timedelta(seconds=41)
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2), status), now=gone_at)
+    leave = BatchLeave(ids(3, 4), departing_since=T0)
+    assert plan == ScalingPlan((leave,))
+    assert plan.done
+
+    # 4. The driver records the answer; an id the coordinator no longer knew had already left: fine.
+    record = record_scale_down(leave, {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"}, now=gone_at)
+    assert record == PatchStatus(
+        {
+            "departing": [],
+            "departingSince": None,
+            "lastScaleDown": {
+                "removed": list(ids(3, 4)),
+                "results": {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"},
+                "seconds": 41,
+                "at": "2026-03-01T12:00:41Z",
+            },
+        }
+    )
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2), patched(status, [record])), now=gone_at) == ScalingPlan(())
+
+
+def test_scale_up_3_to_5_widens_expected_members_before_growing(now: datetime) -> None:
+    status = {"departing": [], "expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(observe(5, 3, pods(0, 1, 2), status), now=now)
+
+    assert plan == ScalingPlan(
+        (
+            PatchStatus({"expectedMembers": None}),
+            PutExpectedMembers(ids(0, 1, 2, 3, 4)),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            ScaleWorkload(5),
+        )
+    )
+    assert plan_scaling(observe(5, 5, pods(0, 1, 2), patched(status, plan.actions)), now=now) == ScalingPlan(())
+
+
+def test_scaling_back_up_before_the_pods_are_gone_cancels_the_departures(now: datetime) -> None:
+    status = patched(SETTLED_AT_5, plan_scaling(observe(3, 5, pods(0, 1, 2, 3, 4), SETTLED_AT_5), now=now).actions)
+    assert status["departing"] == list(ids(3, 4))
+
+    # Back to 5 while orders-3 and orders-4 are still terminating.
+    plan = plan_scaling(observe(5, 3, pods(0, 1, 2, 3, 4), status), now=now)
+
+    assert plan == ScalingPlan(
+        (
+            PatchStatus({"departing": [], "departingSince": None, "expectedMembers": None}),
+            PutExpectedMembers(ids(0, 1, 2, 3, 4)),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            ScaleWorkload(5),
+        )
+    )
+    # Once they are gone and back, nothing is left to leave.
+    assert plan_scaling(observe(5, 5, pods(0, 1, 2), patched(status, plan.actions)), now=now) == ScalingPlan(())
+
+
+def test_a_partial_scale_back_keeps_the_remaining_departures_and_when_they_began(now: datetime) -> None:
+    status = {"departing": list(ids(2, 3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1))}
+
+    plan = plan_scaling(observe(3, 2, pods(0, 1, 2, 3), status), now=now + timedelta(seconds=5))
+
+    assert plan == ScalingPlan(
+        (
+            PatchStatus({"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": None}),
+            PutExpectedMembers(ids(0, 1, 2)),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            ScaleWorkload(3),
+        ),
+        waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
+    )
+
+
+def test_a_second_scale_down_before_the_leave_joins_the_same_single_leave(now: datetime) -> None:
+    status = {"departing": list(ids(4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2, 3))}
+
+    plan = plan_scaling(observe(3, 4, pods(0, 1, 2, 3, 4), status), now=now + timedelta(seconds=3))
+    status = patched(status, plan.actions)
+
+    assert status["departing"] == list(ids(3, 4))
+    assert status["departingSince"] == T0
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2), status), now=now).actions == (BatchLeave(ids(3, 4), T0),)
+
+
+def test_no_leave_until_the_statefulset_controller_acts_on_the_new_size(now: datetime) -> None:
+    # The spec says 3, but the controller has not seen it yet and could still create orders-3 or orders-4.
+    status = {"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2), status, workload_settled=False), now=now)
+
+    assert plan == ScalingPlan(
+        (), waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave"
+    )
+
+
+def test_pods_of_a_statefulset_shrunk_behind_the_operators_back_depart_too(now: datetime) -> None:
+    # kubectl scale statefulset orders --replicas=3: orders-3 is terminating and was never recorded as departing.
+    status = {"expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=now)
+
+    assert plan == ScalingPlan(
+        (PatchStatus({"departing": list(ids(3)), "departingSince": T0}),),
+        waiting="waiting for pods orders-3 to terminate before they leave the group",
+    )
+
+
+def test_an_operator_restarted_between_shrink_and_leave_leaves_exactly_once(now: datetime) -> None:
+    # All the new operator has is the status the old one wrote, and what it observes.
+    recovered = {"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+
+    first = plan_scaling(observe(3, 3, pods(0, 1, 2), recovered), now=now)
+    assert first.actions == (BatchLeave(ids(3, 4), T0),)
+
+    leave = first.actions[0]
+    assert isinstance(leave, BatchLeave)
+    record = record_scale_down(leave, {"orders-3": "NONE", "orders-4": "NONE"}, now=now)
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2), patched(recovered, [record])), now=now).actions == ()
+
+
+def test_an_operator_restarted_after_recording_but_before_shrinking_resumes_the_shrink(now: datetime) -> None:
+    recovered = {"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2, 3, 4))}
+
+    plan = plan_scaling(observe(3, 5, pods(0, 1, 2, 3, 4), recovered), now=now + timedelta(minutes=1))
+
+    assert plan.actions == (
+        PatchStatus({"expectedMembers": None}),
+        PutExpectedMembers(ids(0, 1, 2)),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        ScaleWorkload(3),
+    )
+
+
+def test_a_crash_between_changing_expected_members_and_recording_them_puts_them_again(now: datetime) -> None:
+    settled = {"departing": [], "expectedMembers": list(ids(0, 1, 2))}
+    plan = plan_scaling(observe(5, 3, pods(0, 1, 2), settled), now=now)
+    # The operator widened the list at the coordinator, then crashed before recording it or growing the fleet.
+    crashed = patched(settled, plan.actions[:2])
+    assert crashed["expectedMembers"] is None
+
+    # Back to 3 before it restarts: the coordinator still expects orders-3 and orders-4, so narrow it again.
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2), crashed), now=now).actions == (
+        PatchStatus({"expectedMembers": None}),
+        PutExpectedMembers(ids(0, 1, 2)),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+    )
+
+
+def test_an_id_whose_leave_failed_stays_departing_and_is_left_again(now: datetime) -> None:
+    leave = BatchLeave(ids(3, 4), T0)
+    record = record_scale_down(leave, {"orders-3": "NONE", "orders-4": "COORDINATOR_NOT_AVAILABLE"}, now=now)
+
+    assert record.patch["departing"] == list(ids(4))
+    assert record.patch["departingSince"] == T0
+    assert record.patch["lastScaleDown"]["removed"] == list(ids(3))
+    status = patched({"expectedMembers": list(ids(0, 1, 2))}, [record])
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2), status), now=now).actions == (BatchLeave(ids(4), T0),)
+
+
+def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_told(now: datetime) -> None:
+    status = {"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(
+        observe(3, 3, pods(0, 1, 2), status, leave_on_scale_down=False), now=now + timedelta(seconds=30)
+    )
+
+    assert plan == ScalingPlan(
+        (
+            PatchStatus(
+                {
+                    "departing": [],
+                    "departingSince": None,
+                    "lastScaleDown": {
+                        "removed": list(ids(3, 4)),
+                        "results": {},
+                        "seconds": 30,
+                        "at": "2026-03-01T12:00:30Z",
+                    },
+                }
+            ),
+        )
+    )
+
+
+def test_without_pre_registration_a_leftover_list_is_cleared_once_and_never_put(now: datetime) -> None:
+    plan = plan_scaling(observe(5, 3, pods(0, 1, 2), {}, pre_register=False), now=now)
+
+    assert plan.actions == (
+        PatchStatus({"expectedMembers": None}),
+        ClearExpectedMembers(),
+        PatchStatus({"expectedMembers": []}),
+        ScaleWorkload(5),
+    )
+    status = patched({}, plan.actions)
+    assert plan_scaling(observe(5, 5, pods(0, 1, 2), status, pre_register=False), now=now).actions == ()
+
+
+def test_a_member_left_behind_beyond_the_fleet_is_left_too(now: datetime) -> None:
+    # orders-3 is still in the group (a StatefulSet shrunk behind the operator's back), its pod long gone.
+    status = {"expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2), status, group_members=pods(0, 1, 2, 3)), now=now)
+
+    assert plan.actions == (
+        PatchStatus({"departing": list(ids(3)), "departingSince": T0}),
+        BatchLeave(ids(3), T0),
+    )
+
+
+def test_members_of_other_fleets_in_the_same_group_are_not_ours_to_leave(now: datetime) -> None:
+    status = {"expectedMembers": list(ids(0, 1, 2))}
+    others = frozenset({"orders-eu-7", "orders-07", "billing-3"})
+
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2), status, group_members=pods(0, 1, 2) | others), now=now)
+
+    assert plan == ScalingPlan(())
+
+
+def test_an_older_status_without_departing_since_gets_one(now: datetime) -> None:
+    status = {"departing": list(ids(3)), "expectedMembers": list(ids(0, 1, 2))}
+
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=now)
+
+    assert plan.actions == (PatchStatus({"departing": list(ids(3)), "departingSince": T0}),)
+
+
+def test_nothing_happens_before_the_statefulset_exists(now: datetime) -> None:
+    assert plan_scaling(observe(3, None, frozenset(), {}), now=now) == ScalingPlan(
+        (), waiting="the StatefulSet does not exist yet: apply it (at 0 replicas) first"
+    )
+
+
+def test_a_new_fleet_pre_registers_all_members_before_its_first_pod(now: datetime) -> None:
+    assert plan_scaling(observe(3, 0, frozenset(), {}), now=now).actions == (
+        PatchStatus({"expectedMembers": None}),
+        PutExpectedMembers(ids(0, 1, 2)),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        ScaleWorkload(3),
+    )
+
+
+@pytest.mark.parametrize("leave_on_scale_down", [True, False])
+def test_deletion_scales_to_zero_then_leaves_everyone_then_deletes_the_group(
+    now: datetime, leave_on_scale_down: bool
+) -> None:
+    flags = {"deleting": True, "leave_on_scale_down": leave_on_scale_down}
+    everyone = ids(0, 1, 2, 3, 4)
+
+    plan = plan_scaling(observe(5, 5, pods(0, 1, 2, 3, 4), SETTLED_AT_5, **flags), now=now)
+    assert plan == ScalingPlan(
+        (
+            PatchStatus({"departing": list(everyone), "departingSince": T0, "expectedMembers": None}),
+            ClearExpectedMembers(),
+            PatchStatus({"expectedMembers": []}),
+            ScaleWorkload(0),
+        ),
+        waiting=f"waiting for the StatefulSet to reach 0 replicas before {', '.join(everyone)} leave",
+    )
+    status = patched(SETTLED_AT_5, plan.actions)
+
+    assert plan_scaling(observe(5, 0, pods(0, 1), status, **flags), now=now).waiting == (
+        "waiting for pods orders-0, orders-1 to terminate before they leave the group"
+    )
+
+    # A group with members cannot be deleted, so everyone leaves even when leaveOnScaleDown is false.
+    plan = plan_scaling(observe(5, 0, frozenset(), status, **flags), now=now)
+    assert plan == ScalingPlan((BatchLeave(everyone, T0), DeleteGroup()))
+
+    # Replayed after the finalizer's work but before it was removed: only the (idempotent) delete again.
+    record = record_scale_down(BatchLeave(everyone, T0), dict.fromkeys(everyone, "NONE"), now=now)
+    assert plan_scaling(observe(5, 0, frozenset(), patched(status, [record]), **flags), now=now) == ScalingPlan(
+        (DeleteGroup(),)
+    )
+
+
+def test_the_group_is_deleted_only_once_the_statefulset_controller_has_scaled_to_zero(now: datetime) -> None:
+    status: dict[str, Any] = {"expectedMembers": []}
+
+    plan = plan_scaling(observe(3, 0, frozenset(), status, deleting=True, workload_settled=False), now=now)
+
+    assert plan == ScalingPlan(
+        (), waiting="waiting for the StatefulSet to reach 0 replicas before the group is deleted"
+    )
+
+
+def test_deleting_a_fleet_whose_statefulset_is_already_gone(now: datetime) -> None:
+    status: dict[str, Any] = {"expectedMembers": []}
+
+    assert plan_scaling(observe(3, None, frozenset(), status, deleting=True), now=now) == ScalingPlan((DeleteGroup(),))
