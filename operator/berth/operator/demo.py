@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import shutil
 import sys
@@ -213,11 +214,7 @@ def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
 
 def run_pipeline_report(data_dir: Path, say: Any) -> None:
     analyze = shutil.which("berth-analyze")
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        analyze = None
-    if analyze is None:
+    if analyze is None or importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
         say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
         return
     out = data_dir.parent / "analysis"
