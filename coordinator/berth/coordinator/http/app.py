@@ -47,8 +47,8 @@ from berth.coordinator.http.errors import (
     unauthorized,
     unsupported_media_type,
 )
-from berth.coordinator.http.fields import Fields
 from berth.coordinator.http.metrics import Metrics
+from berth.coordinator.http.openapi import openapi_document
 from berth.coordinator.http.render import render
 from berth.coordinator.protocol import API_VERSIONS, Error
 
@@ -363,6 +363,14 @@ async def get_config(request: web.Request) -> web.Response:
     )
 
 
+async def get_openapi(request: web.Request) -> web.Response:
+    s = request.app[SERVER]
+    s.authorize(request)
+    return json_response(
+        openapi_document(manual_clock=s.config.manual_clock, auth=s.config.tokens is not None, limits=s.config.limits)
+    )
+
+
 JOURNAL_MAX_LIMIT = 10_000
 
 
@@ -387,16 +395,16 @@ async def debug_clock(request: web.Request) -> web.Response:
 async def debug_store(request: web.Request) -> web.Response:
     """Tests only (with ``--manual-clock``): make the disk fail, stay failed, or stall (API.md §6's sibling)."""
     s = request.app[SERVER]
-    f = Fields(await s.read_json(request), "", s.config.limits.max_id_bytes)
+    faults_wanted = decode.decode_store_faults(await s.read_json(request), s.config.limits)
     faults = getattr(s.engine.writer, "faults", None)
     if faults is None:
         raise not_found("path: this store has no fault injection")
-    if f.has("fail_next"):
-        faults.fail_next(f.int_("fail_next", lo=0, hi=1_000_000))
-    if f.has("failing"):
-        faults.set_failing(f.bool_("failing"))
-    if f.has("stalled"):
-        faults.set_stalled(f.bool_("stalled"))
+    if "fail_next" in faults_wanted:
+        faults.fail_next(faults_wanted["fail_next"])
+    if "failing" in faults_wanted:
+        faults.set_failing(faults_wanted["failing"])
+    if "stalled" in faults_wanted:
+        faults.set_stalled(faults_wanted["stalled"])
     return json_response({"injected": faults.injected})
 
 
@@ -508,6 +516,7 @@ def create_app(
     r.add_delete(f"{group}/expected-members", delete_expected_members, name="expected_members_delete")
     r.add_get("/v1/groups", list_groups, name="list", allow_head=False)
     r.add_get("/v1/config", get_config, name="config", allow_head=False)
+    r.add_get("/v1/openapi.json", get_openapi, name="openapi", allow_head=False)
     r.add_get("/v1/journal", journal, name="journal", allow_head=False)
     if config.manual_clock:
         r.add_post("/v1/debug/clock", debug_clock, name="debug_clock")

@@ -1,15 +1,17 @@
 """JSON bodies and query strings -> the core's typed requests, per route and API version (API.md §3, §8).
 
+Validation is driven by the declared models (``schemas``), the same ones the OpenAPI document is generated from.
 Rules: a missing required field, a wrong type or an out-of-range number is a 400 naming the field; an
-``api_version`` outside the route's range is a 400 UNSUPPORTED_VERSION; a field with a non-null value that
-the request's version cannot carry is an in-band UNSUPPORTED_VERSION (35), raised as ``InBandError`` with
-the route's response shape. Unknown fields are ignored (forward compatibility).
+``api_version`` outside the route's range is a 400 UNSUPPORTED_VERSION; a field with a non-null value that the
+request's version cannot carry is an in-band UNSUPPORTED_VERSION (35), raised as ``InBandError`` with the
+route's response shape. Unknown fields are ignored (forward compatibility).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from berth.coordinator.core.model import (
     CommitPartition,
@@ -29,20 +31,15 @@ from berth.coordinator.core.model import (
     SyncResponse,
 )
 from berth.coordinator.core.offsets import commit_error_response
+from berth.coordinator.http import schemas
 from berth.coordinator.http.errors import bad_request, unsupported_version
-from berth.coordinator.http.fields import Fields
+from berth.coordinator.http.fields import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Fields
+from berth.coordinator.http.schemas import Model
 from berth.coordinator.protocol import (
     API_VERSIONS,
-    COMMIT_LEADER_EPOCH_VERSION,
-    COMMIT_MEMBER_FIELDS_VERSION,
-    COMMIT_STATIC_MEMBERSHIP_VERSION,
-    HEARTBEAT_STATIC_MEMBERSHIP_VERSION,
     JOIN_REASON_VERSION,
-    JOIN_STATIC_MEMBERSHIP_VERSION,
     LEAVE_BATCH_VERSION,
     LEAVE_REASON_VERSION,
-    SYNC_PROTOCOL_FIELDS_VERSION,
-    SYNC_STATIC_MEMBERSHIP_VERSION,
     Error,
 )
 
@@ -63,6 +60,61 @@ class InBandError(Exception):
         super().__init__(repr(response))
         self.response = response
         self.api_version = api_version
+
+
+_RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (INT64_MIN, INT64_MAX)}
+
+
+def read_model(model: Model, fields: Fields, limits: Limits) -> dict[str, Any]:
+    """Validate ``fields`` against ``model``; returns the present fields' values (bytes decoded, nested models as
+    dicts). Raises a 400 naming the first offending field."""
+    values: dict[str, Any] = {}
+    for f in model.fields:
+        if not fields.has(f.name):
+            if f.required:
+                raise bad_request(f"{fields.name(f.name)}: required field is missing")
+            continue
+        if f.nullable and not fields.present_non_null(f.name):
+            values[f.name] = None
+            continue
+        kind = f.kind
+        if kind == "string":
+            values[f.name] = fields.str_(f.name)
+        elif kind in _RANGES:
+            lo, hi = _RANGES[kind]
+            values[f.name] = fields.int_(
+                f.name, lo=lo if f.minimum is None else f.minimum, hi=hi if f.maximum is None else f.maximum
+            )
+        elif kind == "bytes":
+            values[f.name] = fields.bytes_(f.name)
+        elif kind == "boolean":
+            values[f.name] = fields.bool_(f.name)
+        elif kind == "strings":
+            values[f.name] = fields.strings(f.name, max_items=getattr(limits, f.limit))
+        else:
+            assert f.items is not None
+            values[f.name] = [
+                read_model(f.items, item, limits) for item in fields.objects(f.name, max_items=getattr(limits, f.limit))
+            ]
+    return values
+
+
+def carries_too_new(model: Model, body: Mapping[str, Any], version: int) -> bool:
+    """A non-null value in a field (at any depth) that ``version`` cannot carry (API.md §8)."""
+    for f in model.fields:
+        value = body.get(f.name)
+        if value is None:
+            continue
+        if version < f.since:
+            return True
+        items = f.items
+        if (
+            items is not None
+            and isinstance(value, list)
+            and any(isinstance(item, dict) and carries_too_new(items, item, version) for item in value)
+        ):
+            return True
+    return False
 
 
 def api_version_of(value: object, api: str) -> int:
@@ -91,165 +143,127 @@ def query_int(raw: str, name: str, lo: int = 0, hi: int = 2**63 - 1) -> int:
     return value
 
 
-def _fields(body: object, limits: Limits) -> Fields:
-    return Fields(body, "", limits.max_id_bytes)
+def _read(model: Model, body: object, limits: Limits, api: str) -> tuple[dict[str, Any], int, Fields]:
+    fields = Fields(body, "", limits.max_id_bytes)
+    version = api_version_of(fields.raw("api_version"), api)
+    return read_model(model, fields, limits), version, fields
 
 
-def _version_gate(fields: Fields, key: str, version: int, since: int) -> bool:
-    """True when a non-null ``key`` is present in a request of a version that cannot carry it."""
-    return version < since and fields.present_non_null(key)
-
-
-# ------------------------------------------------------------------------------------------------- join
+# -------------------------------------------------------------------------------------------- builders
 
 
 def decode_join(group_id: str, body: object, limits: Limits, client_host: str) -> JoinRequest:
-    f = _fields(body, limits)
-    version = api_version_of(f.raw("api_version"), "join")
-    member_id = f.str_("member_id", required=True)
-    session_timeout_ms = f.int32("session_timeout_ms", required=True)
-    rebalance_timeout_ms = (
-        f.int32("rebalance_timeout_ms", lo=0) if f.present_non_null("rebalance_timeout_ms") else session_timeout_ms
-    )
-    protocol_type = f.str_("protocol_type", required=True)
-    protocols = []
+    v, version, fields = _read(schemas.JOIN_REQUEST, body, limits, "join")
     seen: set[str] = set()
-    for p in f.objects("protocols", required=True, max_items=limits.max_protocols):
-        name = p.str_("name", required=True)
-        if name in seen:
-            raise bad_request(f"{p.name('name')}: duplicate protocol name {name!r}")
-        seen.add(name)
-        protocols.append(Protocol(name, p.bytes_("metadata", required=True)))
-    group_instance_id = f.nullable_str("group_instance_id")
-    client_id = f.nullable_str("client_id") or ""
-    reason = f.nullable_str("reason") if version >= JOIN_REASON_VERSION else None
-    if _version_gate(f, "group_instance_id", version, JOIN_STATIC_MEMBERSHIP_VERSION) or _version_gate(
-        f, "rebalance_timeout_ms", version, 1
-    ):
-        raise InBandError(JoinResponse(Error.UNSUPPORTED_VERSION, member_id=member_id), version)
+    protocols = []
+    for i, p in enumerate(v["protocols"]):
+        if p["name"] in seen:
+            raise bad_request(f"protocols[{i}].name: duplicate protocol name {p['name']!r}")
+        seen.add(p["name"])
+        protocols.append(Protocol(p["name"], p["metadata"]))
+    if carries_too_new(schemas.JOIN_REQUEST, fields.obj, version):
+        raise InBandError(JoinResponse(Error.UNSUPPORTED_VERSION, member_id=v["member_id"]), version)
+    rebalance_timeout_ms = v.get("rebalance_timeout_ms")
     return JoinRequest(
         group_id,
-        member_id,
-        group_instance_id,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        protocol_type,
+        v["member_id"],
+        v.get("group_instance_id"),
+        v["session_timeout_ms"],
+        v["session_timeout_ms"] if rebalance_timeout_ms is None else rebalance_timeout_ms,
+        v["protocol_type"],
         tuple(protocols),
         version,
-        client_id,
+        v.get("client_id") or "",
         client_host,
-        reason,
+        v.get("reason") if version >= JOIN_REASON_VERSION else None,
     )
-
-
-# ------------------------------------------------------------------------------------------------- sync
 
 
 def decode_sync(group_id: str, body: object, limits: Limits) -> SyncRequest:
-    f = _fields(body, limits)
-    version = api_version_of(f.raw("api_version"), "sync")
-    generation_id = f.int32("generation_id", required=True)
-    member_id = f.str_("member_id", required=True)
-    assignments = tuple(
-        SyncAssignment(a.str_("member_id", required=True), a.bytes_("assignment", required=True))
-        for a in f.objects("assignments", required=True, max_items=limits.max_list_items)
-    )
-    group_instance_id = f.nullable_str("group_instance_id")
-    protocol_type = f.nullable_str("protocol_type")
-    protocol_name = f.nullable_str("protocol_name")
-    if (
-        _version_gate(f, "group_instance_id", version, SYNC_STATIC_MEMBERSHIP_VERSION)
-        or _version_gate(f, "protocol_type", version, SYNC_PROTOCOL_FIELDS_VERSION)
-        or _version_gate(f, "protocol_name", version, SYNC_PROTOCOL_FIELDS_VERSION)
-    ):
+    v, version, fields = _read(schemas.SYNC_REQUEST, body, limits, "sync")
+    if carries_too_new(schemas.SYNC_REQUEST, fields.obj, version):
         raise InBandError(SyncResponse(Error.UNSUPPORTED_VERSION), version)
     return SyncRequest(
-        group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments, version
+        group_id,
+        v["generation_id"],
+        v["member_id"],
+        v.get("group_instance_id"),
+        v.get("protocol_type"),
+        v.get("protocol_name"),
+        tuple(SyncAssignment(a["member_id"], a["assignment"]) for a in v["assignments"]),
+        version,
     )
-
-
-# -------------------------------------------------------------------------------------------- heartbeat
 
 
 def decode_heartbeat(group_id: str, body: object, limits: Limits) -> HeartbeatRequest:
-    f = _fields(body, limits)
-    version = api_version_of(f.raw("api_version"), "heartbeat")
-    generation_id = f.int32("generation_id", required=True)
-    member_id = f.str_("member_id", required=True)
-    group_instance_id = f.nullable_str("group_instance_id")
-    if _version_gate(f, "group_instance_id", version, HEARTBEAT_STATIC_MEMBERSHIP_VERSION):
+    v, version, fields = _read(schemas.HEARTBEAT_REQUEST, body, limits, "heartbeat")
+    if carries_too_new(schemas.HEARTBEAT_REQUEST, fields.obj, version):
         raise InBandError(HeartbeatResponse(Error.UNSUPPORTED_VERSION), version)
-    return HeartbeatRequest(group_id, generation_id, member_id, group_instance_id, version)
-
-
-# ------------------------------------------------------------------------------------------------ leave
+    return HeartbeatRequest(group_id, v["generation_id"], v["member_id"], v.get("group_instance_id"), version)
 
 
 def decode_leave(group_id: str, body: object, limits: Limits) -> LeaveRequest:
-    f = _fields(body, limits)
-    version = api_version_of(f.raw("api_version"), "leave")
+    v, version, fields = _read(schemas.LEAVE_REQUEST, body, limits, "leave")
     if version >= LEAVE_BATCH_VERSION:
-        members = []
-        for m in f.objects("members", required=True, max_items=limits.max_list_items):
-            reason = m.nullable_str("reason") if version >= LEAVE_REASON_VERSION else None
-            members.append(MemberIdentity(m.str_("member_id"), m.nullable_str("group_instance_id"), reason))
-        if f.present_non_null("member_id"):
+        if "members" not in v:
+            raise bad_request("members: required field is missing")
+        if fields.present_non_null("member_id"):
             raise InBandError(LeaveResponse(Error.UNSUPPORTED_VERSION), version)
-        return LeaveRequest(group_id, tuple(members), version)
-    member_id = f.str_("member_id", required=True)
-    if f.present_non_null("members"):
+        with_reason = version >= LEAVE_REASON_VERSION
+        members = tuple(
+            MemberIdentity(m.get("member_id", ""), m.get("group_instance_id"), m.get("reason") if with_reason else None)
+            for m in v["members"]
+        )
+        return LeaveRequest(group_id, members, version)
+    if "member_id" not in v:
+        raise bad_request("member_id: required field is missing")
+    if fields.present_non_null("members"):
         raise InBandError(LeaveResponse(Error.UNSUPPORTED_VERSION), version)
-    return LeaveRequest(group_id, (MemberIdentity(member_id, None),), version)
-
-
-# -------------------------------------------------------------------------------------- offset commit
+    return LeaveRequest(group_id, (MemberIdentity(v["member_id"], None),), version)
 
 
 def decode_commit(group_id: str, body: object, limits: Limits) -> OffsetCommitRequest:
-    f = _fields(body, limits)
-    version = api_version_of(f.raw("api_version"), "offsets")
-    topics = []
-    leader_epoch_too_new = False
-    budget = limits.max_list_items
-    for t in f.objects("topics", required=True, max_items=limits.max_list_items):
-        partitions = []
-        for p in t.objects("partitions", required=True, max_items=budget):
-            leader_epoch_too_new |= _version_gate(p, "committed_leader_epoch", version, COMMIT_LEADER_EPOCH_VERSION)
-            partitions.append(
-                CommitPartition(
-                    p.int32("partition_index", required=True, lo=0),
-                    p.int64("committed_offset", required=True),
-                    p.int32("committed_leader_epoch", default=-1)
-                    if p.present_non_null("committed_leader_epoch")
-                    else -1,
-                    p.nullable_str("committed_metadata"),
-                )
-            )
-        budget -= len(partitions)
-        topics.append(CommitTopic(t.str_("name", required=True), tuple(partitions)))
-    generation_id = f.int32("generation_id", default=-1) if f.present_non_null("generation_id") else -1
-    member_id = f.str_("member_id") if f.present_non_null("member_id") else ""
+    v, version, fields = _read(schemas.COMMIT_REQUEST, body, limits, "offsets")
+    total = sum(len(t["partitions"]) for t in v["topics"])
+    if total > limits.max_list_items:
+        raise bad_request(f"topics: {total} partitions is more than the limit of {limits.max_list_items}")
+    generation_id = v.get("generation_id")
     request = OffsetCommitRequest(
-        group_id, generation_id, member_id, f.nullable_str("group_instance_id"), tuple(topics), version
+        group_id,
+        -1 if generation_id is None else generation_id,
+        v.get("member_id") or "",
+        v.get("group_instance_id"),
+        tuple(
+            CommitTopic(
+                t["name"],
+                tuple(
+                    CommitPartition(
+                        p["partition_index"],
+                        p["committed_offset"],
+                        -1 if p.get("committed_leader_epoch") is None else p["committed_leader_epoch"],
+                        p.get("committed_metadata"),
+                    )
+                    for p in t["partitions"]
+                ),
+            )
+            for t in v["topics"]
+        ),
+        version,
     )
-    if (
-        leader_epoch_too_new
-        or _version_gate(f, "generation_id", version, COMMIT_MEMBER_FIELDS_VERSION)
-        or _version_gate(f, "member_id", version, COMMIT_MEMBER_FIELDS_VERSION)
-        or _version_gate(f, "group_instance_id", version, COMMIT_STATIC_MEMBERSHIP_VERSION)
-    ):
+    if carries_too_new(schemas.COMMIT_REQUEST, fields.obj, version):
         raise InBandError(commit_error_response(request, Error.UNSUPPORTED_VERSION), version)
     return request
 
 
-# --------------------------------------------------------------------------------------------- others
-
-
 def decode_expected_members(body: object, limits: Limits) -> list[str]:
-    f = _fields(body, limits)
-    return f.strings("group_instance_ids", required=True, max_items=limits.max_list_items)
+    values = read_model(schemas.EXPECTED_MEMBERS_REQUEST, Fields(body, "", limits.max_id_bytes), limits)
+    return list(values["group_instance_ids"])
 
 
 def decode_clock_advance(body: object, limits: Limits) -> int:
-    f = _fields(body, limits)
-    return f.int_("advance_ms", required=True, lo=0, hi=100 * 365 * 24 * 3600 * 1000)
+    values = read_model(schemas.CLOCK_REQUEST, Fields(body, "", limits.max_id_bytes), limits)
+    return int(values["advance_ms"])
+
+
+def decode_store_faults(body: object, limits: Limits) -> dict[str, Any]:
+    return read_model(schemas.STORE_FAULTS_REQUEST, Fields(body, "", limits.max_id_bytes), limits)

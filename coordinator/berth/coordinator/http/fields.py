@@ -57,6 +57,10 @@ class Fields:
         path = self.path
         return f"{path}.{key}" if path else key
 
+    @property
+    def obj(self) -> dict[str, Any]:
+        return self._obj
+
     def has(self, key: str) -> bool:
         return key in self._obj
 

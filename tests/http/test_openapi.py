@@ -1,0 +1,97 @@
+"""The OpenAPI document (``/v1/openapi.json``) is true to the code: schemathesis generates requests from it and
+every answer of a live coordinator must be no 5xx, have a documented status and content type, and match the
+documented response schema.
+
+Join and sync are long-polls: a generated join may legitimately wait for a rebalance, so a client-side timeout
+on those two counts as parked, not as a failure. Time moves for real here (no manual clock) with no initial
+rebalance delay, so most joins are answered at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from support.coordinator import CoordinatorProcess
+from support.rawhttp import send
+
+pytestmark = pytest.mark.timeout(300)
+LONG_POLLS = {"join", "sync"}
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoordinatorProcess]:
+    proc = CoordinatorProcess(
+        Path(tmp_path_factory.mktemp("openapi")) / "data",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+        "--max-body-bytes",
+        "65536",
+        manual_clock=False,
+    )
+    proc.start()
+    yield proc
+    assert send(proc.url, "GET", "/healthz")[0] == 200  # still alive after everything it was sent
+    proc.kill()
+
+
+@pytest.fixture(scope="module")
+def api_schema(fuzzed: CoordinatorProcess) -> schemathesis.BaseSchema:
+    return schemathesis.openapi.from_url(f"{fuzzed.url}/v1/openapi.json")
+
+
+def _operations(document_url_schema: schemathesis.BaseSchema) -> list[schemathesis.APIOperation]:
+    return [result.ok() for result in document_url_schema.get_all_operations()]
+
+
+OPERATION_IDS = [
+    "join", "sync", "heartbeat", "leave", "offsets", "offset_fetch", "describe", "delete", "expected_members_put",
+    "expected_members_get", "expected_members_delete", "list", "config", "journal", "healthz", "readyz", "metrics",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("operation_id", OPERATION_IDS)
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"])
+def test_every_answer_matches_the_document(
+    api_schema: schemathesis.BaseSchema, operation_id: str, mode: GenerationMode
+) -> None:
+    operation = next(op for op in _operations(api_schema) if op.definition.raw.get("operationId") == operation_id)
+    invalidatable = bool(operation.body) or any(p.location == "query" for p in operation.iter_parameters())
+    if mode is GenerationMode.NEGATIVE and not invalidatable:
+        pytest.skip("only a path parameter: an invalid one could not be sent at all")
+    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(case: schemathesis.Case) -> None:
+        try:
+            case.call_and_validate(checks=checks, timeout=3)
+        except requests.exceptions.Timeout:
+            if operation_id not in LONG_POLLS:
+                raise
+
+    check()
+
+
+def test_the_document_describes_every_route(fuzzed: CoordinatorProcess) -> None:
+    status, document = send(fuzzed.url, "GET", "/v1/openapi.json")
+    assert status == 200
+    operations = {op["operationId"] for path in document["paths"].values() for op in path.values()}
+    assert operations == {
+        "join", "sync", "heartbeat", "leave", "offsets", "offset_fetch", "describe", "delete",
+        "expected_members_put", "expected_members_get", "expected_members_delete", "list", "config", "journal",
+        "healthz", "readyz", "metrics",
+    }  # fmt: skip
+    join_body = document["components"]["schemas"]["JoinRequest"]
+    assert set(join_body["required"]) == {"member_id", "session_timeout_ms", "protocol_type", "protocols"}
