@@ -42,6 +42,7 @@ from berth.coordinator.http.errors import (
     forbidden,
     method_not_allowed,
     not_found,
+    request_timeout,
     shutting_down,
     too_large,
     unauthorized,
@@ -135,9 +136,12 @@ class Server:
         if length is not None and length > self.config.max_body_bytes:
             raise too_large(f"body: {length} bytes is over the {self.config.max_body_bytes}-byte limit")
         try:
-            raw = await request.read()
+            async with asyncio.timeout(self.config.body_timeout_s):
+                raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(f"body: over the {self.config.max_body_bytes}-byte limit") from None
+        except TimeoutError:
+            raise request_timeout(f"body: not received within {self.config.body_timeout_s:g} s") from None
         if not raw:
             raise bad_request("body: empty, expected a JSON object")
         content_type = request.headers.get("Content-Type")

@@ -16,6 +16,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 9094
     max_body_bytes: int = 1_048_576
+    idle_timeout_s: float = 120.0  # a connection that sends no complete request for this long is closed
+    body_timeout_s: float = 30.0  # a request body must arrive within this (slow-body clients get 408)
+    max_connections: int = 10_000  # beyond this, new connections get a 503 and are closed
     manual_clock: bool = False
     tokens: TokenSet | None = None
     limits: Limits = field(default_factory=Limits)

@@ -52,6 +52,10 @@ def method_not_allowed(message: str) -> HttpError:
     return HttpError(405, "METHOD_NOT_ALLOWED", message)
 
 
+def request_timeout(message: str) -> HttpError:
+    return HttpError(408, "REQUEST_TIMEOUT", message)
+
+
 def too_large(message: str) -> HttpError:
     return HttpError(413, "PAYLOAD_TOO_LARGE", message)
 

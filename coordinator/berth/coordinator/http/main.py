@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth")
     p.add_argument("--max-body-bytes", type=_positive, default=1_048_576)
+    p.add_argument("--idle-timeout-s", type=float, default=120.0, help="close connections idle this long")
+    p.add_argument("--body-timeout-s", type=float, default=30.0, help="a request body must arrive within this")
+    p.add_argument("--max-connections", type=_positive, default=10_000, help="beyond this, 503 and close")
     p.add_argument("--max-id-bytes", type=_positive, default=1024, help="longest id/name accepted, in UTF-8 bytes")
     p.add_argument("--max-list-items", type=_positive, default=100_000, help="longest list accepted in a request")
     p.add_argument("--manual-clock", action="store_true", help="tests only: time moves via POST /v1/debug/clock")
@@ -88,6 +91,8 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         )
     except ValueError as exc:
         fail(str(exc))
+    if args.idle_timeout_s <= 0 or args.body_timeout_s <= 0:
+        fail("--idle-timeout-s and --body-timeout-s must be positive")
     if args.port > 65535:
         fail(f"--port {args.port} is not a TCP port")
     tokens = None
@@ -101,6 +106,9 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         host=args.host,
         port=args.port,
         max_body_bytes=args.max_body_bytes,
+        idle_timeout_s=args.idle_timeout_s,
+        body_timeout_s=args.body_timeout_s,
+        max_connections=args.max_connections,
         manual_clock=args.manual_clock,
         tokens=tokens,
         limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
@@ -120,10 +128,11 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
             target.replay(record)
 
     app = create_app(config, clock, core, make_writer, load_records, store.journal_page)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=10)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=10, keepalive_timeout=config.idle_timeout_s)
     await runner.setup()
     # A deep backlog: a fleet restarting at once opens thousands of connections together.
-    site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=4096)
+    site = CappedTCPSite(runner, config.host, config.port, reuse_address=True, backlog=4096)
+    site.max_connections = config.max_connections
     try:
         await site.start()
     except OSError as exc:
@@ -144,6 +153,43 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     await stopping
     log.info("stopping: answering parked requests and flushing the store")
     await runner.cleanup()
+
+
+class _Refuse(asyncio.Protocol):
+    """Answers a connection over ``--max-connections`` with a 503 and closes it, before reading anything."""
+
+    BODY = b'{"error":"TOO_MANY_CONNECTIONS","message":"connections: the coordinator is at its connection limit"}'
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + f"Content-Length: {len(self.BODY)}\r\n\r\n".encode()
+            + self.BODY
+        )
+        transport.close()
+
+
+class CappedTCPSite(web.TCPSite):
+    """A TCPSite whose server refuses connections beyond ``max_connections`` (slowloris and floods)."""
+
+    max_connections = 10_000
+
+    async def start(self) -> None:
+        runner_server = self._runner.server
+        assert runner_server is not None
+        limit = self.max_connections
+
+        def protocol() -> asyncio.Protocol:
+            if len(runner_server.connections) >= limit:
+                return _Refuse()
+            return runner_server()
+
+        self._runner._server = protocol  # type: ignore[assignment]
+        try:
+            await super().start()
+        finally:
+            self._runner._server = runner_server
 
 
 def _bound_address(site: web.TCPSite) -> tuple[str, int]:

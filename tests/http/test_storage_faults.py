@@ -1,0 +1,106 @@
+"""A failing disk (injected under the store interface through ``/v1/debug/store``) reverts the in-memory change
+and answers COORDINATOR_NOT_AVAILABLE (API.md §3, §8); the coordinator carries on, and recovers with the disk."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import pytest
+from support.api import Api
+
+pytestmark = pytest.mark.timeout(60)
+GROUP = "orders"
+
+
+async def fail_disk(api: Api, failing: bool) -> None:
+    status, body = await api.post("/v1/debug/store", {"failing": failing})
+    assert status == 200, body
+
+
+async def form(api: Api, instances: list[str]) -> dict[str, dict]:
+    joins = [await api.park(api.join(GROUP, instance_id=i)) for i in instances]
+    while not all(t.done() for t in joins):
+        await api.advance(3_000)
+    joined = {i: t.result() for i, t in zip(instances, joins, strict=True)}
+    leader = next(r for r in joined.values() if r["leader"] == r["member_id"])
+    plan = {r["member_id"]: i.encode() for i, r in joined.items()}
+    await asyncio.gather(
+        *(
+            api.sync(GROUP, r["member_id"], r["generation_id"], i, plan if r is leader else None)
+            for i, r in joined.items()
+        )
+    )
+    return joined
+
+
+async def commit(api: Api, member: dict, offset: int) -> dict:
+    _, body = await api.post(
+        api.group_path(GROUP, "/offsets"),
+        {
+            "member_id": member["member_id"],
+            "generation_id": member["generation_id"],
+            "group_instance_id": "a",
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}],
+        },
+    )
+    return body
+
+
+async def test_a_failed_offset_commit_changes_nothing_and_recovers(api: Api) -> None:
+    me = (await form(api, ["a"]))["a"]
+    assert (await commit(api, me, 10))["error"] == "NONE"
+    await fail_disk(api, True)
+    failed = await commit(api, me, 11)
+    assert failed["error_code"] == 15
+    assert failed["topics"][0]["partitions"][0]["error_code"] == 15
+    _, fetched = await api.get(api.group_path(GROUP, "/offsets?topic=t"))
+    assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 10
+    await fail_disk(api, False)
+    assert (await commit(api, me, 12))["error"] == "NONE"
+
+
+async def test_a_failed_static_restart_is_reverted(api: Api) -> None:
+    before = await form(api, ["a", "b"])
+    await fail_disk(api, True)
+    restarted = await api.join(GROUP, instance_id="b")
+    assert restarted["error"] == "COORDINATOR_NOT_AVAILABLE"
+    described = await api.describe(GROUP)
+    assert {m["group_instance_id"]: m["member_id"] for m in described["members"]}["b"] == before["b"]["member_id"]
+    beat = await api.heartbeat(GROUP, before["b"]["member_id"], before["b"]["generation_id"], "b")
+    assert beat["error"] == "NONE"  # the old member was never replaced
+    await fail_disk(api, False)
+    again = await api.join(GROUP, instance_id="b")
+    assert again["error"] == "NONE"
+    synced = await api.sync(GROUP, again["member_id"], again["generation_id"], "b")
+    assert base64.b64decode(synced["assignment"]) == b"b"
+
+
+async def test_a_failed_assignment_write_answers_every_sync_and_rebalances(api: Api) -> None:
+    joins = [await api.park(api.join(GROUP, instance_id=i)) for i in ("a", "b")]
+    while not all(t.done() for t in joins):
+        await api.advance(3_000)
+    joined = [t.result() for t in joins]
+    leader = next(j for j in joined if j["leader"] == j["member_id"])
+    follower = next(j for j in joined if j is not leader)
+    parked = await api.park(api.sync(GROUP, follower["member_id"], follower["generation_id"]))
+    await fail_disk(api, True)
+    answer = await api.sync(
+        GROUP, leader["member_id"], leader["generation_id"], assignments={leader["member_id"]: b"x"}
+    )
+    assert answer["error"] == "COORDINATOR_NOT_AVAILABLE"
+    assert (await parked)["error"] == "COORDINATOR_NOT_AVAILABLE"
+    assert (await api.describe(GROUP))["group_state"] == "PreparingRebalance"
+    await fail_disk(api, False)
+    journal_types = [e["type"] for e in await api.journal()]
+    assert "assignment_stored" not in journal_types  # the failed write's events went with it
+
+
+async def test_a_group_whose_creation_could_not_be_written_does_not_exist(api: Api) -> None:
+    await fail_disk(api, True)
+    first = await api.join("fresh", api_version=9)
+    assert first["error"] == "COORDINATOR_NOT_AVAILABLE"
+    assert (await api.describe("fresh"))["group_state"] == "Dead"
+    await fail_disk(api, False)
+    assert (await api.join("fresh", api_version=9))["error"] == "MEMBER_ID_REQUIRED"
+    assert (await api.describe("fresh"))["group_state"] == "Empty"
