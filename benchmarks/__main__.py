@@ -1,0 +1,46 @@
+"""``python -m benchmarks [NAME ...] [--report-only]``: run benchmarks, save their results, regenerate the report.
+
+Without names it runs them all (``make bench``), which takes a while: the slowest waits out a 45 s session
+timeout on purpose, and the 100-member rolling restart of dynamic members rebalances a hundred times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+
+from benchmarks import report
+from benchmarks.common import progress
+
+BENCHMARKS = {
+    "heartbeat": "benchmarks.heartbeat",
+    "rebalance": "benchmarks.rebalance",
+    "rolling_restart": "benchmarks.rolling_restart",
+    "scale_down": "benchmarks.scale_down",
+    "scale_up": "benchmarks.scale_up",
+    "durable_writes": "benchmarks.durable_writes",
+    "reload": "benchmarks.reload",
+    "pipeline": "benchmarks.pipeline",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)")
+    parser.add_argument("--report-only", action="store_true", help="only regenerate docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    if not args.report_only:
+        for name in args.names or list(BENCHMARKS):
+            started = time.monotonic()
+            progress(f"--- {name}")
+            result = importlib.import_module(BENCHMARKS[name]).main()
+            result.save()
+            progress(f"{name}: {result.summary} (goal met: {result.met}; {time.monotonic() - started:.0f} s)")
+    report.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
