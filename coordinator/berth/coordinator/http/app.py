@@ -159,8 +159,10 @@ class Server:
         self.check_open()
         return not self.engine.ready
 
-    async def call(self, invoke: Callable[[int, int], Effects], unavailable: Response) -> Response:
-        return await self.engine.call(invoke, unavailable)
+    async def call(
+        self, invoke: Callable[[int, int], Effects], unavailable: Response, group_id: str | None = None
+    ) -> Response:
+        return await self.engine.call(invoke, unavailable, group_id)
 
 
 def _reject_constant(name: str) -> None:
@@ -214,6 +216,7 @@ async def join(request: web.Request) -> web.Response:
     response = await s.call(
         lambda ticket, now: s.core.join(req, ticket, now),
         JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id),
+        req.group_id,
     )
     return json_response(render(response, req.api_version))
 
@@ -228,7 +231,9 @@ async def sync(request: web.Request) -> web.Response:
     if s.loading_or_closed():
         return json_response(render(SyncResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
     response = await s.call(
-        lambda ticket, now: s.core.sync(req, ticket, now), SyncResponse(Error.COORDINATOR_NOT_AVAILABLE)
+        lambda ticket, now: s.core.sync(req, ticket, now),
+        SyncResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        req.group_id,
     )
     return json_response(render(response, req.api_version))
 
@@ -243,7 +248,9 @@ async def heartbeat(request: web.Request) -> web.Response:
     if s.loading_or_closed():
         return json_response(render(HeartbeatResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
     response = await s.call(
-        lambda ticket, now: s.core.heartbeat(req, ticket, now), HeartbeatResponse(Error.COORDINATOR_NOT_AVAILABLE)
+        lambda ticket, now: s.core.heartbeat(req, ticket, now),
+        HeartbeatResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        req.group_id,
     )
     assert isinstance(response, HeartbeatResponse)
     return error_only_response(response.error)
@@ -259,7 +266,9 @@ async def leave(request: web.Request) -> web.Response:
     if s.loading_or_closed():
         return json_response(render(LeaveResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
     response = await s.call(
-        lambda ticket, now: s.core.leave(req, ticket, now), LeaveResponse(Error.COORDINATOR_NOT_AVAILABLE)
+        lambda ticket, now: s.core.leave(req, ticket, now),
+        LeaveResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        req.group_id,
     )
     return json_response(render(response, req.api_version))
 
@@ -276,6 +285,7 @@ async def commit_offsets(request: web.Request) -> web.Response:
     response = await s.call(
         lambda ticket, now: s.core.commit_offsets(req, ticket, now),
         commit_error_response(req, Error.COORDINATOR_NOT_AVAILABLE),
+        req.group_id,
     )
     return json_response(render(response, req.api_version))
 
@@ -315,7 +325,9 @@ async def delete_group(request: web.Request) -> web.Response:
     if s.loading_or_closed():
         return json_response(render(DeleteResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version))
     response = await s.call(
-        lambda ticket, now: s.core.delete_group(group_id, ticket, now), DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE)
+        lambda ticket, now: s.core.delete_group(group_id, ticket, now),
+        DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
     )
     return json_response(render(response, version))
 
@@ -328,6 +340,7 @@ async def put_expected_members(request: web.Request) -> web.Response:
     response = await s.call(
         lambda ticket, now: s.core.put_expected_members(group_id, ids, ticket, now),
         ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
     )
     return json_response(render(response, 0))
 
@@ -346,6 +359,7 @@ async def delete_expected_members(request: web.Request) -> web.Response:
     response = await s.call(
         lambda ticket, now: s.core.delete_expected_members(group_id, ticket, now),
         ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
     )
     return json_response(render(response, 0))
 
@@ -469,6 +483,8 @@ async def contract_middleware(request: web.Request, handler: Handler) -> web.Str
         response = await handler(request)
     except HttpError as exc:
         response = json_response(exc.body(), exc.status)
+        if exc.close_connection:
+            response.force_close()  # don't read (or wait for) the rest of a body we refused
     except web.HTTPNotFound:
         response = json_response(not_found(f"path: no route for {request.method} {request.path[:200]}").body(), 404)
     except web.HTTPMethodNotAllowed as exc:
@@ -478,6 +494,7 @@ async def contract_middleware(request: web.Request, handler: Handler) -> web.Str
         )
     except web.HTTPRequestEntityTooLarge:
         response = json_response(too_large("body: over the size limit").body(), 413)
+        response.force_close()
     except web.HTTPException as exc:
         response = json_response(
             {"error": exc.reason.upper().replace(" ", "_"), "message": exc.text or exc.reason}, exc.status

@@ -2,9 +2,10 @@
 
 Rules it keeps:
 - Every request that waits for an answer holds a ticket; the core answers tickets through ``Effects``.
-- A reply is released only once every write handed to the writer before that reply is durable (API.md §7:
-  "a response is sent only after what it reveals is durable"). With nothing in flight a reply is released
-  at once, so heartbeats never wait on the disk.
+- A reply is released only once every write that touched its group and was handed to the writer before the
+  reply is durable (API.md §7: "a response is sent only after what it reveals is durable"). Groups are
+  independent, so a group's replies never wait on another group's writes: a flood of writes in one group
+  does not slow the heartbeats of the others, and a group with nothing in flight is answered at once.
 - Writes complete in submission order; each completion runs the core's continuation for that write.
 - With the system clock, one asyncio timer is armed at the core's next deadline. With the manual clock,
   time moves only in ``advance``, which fires due timers one by one and lets each one's work (writes,
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -57,7 +57,9 @@ class Engine:
         self._submitted = 0
         self._completed = 0
         self._write_offsets: dict[int, int] = {}
-        self._gated: deque[tuple[int, int, Response]] = deque()
+        self._gated: dict[int, list[tuple[int, Response]]] = {}  # write offset -> replies waiting for it
+        self._group_last_write: dict[str, int] = {}  # group id -> offset of its latest write
+        self._ticket_group: dict[int, str | None] = {}
         self._settled = asyncio.Event()
         self._settled.set()
         self._timer: asyncio.TimerHandle | None = None
@@ -68,7 +70,9 @@ class Engine:
 
     # ---------------------------------------------------------------------------------------- tickets
 
-    async def call(self, invoke: Callable[[int, int], Effects], unavailable: Response) -> Response:
+    async def call(
+        self, invoke: Callable[[int, int], Effects], unavailable: Response, group_id: str | None = None
+    ) -> Response:
         """Run one core call under a fresh ticket and wait for the ticket's (durable) answer.
 
         ``unavailable`` answers the ticket if the coordinator shuts down first. A request answered within
@@ -77,10 +81,12 @@ class Engine:
         ticket = self._next_ticket
         self._next_ticket += 1
         self._unavailable[ticket] = unavailable
+        self._ticket_group[ticket] = group_id
         try:
             self.apply(invoke(ticket, self.clock.now_ms()))
         except BaseException:
             self._unavailable.pop(ticket, None)
+            self._ticket_group.pop(ticket, None)
             raise
         answered = self._answered.pop(ticket, None)
         if answered is not None:
@@ -100,6 +106,7 @@ class Engine:
     def _resolve(self, ticket: int, response: Response) -> None:
         if self._unavailable.pop(ticket, None) is None:
             return  # already answered (a core reply is final) or never issued
+        self._ticket_group.pop(ticket, None)
         future = self._futures.pop(ticket, None)
         if future is None:
             self._answered[ticket] = response  # answered before its caller started waiting
@@ -111,15 +118,23 @@ class Engine:
     def apply(self, fx: Effects) -> None:
         for write in fx.writes:
             self._submitted += 1
-            self._write_offsets[write.token] = self._submitted
+            offset = self._submitted
+            self._write_offsets[write.token] = offset
+            for record in write.records:
+                self._group_last_write[record.group_id] = offset
+            for event in write.events:
+                self._group_last_write[event["group_id"]] = offset
             self.writer.submit(write)
         if self._completed < self._submitted:
             self._settled.clear()
-            for ticket, response in fx.replies:
-                self._gated.append((self._submitted, ticket, response))
-        else:
-            for ticket, response in fx.replies:
+        for ticket, response in fx.replies:
+            group = self._ticket_group.get(ticket)
+            # A reply of unknown group (an admin call without one) waits for everything, to be safe.
+            needed = self._submitted if group is None else self._group_last_write.get(group, 0)
+            if needed <= self._completed:
                 self._resolve(ticket, response)
+            else:
+                self._gated.setdefault(needed, []).append((ticket, response))
         if not self.clock.manual:
             self._arm_timer()
 
@@ -130,17 +145,19 @@ class Engine:
     def _writes_done(self, results: list[tuple[int, bool]]) -> None:
         now = self.clock.now_ms()
         for token, ok in results:
+            before = self._completed
             self._completed = self._write_offsets.pop(token)
             if not ok:
                 self._on_write_failure()
                 log.error("store write %d failed; its in-memory change is reverted", token)
             self.apply(self.core.on_write_done(token, ok, now))
-        gated = self._gated
-        while gated and gated[0][0] <= self._completed:
-            _, ticket, response = gated.popleft()
-            self._resolve(ticket, response)
+            for offset in range(before + 1, self._completed + 1):
+                for ticket, response in self._gated.pop(offset, ()):
+                    self._resolve(ticket, response)
         if self._completed == self._submitted:
             self._settled.set()
+            if len(self._group_last_write) > 10_000:  # forget groups whose writes are all durable
+                self._group_last_write = {g: o for g, o in self._group_last_write.items() if o > self._completed}
 
     async def settle(self) -> None:
         """Wait until every write submitted so far (and every write their continuations made) is done."""

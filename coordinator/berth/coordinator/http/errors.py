@@ -12,8 +12,11 @@ from berth.coordinator.protocol import Error
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, error: str, message: str, error_code: int | None = None) -> None:
+    def __init__(
+        self, status: int, error: str, message: str, error_code: int | None = None, *, close_connection: bool = False
+    ) -> None:
         super().__init__(message)
+        self.close_connection = close_connection  # refuse to read the rest of the request: close after answering
         self.status = status
         self.error = error
         self.message = message
@@ -53,11 +56,11 @@ def method_not_allowed(message: str) -> HttpError:
 
 
 def request_timeout(message: str) -> HttpError:
-    return HttpError(408, "REQUEST_TIMEOUT", message)
+    return HttpError(408, "REQUEST_TIMEOUT", message, close_connection=True)
 
 
 def too_large(message: str) -> HttpError:
-    return HttpError(413, "PAYLOAD_TOO_LARGE", message)
+    return HttpError(413, "PAYLOAD_TOO_LARGE", message, close_connection=True)
 
 
 def unsupported_media_type(message: str) -> HttpError:
