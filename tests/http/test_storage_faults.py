@@ -104,3 +104,15 @@ async def test_a_group_whose_creation_could_not_be_written_does_not_exist(api: A
     await fail_disk(api, False)
     assert (await api.join("fresh", api_version=9))["error"] == "MEMBER_ID_REQUIRED"
     assert (await api.describe("fresh"))["group_state"] == "Empty"
+
+
+async def test_a_stalled_write_holds_only_its_own_groups_answers(api: Api) -> None:
+    member = (await form(api, ["a"]))["a"]
+    _, stalled = await api.post("/v1/debug/store", {"stalled": True})
+    try:
+        pending = asyncio.ensure_future(api.join("other", api_version=9))  # creates a group: a write, stalled
+        assert (await api.heartbeat(GROUP, member["member_id"], member["generation_id"], "a"))["error"] == "NONE"
+        assert not pending.done()  # its answer waits for its write
+    finally:
+        await api.post("/v1/debug/store", {"stalled": False})
+    assert (await pending)["error"] == "MEMBER_ID_REQUIRED"
