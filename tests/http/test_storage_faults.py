@@ -110,7 +110,7 @@ async def test_a_stalled_write_holds_only_its_own_groups_answers(api: Api) -> No
     member = (await form(api, ["a"]))["a"]
     _, stalled = await api.post("/v1/debug/store", {"stalled": True})
     try:
-        pending = asyncio.ensure_future(api.join("other", api_version=9))  # creates a group: a write, stalled
+        pending = await api.park(api.join("other", api_version=9))  # creates a group: a write, stalled
         assert (await api.heartbeat(GROUP, member["member_id"], member["generation_id"], "a"))["error"] == "NONE"
         assert not pending.done()  # its answer waits for its write
     finally:
