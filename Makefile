@@ -44,7 +44,11 @@ demo: install
 
 ## Long runs kept out of `make test`.
 soak: install
-	$(BIN)/python -m benchmarks.soak
+	BERTH_CRASH_ROUNDS=50 BERTH_CRASH_RESULTS=benchmarks/results/crash.json \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
+	$(BIN)/python -m benchmarks floods
+	$(BIN)/python -m benchmarks.soak --minutes 10
+	$(BIN)/python -m benchmarks.reliability
 
 bench: install
 	$(BIN)/python -m benchmarks

@@ -108,7 +108,7 @@ async def test_a_group_whose_creation_could_not_be_written_does_not_exist(api: A
 
 async def test_a_stalled_write_holds_only_its_own_groups_answers(api: Api) -> None:
     member = (await form(api, ["a"]))["a"]
-    _, stalled = await api.post("/v1/debug/store", {"stalled": True})
+    await api.post("/v1/debug/store", {"stalled": True})
     try:
         pending = await api.park(api.join("other", api_version=9))  # creates a group: a write, stalled
         assert (await api.heartbeat(GROUP, member["member_id"], member["generation_id"], "a"))["error"] == "NONE"
