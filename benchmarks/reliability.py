@@ -83,7 +83,9 @@ def render() -> str:
             "| flood | answered | bystander p50 | bystander p99 | bystander errors | coordinator RSS |",
             "|---|---|---|---|---|---|",
         ]
-        for name, row in f.items():
+        order = ["baseline", "anonymous_joins", "oversized", "deep_json", "huge_lists", "slowloris"]
+        for name in sorted(f, key=lambda n: order.index(n) if n in order else len(order)):
+            row = f[name]
             b = row["bystander"]
             answered = ", ".join(f"{k}: {v}" for k, v in row["flood_answers"].items()) or "-"
             lines.append(
