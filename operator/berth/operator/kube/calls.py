@@ -1,0 +1,55 @@
+"""Running one official-client call off the event loop and reading its answer as the API server's JSON.
+
+Rules: calls run in a worker thread (``asyncio.to_thread``); answers are plain dicts (camelCase, exactly what the
+API server sent), not the client's models, so a field the models do not know is never lost and a partial object
+never fails validation; every call carries a timeout, so a hung connection cannot hold a thread forever.
+Non-2xx answers raise :class:`kubernetes.client.ApiException`; :func:`is_not_found` and :func:`api_error_text`
+help callers tell and say what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+
+#: (connect, read) seconds for one API call.
+REQUEST_TIMEOUT = (10.0, 60.0)
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+ApiException = kubernetes.client.ApiException
+
+
+async def call_json(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``method(*args, **kwargs)`` in a thread; the response body as a dict."""
+    response = await asyncio.to_thread(
+        method, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
+    )
+    body = json.loads(response.data or b"{}")
+    if not isinstance(body, dict):
+        raise ValueError(f"{getattr(method, '__name__', 'call')}: the API server answered {type(body).__name__}")
+    return body
+
+
+def is_not_found(error: BaseException) -> bool:
+    return isinstance(error, ApiException) and error.status == 404
+
+
+def is_conflict(error: BaseException) -> bool:
+    return isinstance(error, ApiException) and error.status == 409
+
+
+def api_error_text(error: BaseException) -> str:
+    """The API server's own message (``Status.message``) when it sent one, else the error as text."""
+    if isinstance(error, ApiException):
+        try:
+            status = json.loads(error.body or "{}")
+        except (TypeError, ValueError):
+            status = {}
+        message = status.get("message") if isinstance(status, dict) else None
+        return f"HTTP {error.status}: {message or error.reason}"
+    return str(error) or type(error).__name__

@@ -1,0 +1,26 @@
+"""Reading one key of one ConfigMap by name (the analytics job's ``advice.json``).
+
+Rules: only ``get`` by name, never list or watch (the chart grants exactly that, for exactly that ConfigMap); a
+missing ConfigMap or key is ``None`` (the analytics job has not run yet), anything else raises.
+"""
+
+from __future__ import annotations
+
+import kubernetes
+
+from berth.operator.kube.calls import call_json, is_not_found
+
+
+class ConfigMapReader:
+    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+        self.core = kubernetes.client.CoreV1Api(api_client)
+
+    async def read_key(self, namespace: str, name: str, key: str) -> str | None:
+        try:
+            config_map = await call_json(self.core.read_namespaced_config_map, name, namespace)
+        except Exception as error:
+            if is_not_found(error):
+                return None
+            raise
+        value = (config_map.get("data") or {}).get(key)
+        return value if isinstance(value, str) else None

@@ -1,0 +1,21 @@
+"""The names the operator uses on the Kubernetes API: the ConsumerFleet resource, its finalizer and annotations.
+
+Rules: plain string constants only, so that tests/chart's RBAC scanner (which reads the code with ``ast``) can
+resolve every API group and plural the operator touches; nothing here may be computed.
+"""
+
+from __future__ import annotations
+
+#: The ConsumerFleet custom resource (deploy/crds/consumerfleets.berth.dev.yaml).
+GROUP = "berth.dev"
+VERSION = "v1alpha1"
+PLURAL = "consumerfleets"
+
+#: Added by Kopf before the first handler runs; removed once the deletion handler has left and deleted the group.
+FINALIZER = "berth.dev/finalizer"
+#: Prefix of Kopf's bookkeeping annotations (handler progress, the last handled spec) on each fleet.
+ANNOTATION_PREFIX = "berth.dev"
+#: On the StatefulSet and Service: a hash of what the operator last applied, so an unchanged plan costs no write.
+APPLIED_HASH_ANNOTATION = "berth.dev/applied-hash"
+#: The Events' reporting component (`kubectl describe` shows it in the "From" column).
+COMPONENT = "berth-operator"

@@ -1,0 +1,164 @@
+"""``berth-operator``'s command line and environment, parsed into one frozen :class:`OperatorOptions`.
+
+Owns every flag, its default, its environment fallback and what makes it invalid. Rules:
+
+- A bad flag or value raises :class:`OptionsError` with one line naming it; ``main`` prints it and exits 2.
+- A flag beats its environment variable (``--coordinator-url`` over ``BERTH_COORDINATOR_URL``, ``--token-file``
+  over ``BERTH_TOKEN``).
+- The admin token is read here, once, and kept out of ``repr`` and every description: it is never logged.
+- The operator's own namespace (where the advice ConfigMap lives) comes from ``POD_NAMESPACE`` or, in a pod, the
+  service-account namespace file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+from berth.operator.spec import SESSION_MS_RANGE, OperatorDefaults
+
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DEFAULT_SESSION_MIN_MS = 6_000
+DEFAULT_SESSION_MAX_MS = 1_800_000
+DEFAULT_RECONCILE_INTERVAL_S = 10.0
+LOG_FORMATS = ("text", "json")
+
+
+class OptionsError(ValueError):
+    """A flag or environment variable the operator cannot start with."""
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    namespace: str | None  # None: every namespace
+    coordinator_url: str | None  # the default for fleets without spec.coordinator.url
+    admin_token: str | None = field(repr=False)
+    token_source: str  # where the token came from, for the start-up log ("none", "BERTH_TOKEN", "file PATH")
+    session_min_ms: int
+    session_max_ms: int
+    advice_configmap: str | None
+    advice_file: Path | None
+    operator_namespace: str | None  # where --advice-configmap lives
+    liveness_port: int  # 0: no liveness endpoint
+    log_format: str
+    reconcile_interval_s: float
+
+    @property
+    def defaults(self) -> OperatorDefaults:
+        return OperatorDefaults(coordinator_url=self.coordinator_url)
+
+    def describe(self) -> list[str]:
+        """What the operator runs with, for the start-up log (never the token itself)."""
+        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        advice = [
+            *([f"ConfigMap {self.operator_namespace}/{self.advice_configmap}"] if self.advice_configmap else []),
+            *([f"file {self.advice_file}"] if self.advice_file else []),
+        ]
+        return [
+            f"watching ConsumerFleets (consumerfleets.berth.dev/v1alpha1) in {where}",
+            f"default coordinator: {self.coordinator_url or 'none (every fleet must set spec.coordinator.url)'}",
+            f"coordinator admin token: {self.token_source}",
+            f"computed session timeouts kept within {self.session_min_ms}..{self.session_max_ms} ms",
+            f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
+            f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
+            f"reconcile interval: {self.reconcile_interval_s:g} s; log format: {self.log_format}",
+        ]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, no usage block: the caller prints "berth-operator: <message>" and exits 2.
+        raise OptionsError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="berth-operator",
+        description="The Kubernetes operator for ConsumerFleets (Kopf, standalone: run exactly one replica).",
+    )
+    parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
+    parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
+    parser.add_argument("--token-file", type=Path, help="file holding the coordinator admin token (env BERTH_TOKEN)")
+    parser.add_argument("--session-min-ms", type=int, default=DEFAULT_SESSION_MIN_MS)
+    parser.add_argument("--session-max-ms", type=int, default=DEFAULT_SESSION_MAX_MS)
+    parser.add_argument("--advice-configmap", help="ConfigMap (key advice.json) in the operator's own namespace")
+    parser.add_argument("--advice-file", type=Path, help="an advice.json written by berth-analyze")
+    parser.add_argument("--liveness-port", type=int, default=8080, help="GET /healthz on this port; 0 turns it off")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
+    parser.add_argument("--reconcile-interval-s", type=float, default=DEFAULT_RECONCILE_INTERVAL_S)
+    return parser
+
+
+def parse_options(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    service_account_namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE,
+) -> OperatorOptions:
+    args = build_parser().parse_args(list(argv))
+    coordinator_url = args.coordinator_url or environ.get("BERTH_COORDINATOR_URL") or None
+    if coordinator_url is not None:
+        _check_url(coordinator_url)
+    token, token_source = _admin_token(args.token_file, environ)
+    low, high = SESSION_MS_RANGE
+    for flag, value in (("--session-min-ms", args.session_min_ms), ("--session-max-ms", args.session_max_ms)):
+        if not low <= value <= high:
+            raise OptionsError(f"{flag}: {value} is outside {low}..{high}")
+    if args.session_min_ms > args.session_max_ms:
+        raise OptionsError(f"--session-min-ms {args.session_min_ms} is above --session-max-ms {args.session_max_ms}")
+    if not 0 <= args.liveness_port <= 65535:
+        raise OptionsError(f"--liveness-port: {args.liveness_port} is not a port number (0 turns it off)")
+    # Timers below a tenth of a second would keep the API server busy for nothing.
+    if not args.reconcile_interval_s >= 0.1:
+        raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if args.namespace is not None and not args.namespace:
+        raise OptionsError("--namespace: must not be empty")
+    operator_namespace = _own_namespace(environ, service_account_namespace_file)
+    if args.advice_configmap and operator_namespace is None:
+        raise OptionsError("--advice-configmap: the operator's namespace is unknown (set POD_NAMESPACE outside a pod)")
+    return OperatorOptions(
+        namespace=args.namespace,
+        coordinator_url=coordinator_url,
+        admin_token=token,
+        token_source=token_source,
+        session_min_ms=args.session_min_ms,
+        session_max_ms=args.session_max_ms,
+        advice_configmap=args.advice_configmap or None,
+        advice_file=args.advice_file,
+        operator_namespace=operator_namespace,
+        liveness_port=args.liveness_port,
+        log_format=args.log_format,
+        reconcile_interval_s=args.reconcile_interval_s,
+    )
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise OptionsError(f"--coordinator-url: {url!r} is not an http:// or https:// URL with a host")
+
+
+def _admin_token(token_file: Path | None, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as error:
+            raise OptionsError(f"--token-file: cannot read {token_file}: {error.strerror}") from None
+        if not token:
+            raise OptionsError(f"--token-file: {token_file} is empty")
+        return token, f"from file {token_file}"
+    token = environ.get("BERTH_TOKEN", "").strip()
+    return (token, "from BERTH_TOKEN") if token else (None, "none (the coordinator must not require one)")
+
+
+def _own_namespace(environ: Mapping[str, str], service_account_file: Path) -> str | None:
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    try:
+        return service_account_file.read_text().strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,68 @@
+"""Which fleet may use a consumer group: one group id on one coordinator belongs to one fleet.
+
+Two fleets on the same group would pre-register, shrink and delete each other's members. Every fleet *claims*
+``(coordinator URL, groupId)`` (Kopf keeps the claims of all fleets in an in-memory index); the *holder* is the
+claimant that is established (it has created its workload, ``status.selector``, and reconciled its current
+spec, ``status.observedGeneration``: a fleet whose groupId was just edited is not established on its new group),
+then the oldest (``creationTimestamp``), then the first by namespace and name. Everyone else is refused until
+the holder is gone.
+
+Rules: pure functions of fleet bodies; an invalid fleet claims nothing; URLs are compared without a trailing
+slash and with the scheme and host in lower case (the same coordinator under two DNS names is not recognised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from berth.operator.spec import OperatorDefaults, SpecError, parse_fleet, resolve_coordinator_url
+
+ClaimKey = tuple[str, str]  # (normalised coordinator URL, group id)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class GroupClaim:
+    # Field order is the holder order: established first, then the oldest, then by namespace and name.
+    not_established: bool
+    created: str
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def fleet(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def claim_key(coordinator_url: str, group_id: str) -> ClaimKey:
+    parts = urlsplit(coordinator_url)
+    normalised = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+    return normalised, group_id
+
+
+def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[ClaimKey, GroupClaim]:
+    """The fleet's claim, keyed for the index; ``{}`` when the fleet is invalid (it claims nothing)."""
+    try:
+        fleet = parse_fleet(body)
+        url = resolve_coordinator_url(fleet, defaults)
+    except SpecError:
+        return {}
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    established = bool(status.get("selector")) and status.get("observedGeneration") == metadata.get("generation")
+    claim = GroupClaim(
+        not_established=not established,
+        created=str(metadata.get("creationTimestamp") or ""),
+        namespace=fleet.namespace,
+        name=fleet.name,
+        uid=str(fleet.uid or ""),
+    )
+    return {claim_key(url, fleet.spec.group_id): claim}
+
+
+def holder_of(claims: Iterable[GroupClaim]) -> GroupClaim | None:
+    ordered = sorted(claims)
+    return ordered[0] if ordered else None

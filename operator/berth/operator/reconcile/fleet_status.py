@@ -1,0 +1,138 @@
+"""The status blocks a reconcile writes besides the scaling planner's: the fleet's view, conditions, refusals.
+
+Owns the condition ``SpecValid`` (the planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending)
+and the keys ``replicas``, ``readyReplicas``, ``selector``, ``instanceIds``, ``group``, ``conditions`` and
+``observedGeneration``. Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose
+value differs, so an idle fleet's reconcile writes nothing (every write is a watch event for every client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from berth.operator.planners.conditions import Condition, merge_conditions
+from berth.operator.planners.instances import instance_ids
+from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.status import READY, plan_group_status
+
+SPEC_VALID = "SpecValid"
+
+# Refusal reasons (the condition's reason and the Warning Event's).
+INVALID_SPEC = "InvalidSpec"
+GROUP_ID_IN_USE = "GroupIdInUse"
+INVALID_SESSION_TIMEOUT = "InvalidSessionTimeout"
+NAME_TAKEN = "NameTaken"
+TEMPLATE_REJECTED = "TemplateRejected"
+
+
+def refusal_patch(
+    status: Mapping[str, Any], *, reason: str, message: str, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    """SpecValid=False and Ready=False, both saying why nothing is done for this fleet."""
+    conditions = merge_conditions(
+        status.get("conditions"),
+        [Condition(READY, "False", reason, message), Condition(SPEC_VALID, "False", reason, message)],
+        now=now,
+        observed_generation=generation,
+    )
+    return {"conditions": conditions, "observedGeneration": generation}
+
+
+def refused_before(status: Mapping[str, Any], reason: str, message: str) -> bool:
+    """Whether status already says exactly this refusal (then its Warning Event was already posted)."""
+    condition = find_condition(status, SPEC_VALID)
+    return condition is not None and (condition.get("status"), condition.get("reason"), condition.get("message")) == (
+        "False",
+        reason,
+        message,
+    )
+
+
+def view_patch(
+    *,
+    fleet_name: str,
+    desired_replicas: int,
+    status: Mapping[str, Any],
+    selector: str,
+    running: int,
+    ready: int,
+    description: GroupDescription | None,
+    unreachable_reason: str,
+    now: datetime,
+    generation: int | None,
+) -> dict[str, Any]:
+    """The fleet's view for status: its pods, its group as the coordinator sees it, and every condition."""
+    ids = instance_ids(fleet_name, desired_replicas)
+    plan = plan_group_status(
+        fleet_name,
+        description,
+        instance_ids=ids,
+        departing=list(status.get("departing") or ()),
+        previous_conditions=status.get("conditions"),
+        now=now,
+        observed_generation=generation,
+        unreachable_reason=unreachable_reason,
+        ready_replicas=ready,
+    )
+    conditions = merge_conditions(
+        plan.conditions,
+        [Condition(SPEC_VALID, "True", "Accepted", "the spec is valid and the group is this fleet's")],
+        now=now,
+        observed_generation=generation,
+    )
+    patch: dict[str, Any] = {
+        "replicas": running,
+        "readyReplicas": ready,
+        "selector": selector,
+        "instanceIds": list(ids),
+        # Present and empty when nothing departs (the scaling planner writes it only when it changes).
+        "departing": list(status.get("departing") or ()),
+        "conditions": conditions,
+        "observedGeneration": generation,
+    }
+    if plan.group is not None:
+        patch["group"] = plan.group
+    return patch
+
+
+def unreachable_patch(
+    status: Mapping[str, Any], *, reason: str, now: datetime, generation: int | None
+) -> dict[str, Any]:
+    """Conditions when the coordinator could not be asked; everything else keeps its last known value."""
+    plan = plan_group_status(
+        "",
+        None,
+        instance_ids=(),
+        departing=list(status.get("departing") or ()),
+        previous_conditions=status.get("conditions"),
+        now=now,
+        observed_generation=generation,
+        unreachable_reason=reason,
+    )
+    return {"conditions": plan.conditions}
+
+
+def find_condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == condition_type:
+            return condition
+    return None
+
+
+def condition_status(status: Mapping[str, Any], condition_type: str) -> str | None:
+    condition = find_condition(status, condition_type)
+    return None if condition is None else condition.get("status")
+
+
+def only_changes(status: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``patch`` that would change ``status``; a null in a merge patch removes a key, so a null and
+    an absent key are the same value here."""
+    return {key: value for key, value in patch.items() if _without_nulls(status.get(key)) != _without_nulls(value)}
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value

@@ -1,0 +1,122 @@
+"""kmock's Kubernetes emulator, plus the few things a real API server does that Kopf and the operator rely on.
+
+kmock stores objects and merges patches as plain dicts and runs no controllers. On top of that, like the API
+server:
+
+- every write stamps ``metadata.resourceVersion`` (Kopf's JSON patches ``test`` it), a create stamps ``uid``,
+  ``creationTimestamp`` and ``generation: 1`` and turns ``generateName`` into a name (Kopf's Events use it);
+- a write that changes ``spec`` (not through ``/status``) bumps ``metadata.generation``;
+- a JSON patch whose ``test`` fails is answered 422, as Kopf expects;
+- a write to ``/status`` changes only ``status``.
+
+The resources the operator and Kopf use are declared so that discovery works.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import uuid
+from typing import Any
+
+import attrs
+import jsonpatch
+import kmock
+
+FLEETS = "berth.dev/v1alpha1/consumerfleets"
+STATEFULSETS = "apps/v1/statefulsets"
+SERVICES = "v1/services"
+PODS = "v1/pods"
+EVENTS = "v1/events"
+CONFIGMAPS = "v1/configmaps"
+
+_VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
+_RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
+    FLEETS: ("ConsumerFleet", True, {"status", "scale"}),
+    STATEFULSETS: ("StatefulSet", True, {"status", "scale"}),
+    SERVICES: ("Service", True, set()),
+    PODS: ("Pod", True, {"status"}),
+    EVENTS: ("Event", True, set()),
+    CONFIGMAPS: ("ConfigMap", True, set()),
+    "v1/namespaces": ("Namespace", False, set()),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, set()),
+}
+
+
+@attrs.define(kw_only=True)
+class ApiServer(kmock.KubernetesEmulator):
+    revision: int = 0
+
+    def declare_resources(self) -> None:
+        for resource, (kind, namespaced, subresources) in _RESOURCES.items():
+            self.resources[resource] = kmock.ResourceInfo(
+                kind=kind, namespaced=namespaced, verbs=_VERBS, subresources=subresources
+            )
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is not None and request.data is not None:
+            if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+                self._stamp_create(request.data)
+            elif request.action == kmock.action.UPDATE and request.name is not None:
+                self._stamp_update(request)
+        return await super()._handle(request)
+
+    def _next_revision(self) -> str:
+        self.revision += 1
+        return str(self.revision)
+
+    def _stamp_create(self, data: dict[str, Any]) -> None:
+        metadata = data.setdefault("metadata", {})
+        if not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:8]
+        metadata.setdefault("uid", str(uuid.uuid4()))
+        metadata.setdefault("creationTimestamp", _now())
+        metadata["generation"] = 1
+        metadata["resourceVersion"] = self._next_revision()
+
+    def _stamp_update(self, request: kmock.Request) -> None:
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            return  # kmock answers 404
+        current = copy.deepcopy(self.objects[key].raw)
+        data = request.data
+        if isinstance(data, list):
+            for operation in data:
+                if operation.get("op") == "test":
+                    try:
+                        jsonpatch.apply_patch(current, [operation])
+                    except jsonpatch.JsonPatchException as error:
+                        raise kmock.KubernetesError(status=422, reason="Invalid", message=str(error)) from None
+            patched = jsonpatch.apply_patch(current, data)
+        else:
+            if request.subresource == "status":
+                for field in list(data):
+                    if field != "status":
+                        del data[field]
+            patched = _merge_patch(current, data)
+        generation = current.get("metadata", {}).get("generation", 1)
+        if request.subresource is None and patched.get("spec") != current.get("spec"):
+            generation += 1
+        revision = self._next_revision()
+        if isinstance(data, list):
+            data.append({"op": "add", "path": "/metadata/resourceVersion", "value": revision})
+            data.append({"op": "add", "path": "/metadata/generation", "value": generation})
+        else:
+            data.setdefault("metadata", {}).update(resourceVersion=revision, generation=generation)
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (as kmock applies it: null removes a key, lists are replaced)."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge_patch(merged.get(key), value)
+    return merged
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

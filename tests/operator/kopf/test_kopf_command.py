@@ -1,0 +1,115 @@
+"""``berth-operator`` as a process: one-line errors with exit status 2, and a real run against the emulator with
+JSON logs, a liveness endpoint, a token that never shows up in a log line, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from kopf_apiserver import ApiServer
+from kopf_harness import create_fleet, fleet_body, statefulset, until, until_async
+from support.coordinator import CoordinatorProcess
+
+from berth.operator.main import main
+
+COMMAND = [sys.executable, "-m", "berth.operator.main"]
+SECRET = "s3cr3t-admin-token-value"
+NEWLINE = chr(10)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),
+        (["--session-min-ms", "500"], "--session-min-ms: 500 is outside 1000..1800000"),
+        (["--session-min-ms", "6e4"], "argument --session-min-ms: invalid int value: '6e4'"),
+        (["--session-min-ms", "60000", "--session-max-ms", "30000"], "--session-min-ms 60000 is above"),
+        (["--coordinator-url", "ftp://x"], "--coordinator-url: 'ftp://x' is not an http:// or https:// URL"),
+        (["--token-file", "/nonexistent/token"], "--token-file: cannot read /nonexistent/token"),
+        (["--reconcile-interval-s", "0"], "--reconcile-interval-s: 0.0 is below 0.1"),
+        (["--liveness-port", "70000"], "--liveness-port: 70000 is not a port number"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count(NEWLINE) == 1, stderr
+    assert stderr.startswith("berth-operator: error: ") and message in stderr
+
+
+def test_no_kubernetes_credentials_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    assert main(["--namespace", "shop"]) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count(NEWLINE) == 1 and "no Kubernetes credentials" in stderr
+
+
+def test_the_console_script_exits_2_on_an_unknown_flag() -> None:
+    result = subprocess.run([*COMMAND, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert result.stderr == "berth-operator: error: unrecognized arguments: --bogus" + NEWLINE
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:
+    try:
+        async with session.get(url) as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
+    apiserver: ApiServer,
+    kubeconfig: Path,
+    coordinator: CoordinatorProcess,
+    session: aiohttp.ClientSession,
+    tmp_path: Path,
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(SECRET + "\n")
+    port = _free_port()
+    log = tmp_path / "operator.log"
+    with log.open("w") as output:
+        # The coordinator here has no tokens file, so it ignores the token; the point is that none of it is logged.
+        process = await asyncio.create_subprocess_exec(
+            *COMMAND,
+            *("--namespace", "shop", "--coordinator-url", coordinator.url, "--token-file", str(token_file)),
+            *("--liveness-port", str(port), "--log-format", "json", "--reconcile-interval-s", "0.5"),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        )
+        try:
+            await until_async(lambda: _healthy(session, f"http://127.0.0.1:{port}/healthz"), "/healthz", 60)
+            await create_fleet(apiserver, fleet_body("orders", 1))
+            await until(lambda: (s := statefulset(apiserver, "orders")) and s["spec"]["replicas"] == 1, "size 1")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(process.wait(), 30)
+    assert code == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    text = "\n".join(line["message"] for line in lines)
+    assert "watching ConsumerFleets (consumerfleets.berth.dev/v1alpha1) in namespace shop" in text
+    assert f"default coordinator: {coordinator.url}" in text
+    assert f"coordinator admin token: from file {token_file}" in text
+    assert "Created: created StatefulSet orders" in text
+    created = next(line for line in lines if line["message"].startswith("Created: created StatefulSet"))
+    assert created["object"]["name"] == "orders" and created["severity"] == "info"
+    assert SECRET not in log.read_text()
