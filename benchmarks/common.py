@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -20,9 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berth.coordinator.client.process import CoordinatorProcess
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-READY = re.compile(r"^listening on (http://\S+)$")
 
 
 def machine() -> dict[str, Any]:
@@ -67,63 +65,11 @@ def pinned(args: list[str], cpu: int | None) -> list[str]:
     return ["taskset", "-c", str(cpu), *args]
 
 
-class Coordinator:
-    """A ``berth-coordinator`` process for a benchmark, stopped when the ``with`` block ends."""
+class Coordinator(CoordinatorProcess):
+    """A coordinator for a benchmark: system clock, warnings-only log, optionally pinned to a core."""
 
     def __init__(self, data_dir: Path, *extra: str, cpu: int | None = None, manual_clock: bool = False) -> None:
-        self.data_dir = data_dir
-        self.extra = list(extra)
-        self.cpu = cpu
-        self.manual_clock = manual_clock
-        self.proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self, timeout: float = 120.0) -> Coordinator:
-        args = [sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(self.data_dir), "--port", "0"]
-        args += ["--log-level", "warning", *self.extra]
-        if self.manual_clock:
-            args.append("--manual-clock")
-        self.proc = subprocess.Popen(pinned(args, self.cpu), stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            match = READY.match(line.strip())
-            if match:
-                self.url = match.group(1)
-                return self
-        raise RuntimeError(f"coordinator did not start (exit {self.proc.poll()})")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
-
-    def __enter__(self) -> Coordinator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(data_dir, "--log-level", "warning", *extra, manual_clock=manual_clock, cpu=cpu)
 
 
 @dataclass

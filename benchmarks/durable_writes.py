@@ -17,51 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
-from benchmarks.fastclient import Connection
+from benchmarks.heartbeat import form_groups
 
 CLIENTS = 64
 PARTITIONS_PER_COMMIT = 50
 SECONDS = 8
 RUNS = 3
-
-
-async def form(url: str, group: str, instances: list[str]) -> None:
-    admin = await Connection.open(url)
-    await admin.json("PUT", f"/v1/groups/{group}/expected-members", {"group_instance_ids": instances})
-    conns = [await Connection.open(url) for _ in instances]
-    join = {
-        "member_id": "",
-        "session_timeout_ms": 60_000,
-        "rebalance_timeout_ms": 60_000,
-        "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": ""}],
-    }
-    joins = await asyncio.gather(
-        *(
-            c.json("POST", f"/v1/groups/{group}/join", {**join, "group_instance_id": i})
-            for c, i in zip(conns, instances, strict=True)
-        )
-    )
-    leader = next(j for j in joins if j["leader"] == j["member_id"])
-    plan = [{"member_id": j["member_id"], "assignment": ""} for j in joins]
-    await asyncio.gather(
-        *(
-            c.json(
-                "POST",
-                f"/v1/groups/{group}/sync",
-                {
-                    "member_id": j["member_id"],
-                    "generation_id": j["generation_id"],
-                    "protocol_type": "consumer",
-                    "protocol_name": "range",
-                    "assignments": plan if j is leader else [],
-                },
-            )
-            for c, j in zip(conns, joins, strict=True)
-        )
-    )
-    for c in [*conns, admin]:
-        await c.close()
 
 
 def load(spec: dict[str, Any], server_pid: int) -> dict[str, Any]:
@@ -80,14 +41,14 @@ def load(spec: dict[str, Any], server_pid: int) -> dict[str, Any]:
 
 
 def main() -> Result:
-    instances = [f"w-{i}" for i in range(CLIENTS)]
+    instances = [f"writes-0-{i}" for i in range(CLIENTS)]
     replacements: list[float] = []
     offsets: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, Coordinator(Path(tmp) / "data", cpu=0) as coordinator:
-        asyncio.run(form(coordinator.url, "writes", instances))
+        asyncio.run(form_groups(coordinator.url, 1, CLIENTS, prefix="writes"))
         for run in range(RUNS):
             common = {"url": coordinator.url, "connections": CLIENTS, "seconds": SECONDS}
-            r = load({**common, "kind": "replace", "group": "writes", "instances": instances}, coordinator.pid)
+            r = load({**common, "kind": "replace", "group": "writes-0", "instances": instances}, coordinator.pid)
             assert not r["errors"], r
             c = load(
                 {**common, "kind": "commit", "group": f"simple-{run}", "partitions": PARTITIONS_PER_COMMIT},

@@ -29,13 +29,14 @@ ROUNDS = 3
 LATENCY_RATE = 5_000
 
 
-async def form_groups(url: str, groups: int, per_group: int) -> list[list[Any]]:
-    """Pre-register and form every group; returns [group, member_id, generation, instance] per member."""
+async def form_groups(url: str, groups: int, per_group: int, prefix: str = "hb") -> list[list[Any]]:
+    """Pre-register and form groups ``<prefix>-<g>`` of ``per_group`` static members ``<prefix>-<g>-<i>``;
+    returns [group, member_id, generation, instance] per member."""
     members: list[list[Any]] = []
     admin = await Connection.open(url)
     subscription = base64.b64encode(b'{"topics":["t"],"version":1}').decode()
     for g in range(groups):
-        group = f"hb-{g}"
+        group = f"{prefix}-{g}"
         ids = [f"{group}-{i}" for i in range(per_group)]
         await admin.json("PUT", f"/v1/groups/{group}/expected-members", {"group_instance_ids": ids})
         conns = [await Connection.open(url) for _ in ids]

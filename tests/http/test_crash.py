@@ -43,23 +43,6 @@ class Ledger:
         self.pending_left: list[str] = []  # acknowledged leaves of those ids: likewise
 
 
-async def form_fleet(api: Api) -> dict[str, dict[str, Any]]:
-    instances = [COMMITTER, *RESTARTERS]
-    joins = [await api.park(api.join(FLEET, instance_id=i)) for i in instances]
-    while not all(t.done() for t in joins):
-        await api.advance(3_000)
-    joined = {i: t.result() for i, t in zip(instances, joins, strict=True)}
-    leader = next(r for r in joined.values() if r["leader"] == r["member_id"])
-    plan = {r["member_id"]: i.encode() for i, r in joined.items()}
-    await asyncio.gather(
-        *(
-            api.sync(FLEET, r["member_id"], r["generation_id"], i, plan if r is leader else None)
-            for i, r in joined.items()
-        )
-    )
-    return joined
-
-
 async def commit_forever(api: Api, member: dict[str, Any], ledger: Ledger, partition: int) -> None:
     offset = ledger.offsets.get(("t", partition), 0)
     while True:
@@ -140,7 +123,7 @@ async def test_acknowledged_changes_survive_kill_9(tmp_path: Path) -> None:
     try:
         async with aiohttp.ClientSession() as session:
             api = Api(session, proc.url)
-            joined = await form_fleet(api)
+            joined = await api.form_static_group(FLEET, [COMMITTER, *RESTARTERS])
             generation = joined[COMMITTER]["generation_id"]
             ledger = Ledger()
             ledger.members = {i: r["member_id"] for i, r in joined.items()}

@@ -90,26 +90,9 @@ async def test_config_reports_the_effective_limits(tmp_path: Path) -> None:
     }
 
 
-async def _form(api: Api, group: str, instances: list[str]) -> dict[str, dict]:
-    joins = [await api.park(api.join(group, instance_id=i)) for i in instances]
-    while not all(t.done() for t in joins):
-        await api.advance(3_000)
-    joined = {i: t.result() for i, t in zip(instances, joins, strict=True)}
-    leader = next(r for r in joined.values() if r["leader"] == r["member_id"])
-    assignment = {r["member_id"]: i.encode() for i, r in joined.items()}
-    syncs = [
-        asyncio.ensure_future(
-            api.sync(group, r["member_id"], r["generation_id"], i, assignment if r is leader else None)
-        )
-        for i, r in joined.items()
-    ]
-    await asyncio.gather(*syncs)
-    return joined
-
-
 @pytest.mark.parametrize("how", ["sigterm", "kill -9"])
 async def test_restart_restores_groups_without_a_rebalance(coordinator: CoordinatorProcess, api: Api, how: str) -> None:
-    joined = await _form(api, "orders", ["orders-0", "orders-1", "orders-2"])
+    joined = await api.form_static_group("orders", ["orders-0", "orders-1", "orders-2"])
     me = joined["orders-0"]
     await api.post(
         api.group_path("orders", "/offsets"),
@@ -153,7 +136,7 @@ async def test_restart_restores_groups_without_a_rebalance(coordinator: Coordina
 
 
 async def test_sessions_restart_at_reload_and_expire_after_it(coordinator: CoordinatorProcess, api: Api) -> None:
-    await _form(api, "orders", ["a"])
+    await api.form_static_group("orders", ["a"])
     await asyncio.get_running_loop().run_in_executor(None, coordinator.kill)
     await asyncio.get_running_loop().run_in_executor(None, coordinator.start)
     api.base_url = coordinator.url

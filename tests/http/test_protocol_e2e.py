@@ -18,22 +18,13 @@ GROUP = "orders"
 
 
 async def form_static_group(api: Api, instances: list[str], *, api_version: int = 9) -> dict[str, dict]:
-    """Join every instance, let the initial delay run out, sync with the leader's assignment."""
-    joins = [await api.park(api.join(GROUP, instance_id=i, api_version=api_version)) for i in instances]
-    while not all(t.done() for t in joins):
-        await api.advance(3_000)
-    responses = {i: t.result() for i, t in zip(instances, joins, strict=True)}
-    leader = next(r for r in responses.values() if r["leader"] == r["member_id"])
-    assignment = {r["member_id"]: f"parts-of-{i}".encode() for i, r in responses.items()}
-    syncs = [
-        asyncio.create_task(api.sync(GROUP, r["member_id"], r["generation_id"], i, assignment if r is leader else None))
-        for i, r in responses.items()
-    ]
-    for i, task in zip(responses, syncs, strict=True):
-        sync = await task
-        assert sync["error"] == "NONE"
-        assert base64.b64decode(sync["assignment"]) == f"parts-of-{i}".encode()
-    return responses
+    formed = await api.form_static_group(
+        GROUP, instances, api_version=api_version, assignment=lambda i: f"parts-of-{i}".encode()
+    )
+    for instance, joined in formed.items():
+        sync = await api.sync(GROUP, joined["member_id"], joined["generation_id"], instance)
+        assert base64.b64decode(sync["assignment"]) == f"parts-of-{instance}".encode()
+    return formed
 
 
 async def test_dynamic_member_joins_through_member_id_required(api: Api) -> None:

@@ -3,7 +3,6 @@ and answers COORDINATOR_NOT_AVAILABLE (API.md §3, §8); the coordinator carries
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import pytest
@@ -19,19 +18,7 @@ async def fail_disk(api: Api, failing: bool) -> None:
 
 
 async def form(api: Api, instances: list[str]) -> dict[str, dict]:
-    joins = [await api.park(api.join(GROUP, instance_id=i)) for i in instances]
-    while not all(t.done() for t in joins):
-        await api.advance(3_000)
-    joined = {i: t.result() for i, t in zip(instances, joins, strict=True)}
-    leader = next(r for r in joined.values() if r["leader"] == r["member_id"])
-    plan = {r["member_id"]: i.encode() for i, r in joined.items()}
-    await asyncio.gather(
-        *(
-            api.sync(GROUP, r["member_id"], r["generation_id"], i, plan if r is leader else None)
-            for i, r in joined.items()
-        )
-    )
-    return joined
+    return await api.form_static_group(GROUP, instances)
 
 
 async def commit(api: Api, member: dict, offset: int) -> dict:

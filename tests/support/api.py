@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -163,6 +164,31 @@ class Api:
         task = asyncio.ensure_future(coro)
         await self.until_parked(before + 1)
         return task
+
+    async def form_static_group(
+        self,
+        group: str,
+        instances: list[str],
+        *,
+        api_version: int = 9,
+        assignment: Callable[[str], bytes] = lambda instance: instance.encode(),
+    ) -> dict[str, Body]:
+        """Join every instance, let the (manual-clock) initial delay run out, and sync with the leader's assignment
+        (``assignment(instance)`` for each); returns each instance's join answer."""
+        joins = [await self.park(self.join(group, instance_id=i, api_version=api_version)) for i in instances]
+        while not all(task.done() for task in joins):
+            await self.advance(3_000)
+        joined = {i: task.result() for i, task in zip(instances, joins, strict=True)}
+        leader = next(r for r in joined.values() if r["leader"] == r["member_id"])
+        plan = {r["member_id"]: assignment(i) for i, r in joined.items()}
+        synced = await asyncio.gather(
+            *(
+                self.sync(group, r["member_id"], r["generation_id"], i, plan if r is leader else None)
+                for i, r in joined.items()
+            )
+        )
+        assert all(s["error"] == "NONE" for s in synced), synced
+        return joined
 
     async def journal(self, after: int = 0, limit: int = 10_000) -> list[Body]:
         status, resp = await self.get(f"/v1/journal?after={after}&limit={limit}")

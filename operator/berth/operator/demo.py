@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
+from berth.coordinator.client.process import CoordinatorProcess
 from berth.operator.coordinator_adapter import ClientCoordinatorPort
-from berth.operator.demo_support import EmbeddedCoordinator, Tracker, reconcile
+from berth.operator.demo_support import Tracker, reconcile
 from berth.operator.local_fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
@@ -251,7 +252,7 @@ async def amain(args: argparse.Namespace) -> list[Row]:
     root = Path(tempfile.mkdtemp(prefix="berth-demo-")) if args.data_dir is None else args.data_dir.parent
     data_dir = args.data_dir or root / "coordinator"
     data_dir.mkdir(parents=True, exist_ok=True)
-    coordinator = EmbeddedCoordinator(data_dir).start()
+    coordinator = CoordinatorProcess(data_dir).start()
     demo = Demo(args, coordinator.url, quiet=args.json)
     demo.say(f"coordinator on {coordinator.url} (data: {data_dir})")
     try:

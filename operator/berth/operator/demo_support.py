@@ -1,60 +1,24 @@
 """The pieces ``berth-demo`` is made of: an embedded coordinator process, a tracker of what every member owns,
 and the reconcile loop that scales a local fleet with the operator's own planner and driver.
 
-The loop is the operator's, minus Kubernetes: observe the workload, plan with ``plan_scaling``, execute with
-``execute_plan``, repeat until the plan is done. Status lives in a dict instead of a ConsumerFleet.
+The embedded coordinator is the member library's ``CoordinatorProcess``. The loop is the operator's, minus
+Kubernetes: observe the workload, plan with ``plan_scaling``, execute with ``execute_plan``, repeat until the
+plan is done. Status lives in a dict instead of a ConsumerFleet.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from berth.operator.driver import execute_plan
 from berth.operator.local_fleet import LocalFleet
 from berth.operator.planners.scaling import ScalingObservation, ScalingStatus, plan_scaling
 from berth.operator.ports import CoordinatorPort
-
-READY = re.compile(r"^listening on (http://\S+)$")
-
-
-class EmbeddedCoordinator:
-    """``berth-coordinator`` on a data directory, on a free port of 127.0.0.1."""
-
-    def __init__(self, data_dir: Path, *extra: str) -> None:
-        self.data_dir = data_dir
-        self.extra = extra
-        self.proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self) -> EmbeddedCoordinator:
-        args = [sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(self.data_dir), "--port", "0"]
-        log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "a")  # noqa: SIM115 - outlives this call
-        self.proc = subprocess.Popen([*args, *self.extra], stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            match = READY.match(line.strip())
-            if match:
-                self.url = match.group(1)
-                return self
-        raise RuntimeError(f"the coordinator did not start; see {self.data_dir.parent / (self.data_dir.name + '.log')}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.proc = None
 
 
 class Tracker:

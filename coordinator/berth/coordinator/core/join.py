@@ -10,6 +10,8 @@ empty id + instance id -> a new static member, or a replacement of the instance'
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from berth.coordinator.core.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -293,16 +295,12 @@ def replace_static_member_then_rebalance_or_complete_join(
                 if group.members.get(new_member_id) is not new_member or group.state is not STABLE:
                     return  # the group moved on meanwhile; the parked join completes with that rebalance
                 if skip_assignment_supported:
+                    # KIP-814: a restarted static leader learns it leads, with the member list, but must not
+                    # compute a new assignment.
                     is_leader = group.is_leader(new_member_id)
-                    response = JoinResponse(
-                        Error.NONE,
-                        member_id=new_member_id,
-                        generation_id=group.generation_id,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader=group.leader_id or "",
+                    response = replace(
+                        current_generation_response(group, new_member_id, with_members=is_leader),
                         skip_assignment=is_leader,
-                        members=group.current_join_members() if is_leader else (),
                     )
                 else:
                     # Before KIP-814 the restarted leader is not told it leads: old leader id, no member list.

@@ -69,19 +69,13 @@ def supersede_parked_sync(core: CoreState, member: Member) -> None:
 
 def fence_parked_requests(core: CoreState, group: Group, member: Member) -> None:
     """Answer the parked join/sync of a member whose instance id was taken over (FENCED_INSTANCE_ID)."""
-    ticket = group.take_join_ticket(member)
-    if ticket is not None:
-        core.reply(ticket, JoinResponse(Error.FENCED_INSTANCE_ID, member_id=member.member_id))
-        core.event(
-            group,
-            "member_fenced",
-            member_id=member.member_id,
-            group_instance_id=member.group_instance_id,
-            reason=FENCED_REASON,
-        )
-    ticket = group.take_sync_ticket(member)
-    if ticket is not None:
-        core.reply(ticket, SyncResponse(Error.FENCED_INSTANCE_ID))
+    parked_join = group.take_join_ticket(member)
+    if parked_join is not None:
+        core.reply(parked_join, JoinResponse(Error.FENCED_INSTANCE_ID, member_id=member.member_id))
+    parked_sync = group.take_sync_ticket(member)
+    if parked_sync is not None:
+        core.reply(parked_sync, SyncResponse(Error.FENCED_INSTANCE_ID))
+    for _ in range((parked_join is not None) + (parked_sync is not None)):  # one event per answer carrying 82
         core.event(
             group,
             "member_fenced",

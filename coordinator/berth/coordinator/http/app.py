@@ -14,7 +14,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
@@ -23,11 +24,16 @@ from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.core.model import (
     DeleteResponse,
     ExpectedMembersResponse,
+    HeartbeatRequest,
     HeartbeatResponse,
+    JoinRequest,
     JoinResponse,
+    LeaveRequest,
     LeaveResponse,
+    OffsetCommitRequest,
     OffsetFetchResponse,
     Response,
+    SyncRequest,
     SyncResponse,
 )
 from berth.coordinator.core.offsets import commit_error_response
@@ -202,92 +208,77 @@ def group_id_of(request: web.Request) -> str:
 SERVER: web.AppKey[Server] = web.AppKey("server", Server)
 
 
-async def join(request: web.Request) -> web.Response:
-    s, group_id = _group_route(request)
-    body = await s.read_json(request)
-    try:
-        req = decode.decode_join(group_id, body, s.config.limits, request.remote or "")
-    except decode.InBandError as exc:
-        return _in_band(exc)
-    if s.loading_or_closed():
-        return json_response(
-            render(JoinResponse(Error.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id), req.api_version)
+class _ProtocolRequest(Protocol):
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def api_version(self) -> int: ...
+
+
+R = TypeVar("R", bound=_ProtocolRequest)
+
+
+@dataclass(frozen=True)
+class ProtocolRoute(Generic[R]):
+    """One of the five POST routes of the group protocol: how to decode it, call the core, and shape an error."""
+
+    decode: Callable[[str, object, decode.Limits, str], R]  # (group id, body, limits, client host)
+    invoke: Callable[[Coordinator, R, int, int], Effects]  # (core, request, ticket, now)
+    answer: Callable[[R, Error], Response]  # the route's response carrying just an error
+
+
+def protocol_handler(route: ProtocolRoute[R]) -> Handler:
+    """The pipeline of a protocol POST (module docstring), the same for join, sync, heartbeat, leave and commit."""
+
+    async def handle(request: web.Request) -> web.Response:
+        s, group_id = _group_route(request)
+        body = await s.read_json(request)
+        try:
+            req = route.decode(group_id, body, s.config.limits, request.remote or "")
+        except decode.InBandError as exc:
+            return respond(exc.response, exc.api_version)
+        if s.loading_or_closed():
+            return respond(route.answer(req, Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version)
+        response = await s.call(
+            lambda ticket, now: route.invoke(s.core, req, ticket, now),
+            route.answer(req, Error.COORDINATOR_NOT_AVAILABLE),
+            req.group_id,
         )
-    response = await s.call(
-        lambda ticket, now: s.core.join(req, ticket, now),
-        JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id),
-        req.group_id,
-    )
-    return json_response(render(response, req.api_version))
+        return respond(response, req.api_version)
+
+    return handle
 
 
-async def sync(request: web.Request) -> web.Response:
-    s, group_id = _group_route(request)
-    body = await s.read_json(request)
-    try:
-        req = decode.decode_sync(group_id, body, s.config.limits)
-    except decode.InBandError as exc:
-        return _in_band(exc)
-    if s.loading_or_closed():
-        return json_response(render(SyncResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
-    response = await s.call(
-        lambda ticket, now: s.core.sync(req, ticket, now),
-        SyncResponse(Error.COORDINATOR_NOT_AVAILABLE),
-        req.group_id,
-    )
-    return json_response(render(response, req.api_version))
+JOIN: ProtocolRoute[JoinRequest] = ProtocolRoute(
+    decode.decode_join, Coordinator.join, lambda req, error: JoinResponse(error, member_id=req.member_id)
+)
+SYNC: ProtocolRoute[SyncRequest] = ProtocolRoute(
+    lambda group, body, limits, _: decode.decode_sync(group, body, limits),
+    Coordinator.sync,
+    lambda _, e: SyncResponse(e),
+)
+HEARTBEAT: ProtocolRoute[HeartbeatRequest] = ProtocolRoute(
+    lambda group, body, limits, _: decode.decode_heartbeat(group, body, limits),
+    Coordinator.heartbeat,
+    lambda _, error: HeartbeatResponse(error),
+)
+LEAVE: ProtocolRoute[LeaveRequest] = ProtocolRoute(
+    lambda group, body, limits, _: decode.decode_leave(group, body, limits),
+    Coordinator.leave,
+    lambda _, e: LeaveResponse(e),
+)
+COMMIT: ProtocolRoute[OffsetCommitRequest] = ProtocolRoute(
+    lambda group, body, limits, _: decode.decode_commit(group, body, limits),
+    Coordinator.commit_offsets,
+    commit_error_response,
+)
 
 
-async def heartbeat(request: web.Request) -> web.Response:
-    s, group_id = _group_route(request)
-    body = await s.read_json(request)
-    try:
-        req = decode.decode_heartbeat(group_id, body, s.config.limits)
-    except decode.InBandError as exc:
-        return _in_band(exc)
-    if s.loading_or_closed():
-        return json_response(render(HeartbeatResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
-    response = await s.call(
-        lambda ticket, now: s.core.heartbeat(req, ticket, now),
-        HeartbeatResponse(Error.COORDINATOR_NOT_AVAILABLE),
-        req.group_id,
-    )
-    assert isinstance(response, HeartbeatResponse)
-    return error_only_response(response.error)
-
-
-async def leave(request: web.Request) -> web.Response:
-    s, group_id = _group_route(request)
-    body = await s.read_json(request)
-    try:
-        req = decode.decode_leave(group_id, body, s.config.limits)
-    except decode.InBandError as exc:
-        return _in_band(exc)
-    if s.loading_or_closed():
-        return json_response(render(LeaveResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
-    response = await s.call(
-        lambda ticket, now: s.core.leave(req, ticket, now),
-        LeaveResponse(Error.COORDINATOR_NOT_AVAILABLE),
-        req.group_id,
-    )
-    return json_response(render(response, req.api_version))
-
-
-async def commit_offsets(request: web.Request) -> web.Response:
-    s, group_id = _group_route(request)
-    body = await s.read_json(request)
-    try:
-        req = decode.decode_commit(group_id, body, s.config.limits)
-    except decode.InBandError as exc:
-        return _in_band(exc)
-    if s.loading_or_closed():
-        return json_response(render(commit_error_response(req, Error.COORDINATOR_LOAD_IN_PROGRESS), req.api_version))
-    response = await s.call(
-        lambda ticket, now: s.core.commit_offsets(req, ticket, now),
-        commit_error_response(req, Error.COORDINATOR_NOT_AVAILABLE),
-        req.group_id,
-    )
-    return json_response(render(response, req.api_version))
+def respond(response: Response, version: int) -> web.Response:
+    if isinstance(response, HeartbeatResponse | DeleteResponse):
+        return error_only_response(response.error)  # bodies encoded once, at import
+    return json_response(render(response, version))
 
 
 async def fetch_offsets(request: web.Request) -> web.Response:
@@ -468,10 +459,6 @@ def _group_route(request: web.Request, admin: bool = False) -> tuple[Server, str
     return s, group_id
 
 
-def _in_band(exc: decode.InBandError) -> web.Response:
-    return json_response(render(exc.response, exc.api_version))
-
-
 # -------------------------------------------------------------------------------------------- middleware
 
 
@@ -524,11 +511,11 @@ def create_app(
     group = "/v1/groups/{group_id}"
     r = app.router
     # Registration order is match order among /v1/groups/... routes: the hottest first.
-    r.add_post(f"{group}/heartbeat", heartbeat, name="heartbeat")
-    r.add_post(f"{group}/offsets", commit_offsets, name="offset_commit")
-    r.add_post(f"{group}/join", join, name="join")
-    r.add_post(f"{group}/sync", sync, name="sync")
-    r.add_post(f"{group}/leave", leave, name="leave")
+    r.add_post(f"{group}/heartbeat", protocol_handler(HEARTBEAT), name="heartbeat")
+    r.add_post(f"{group}/offsets", protocol_handler(COMMIT), name="offset_commit")
+    r.add_post(f"{group}/join", protocol_handler(JOIN), name="join")
+    r.add_post(f"{group}/sync", protocol_handler(SYNC), name="sync")
+    r.add_post(f"{group}/leave", protocol_handler(LEAVE), name="leave")
     r.add_get(f"{group}/offsets", fetch_offsets, name="offset_fetch", allow_head=False)
     r.add_get(group, describe, name="describe", allow_head=False)
     r.add_delete(group, delete_group, name="delete")

@@ -1,0 +1,122 @@
+"""``CoordinatorProcess``: a ``berth-coordinator`` process on this machine, for demos, tests and benchmarks.
+
+It runs the command as a user would (a subprocess of this Python, never an import of the server), on a data
+directory and a free port (``--port 0`` unless ``extra_args`` name one: the last flag wins), and finds its URL in
+the ready line it prints once ``/readyz`` answers. ``stop()`` sends SIGTERM and returns the exit status,
+``kill()`` sends SIGKILL (crash tests), ``restart()`` starts it again on the same data directory. Its stderr is
+appended to ``<data_dir>.stderr.log``. ``cpu`` pins it to one core with ``taskset`` where that exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+READY_LINE = re.compile(r"^listening on (http://\S+)$")
+
+
+class CoordinatorProcess:
+    def __init__(self, data_dir: Path, *extra_args: str, manual_clock: bool = False, cpu: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra_args = list(extra_args)
+        self.manual_clock = manual_clock
+        self.cpu = cpu
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.log_path = data_dir.parent / f"{data_dir.name}.stderr.log"
+
+    @property
+    def args(self) -> list[str]:
+        args = [sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(self.data_dir), "--port", "0"]
+        if self.manual_clock:
+            args.append("--manual-clock")
+        args += self.extra_args
+        if self.cpu is not None and shutil.which("taskset") and self.cpu < (os.cpu_count() or 1):
+            args = ["taskset", "-c", str(self.cpu), *args]
+        return args
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not running"
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> CoordinatorProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(
+                self.args, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            match = READY_LINE.match(line.strip())
+            if match:
+                self.url = match.group(1)
+                return self
+        try:
+            code: int | None = self.proc.wait(10)  # stdout closed: the process is exiting
+        except subprocess.TimeoutExpired:
+            code = None
+        raise RuntimeError(f"berth-coordinator did not become ready (exit {code}); stderr:\n{self.stderr()}")
+
+    def stderr(self) -> str:
+        """The tail of the process's stderr log."""
+        try:
+            return self.log_path.read_text()[-8000:]
+        except OSError:
+            return ""
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait (SIGKILL if it will not stop); returns the exit status."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        finally:
+            self._close()
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self._close()
+
+    def restart(self) -> CoordinatorProcess:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+        return self.start()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self) -> CoordinatorProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
