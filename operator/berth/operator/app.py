@@ -53,6 +53,9 @@ def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
+    # A fleet deleted while its timer is mid-pass waits for that timer to exit; Kopf checks again only after
+    # this long (60 s by default), which would hold a deletion for a minute.
+    settings.background.cancellation_polling = min(1.0, options.reconcile_interval_s)
     return settings
 
 

@@ -9,6 +9,10 @@ server:
 - a JSON patch whose ``test`` fails is answered 422, as Kopf expects;
 - a write to ``/status`` changes only ``status``.
 
+A test can also make it answer chosen requests with 409 Conflict (:meth:`ApiServer.refuse`), e.g. the operator's
+status writes, a few times. Unlike a kmock reaction (``kmock['patch', ...] << 409``), which answers 409 *after* kmock
+stored the write, a refusal stores nothing, as a real API server that answers 409 has written nothing.
+
 The resources the operator and Kopf use are declared so that discovery works.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import copy
 import datetime
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -44,8 +49,29 @@ _RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
 
 
 @attrs.define(kw_only=True)
+class Refusal:
+    """Answer the next ``remaining`` requests that ``matches`` accepts with 409 Conflict, storing nothing."""
+
+    matches: Callable[[kmock.Request], bool]
+    remaining: int
+    #: The request-log positions (``Request.id``) of the requests refused so far.
+    refused: list[int] = attrs.field(factory=list)
+
+
+@attrs.define(kw_only=True)
 class ApiServer(kmock.KubernetesEmulator):
     revision: int = 0
+    refusals: list[Refusal] = attrs.field(factory=list)
+
+    def refuse(self, matches: Callable[[kmock.Request], bool], *, times: int) -> Refusal:
+        """From now on, answer the next ``times`` requests that ``matches`` accepts with 409 (see :class:`Refusal`)."""
+        refusal = Refusal(matches=matches, remaining=times)
+        self.refusals.append(refusal)
+        return refusal
+
+    def refused(self) -> set[int]:
+        """Request-log positions of every request answered by a refusal (nothing of it was stored)."""
+        return {position for refusal in self.refusals for position in refusal.refused}
 
     def declare_resources(self) -> None:
         for resource, (kind, namespaced, subresources) in _RESOURCES.items():
@@ -54,12 +80,27 @@ class ApiServer(kmock.KubernetesEmulator):
             )
 
     async def _handle(self, request: kmock.Request) -> Any:
+        self._maybe_refuse(request)
         if request.resource is not None and request.data is not None:
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 self._stamp_create(request.data)
             elif request.action == kmock.action.UPDATE and request.name is not None:
                 self._stamp_update(request)
         return await super()._handle(request)
+
+    def _maybe_refuse(self, request: kmock.Request) -> None:
+        for refusal in self.refusals:
+            if refusal.remaining > 0 and refusal.matches(request):
+                refusal.remaining -= 1
+                refusal.refused.append(request.id)
+                resource = request.resource
+                kind = f"{resource.plural}.{resource.group}".rstrip(".") if resource is not None else "objects"
+                raise kmock.KubernetesError(
+                    status=409,
+                    reason="Conflict",
+                    message=f'Operation cannot be fulfilled on {kind} "{request.name}": the object has been modified;'
+                    " please apply your changes to the latest version and try again",
+                )
 
     def _next_revision(self) -> str:
         self.revision += 1

@@ -3,19 +3,22 @@
 ``OperatorThread`` runs ``berth.operator.app.run_operator`` (what ``berth-operator`` runs) on its own event loop in
 a thread: Kopf treats every task created after it starts as its own and cancels them when it stops, so it must not
 share the test's loop, where kmock serves. It stops through Kopf's stop flag. The helpers below read Events,
-status and the request log, and wait on observable state with bounded polling (never on elapsed time alone).
+status and the request log, and wait on observable state with bounded polling (never on elapsed time alone); the
+last section holds the steps of a 5 -> 3 scale-down of fleet ``orders`` that several modules share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
 from kopf_apiserver import EVENTS, FLEETS, STATEFULSETS, ApiServer
+from kopf_controller import StatefulSetController
 from support.api import Api
 
 from berth.operator.app import run_operator
@@ -127,12 +130,19 @@ def messages(server: ApiServer, fleet: str, reason: str) -> list[str]:
 
 
 def requests_to(server: ApiServer, method: str, path_suffix: str) -> list[tuple[int, Any]]:
-    """(position in the request log, body) of every request with this method whose path ends so."""
+    """(position in the request log, body) of every request with this method whose path ends so (refused ones
+    included: see :func:`accepted`)."""
     return [
         (position, request.data)
         for position, request in enumerate(server)
         if request.method.value.upper() == method and request.url.path.endswith(path_suffix)
     ]
+
+
+def accepted(server: ApiServer, requests: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """Those of ``requests`` (from :func:`requests_to`) that the API server carried out: not refused."""
+    refused = server.refused()
+    return [(position, body) for position, body in requests if position not in refused]
 
 
 async def passes_after(server: ApiServer, fleet: str, position: int, passes: int = 3) -> None:
@@ -192,6 +202,13 @@ def fleet_body(name: str, replicas: int, coordinator_url: str | None = None, **s
     return body
 
 
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (for a coordinator that must come back at the same URL)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 async def journal(session: aiohttp.ClientSession, url: str, group: str) -> list[dict[str, Any]]:
     async with session.get(f"{url}/v1/journal", params={"limit": "10000"}) as response:
         body = await response.json()
@@ -226,3 +243,93 @@ async def join_static_members(api: Api, group: str, instance_ids: Sequence[str])
         )
     )
     return {instance: joined["member_id"] for instance, joined in zip(instance_ids, joins, strict=True)}
+
+
+# ------------------------------------------------------------- scaling fleet orders with real static members
+
+#: Fleet ``orders``'s instance ids at five replicas.
+ORDERS = [f"orders-{ordinal}" for ordinal in range(5)]
+
+
+async def running_fleet(
+    apiserver: ApiServer, controller: StatefulSetController, api: Api, replicas: int
+) -> dict[str, str]:
+    """Fleet ``orders`` at ``replicas`` pods, each with a real static member in the Stable group."""
+    await create_fleet(apiserver, fleet_body("orders", replicas))
+    await until(lambda: len(controller.pods("orders")) == replicas, f"{replicas} pods")
+    members = await join_static_members(api, "orders", ORDERS[:replicas])
+    await until(lambda: (c := condition(apiserver, "orders", "Ready")) and c["status"] == "True", "Ready=True")
+    return members
+
+
+async def group_members(api: Api, group: str = "orders") -> set[str]:
+    described = await api.describe(group)
+    return {member["group_instance_id"] for member in described["members"]}
+
+
+def left_by_admin(events: list[dict[str, Any]]) -> list[str]:
+    """Instance ids removed by an admin leave (by instance id), in journal order."""
+    return [e["group_instance_id"] for e in events if e["type"] == "member_left" and e.get("via") == "admin"]
+
+
+def one_admin_leave(events: list[dict[str, Any]], instance_ids: Sequence[str]) -> bool:
+    """Whether ``instance_ids`` left through ONE admin leave: their ``member_left`` events are adjacent in the
+    group's journal (a leave request removes its members in one step, and nothing of the group comes between)."""
+    at = [i for i, e in enumerate(events) if e["type"] == "member_left" and e.get("group_instance_id") in instance_ids]
+    if not at:
+        return False
+    removed = [events[i]["group_instance_id"] for i in at]
+    return removed == list(instance_ids) and at == list(range(at[0], at[0] + len(at)))
+
+
+async def shrink_and_hold(apiserver: ApiServer, controller: StatefulSetController, api: Api) -> None:
+    """5 -> 3 with the departing pods held in Terminating: recorded, shrunk, and nobody has left yet."""
+    controller.hold = True
+    await patch_fleet_spec(apiserver, "orders", {"replicas": 3})
+    await until(lambda: fleet_status(apiserver, "orders").get("departing") == ["orders-3", "orders-4"], "departing")
+    await until(lambda: (s := statefulset(apiserver, "orders")) and s["spec"]["replicas"] == 3, "the shrink")
+    await until(lambda: "deletionTimestamp" in controller.pods("orders")[4]["metadata"], "orders-4 terminating")
+    await until(
+        lambda: (c := condition(apiserver, "orders", "ScaleDownPending")) and c["status"] == "True", "ScaleDownPending"
+    )
+    # The pods still exist, so their members are still in the group: no leave yet.
+    assert await group_members(api) == set(ORDERS)
+    await until(lambda: any("to terminate" in m for m in messages(apiserver, "orders", "Waiting")), "the waiting Event")
+    assert await group_members(api) == set(ORDERS)
+
+
+def scale_down_writes(apiserver: ApiServer, fleet: str = "orders") -> list[tuple[int, Any]]:
+    """(position, body) of every status write recording a batch leave (``lastScaleDown``), refused ones too."""
+    writes = requests_to(apiserver, "PATCH", f"/consumerfleets/{fleet}/status")
+    return [(at, body) for at, body in writes if "lastScaleDown" in body["status"]]
+
+
+async def assert_left_once(apiserver: ApiServer, session: aiohttp.ClientSession, coordinator_url: str) -> None:
+    """orders-3 and orders-4 left through exactly one batch leave, answered NONE for both, recorded once.
+
+    Exactly one leave: the coordinator's journal shows both removed by one admin leave and nobody else removed; the
+    operator wrote one ``lastScaleDown`` (a status write the API server refused and the operator sent again carries
+    the same record: every attempted write is compared), answered NONE for both (a second leave could only be
+    answered UNKNOWN_MEMBER_ID), and posted one LeftGroup Event; a few more passes ran without another leave.
+    """
+    last = await until(lambda: fleet_status(apiserver, "orders").get("lastScaleDown"), "lastScaleDown")
+    assert isinstance(last, dict), last
+    recorded = accepted(apiserver, scale_down_writes(apiserver))
+    # A second leave, if any, would come from a later pass: let a few run before counting.
+    await passes_after(apiserver, "orders", recorded[0][0])
+    assert last["removed"] == ["orders-3", "orders-4"], last
+    assert last["results"] == {"orders-3": "NONE", "orders-4": "NONE"}, last
+    assert fleet_status(apiserver, "orders")["departing"] == [], fleet_status(apiserver, "orders")
+    # Events are posted in the background: wait for the first, then check it is the only one.
+    await until(lambda: messages(apiserver, "orders", "LeftGroup"), "the LeftGroup Event")
+    attempted = [body["status"]["lastScaleDown"] for _, body in scale_down_writes(apiserver)]
+    assert len(accepted(apiserver, scale_down_writes(apiserver))) == 1, attempted
+    assert attempted == [last] * len(attempted), attempted
+    left = messages(apiserver, "orders", "LeftGroup")
+    assert left == ["left the group: orders-3, orders-4 (1 rebalance)"], left
+    events = await journal(session, coordinator_url, "orders")
+    assert left_by_admin(events) == ["orders-3", "orders-4"], events
+    assert one_admin_leave(events, ["orders-3", "orders-4"]), events
+    left_at = max(i for i, e in enumerate(events) if e["type"] == "member_left")
+    rebalances = [e for e in events[left_at:] if e["type"] == "rebalance_started"]
+    assert [e["cause"] for e in rebalances] == ["member_left"], events

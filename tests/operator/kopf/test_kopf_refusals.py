@@ -3,7 +3,6 @@ created (or recorded as done), and recovery once the cause is fixed."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from kopf_apiserver import SERVICES, ApiServer
@@ -17,6 +16,7 @@ from kopf_harness import (
     events,
     fleet_body,
     fleet_status,
+    free_port,
     messages,
     patch_fleet_spec,
     statefulset,
@@ -87,19 +87,13 @@ async def test_invalid_specs_and_a_taken_group_id_are_refused_with_a_condition_a
     assert released == ["group orders belongs to fleet shop/orders: left it untouched"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_an_unreachable_coordinator_is_reported_and_retried_until_it_answers(
     apiserver: ApiServer,
     controller: StatefulSetController,
     start_operator: OperatorFactory,
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     await start_operator("--coordinator-url", url)
     await create_fleet(apiserver, fleet_body("orders", 1))

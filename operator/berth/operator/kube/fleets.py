@@ -2,18 +2,27 @@
 
 Rules: status is written with a JSON merge patch on ``/status`` (``null`` removes a key), never through Kopf's
 deferred ``patch``: the scaling planner's departing ids must be durable before the StatefulSet shrinks. Each write
-returns the object as stored, so the caller always plans from what the API server holds.
+returns the object as stored, so the caller always plans from what the API server holds. A write answered 409
+Conflict is sent again, a few times: it carries no resourceVersion, so the API server applied none of it, and
+sending the same patch again is what the write meant. Giving up at once would stop the pass, and after a batch leave
+that loses the leave's only record (``lastScaleDown``): the next pass would leave again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, is_not_found
+from berth.operator.kube.calls import MERGE_PATCH, call_json, is_conflict, is_not_found
 from berth.operator.names import GROUP, PLURAL, VERSION
+
+#: How many times one status write is sent while the API server answers 409 Conflict, and the pause before the
+#: n-th re-send (n times this); after that the conflict stops the pass like any other API error.
+CONFLICT_ATTEMPTS = 5
+CONFLICT_PAUSE_S = 0.05
 
 
 class FleetApi:
@@ -31,13 +40,21 @@ class FleetApi:
 
     async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into ``.status``; returns the whole object after the write."""
-        return await call_json(
-            self.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": dict(patch)},
-            _content_type=MERGE_PATCH,
-        )
+        attempt = 1
+        while True:
+            try:
+                return await call_json(
+                    self.custom.patch_namespaced_custom_object_status,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    {"status": dict(patch)},
+                    _content_type=MERGE_PATCH,
+                )
+            except Exception as error:
+                if not is_conflict(error) or attempt >= CONFLICT_ATTEMPTS:
+                    raise
+            await asyncio.sleep(CONFLICT_PAUSE_S * attempt)
+            attempt += 1
