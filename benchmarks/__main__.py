@@ -22,7 +22,7 @@ BENCHMARKS = {
     "scale_up": "benchmarks.scale_up",
     "durable_writes": "benchmarks.durable_writes",
     "reload": "benchmarks.reload",
-    "pipeline": "benchmarks.pipeline",
+    "pipeline": "benchmarks.pipeline_bench",
 }
 
 

@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop when installed (it roughly halves the event loop's cost per request), else asyncio's own.
+    """uvloop (a dependency off Windows; it roughly halves the event loop's cost per request), else asyncio's own.
 
     ``BERTH_EVENT_LOOP=asyncio`` forces the standard loop (for comparisons and debugging).
     """

@@ -1,0 +1,162 @@
+"""Session-timeout advice per group, from the restart gaps the journal shows, and the ``advice.json`` document.
+
+Owns the advice rule and the file format the operator reads (docs/formats.md, "Session-timeout advice"). Rules:
+- advised = ceil(percentile of the group's restart gaps x safety margin + one heartbeat interval), clamped to
+  [min, max]. A session timeout that long outlasts all but the slowest (1 - percentile) restarts, with margin, so
+  those restarts replace the member in place instead of expiring it and costing two rebalances.
+- The percentile is ``percentile_approx`` (accuracy 10 000): it returns an observed gap, exact on small samples.
+- ``confident`` is false below the confidence threshold of samples; the operator ignores advice that is not.
+- A group without a single restart gap gets no advice: there is no evidence to size from.
+- Time is a parameter: ``generated_at_ms`` is passed in, never read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+ADVICE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class AdviceSettings:
+    """The knobs of the advice rule, defaults as in docs/formats.md."""
+
+    percentile: float = 0.99
+    safety_margin: float = 1.5
+    heartbeat_interval_ms: int = 3000
+    min_ms: int = 6000
+    max_ms: int = 1_800_000
+    confident_samples: int = 30
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.percentile <= 1.0:
+            raise ValueError(f"percentile must be in (0, 1], got {self.percentile}")
+        if self.safety_margin < 1.0:
+            raise ValueError(f"safety margin must be at least 1, got {self.safety_margin}")
+        if not 0 < self.min_ms <= self.max_ms:
+            raise ValueError(f"need 0 < min ({self.min_ms}) <= max ({self.max_ms})")
+
+    @property
+    def percentile_label(self) -> str:
+        """``p99`` for 0.99, ``p99.9`` for 0.999."""
+        return f"p{round(self.percentile * 100, 6):g}"
+
+
+@dataclass(frozen=True)
+class JournalStats:
+    """What was analysed, for the ``journal`` object of ``advice.json``."""
+
+    events: int
+    malformed_lines: int
+    first_ts_ms: int
+    last_ts_ms: int
+
+
+ADVICE_COLUMNS = (
+    "group_id",
+    "advised_session_timeout_ms",
+    "samples",
+    "percentile",
+    "restart_gap_p_ms",
+    "safety_margin",
+    "heartbeat_interval_ms",
+    "min_ms",
+    "max_ms",
+    "confident",
+    "reason",
+)
+
+
+def session_timeout_advice(gaps: DataFrame, settings: AdviceSettings) -> DataFrame:
+    """Restart gaps (``group_id, gap_ms``) -> one row per group with a gap, in ``ADVICE_COLUMNS``."""
+    per_group = gaps.groupBy("group_id").agg(
+        F.count(F.lit(1)).alias("samples"),
+        F.percentile_approx("gap_ms", settings.percentile).alias("restart_gap_p_ms"),
+    )
+    unclamped = F.ceil(
+        F.col("restart_gap_p_ms") * F.lit(settings.safety_margin) + F.lit(settings.heartbeat_interval_ms)
+    ).cast("long")
+    with_advice = per_group.withColumn("unclamped_ms", unclamped).withColumn(
+        "advised_session_timeout_ms",
+        F.greatest(F.lit(settings.min_ms), F.least(F.lit(settings.max_ms), F.col("unclamped_ms"))).cast("long"),
+    )
+    return with_advice.select(
+        "group_id",
+        "advised_session_timeout_ms",
+        "samples",
+        F.lit(settings.percentile).alias("percentile"),
+        F.col("restart_gap_p_ms").cast("long").alias("restart_gap_p_ms"),
+        F.lit(settings.safety_margin).alias("safety_margin"),
+        F.lit(settings.heartbeat_interval_ms).cast("long").alias("heartbeat_interval_ms"),
+        F.lit(settings.min_ms).cast("long").alias("min_ms"),
+        F.lit(settings.max_ms).cast("long").alias("max_ms"),
+        (F.col("samples") >= settings.confident_samples).alias("confident"),
+        _reason(settings).alias("reason"),
+    )
+
+
+def _seconds(ms: Column) -> Column:
+    return F.format_string("%.1f s", ms / F.lit(1000.0))
+
+
+def _reason(settings: AdviceSettings) -> Column:
+    """E.g. ``p99 of 240 restart gaps is 28.0 s; x1.5 + 3.0 s heartbeat = 45.0 s``, plus any clamp and doubt."""
+    samples = F.col("samples").cast("string")
+    heartbeat = f"{settings.heartbeat_interval_ms / 1000:.1f} s"
+    formula = F.concat(
+        F.lit(f"{settings.percentile_label} of "),
+        samples,
+        _plural(" restart gap", " restart gaps"),
+        F.lit(" is "),
+        _seconds(F.col("restart_gap_p_ms")),
+        F.lit(f"; x{settings.safety_margin:g} + {heartbeat} heartbeat = "),
+        _seconds(F.col("unclamped_ms")),
+    )
+    clamp = (
+        F.when(
+            F.col("unclamped_ms") < settings.min_ms,
+            F.lit(f", raised to the minimum {settings.min_ms / 1000:.1f} s"),
+        )
+        .when(
+            F.col("unclamped_ms") > settings.max_ms,
+            F.lit(f", lowered to the maximum {settings.max_ms / 1000:.1f} s"),
+        )
+        .otherwise(F.lit(""))
+    )
+    doubt = F.when(
+        F.col("samples") < settings.confident_samples,
+        F.concat(
+            F.lit("; only "),
+            samples,
+            _plural(" sample", " samples"),
+            F.lit(f", fewer than {settings.confident_samples}: not confident"),
+        ),
+    ).otherwise(F.lit(""))
+    return F.concat(formula, clamp, doubt)
+
+
+def _plural(one: str, many: str) -> Column:
+    return F.when(F.col("samples") == 1, F.lit(one)).otherwise(F.lit(many))
+
+
+def advice_document(advice_rows: list[dict[str, Any]], journal: JournalStats, generated_at_ms: int) -> dict[str, Any]:
+    """Collected advice rows -> the ``advice.json`` document, groups sorted by id."""
+    groups = {
+        row["group_id"]: {name: row[name] for name in ADVICE_COLUMNS if name != "group_id"}
+        for row in sorted(advice_rows, key=lambda r: str(r["group_id"]))
+    }
+    return {
+        "version": ADVICE_VERSION,
+        "generated_at_ms": generated_at_ms,
+        "journal": {
+            "events": journal.events,
+            "malformed_lines": journal.malformed_lines,
+            "first_ts_ms": journal.first_ts_ms,
+            "last_ts_ms": journal.last_ts_ms,
+        },
+        "groups": groups,
+    }

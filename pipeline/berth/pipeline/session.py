@@ -1,0 +1,67 @@
+"""The SparkSession ``berth-analyze`` runs on: embedded local by default, whatever spark-submit says otherwise.
+
+Owns the session's configuration. Rules (SPARK-NOTES.md):
+- A master set in code silently overrides ``spark-submit --master``; spark-submit's Python driver always has
+  ``PYSPARK_GATEWAY_PORT`` in its environment, so the local default (and ``--master``) apply only without it.
+- ``SPARK_LOCAL_IP`` defaults to 127.0.0.1 so a laptop run never binds the host's interface.
+- Executors run this very interpreter (``PYSPARK_PYTHON``), so a venv install works without activation.
+- Session time zone is UTC: hours and dates in the outputs never depend on the machine running the job.
+- An already active session (tests, notebooks) is reused as it is, never reconfigured nor stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "4g"
+LAUNCHED_BY_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"
+
+
+@dataclass(frozen=True)
+class OwnedSession:
+    """A session and whether this process created it (and so must stop it)."""
+
+    spark: SparkSession
+    created_here: bool
+
+
+def launched_by_spark_submit() -> bool:
+    return LAUNCHED_BY_SPARK_SUBMIT in os.environ
+
+
+def local_settings(master: str | None, driver_memory: str) -> dict[str, str]:
+    """The settings a run started outside spark-submit gets; empty under spark-submit (its flags rule)."""
+    if launched_by_spark_submit():
+        return {}
+    return {
+        "spark.master": master or DEFAULT_MASTER,
+        "spark.driver.memory": driver_memory,
+        "spark.ui.showConsoleProgress": "false",
+        # One pass over a laptop's worth of data: a few shuffle partitions per core, let AQE merge small ones.
+        "spark.sql.shuffle.partitions": str(4 * (os.cpu_count() or 2)),
+    }
+
+
+def open_session(master: str | None = None, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> OwnedSession:
+    """The active session if there is one, else a new one configured per the module rules."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return OwnedSession(active, created_here=False)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("berth-analyze")
+    for key, value in local_settings(master, driver_memory).items():
+        builder = builder.config(key, value)
+    spark = (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        # The journal schema has 20 columns; the default (25) makes Spark warn about truncated plans.
+        .config("spark.sql.debug.maxToStringFields", "100")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return OwnedSession(spark, created_here=True)
