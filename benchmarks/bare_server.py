@@ -1,5 +1,7 @@
 """The ceiling for an aiohttp front end: a handler that reads and parses the same JSON, answers a constant.
 
+It runs on the event loop the coordinator runs on (``event_loop_factory``), so the ratio compares handlers only.
+
 Run as its own process (``python -m benchmarks.bare_server``); prints ``listening on http://HOST:PORT``.
 """
 
@@ -10,6 +12,8 @@ import json
 import sys
 
 from aiohttp import web
+
+from berth.coordinator.http.main import event_loop_factory
 
 ANSWER = json.dumps({"error_code": 0, "error": "NONE"}).encode()
 
@@ -35,6 +39,7 @@ async def main() -> None:
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            runner.run(main())
     except KeyboardInterrupt:
         sys.exit(0)

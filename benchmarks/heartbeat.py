@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
 from benchmarks.fastclient import Connection
+from berth.coordinator.http.main import event_loop_factory
 
 GROUPS = 100
 MEMBERS_PER_GROUP = 100
@@ -154,6 +155,7 @@ def main() -> Result:
             "members": len(members),
             "groups": GROUPS,
             "connections": CONNECTIONS,
+            "event_loop": "asyncio" if event_loop_factory() is None else "uvloop",
             "coordinator_requests_per_s": spread(coordinator_rates),
             "bare_aiohttp_requests_per_s": spread(bare_rates),
             "ratio": spread(ratios),
@@ -163,7 +165,8 @@ def main() -> Result:
             "latency_at_rate": latency,
             "coordinator_rss_mib": rss / 2**20,
         },
-        note="Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1.",
+        note="Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1; the bare "
+        "handler runs on the coordinator's event loop.",
     )
 
 

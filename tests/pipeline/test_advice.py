@@ -8,7 +8,13 @@ import pytest
 from pipeline_builders import rows
 from pyspark.sql import DataFrame, SparkSession
 
-from berth.pipeline.advice import AdviceSettings, JournalStats, advice_document, session_timeout_advice
+from berth.pipeline.advice import (
+    AdviceSettings,
+    JournalStats,
+    advice_document,
+    restart_gap_stats,
+    session_timeout_advice,
+)
 
 
 def gaps(spark: SparkSession, by_group: dict[str, list[int]]) -> DataFrame:
@@ -31,6 +37,28 @@ def advice_row(group: str, advised: int, samples: int, gap_p: int, confident: bo
         "confident": confident,
         "reason": reason,
     }
+
+
+@pytest.mark.spark
+def test_gap_stats_give_count_median_chosen_percentile_and_longest_gap_per_group(spark: SparkSession) -> None:
+    stats = restart_gap_stats(gaps(spark, {"orders": [1_000 * i for i in range(1, 11)], "billing": [7_000]}), 0.9)
+
+    assert rows(stats) == [
+        {
+            "group_id": "billing",
+            "samples": 1,
+            "restart_gap_p50_ms": 7_000,
+            "restart_gap_p_ms": 7_000,
+            "restart_gap_max_ms": 7_000,
+        },
+        {
+            "group_id": "orders",
+            "samples": 10,
+            "restart_gap_p50_ms": 5_000,
+            "restart_gap_p_ms": 9_000,
+            "restart_gap_max_ms": 10_000,
+        },
+    ]
 
 
 @pytest.mark.spark

@@ -6,6 +6,7 @@ import pytest
 from pipeline_builders import event, journal, rows
 from pyspark.sql import SparkSession
 
+from berth.pipeline.advice import restart_gap_stats
 from berth.pipeline.report_data import gap_histogram
 from berth.pipeline.summary import group_summary
 
@@ -31,6 +32,7 @@ def test_one_row_per_group_joins_the_transforms_outputs(spark: SparkSession) -> 
     gaps = spark.createDataFrame(
         [("orders", 4_000), ("orders", 9_000), ("orders", 5_000)], "group_id string, gap_ms long"
     )
+    gap_stats = restart_gap_stats(gaps, percentile=0.99)
     advice = spark.createDataFrame(
         [("orders", 16_500, 9_000, False)],
         "group_id string, advised_session_timeout_ms long, restart_gap_p_ms long, confident boolean",
@@ -40,7 +42,7 @@ def test_one_row_per_group_joins_the_transforms_outputs(spark: SparkSession) -> 
         [("orders", 2, 3, 1)], "group_id string, seq long, partitions_moved long, unknown_assignments long"
     )
 
-    summary = group_summary(events, by_cause, avoided, gaps, advice, durations, moved)
+    summary = group_summary(events, by_cause, avoided, gap_stats, advice, durations, moved)
 
     assert rows(summary, "group_id") == [
         {

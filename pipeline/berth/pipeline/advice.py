@@ -71,12 +71,30 @@ ADVICE_COLUMNS = (
 )
 
 
-def session_timeout_advice(gaps: DataFrame, settings: AdviceSettings) -> DataFrame:
-    """Restart gaps (``group_id, gap_ms``) -> one row per group with a gap, in ``ADVICE_COLUMNS``."""
+def restart_gap_stats(gaps: DataFrame, percentile: float) -> DataFrame:
+    """Restart gaps (``group_id, gap_ms``) -> ``group_id, samples, restart_gap_p50_ms, restart_gap_p_ms,
+    restart_gap_max_ms``: one aggregation (both percentiles from one sketch) for the advice and the summary."""
     per_group = gaps.groupBy("group_id").agg(
         F.count(F.lit(1)).alias("samples"),
-        F.percentile_approx("gap_ms", settings.percentile).alias("restart_gap_p_ms"),
+        F.percentile_approx("gap_ms", [0.5, percentile]).alias("percentiles"),
+        F.max("gap_ms").alias("restart_gap_max_ms"),
     )
+    return per_group.select(
+        "group_id",
+        "samples",
+        F.col("percentiles")[0].alias("restart_gap_p50_ms"),
+        F.col("percentiles")[1].alias("restart_gap_p_ms"),
+        "restart_gap_max_ms",
+    )
+
+
+def session_timeout_advice(gaps: DataFrame, settings: AdviceSettings) -> DataFrame:
+    """Restart gaps (``group_id, gap_ms``) -> one row per group with a gap, in ``ADVICE_COLUMNS``."""
+    return advice_from_stats(restart_gap_stats(gaps, settings.percentile), settings)
+
+
+def advice_from_stats(per_group: DataFrame, settings: AdviceSettings) -> DataFrame:
+    """``restart_gap_stats`` at ``settings.percentile`` -> the advice, in ``ADVICE_COLUMNS``."""
     unclamped = F.ceil(
         F.col("restart_gap_p_ms") * F.lit(settings.safety_margin) + F.lit(settings.heartbeat_interval_ms)
     ).cast("long")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from berth.pipeline.advice import AdviceSettings, JournalStats, advice_document, session_timeout_advice
+from berth.pipeline.advice import AdviceSettings, JournalStats, advice_document, advice_from_stats, restart_gap_stats
 from berth.pipeline.assignments import partitions_moved
 from berth.pipeline.progress import Progress, count
 from berth.pipeline.readers import MALFORMED_LINE, good_events, malformed_lines, read_journal
@@ -65,6 +65,7 @@ class _Results:
     """Every transform's output, cached: the summary, the advice and the report each read several."""
 
     gaps: DataFrame
+    gap_stats: DataFrame
     advice: DataFrame
     by_cause: DataFrame
     per_hour: DataFrame
@@ -73,8 +74,8 @@ class _Results:
     moved: DataFrame
 
     def unpersist(self) -> None:
-        for frame in (self.gaps, self.advice, self.by_cause, self.per_hour, self.durations, self.avoided, self.moved):
-            frame.unpersist()
+        for field in fields(self):
+            getattr(self, field.name).unpersist()
 
 
 def analyze(
@@ -91,7 +92,13 @@ def analyze(
     os.makedirs(options.out_dir, exist_ok=True)
     summary_table = (
         group_summary(
-            events, results.by_cause, results.avoided, results.gaps, results.advice, results.durations, results.moved
+            events,
+            results.by_cause,
+            results.avoided,
+            results.gap_stats,
+            results.advice,
+            results.durations,
+            results.moved,
         )
         .orderBy("group_id")
         .toArrow()
@@ -151,7 +158,8 @@ def _read(
 def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) -> _Results:
     """Run and cache every transform, stage by stage, with counts on the progress stream."""
     gaps = restart_gaps(events).cache()
-    advice = session_timeout_advice(gaps, settings).cache()
+    gap_stats = restart_gap_stats(gaps, settings.percentile).cache()
+    advice = advice_from_stats(gap_stats, settings).cache()
     progress.say(f"restart gaps: {count(gaps.count())}; advice for {count(advice.count())} groups")
     durations = rebalance_durations(events).cache()
     progress.say(f"rebalances: {count(durations.count())}")
@@ -159,6 +167,7 @@ def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) 
     progress.say(f"assignments compared: {count(moved.count())}")
     return _Results(
         gaps=gaps,
+        gap_stats=gap_stats,
         advice=advice,
         by_cause=rebalances_by_cause(events).cache(),
         per_hour=rebalances_per_hour(events).cache(),

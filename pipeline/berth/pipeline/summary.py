@@ -32,7 +32,7 @@ def group_summary(
     events: DataFrame,
     by_cause: DataFrame,
     avoided: DataFrame,
-    gaps: DataFrame,
+    gap_stats: DataFrame,
     advice: DataFrame,
     durations: DataFrame,
     moved: DataFrame,
@@ -58,10 +58,11 @@ def group_summary(
         avoided.select(
             "group_id", "static_restarts", "restarts_without_rebalance", "rebalances_if_dynamic", "rebalances_avoided"
         ),
-        gaps.groupBy("group_id").agg(
-            F.count(F.lit(1)).alias("restart_gap_samples"),
-            F.percentile_approx("gap_ms", 0.5).alias("restart_gap_p50_ms"),
-            F.max("gap_ms").alias("restart_gap_max_ms"),
+        gap_stats.select(
+            "group_id",
+            F.col("samples").alias("restart_gap_samples"),
+            "restart_gap_p50_ms",
+            "restart_gap_max_ms",
         ),
         durations.groupBy("group_id").agg(
             F.sum("duration_ms").alias("rebalancing_ms"), F.max("duration_ms").alias("longest_rebalance_ms")
