@@ -135,12 +135,19 @@ def main() -> Result:
                 )
         finally:
             bare.kill()
-        latency = load(coordinator.url, members, rate=LATENCY_RATE)
-        progress(f"at {LATENCY_RATE}/s: p50 {latency['p50_ms']:.2f} ms, p99 {latency['p99_ms']:.2f} ms")
+        latencies = []
+        for r in range(ROUNDS):
+            latencies.append(load(coordinator.url, members, rate=LATENCY_RATE))
+            progress(
+                f"at {LATENCY_RATE}/s, round {r + 1}: p50 {latencies[-1]['p50_ms']:.2f} ms, "
+                f"p99 {latencies[-1]['p99_ms']:.2f} ms, max {latencies[-1]['max_ms']:.1f} ms"
+            )
         rss = coordinator.rss_bytes()
+    p99 = spread([run["p99_ms"] for run in latencies])
+    achieved = spread([run["requests_per_s"] for run in latencies])
     ratios = [c / b for c, b in zip(coordinator_rates, bare_rates, strict=True)]
     ratio = spread(ratios)["median"]
-    met = ratio >= 0.8 and latency["p99_ms"] < 10 and latency["requests_per_s"] >= LATENCY_RATE * 0.95
+    met = ratio >= 0.8 and p99["median"] < 10 and achieved["median"] >= LATENCY_RATE * 0.95
     return Result(
         name="heartbeat",
         title="Heartbeat throughput and latency",
@@ -149,7 +156,7 @@ def main() -> Result:
         met=met,
         summary=(
             f"{spread(coordinator_rates)['median']:.0f}/s = {ratio:.0%} of bare aiohttp; "
-            f"p99 {latency['p99_ms']:.1f} ms at {latency['requests_per_s']:.0f}/s"
+            f"p99 {p99['median']:.1f} ms (min {p99['min']:.1f}, max {p99['max']:.1f}) at {achieved['median']:.0f}/s"
         ),
         figures={
             "members": len(members),
@@ -162,11 +169,19 @@ def main() -> Result:
             "bare_cpu_us_per_request": spread(bare_cpu),
             "coordinator_cpu_us_per_request": spread(coordinator_cpu),
             "cpu_ratio_bare_over_coordinator": spread([b / c for b, c in zip(bare_cpu, coordinator_cpu, strict=True)]),
-            "latency_at_rate": latency,
+            "latency_rate_per_s": LATENCY_RATE,
+            "latency_p50_ms": spread([run["p50_ms"] for run in latencies]),
+            "latency_p99_ms": p99,
+            "latency_max_ms": spread([run["max_ms"] for run in latencies]),
+            "latency_achieved_per_s": achieved,
             "coordinator_rss_mib": rss / 2**20,
         },
         note="Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1; the bare "
-        "handler runs on the coordinator's event loop.",
+        "handler runs on the coordinator's event loop (uvloop). Where the coordinator's extra CPU goes (py-spy, "
+        "with BERTH_EVENT_LOOP=asyncio so it can read the stacks): about a third of its per-heartbeat CPU is its "
+        "own code (body read 15 %, validation 6 %, the core 8 %, error middleware and metrics, the response), "
+        "the rest aiohttp and the socket calls the bare handler pays too. The open-loop p99 swings between runs "
+        "of the same configuration on this shared machine (10 ms to 300 ms seen); p50 stays near 1 ms.",
     )
 
 

@@ -142,8 +142,11 @@ class Server:
         if length is not None and length > self.config.max_body_bytes:
             raise too_large(f"body: {length} bytes is over the {self.config.max_body_bytes}-byte limit")
         try:
-            async with asyncio.timeout(self.config.body_timeout_s):
+            if request.content.is_eof():  # the whole body is here (nearly always): no timer to arm and cancel
                 raw = await request.read()
+            else:
+                async with asyncio.timeout(self.config.body_timeout_s):
+                    raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(f"body: over the {self.config.max_body_bytes}-byte limit") from None
         except TimeoutError:
