@@ -63,28 +63,15 @@ def decoded_assignments(assignments: Column) -> Column:
 
 
 def _decoded(events: DataFrame) -> Column:
-    """``events``' assignments with partitions: a converted journal's as they are, less their base64 (parsing JSON
-    is most of this module's cost, and a converted journal paid it once, at conversion), a JSON Lines journal's
-    decoded now."""
+    """``events``' assignments with partitions: a converted journal's as they are (parsing JSON is most of this
+    module's cost, and a converted journal paid it once, at conversion), a JSON Lines journal's decoded now.
+
+    Reading only the fields needed (rebuilding the structs from pruned field arrays) measured slower: per-member
+    index lookups re-extract the arrays, and zipping them costs more than the base64 it saves."""
     element = cast(ArrayType, events.schema["assignments"].dataType).elementType
     if "partitions" in cast(StructType, element).fieldNames():
-        return _without_stored_bytes(F.col("assignments"))
+        return F.col("assignments")
     return decoded_assignments(F.col("assignments"))
-
-
-def _without_stored_bytes(assignments: Column) -> Column:
-    """A converted journal's assignments without their base64: rebuilt from whole-array field reads, which Parquet
-    prunes to the three columns needed (a lambda over the structs would read the base64 too, a third of the time)."""
-    member_ids = assignments["member_id"]
-    instance_ids = assignments["group_instance_id"]
-    return F.transform(
-        assignments["partitions"],
-        lambda partitions, i: F.struct(
-            member_ids[i].alias("member_id"),
-            instance_ids[i].alias("group_instance_id"),
-            partitions.alias("partitions"),
-        ),
-    )
 
 
 def _stored_fields(member: Column) -> list[Column]:
