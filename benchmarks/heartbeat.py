@@ -176,12 +176,16 @@ def main() -> Result:
             "latency_achieved_per_s": achieved,
             "coordinator_rss_mib": rss / 2**20,
         },
-        note="Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1; the bare "
-        "handler runs on the coordinator's event loop (uvloop). Where the coordinator's extra CPU goes (py-spy, "
-        "with BERTH_EVENT_LOOP=asyncio so it can read the stacks): about a third of its per-heartbeat CPU is its "
-        "own code (body read 15 %, validation 6 %, the core 8 %, error middleware and metrics, the response), "
-        "the rest aiohttp and the socket calls the bare handler pays too. The open-loop p99 swings between runs "
-        "of the same configuration on this shared machine (10 ms to 300 ms seen); p50 stays near 1 ms.",
+        note=(
+            "Closed-loop throughput, 64 keep-alive connections; coordinator on core 0, load on core 1; the bare "
+            "handler runs on the coordinator's event loop (uvloop). What limits the ratio (py-spy, with "
+            "BERTH_EVENT_LOOP=asyncio so it can read the stacks): the coordinator's own code (body read and "
+            "validation, the core's heartbeat, the error middleware and metrics, the response) is about a third of "
+            "its CPU per heartbeat; the rest is aiohttp's request machinery and socket calls, which the bare handler "
+            "pays too. 80 % would take about 50 us per heartbeat, which means leaving aiohttp's web.Application for "
+            "its low-level server. The open-loop p99 swings between runs of the same configuration on this shared "
+            "machine (3 ms to 300 ms seen); p50 stays under 1 ms."
+        ),
     )
 
 

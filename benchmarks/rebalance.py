@@ -126,12 +126,13 @@ def main() -> Result:
         met=at_1000 < 0.2 and linear,
         summary=", ".join(f"{n}: {by_size[n]['total_s']['median'] * 1000:.0f} ms" for n in SIZES),
         figures={"sizes": rows, "per_member_ms": {n: v * 1000 for n, v in per_member.items()}},
-        note="Time from the last join sent to the last sync answered; pre-registered fleet, coordinator on core 0, "
-        "the members' 1,000 connections driven by one Python process on core 1. coordinator_cpu_s is the CPU the "
-        "coordinator spent in that window (clock ticks of 10 ms): the rest is the load generator's. The "
-        "coordinator is CPU-bound on per-request cost (about 170 us per join or sync at 1,000 members, linear in "
-        "the group); a bare aiohttp handler alone costs 40-70 us per request here, so the 2,000 requests of a "
-        "1,000-member rebalance cost 80-140 ms before any group logic.",
+        note=(
+            "Time from the last join sent to the last sync answered; pre-registered fleet, coordinator on core 0, the "
+            "members' connections driven by one Python process on core 1. coordinator_cpu_s is the CPU the "
+            "coordinator spent in that window (clock ticks of 10 ms): nearly all of the wall time, so a rebalance is "
+            "bound by the coordinator's CPU per join and sync, linear in the group. Tuning the cyclic garbage "
+            "collector (coordinator/http/main.py) halved it."
+        ),
     )
     print(json.dumps(result.figures, indent=2))
     return result
