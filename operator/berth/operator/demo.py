@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import importlib.util
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -214,15 +213,16 @@ def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
 
 
 def run_pipeline_report(data_dir: Path, say: Any) -> None:
-    analyze = shutil.which("berth-analyze")
-    if analyze is None or importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
+    if importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
         say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
         return
+    # This interpreter, not whatever berth-analyze PATH finds: the demo may run from a venv nobody activated.
+    analyze = [sys.executable, "-m", "berth.pipeline.main"]
     out = data_dir.parent / "analysis"
     say(f"running the pipeline on the journal: berth-analyze --journal {data_dir / 'journal'} --out {out}")
     import subprocess
 
-    result = subprocess.run([analyze, "--journal", str(data_dir / "journal"), "--out", str(out)], check=False)
+    result = subprocess.run([*analyze, "--journal", str(data_dir / "journal"), "--out", str(out)], check=False)
     if result.returncode == 0:
         say(f"report: {out / 'report.html'}  (advice: {out / 'advice.json'})")
     else:

@@ -109,7 +109,7 @@ def analyze(
     generated_at_ms = now_ms()
     advice_text = json.dumps(advice_document(advice_rows, stats, generated_at_ms), indent=2) + "\n"
     written.append(_write_text(advice_text, options.out_dir, ADVICE_FILE))
-    progress.say(f"wrote {SUMMARY_FILE} ({count(len(summary_rows))} groups) and {ADVICE_FILE}")
+    progress.say(f"wrote {SUMMARY_FILE} ({count(len(summary_rows), 'group')}) and {ADVICE_FILE}")
 
     if options.write_report:
         report = collect_report_data(
@@ -160,7 +160,7 @@ def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) 
     gaps = restart_gaps(events).cache()
     gap_stats = restart_gap_stats(gaps, settings.percentile).cache()
     advice = advice_from_stats(gap_stats, settings).cache()
-    progress.say(f"restart gaps: {count(gaps.count())}; advice for {count(advice.count())} groups")
+    progress.say(f"restart gaps: {count(gaps.count())}; advice for {count(advice.count(), 'group')}")
     durations = rebalance_durations(events).cache()
     progress.say(f"rebalances: {count(durations.count())}")
     moved = partitions_moved(events).cache()

@@ -72,8 +72,8 @@ def analyze_main(argv: Sequence[str]) -> int:
         return _fail(e)
     rate = result.journal.events / max(progress.elapsed_s(), 1e-9)
     progress.say(
-        f"done: {result.journal.events:,} events, {result.groups:,} groups, advice for {result.advised_groups:,} "
-        f"({rate:,.0f} events/s overall) -> {args.out}"
+        f"done: {count(result.journal.events, 'event')}, {count(result.groups, 'group')}, advice for "
+        f"{result.advised_groups:,} ({rate:,.0f} events/s overall) -> {args.out}"
     )
     return 0
 

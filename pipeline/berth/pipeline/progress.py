@@ -33,6 +33,8 @@ class Progress:
         return self._clock() - self._started
 
 
-def count(n: int) -> str:
-    """1234567 -> ``1,234,567``."""
-    return f"{n:,}"
+def count(n: int, noun: str | None = None) -> str:
+    """1234567 -> ``1,234,567``; with a noun, ``1 group`` or ``1,234 groups``."""
+    if noun is None:
+        return f"{n:,}"
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
