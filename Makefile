@@ -46,7 +46,7 @@ demo: install
 soak: install
 	BERTH_CRASH_ROUNDS=50 BERTH_CRASH_RESULTS=benchmarks/results/crash.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
-	$(BIN)/python -m benchmarks floods
+	$(BIN)/python -m benchmarks.floods
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability
 

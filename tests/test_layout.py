@@ -44,3 +44,22 @@ def test_console_scripts_are_installed() -> None:
     bin_dir = Path(sys.executable).parent
     for script in ("berth-coordinator", "berth-operator", "berth-analyze", "berth-demo", "berth-groups"):
         assert (bin_dir / script).exists(), script
+
+
+def test_every_module_the_makefile_runs_exists_and_every_benchmark_it_names_is_registered() -> None:
+    """``make soak`` and ``make bench`` run outside ``make test``; a renamed module must still fail a test."""
+    import importlib.util
+    import re
+
+    from benchmarks.__main__ import BENCHMARKS
+
+    makefile = (ROOT / "Makefile").read_text()
+    modules = re.findall(r"python -m ([\w.]+)((?: [a-z_]+)*)", makefile)
+    assert modules, "no python -m lines found in the Makefile"
+    for module, names in modules:
+        assert importlib.util.find_spec(module) is not None, f"Makefile runs missing module {module}"
+        if module == "benchmarks":
+            for name in names.split():
+                assert name in BENCHMARKS, f"Makefile runs unknown benchmark {name!r}"
+    for module in BENCHMARKS.values():
+        assert importlib.util.find_spec(module) is not None, f"benchmark module {module} is missing"
