@@ -194,3 +194,10 @@ class Api:
         status, resp = await self.get(f"/v1/journal?after={after}&limit={limit}")
         assert status == 200, resp
         return list(resp["events"])
+
+    async def whole_journal(self) -> list[Body]:
+        """Every event, page after page (one page holds at most 10,000)."""
+        events: list[Body] = []
+        while page := await self.journal(after=events[-1]["seq"] if events else 0):
+            events += page
+        return events
