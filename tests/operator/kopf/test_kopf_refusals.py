@@ -84,7 +84,9 @@ async def test_invalid_specs_and_a_taken_group_id_are_refused_with_a_condition_a
     await until(lambda: stored(apiserver, f"{GROUP}/v1alpha1/consumerfleets", "orders-copy") is None, "released")
     assert statefulset(apiserver, "orders") is not None
     released = await until(lambda: messages(apiserver, "orders-copy", "Released"), "the Released Event")
-    assert released == ["group orders belongs to fleet shop/orders: left it untouched"]
+    # Kopf runs a deletion handler at least once (a stale watch event can run it again before the finalizer's
+    # removal is seen); the handler is idempotent, so the Event may repeat, but it says only this.
+    assert set(released) == {"group orders belongs to fleet shop/orders: left it untouched"}
 
 
 async def test_an_unreachable_coordinator_is_reported_and_retried_until_it_answers(
