@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from kopf_apiserver import ApiServer
 from kopf_controller import StatefulSetController
-from kopf_harness import COORDINATOR_FLAGS, NAMESPACE, OperatorFactory, OperatorThread
+from kopf_harness import NAMESPACE, OperatorFactory, OperatorThread, call_failed, running_coordinator
 from support.api import Api
 from support.coordinator import CoordinatorProcess
 
@@ -53,13 +53,8 @@ def kubeconfig(apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @pytest.fixture
 def coordinator(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[CoordinatorProcess]:
-    process = CoordinatorProcess(tmp_path / "coordinator", *COORDINATOR_FLAGS, manual_clock=False)
-    process.start()
-    yield process
-    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
-        print(process.stderr())
-    if process.proc is not None and process.proc.poll() is None:
-        process.kill()
+    with running_coordinator(tmp_path / "coordinator", lambda: call_failed(request)) as process:
+        yield process
 
 
 @pytest.fixture

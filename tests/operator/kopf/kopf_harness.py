@@ -10,16 +10,19 @@ last section holds the steps of a 5 -> 3 scale-down of fleet ``orders`` that sev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 from kopf_apiserver import EVENTS, FLEETS, STATEFULSETS, ApiServer
 from kopf_controller import StatefulSetController
 from support.api import Api
+from support.coordinator import CoordinatorProcess
 
 from berth.operator.app import run_operator
 from berth.operator.options import parse_options
@@ -27,6 +30,28 @@ from berth.operator.options import parse_options
 NAMESPACE = "shop"
 #: The coordinator's flags for these tests: forming a group should not wait out Kafka's 3 s initial delay.
 COORDINATOR_FLAGS = ("--group-initial-rebalance-delay-ms", "100")
+
+
+@contextlib.contextmanager
+def running_coordinator(data_dir: Path, failed: Callable[[], bool], *extra: str) -> Iterator[CoordinatorProcess]:
+    """A real coordinator (system clock) for one test; its log is printed when ``failed()`` says the test failed."""
+    process = CoordinatorProcess(data_dir, *COORDINATOR_FLAGS, *extra, manual_clock=False)
+    process.start()
+    try:
+        yield process
+    finally:
+        if failed():
+            print(process.stderr())
+        if process.proc is not None and process.proc.poll() is None:
+            process.kill()
+
+
+def call_failed(request: Any) -> bool:
+    """Whether a test's call phase failed (the ``rep_call`` hook in conftest records it)."""
+    report = getattr(request.node, "rep_call", None)
+    return report is not None and bool(report.failed)
+
+
 T = TypeVar("T")
 
 

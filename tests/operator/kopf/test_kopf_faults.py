@@ -24,11 +24,11 @@ import pytest
 from kopf_apiserver import FLEETS, ApiServer
 from kopf_controller import StatefulSetController
 from kopf_harness import (
-    COORDINATOR_FLAGS,
     ORDERS,
     OperatorFactory,
     accepted,
     assert_left_once,
+    call_failed,
     condition,
     delete_fleet,
     events,
@@ -42,6 +42,7 @@ from kopf_harness import (
     passes_after,
     patch_fleet_spec,
     requests_to,
+    running_coordinator,
     running_fleet,
     scale_down_writes,
     shrink_and_hold,
@@ -59,15 +60,9 @@ from berth.operator.kube.fleets import CONFLICT_ATTEMPTS
 def coordinator(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[CoordinatorProcess]:
     """The coordinator on a fixed port (this module's override of conftest's): started again on the same data
     directory after it was killed, it answers at the same URL, as behind a Kubernetes Service."""
-    process = CoordinatorProcess(
-        tmp_path / "coordinator", *COORDINATOR_FLAGS, "--port", str(free_port()), manual_clock=False
-    )
-    process.start()
-    yield process
-    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
-        print(process.stderr())
-    if process.proc is not None and process.proc.poll() is None:
-        process.kill()
+    port = ("--port", str(free_port()))
+    with running_coordinator(tmp_path / "coordinator", lambda: call_failed(request), *port) as process:
+        yield process
 
 
 def _unreachable(apiserver: ApiServer) -> dict[str, Any] | None:
