@@ -7,7 +7,7 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java tools lint typecheck imports test test-fast demo soak bench clean
+.PHONY: install java etcd tools lint typecheck imports test test-fast demo soak bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,9 +21,12 @@ $(TOOLS): scripts/install_k8s_tools.py | $(STAMP)
 java:
 	scripts/ensure-java.sh
 
+etcd:
+	scripts/ensure-etcd.sh
+
 tools: $(TOOLS)
 
-install: $(STAMP) $(TOOLS) java
+install: $(STAMP) $(TOOLS) java etcd
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -36,7 +39,7 @@ test: install lint
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow"
+	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow and not kube"
 
 ## The main job on the embedded default: a local fleet showing static membership at work.
 demo: install

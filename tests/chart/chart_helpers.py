@@ -1,5 +1,5 @@
-"""Shared by tests/chart: the real helm binary, rendering, Kubernetes OpenAPI validation, and the CRD's schema
-(as JSON Schema, with the API server's defaulting and its CEL rules)."""
+"""Shared by tests/chart: the real helm binary, rendering, Kubernetes OpenAPI validation of rendered objects, and the
+CRD file. (What the API server does with the CRD is tested on the real server in tests/kube.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,113 +203,6 @@ def crd() -> Obj:
 def crd_version() -> Obj:
     versions: list[Obj] = crd()["spec"]["versions"]
     return versions[0]
-
-
-def openapi_schema() -> Obj:
-    schema: Obj = crd_version()["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def to_json_schema(node: Obj, *, root: bool = True) -> Obj:
-    """The CRD's OpenAPI v3 schema as Draft 7 JSON Schema that also REJECTS every field the API server would
-    silently prune (so a misspelt field in an example fails instead of vanishing), and honours ``nullable``."""
-    out: Obj = {}
-    for key, value in node.items():
-        if key.startswith("x-kubernetes-") or key == "nullable":
-            continue
-        if key == "properties":
-            out[key] = {name: to_json_schema(child, root=False) for name, child in value.items()}
-        elif key == "items" or (key == "additionalProperties" and isinstance(value, dict)):
-            out[key] = to_json_schema(value, root=False)
-        else:
-            out[key] = copy.deepcopy(value)
-    if node.get("nullable") and "type" in out:
-        out["type"] = [out["type"], "null"]
-    keeps_unknown = node.get("x-kubernetes-preserve-unknown-fields") is True
-    if "properties" in node and "additionalProperties" not in node and not keeps_unknown:
-        out["additionalProperties"] = False
-    if root:
-        # apiVersion, kind and metadata are the API server's, not the schema's, to check.
-        out["properties"]["metadata"] = {"type": "object"}
-    return out
-
-
-@functools.cache
-def _crd_validator() -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(to_json_schema(openapi_schema()))
-
-
-def crd_json_schema_errors(obj: Obj) -> list[str]:
-    validator = _crd_validator()
-    return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(obj)]
-
-
-def apply_defaults(schema: Obj, value: Any) -> Any:
-    """``value`` with the schema's defaults filled in, as the API server does: a missing property with a default
-    gets it (and then its own nested defaults), recursively through objects and arrays."""
-    if isinstance(value, dict):
-        result = dict(value)
-        for name, child in (schema.get("properties") or {}).items():
-            if name not in result and "default" in child:
-                result[name] = copy.deepcopy(child["default"])
-            if name in result:
-                result[name] = apply_defaults(child, result[name])
-        return result
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [apply_defaults(schema["items"], item) for item in value]
-    return value
-
-
-Path_ = tuple[str, ...]  # property names; "[]" steps into array items
-
-
-def cel_rules(schema: Obj, path: Path_ = ()) -> list[tuple[Path_, str, str]]:
-    """(schema path, rule, message) of every x-kubernetes-validations rule."""
-    rules = [(path, r["rule"], r.get("message", "")) for r in schema.get("x-kubernetes-validations") or []]
-    for name, child in (schema.get("properties") or {}).items():
-        rules += cel_rules(child, (*path, name))
-    if isinstance(schema.get("items"), dict):
-        rules += cel_rules(schema["items"], (*path, "[]"))
-    return rules
-
-
-def values_at(obj: Any, path: Path_) -> Iterator[Any]:
-    if not path:
-        yield obj
-        return
-    head, rest = path[0], path[1:]
-    if head == "[]" and isinstance(obj, list):
-        for item in obj:
-            yield from values_at(item, rest)
-    elif isinstance(obj, dict) and head in obj:
-        yield from values_at(obj[head], rest)
-
-
-#: Python twins of the CRD's CEL rules, so that the rules are checked even where no CEL runtime is installed.
-#: A rule without a twin fails test_every_cel_rule_has_a_python_twin; with cel-python installed, each twin is
-#: also checked to agree with the real CEL evaluation.
-CEL_TWINS: dict[str, Callable[[Any], bool]] = {
-    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')": lambda s: (
-        re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", s["metadata"]["name"]) is not None
-    ),
-    "size(self.metadata.name) <= 52": lambda s: len(s["metadata"]["name"]) <= 52,
-    "self.minMs <= self.maxMs": lambda s: s["minMs"] <= s["maxMs"],
-    "self.policy != 'Fixed' || has(self.fixedMs)": lambda s: s["policy"] != "Fixed" or "fixedMs" in s,
-    "self.policy == 'Fixed' || !has(self.fixedMs)": lambda s: s["policy"] == "Fixed" or "fixedMs" not in s,
-}
-
-
-def cel_violations(obj: Obj, evaluate: Callable[[str, Any], bool] | None = None) -> list[str]:
-    """Messages of the CEL rules ``obj`` (defaulted first, like the API server) breaks. ``evaluate(rule, self)``
-    defaults to the Python twins."""
-    defaulted = apply_defaults(openapi_schema(), obj)
-    check = evaluate or (lambda rule, value: CEL_TWINS[rule](value))
-    return [
-        message
-        for path, rule, message in cel_rules(openapi_schema())
-        for value in values_at(defaulted, path)
-        if not check(rule, value)
-    ]
 
 
 def example_files() -> list[Path]:

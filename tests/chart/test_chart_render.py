@@ -21,8 +21,6 @@ from chart_helpers import (
     NAMESPACE,
     ROOT,
     Obj,
-    cel_violations,
-    crd_json_schema_errors,
     find,
     k8s_errors,
     one,
@@ -493,9 +491,8 @@ def test_tokens_are_random_per_render_but_notes_never_show_them() -> None:
     manifest, _, notes = result.stdout.partition("NOTES:")
     assert "kubectl -n berth get cf -w" in notes and "describe cf orders" in notes
     assert "involvedObject.kind=ConsumerFleet" in notes
-    # The first fleet the notes offer is a valid ConsumerFleet, copy-pastable as a heredoc.
+    # The first fleet the notes offer is copy-pastable as a heredoc (tests/kube applies it to a real server).
     fleet = yaml.safe_load(notes.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
-    assert crd_json_schema_errors(fleet) == [] and cel_violations(fleet) == []
     assert fleet["spec"]["coordinator"]["tokenSecretRef"] == {"name": "orders-token", "key": "token"}
     assert "jsonpath='{.data.token-orders}'" in notes
     secret = one([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d], "Secret")

@@ -67,8 +67,22 @@ def _openssl(*args: str, cwd: Path) -> None:
 def make_pki(pki: Path) -> None:
     """CA, serving cert for 127.0.0.1, service-account keys, and client certs for the admin and the controllers."""
     pki.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-             "-subj", "/CN=berth-test-ca", cwd=pki)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=berth-test-ca",
+        cwd=pki,
+    )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     (pki / "server.ext").write_text(
@@ -81,14 +95,32 @@ def make_pki(pki: Path) -> None:
         ("admin", "/O=system:masters/CN=berth-test-admin", None),
         ("kcm", "/CN=system:kube-controller-manager", None),
     ):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                 "-subj", subject, cwd=pki)  # fmt: skip
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=pki,
+        )
         sign = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"]
         _openssl(*sign, "-out", f"{name}.crt", "-days", "2", *(["-extfile", ext] if ext else []), cwd=pki)
 
 
-def kubeconfig_text(server: str, ca: Path, *, cert: Path | None = None, key: Path | None = None,
-                    token: str | None = None, user: str = "user") -> str:  # fmt: skip
+def kubeconfig_text(
+    server: str,
+    ca: Path,
+    *,
+    cert: Path | None = None,
+    key: Path | None = None,
+    token: str | None = None,
+    user: str = "user",
+) -> str:
     """A kubeconfig for one user: a client certificate or a bearer token."""
     if token is not None:
         credentials = f"    token: {token}\n"
@@ -133,26 +165,50 @@ class ControlPlane:
         etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
         api_port, kcm_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        self._spawn("etcd", [
-            str(self.binaries.etcd), "--data-dir", str(self.workdir / "etcd"), "--name", "berth-test",
-            "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
-            "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
-            "--initial-cluster", f"berth-test=http://127.0.0.1:{etcd_peer}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{etcd_metrics}",
-            "--unsafe-no-fsync",  # test data: durability of etcd is not under test, speed on a shared disk is
-        ])  # fmt: skip
+        self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--data-dir",
+                str(self.workdir / "etcd"),
+                "--name",
+                "berth-test",
+                "--listen-client-urls",
+                etcd_url,
+                "--advertise-client-urls",
+                etcd_url,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{etcd_peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{etcd_peer}",
+                "--initial-cluster",
+                f"berth-test=http://127.0.0.1:{etcd_peer}",
+                "--listen-metrics-urls",
+                f"http://127.0.0.1:{etcd_metrics}",
+                "--unsafe-no-fsync",  # test data: durability of etcd is not under test, speed on a shared disk is
+            ],
+        )
         self.server = f"https://127.0.0.1:{api_port}"
-        self._spawn("kube-apiserver", [
-            str(self.binaries.apiserver), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}", f"--etcd-servers={etcd_url}",
-            f"--client-ca-file={pki / 'ca.crt'}", f"--tls-cert-file={pki / 'server.crt'}",
-            f"--tls-private-key-file={pki / 'server.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
-            "--endpoint-reconciler-type=none", "--profiling=false",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.apiserver),
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--etcd-servers={etcd_url}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--tls-cert-file={pki / 'server.crt'}",
+                f"--tls-private-key-file={pki / 'server.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=Node,RBAC",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ],
+        )
         self.kubeconfig.write_text(
             kubeconfig_text(self.server, pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key", user="admin")
         )
@@ -161,12 +217,22 @@ class ControlPlane:
             kubeconfig_text(self.server, pki / "ca.crt", cert=pki / "kcm.crt", key=pki / "kcm.key", user="kcm")
         )
         self._wait_ready(timeout_s)
-        self._spawn("kube-controller-manager", [
-            str(self.binaries.controller_manager), f"--kubeconfig={kcm_config}", "--bind-address=127.0.0.1",
-            f"--secure-port={kcm_port}", "--controllers=*", "--leader-elect=false",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-            "--use-service-account-credentials=true",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries.controller_manager),
+                f"--kubeconfig={kcm_config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                # No node lifecycle controller: the tests' fake node sends no heartbeats, and that controller would
+                # taint it unreachable and evict its pods a few minutes in.
+                "--controllers=*,-nodelifecycle",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--use-service-account-credentials=true",
+            ],
+        )
 
     def _wait_ready(self, timeout_s: float) -> None:
         context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
@@ -184,7 +250,9 @@ class ControlPlane:
             except OSError as error:
                 last = str(error)
             time.sleep(0.2)
-        raise RuntimeError(f"kube-apiserver not ready after {timeout_s} s ({last}):\n{self.log('kube-apiserver')[-3000:]}")
+        raise RuntimeError(
+            f"kube-apiserver not ready after {timeout_s} s ({last}):\n{self.log('kube-apiserver')[-3000:]}"
+        )
 
     def stop(self) -> None:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):

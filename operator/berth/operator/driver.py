@@ -13,7 +13,6 @@ same way. Rules:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -40,15 +39,6 @@ class EventSink(Protocol):
     def warning(self, reason: str, message: str) -> None: ...
 
 
-@dataclass
-class Execution:
-    """What a plan did: the actions completed, and the leave results when one was sent."""
-
-    completed: int = 0
-    leave_results: dict[str, str] = field(default_factory=dict)
-    group_deleted: bool = False
-
-
 class GroupStillHasMembers(RuntimeError):
     """DeleteGroups answered NON_EMPTY_GROUP: someone is still in the group; retried on the next reconcile."""
 
@@ -62,8 +52,7 @@ async def execute_plan(
     patch_status: StatusPatcher,
     events: EventSink,
     now: Callable[[], datetime],
-) -> Execution:
-    done = Execution()
+) -> None:
     for action in plan.actions:
         if isinstance(action, PatchStatus):
             await patch_status(action.patch)
@@ -75,36 +64,40 @@ async def execute_plan(
             events.info("PreRegistrationCleared", f"group {group_id} no longer waits for expected members")
         elif isinstance(action, ScaleWorkload):
             await workload.scale(action.replicas)
-            events.info("Scaled", f"scaled to {action.replicas} replicas")
+            events.info("Scaled", f"scaled to {_count(action.replicas, 'replica')}")
         elif isinstance(action, BatchLeave):
             results = dict(await coordinator.leave_instances(group_id, action.instance_ids))
             record = record_scale_down(action, results, now=now())
             await patch_status(record.patch)
-            done.leave_results = results
-            events.info("LeftGroup", describe_leave(action.instance_ids, results))
+            left_any = any(results.get(name) == "NONE" for name in action.instance_ids)
+            events.info("LeftGroup" if left_any else "NotInGroup", describe_leave(action, results))
         elif isinstance(action, DeleteGroup):
             outcome = await coordinator.delete_group(group_id)
             if outcome == "NON_EMPTY_GROUP":
                 raise GroupStillHasMembers(f"group {group_id} still has members; it will be deleted once empty")
-            done.group_deleted = True
             events.info("GroupDeleted", f"deleted group {group_id}")
-        done.completed += 1
-    return done
 
 
-def describe_leave(instance_ids: tuple[str, ...], results: Mapping[str, str]) -> str:
-    """``left the group: orders-3, orders-4 (1 rebalance)``, with the ids that were already gone set apart."""
-    left = [i for i in instance_ids if results.get(i) == "NONE"]
-    gone = [i for i in instance_ids if results.get(i) == "UNKNOWN_MEMBER_ID"]
-    failed = [f"{i} ({results.get(i, 'no answer')})" for i in instance_ids if i not in left and i not in gone]
+def describe_leave(leave: BatchLeave, results: Mapping[str, str]) -> str:
+    """``left the group: orders-3, orders-4 (1 rebalance)``, with the ids that were not members set apart."""
+    ids = leave.instance_ids
+    left = [i for i in ids if results.get(i) == "NONE"]
+    gone = [i for i in ids if results.get(i) == "UNKNOWN_MEMBER_ID"]
+    failed = [f"{i} ({results.get(i, 'no answer')})" for i in ids if i not in left and i not in gone]
     parts = []
     if left:
-        parts.append(f"left the group: {_ids(left)} (1 rebalance)")
+        # Removing every member empties the group: nobody is left to rebalance.
+        effect = "the group is now empty" if leave.everyone else "1 rebalance"
+        parts.append(f"left the group: {_ids(left)} ({effect})")
     if gone:
-        parts.append(f"already gone: {_ids(gone)}")
+        parts.append(f"not in the group (never joined or already gone): {_ids(gone)}")
     if failed:
         parts.append(f"could not leave: {', '.join(failed)}")
     return "; ".join(parts) or "nobody to leave"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _ids(ids: tuple[str, ...] | list[str]) -> str:

@@ -52,6 +52,6 @@ async def test_delete_scales_to_zero_leaves_everyone_deletes_the_group_then_rele
     assert described["group_state"] == "Dead"
 
     await until(lambda: messages(apiserver, "orders", "Finalized"), "the Finalized Event")
-    assert messages(apiserver, "orders", "LeftGroup") == ["left the group: orders-0, orders-1 (1 rebalance)"]
+    assert messages(apiserver, "orders", "LeftGroup") == ["left the group: orders-0, orders-1 (the group is now empty)"]
     assert messages(apiserver, "orders", "GroupDeleted") == ["deleted group orders"]
     assert messages(apiserver, "orders", "Scaled")[-1] == "scaled to 0 replicas"

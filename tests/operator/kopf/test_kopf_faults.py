@@ -255,6 +255,6 @@ async def test_fleet_deleted_mid_scale_down_leaves_everyone_once_deletes_the_gro
     assert last["removed"] == ORDERS
     assert last["results"] == dict.fromkeys(ORDERS, "NONE")
     await until(lambda: messages(apiserver, "orders", "Finalized"), "the Finalized Event")
-    assert messages(apiserver, "orders", "LeftGroup") == [f"left the group: {everyone} (1 rebalance)"]
+    assert messages(apiserver, "orders", "LeftGroup") == [f"left the group: {everyone} (the group is now empty)"]
     assert messages(apiserver, "orders", "GroupDeleted") == ["deleted group orders"]
     assert controller.sizes_seen["orders"] == [0, 5, 3, 0]

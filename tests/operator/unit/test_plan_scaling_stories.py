@@ -82,7 +82,7 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
         (), waiting="waiting for pods orders-3, orders-4 to terminate before they leave the group"
     )
     assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=later) == ScalingPlan(
-        (), waiting="waiting for pods orders-3 to terminate before they leave the group"
+        (), waiting="waiting for pod orders-3 to terminate before they leave the group"
     )
 
     # 3. Both gone: ONE leave naming both.
@@ -190,7 +190,7 @@ def test_pods_of_a_statefulset_shrunk_behind_the_operators_back_depart_too(now: 
 
     assert plan == ScalingPlan(
         (PatchStatus({"departing": list(ids(3)), "departingSince": T0}),),
-        waiting="waiting for pods orders-3 to terminate before they leave the group",
+        waiting="waiting for pod orders-3 to terminate before they leave the group",
     )
 
 

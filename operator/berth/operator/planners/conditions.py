@@ -24,6 +24,16 @@ class Condition:
     message: str  # a sentence for a person
 
 
+def format_duration_ms(ms: int) -> str:
+    """A duration for people, in Go's style as kubectl shows them: ``45s``, ``1m30s``, ``30m``, ``6.5s``."""
+    if ms % 1000:
+        return f"{ms / 1000:g}s"
+    hours, rest = divmod(ms // 1000, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (seconds, "s")) if value)
+    return text or "0s"
+
+
 def format_time(now: datetime) -> str:
     """RFC 3339 in UTC, seconds precision: ``2026-01-02T03:04:05Z``."""
     if now.tzinfo is None:

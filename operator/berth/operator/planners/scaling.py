@@ -68,6 +68,8 @@ class BatchLeave:
 
     instance_ids: tuple[str, ...]
     departing_since: str | None  # when these ids started departing, for lastScaleDown.seconds
+    #: The leave removes every member (the fleet is being deleted): the group empties instead of rebalancing.
+    everyone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +154,10 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
         elif still_there:
-            waiting = f"waiting for pods {_ids(still_there)} to terminate before they leave the group"
+            pods = "pod" if len(still_there) == 1 else "pods"
+            waiting = f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
         elif obs.leave_on_scale_down or obs.deleting:
-            actions.append(BatchLeave(departing, since))
+            actions.append(BatchLeave(departing, since, everyone=obs.deleting))
         else:
             # No leave: their sessions expire on their own; record the scale-down all the same.
             actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))

@@ -8,7 +8,8 @@ CoordinatorReachable, Rebalancing and ScaleDownPending. Rules:
 - Missing instance ids are the fleet's ids that are not members.
 - When the coordinator could not be asked, ``group`` is None (keep the last known block) and the conditions that
   depend on it are Unknown; ScaleDownPending depends only on the fleet's own ``departing`` list.
-- Ready means: the group is Stable, every instance id of the fleet is a member and (when known) every pod is ready.
+- Ready means: the group is Stable, every instance id of the fleet is a member and (when known) every pod is ready;
+  pods not ready are named before members missing (they are why members are missing).
   A fleet scaled to zero is Ready when its group is Empty or gone.
 """
 
@@ -96,12 +97,13 @@ def _ready(
         return Condition(READY, "True", "ScaledToZero", "the fleet has no members and its group is idle")
     if description.state in REBALANCING_STATES:
         return Condition(READY, "False", "GroupRebalancing", f"the group is in {description.state}")
+    # Pods that are not ready (Pending, starting) are why their members are missing: name the cause, not the effect.
+    if ready_replicas is not None and ready_replicas < len(instance_ids):
+        return Condition(READY, "False", "PodsNotReady", f"{ready_replicas} of {len(instance_ids)} pods are ready")
     if missing:
         return Condition(READY, "False", "MembersMissing", f"not in the group: {', '.join(missing)}")
     if description.state != "Stable":
         return Condition(READY, "False", f"Group{description.state}", f"the group is {description.state}")
-    if ready_replicas is not None and ready_replicas < len(instance_ids):
-        return Condition(READY, "False", "PodsNotReady", f"{ready_replicas} of {len(instance_ids)} pods are ready")
     return Condition(
         READY,
         "True",

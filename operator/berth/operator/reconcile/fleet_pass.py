@@ -261,6 +261,7 @@ class FleetPass:
         was_refused = fleet_status.condition_status(self.status, fleet_status.SPEC_VALID) == "False"
         patch = fleet_status.view_patch(
             fleet_name=fleet.name,
+            group_id=fleet.spec.group_id,
             desired_replicas=fleet.spec.replicas,
             status=self.status,
             selector=selector,

@@ -1,8 +1,8 @@
 """The status blocks a reconcile writes besides the scaling planner's: the fleet's view, conditions, refusals.
 
 Owns the condition ``SpecValid`` (the planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending)
-and the keys ``replicas``, ``readyReplicas``, ``selector``, ``instanceIds``, ``group``, ``conditions`` and
-``observedGeneration``. Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose
+and the keys ``replicas``, ``readyReplicas``, ``ready`` ("3/5"), ``groupId``, ``sessionTimeout`` ("45s", from
+``sessionTimeoutMs``), ``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``. Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose
 value differs, so an idle fleet's reconcile writes nothing (every write is a watch event for every client).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from berth.operator.planners.conditions import Condition, merge_conditions
+from berth.operator.planners.conditions import Condition, format_duration_ms, merge_conditions
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.status import READY, plan_group_status
@@ -53,6 +53,7 @@ def refused_before(status: Mapping[str, Any], reason: str, message: str) -> bool
 def view_patch(
     *,
     fleet_name: str,
+    group_id: str,
     desired_replicas: int,
     status: Mapping[str, Any],
     selector: str,
@@ -85,6 +86,8 @@ def view_patch(
     patch: dict[str, Any] = {
         "replicas": running,
         "readyReplicas": ready,
+        "ready": f"{ready}/{desired_replicas}",
+        "groupId": group_id,
         "selector": selector,
         "instanceIds": list(ids),
         # Present and empty when nothing departs (the scaling planner writes it only when it changes).
@@ -92,6 +95,8 @@ def view_patch(
         "conditions": conditions,
         "observedGeneration": generation,
     }
+    if isinstance(status.get("sessionTimeoutMs"), int):
+        patch["sessionTimeout"] = format_duration_ms(status["sessionTimeoutMs"])
     if plan.group is not None:
         patch["group"] = plan.group
     return patch

@@ -1,0 +1,91 @@
+"""Fixtures for the control-plane tier: the chart installed once, and the real operator running as the chart's
+ServiceAccount against a real coordinator, with a fake kubelet per test namespace."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.coordinator import CoordinatorProcess
+from support.fake_kubelet import FakeKubelet
+from support.kube import Kube
+from support.kube_cluster import REPO
+from support.operator_process import OperatorProcess
+
+CHART = REPO / "charts" / "berth"
+RELEASE = "berth"
+RELEASE_NAMESPACE = "berth"
+OPERATOR_SA = "berth-operator"
+ADMIN_TOKEN = "admin-token-for-the-kube-tier"
+MEMBER_TOKEN = "member-token-for-the-kube-tier"
+#: Forming a group should not wait out Kafka's 3 s initial delay.
+COORDINATOR_FLAGS = ("--group-initial-rebalance-delay-ms", "100")
+
+
+@pytest.fixture(scope="session")
+def chart_release(kube: Kube) -> str:
+    """Release ``berth`` of the chart with its defaults, installed once: its ServiceAccount, ClusterRole and binding
+    are the identity the operator runs as. (Its Deployment and StatefulSet never run: there is no kubelet.)"""
+    kube.helm("install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace")
+    return RELEASE
+
+
+@pytest.fixture(scope="session")
+def operator_identity(kube: Kube, chart_release: str) -> Kube:
+    """kubectl as the operator's ServiceAccount, with a bound token as its pod would get."""
+    return kube.as_service_account(RELEASE_NAMESPACE, OPERATOR_SA)
+
+
+@pytest.fixture(scope="module")
+def coordinator_for_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoordinatorProcess]:
+    """A real coordinator (system clock) that requires tokens: the operator's admin token, and one for members."""
+    directory = tmp_path_factory.mktemp("coordinator")
+    tokens = directory / "tokens.yaml"
+    tokens.write_text(yaml.safe_dump({"tokens": [
+        {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
+        {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
+    ]}))  # fmt: skip
+    process = CoordinatorProcess(
+        directory / "data", *COORDINATOR_FLAGS, "--tokens-file", str(tokens), manual_clock=False
+    )
+    process.start()
+    yield process
+    process.kill()
+
+
+@pytest.fixture(scope="module")
+def running_operator(
+    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """``berth-operator``, cluster-wide, as the chart's ServiceAccount, with the coordinator as its default."""
+    directory = tmp_path_factory.mktemp("operator")
+    token_file = directory / "admin-token"
+    token_file.write_text(ADMIN_TOKEN)
+    args = ["--coordinator-url", coordinator_for_operator.url, "--token-file", str(token_file),
+            "--liveness-port", "0", "--reconcile-interval-s", "2"]  # fmt: skip
+    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
+    yield operator
+    operator.stop()
+    forbidden = operator.forbidden()
+    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+
+
+@pytest.fixture
+def kubelet(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[FakeKubelet]:
+    """Member processes for the test namespace's pods, and the Secret holding their coordinator token."""
+    kube.kubectl("create", "secret", "generic", "member-token", "-n", namespace, f"--from-literal=token={MEMBER_TOKEN}")
+    fake = FakeKubelet(kube.kubeconfig, namespace, tmp_path / "pods").start()
+    yield fake
+    fake.stop()
+    assert fake.error is None, f"the fake kubelet failed: {fake.error!r}"
+
+
+def coordinator_get(coordinator: CoordinatorProcess, path: str) -> Any:
+    request = urllib.request.Request(coordinator.url + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())

@@ -1,0 +1,406 @@
+"""The ConsumerFleet CRD on a real kube-apiserver: it installs both ways, the server defaults and validates fleets
+as DESIGN.md says (every OpenAPI keyword and CEL rule refusing with a message naming the field), the status and
+scale subresources work, and `kubectl get cf` shows what a person needs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.kube import Kube, wait_until
+from support.kube_cluster import REPO
+
+pytestmark = pytest.mark.kube
+
+CRD_FILE = REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml"
+EXAMPLES = sorted((REPO / "deploy" / "examples").glob("*.yaml"))
+Obj = dict[str, Any]
+
+
+def fleet(name: str = "orders", **spec: Any) -> Obj:
+    """A valid ConsumerFleet with ``spec`` merged over the smallest valid spec."""
+    base: Obj = {"replicas": 3, "template": {"spec": {"containers": [{"name": "consumer", "image": "berth:0.1.0"}]}}}
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "ConsumerFleet",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
+
+
+def dry_run_create(kube: Kube, obj: Obj, namespace: str) -> tuple[bool, str]:
+    """Create ``obj`` with ``--dry-run=server``: every admission step runs, nothing is stored."""
+    result = kube.kubectl(
+        "create", "--dry-run=server", "-n", namespace, "-f", "-", input=yaml.safe_dump(obj), check=False
+    )
+    return result.returncode == 0, result.stderr.strip()
+
+
+# --- installing the CRD -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["client-side", "server-side"])
+def test_the_crd_installs_with_kubectl_apply_either_way_and_becomes_established(kube: Kube, mode: str) -> None:
+    """A fresh install of the file as written (under a group of its own, so the session's CRD is untouched)."""
+    group = f"{mode.split('-')[0]}.berth.dev"
+    crd = yaml.safe_load(CRD_FILE.read_text().replace("berth.dev", group))
+    name = crd["metadata"]["name"]
+    assert name == f"consumerfleets.{group}"
+    try:
+        kube.apply(crd, server_side=mode == "server-side")
+
+        def conditions() -> dict[str, str] | None:
+            stored = kube.get("crd", name)
+            found = {c["type"]: c["status"] for c in stored.get("status", {}).get("conditions") or []}
+            return found if found.get("Established") == "True" else None
+
+        assert wait_until(conditions, f"{name} Established", timeout_s=30)["NamesAccepted"] == "True"
+        # Applying the same file again changes nothing.
+        again = kube.kubectl(
+            "apply", *(["--server-side"] if mode == "server-side" else []), "-f", "-", input=yaml.safe_dump(crd)
+        ).stdout
+        assert "unchanged" in again or "serverside-applied" in again
+    finally:
+        kube.kubectl("delete", "crd", name, "--ignore-not-found", "--wait=false")
+
+
+def test_the_session_crd_is_the_file_as_written(kube: Kube) -> None:
+    stored = kube.get("crd", "consumerfleets.berth.dev")
+    written = yaml.safe_load(CRD_FILE.read_text())
+    assert stored["spec"]["names"]["shortNames"] == ["cf"]
+    assert stored["spec"]["versions"][0]["schema"] == written["spec"]["versions"][0]["schema"]
+
+
+# --- defaulting --------------------------------------------------------------------------------------------------
+
+
+def test_the_server_fills_in_the_designs_defaults(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(), namespace=namespace)
+    spec = kube.get("cf", "orders", namespace=namespace)["spec"]
+    assert spec["sessionTimeout"] == {"policy": "Auto", "minMs": 6000, "maxMs": 1800000, "safetyFactor": 1.5}
+    assert (spec["rebalanceTimeoutMs"], spec["preRegister"], spec["leaveOnScaleDown"]) == (300000, True, True)
+    # groupId and coordinator have no schema default: the operator falls back to the name and its own URL.
+    assert "groupId" not in spec and "coordinator" not in spec
+
+
+def test_a_partial_session_timeout_is_completed_by_the_nested_defaults(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(sessionTimeout={"policy": "Fixed", "fixedMs": 45000}), namespace=namespace)
+    spec = kube.get("cf", "orders", namespace=namespace)["spec"]
+    assert spec["sessionTimeout"] == {
+        "policy": "Fixed",
+        "fixedMs": 45000,
+        "minMs": 6000,
+        "maxMs": 1800000,
+        "safetyFactor": 1.5,
+    }
+
+
+# --- validation -------------------------------------------------------------------------------------------------
+
+#: (id, object, the field the message must name, words the message must contain)
+REFUSED: list[tuple[str, Obj, str, str]] = [
+    ("negative-replicas", fleet(replicas=-1), "spec.replicas", "greater than or equal to 0"),
+    ("replicas-as-string", fleet(replicas="3"), "spec.replicas", "integer"),
+    ("no-template", {**fleet(), "spec": {"replicas": 1}}, "spec.template", "Required value"),
+    ("no-replicas", {**fleet(), "spec": {"template": fleet()["spec"]["template"]}}, "spec.replicas", "Required"),
+    ("no-containers", fleet(template={"spec": {}}), "spec.template.spec.containers", "Required value"),
+    (
+        "empty-containers",
+        fleet(template={"spec": {"containers": []}}),
+        "spec.template.spec.containers",
+        "at least 1 items",
+    ),
+    (
+        "container-without-image",
+        fleet(template={"spec": {"containers": [{"name": "c"}]}}),
+        "spec.template.spec.containers[0].image",
+        "Required value",
+    ),
+    ("policy", fleet(sessionTimeout={"policy": "Manual"}), "spec.sessionTimeout.policy", '"Auto", "Fixed"'),
+    (
+        "min-below-1s",
+        fleet(sessionTimeout={"minMs": 999}),
+        "spec.sessionTimeout.minMs",
+        "greater than or equal to 1000",
+    ),
+    (
+        "max-over-30min",
+        fleet(sessionTimeout={"maxMs": 1800001}),
+        "spec.sessionTimeout.maxMs",
+        "less than or equal to 1800000",
+    ),
+    (
+        "fixed-over-30min",
+        fleet(sessionTimeout={"policy": "Fixed", "fixedMs": 3600000}),
+        "spec.sessionTimeout.fixedMs",
+        "less than or equal to 1800000",
+    ),
+    (
+        "safety-below-1",
+        fleet(sessionTimeout={"safetyFactor": 0.5}),
+        "spec.sessionTimeout.safetyFactor",
+        "greater than or equal to 1",
+    ),
+    ("rebalance-below-1s", fleet(rebalanceTimeoutMs=10), "spec.rebalanceTimeoutMs", "greater than or equal to 1000"),
+    ("empty-group-id", fleet(groupId=""), "spec.groupId", "at least 1 chars long"),
+    ("long-group-id", fleet(groupId="g" * 256), "spec.groupId", "longer than 255"),
+    ("group-id-with-space", fleet(groupId="my group"), "spec.groupId", "should match"),
+    ("group-id-glob", fleet(groupId="orders-*"), "spec.groupId", "should match"),
+    (
+        "secret-ref-without-key",
+        fleet(coordinator={"tokenSecretRef": {"name": "t"}}),
+        "spec.coordinator.tokenSecretRef.key",
+        "Required value",
+    ),
+    (
+        "secret-ref-bad-name",
+        fleet(coordinator={"tokenSecretRef": {"name": "Bad_Name", "key": "t"}}),
+        "spec.coordinator.tokenSecretRef.name",
+        "should match",
+    ),
+    (
+        "coordinator-url-scheme",
+        fleet(coordinator={"url": "berth-coordinator:9094"}),
+        "spec.coordinator.url",
+        "should match",
+    ),
+    ("misspelt-field", fleet(sesionTimeout={"policy": "Fixed"}), "spec.sesionTimeout", "unknown field"),
+    # CEL rules, each with its own message.
+    (
+        "min-over-max",
+        fleet(sessionTimeout={"minMs": 60000, "maxMs": 30000}),
+        "spec.sessionTimeout",
+        "sessionTimeout.minMs must be less than or equal to sessionTimeout.maxMs",
+    ),
+    (
+        "max-below-default-min",
+        fleet(sessionTimeout={"maxMs": 5000}),
+        "spec.sessionTimeout",
+        "sessionTimeout.minMs must be less than or equal to sessionTimeout.maxMs",
+    ),
+    (
+        "fixed-without-fixedMs",
+        fleet(sessionTimeout={"policy": "Fixed"}),
+        "spec.sessionTimeout",
+        "sessionTimeout.fixedMs is required when sessionTimeout.policy is Fixed",
+    ),
+    (
+        "auto-with-fixedMs",
+        fleet(sessionTimeout={"fixedMs": 45000}),
+        "spec.sessionTimeout",
+        "sessionTimeout.fixedMs applies only to policy Fixed",
+    ),
+    ("name-starts-with-digit", fleet(name="1orders"), "metadata.name", "must be a DNS label"),
+    ("name-too-long", fleet(name="o" * 53), "metadata.name", "at most 52 characters"),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "words"), [(o, f, w) for _, o, f, w in REFUSED], ids=[i for i, _, _, _ in REFUSED]
+)
+def test_the_server_refuses_an_invalid_fleet_naming_the_field(
+    kube: Kube, namespace: str, obj: Obj, field: str, words: str
+) -> None:
+    accepted, message = dry_run_create(kube, obj, namespace)
+    assert not accepted, "accepted"
+    assert field in message and words in message, message
+
+
+ACCEPTED: list[tuple[str, Obj]] = [
+    ("minimal", fleet()),
+    ("fixed", fleet(sessionTimeout={"policy": "Fixed", "fixedMs": 45000})),
+    ("min-equals-max", fleet(sessionTimeout={"minMs": 30000, "maxMs": 30000})),
+    ("name-52", fleet(name="o" * 52)),
+    ("zero-replicas", fleet(replicas=0)),
+    (
+        "designs-example",
+        fleet(
+            groupId="orders",
+            replicas=5,
+            coordinator={
+                "url": "http://berth-coordinator.berth:9094",
+                "tokenSecretRef": {"name": "orders-token", "key": "token"},
+            },
+            sessionTimeout={"policy": "Auto", "minMs": 6000, "maxMs": 1800000, "safetyFactor": 1.5},
+            rebalanceTimeoutMs=300000,
+            preRegister=True,
+            leaveOnScaleDown=True,
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("obj", [o for _, o in ACCEPTED], ids=[i for i, _ in ACCEPTED])
+def test_the_server_accepts_a_valid_fleet(kube: Kube, namespace: str, obj: Obj) -> None:
+    accepted, message = dry_run_create(kube, obj, namespace)
+    assert accepted, message
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_is_accepted_and_its_pod_template_too(kube: Kube, namespace: str, path: Path) -> None:
+    obj = yaml.safe_load(path.read_text())
+    accepted, message = dry_run_create(kube, obj, namespace)
+    assert accepted, message
+    # The CRD keeps the pod template as given; the server's own PodTemplate validation checks it here.
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "t"},
+        "template": obj["spec"]["template"],
+    }
+    accepted, message = dry_run_create(kube, template, namespace)
+    assert accepted, message
+
+
+# --- status, scale and what a person sees -------------------------------------------------------------------------
+
+OPERATOR_STATUS: Obj = {
+    "replicas": 3,
+    "readyReplicas": 2,
+    "ready": "2/3",
+    "groupId": "orders",
+    "selector": "app.kubernetes.io/instance=orders,app.kubernetes.io/name=berth",
+    "instanceIds": ["orders-0", "orders-1", "orders-2"],
+    "sessionTimeoutMs": 45000,
+    "sessionTimeout": "45s",
+    "sessionTimeoutReason": "grace 30s + startup 0s + scheduling 5s = 35s x 1.5 = 52.5s, clamped",
+    "group": {"state": "Stable", "generation": 7, "leader": None, "members": ["orders-0", "orders-1"]},
+    "departing": [],
+    "expectedMembers": ["orders-0", "orders-1", "orders-2"],
+    "lastScaleDown": {
+        "removed": ["orders-3"],
+        "results": {"orders-3": "NONE"},
+        "seconds": 4,
+        "at": "2026-01-02T03:04:05Z",
+    },
+    "conditions": [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "PodsNotReady",
+            "message": "2 of 3 pods are ready",
+            "lastTransitionTime": "2026-01-02T03:04:05Z",
+            "observedGeneration": 1,
+        }
+    ],
+    "observedGeneration": 1,
+}
+
+
+def patch_status(kube: Kube, namespace: str, name: str, status: Obj) -> None:
+    kube.kubectl(
+        "patch",
+        "cf",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+
+
+def test_the_status_subresource_keeps_everything_the_operator_writes(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(), namespace=namespace)
+    patch_status(kube, namespace, "orders", OPERATOR_STATUS)
+    stored = kube.get("cf", "orders", namespace=namespace)
+    # Nothing pruned, nothing refused; a null in a merge patch removes its key (the operator relies on that).
+    expected = copy.deepcopy(OPERATOR_STATUS)
+    del expected["group"]["leader"]
+    assert stored["status"] == expected
+    # A spec write through the main resource cannot touch status, and the reverse.
+    kube.kubectl("patch", "cf", "orders", "-n", namespace, "--type=merge", "-p", '{"status": {"ready": "9/9"}}')
+    assert kube.get("cf", "orders", namespace=namespace)["status"]["ready"] == "2/3"
+
+
+def test_kubectl_get_shows_readiness_state_session_timeout_and_the_ready_condition(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(), fleet(name="refused", groupId="orders"), namespace=namespace)
+    patch_status(kube, namespace, "orders", OPERATOR_STATUS)
+    refusal = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "GroupIdInUse",
+        "message": "taken",
+        "lastTransitionTime": "2026-01-02T03:04:05Z",
+    }
+    patch_status(kube, namespace, "refused", {"conditions": [refusal]})
+    wide = table(kube.kubectl("get", "cf", "-n", namespace, "-o", "wide").stdout)
+    assert list(wide["orders"]) == [
+        "NAME",
+        "REPLICAS",
+        "READY",
+        "STATE",
+        "GENERATION",
+        "SESSION TIMEOUT",
+        "STATUS",
+        "REASON",
+        "GROUP",
+        "AGE",
+    ]
+    assert list(wide["orders"].values())[:9] == [
+        "orders",
+        "3",
+        "2/3",
+        "Stable",
+        "7",
+        "45s",
+        "False",
+        "PodsNotReady",
+        "orders",
+    ]
+    # A refused fleet says why, instead of a row of blanks.
+    refused = wide["refused"]
+    assert (refused["READY"], refused["STATE"], refused["STATUS"], refused["REASON"]) == (
+        "",
+        "",
+        "False",
+        "GroupIdInUse",
+    )
+    narrow = table(kube.kubectl("get", "cf", "-n", namespace).stdout)
+    assert "GROUP" not in narrow["orders"] and narrow["orders"]["REASON"] == "PodsNotReady"
+
+
+def table(text: str) -> dict[str, dict[str, str]]:
+    """kubectl's table output by row name and column header (cells are cut at the header's start columns, so blank
+    cells read as "")."""
+    header, *rows = text.splitlines()
+    # A column starts at the header's first character and after every run of two or more spaces.
+    starts = [match.start() for match in re.finditer(r"(?:^|(?<=  ))\S", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    parsed = {}
+    for row in rows:
+        cells = [row[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        parsed[cells[0]] = dict(zip(names, cells, strict=True))
+    return parsed
+
+
+def test_kubectl_scale_goes_through_the_scale_subresource(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(), namespace=namespace)
+    patch_status(kube, namespace, "orders", {"replicas": 3, "selector": OPERATOR_STATUS["selector"]})
+    kube.kubectl("scale", "cf/orders", "-n", namespace, "--replicas=5")
+    assert kube.get("cf", "orders", namespace=namespace)["spec"]["replicas"] == 5
+    scale = json.loads(
+        kube.kubectl(
+            "get", "--raw", f"/apis/berth.dev/v1alpha1/namespaces/{namespace}/consumerfleets/orders/scale"
+        ).stdout
+    )
+    assert scale["spec"] == {"replicas": 5}
+    assert scale["status"] == {"replicas": 3, "selector": OPERATOR_STATUS["selector"]}
+    # The scale subresource enforces the same schema as the resource.
+    refused = kube.kubectl("scale", "cf/orders", "-n", namespace, "--replicas=-1", check=False)
+    assert refused.returncode != 0
+
+
+def test_a_fleet_object_is_not_changed_by_a_refused_update(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(), namespace=namespace)
+    before = kube.get("cf", "orders", namespace=namespace)
+    bad = copy.deepcopy(fleet(sessionTimeout={"minMs": 60000, "maxMs": 30000}))
+    assert kube.try_apply(bad, namespace=namespace).returncode != 0
+    after = kube.get("cf", "orders", namespace=namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

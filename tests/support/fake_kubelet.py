@@ -1,0 +1,220 @@
+"""The kubelet's part, played for the tests' control plane: pods of one namespace get a member process each.
+
+There is no scheduler and no kubelet in the tests' control plane. ``FakeKubelet`` watches one namespace's pods and,
+like a kubelet on node ``fake-node``:
+
+- binds each new pod to the node (``pods/binding``), starts its member process
+  (``python -m berth.operator.local_member``) with the environment its first container declares — ``value``,
+  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would —
+  then reports it Running and Ready through ``pods/status``;
+- when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
+  stops its process with SIGTERM, a static member's "pod gone" (it does not leave the group), then confirms the
+  deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
+
+Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kept per pod (:meth:`lines`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+NODE = "fake-node"
+
+
+def api_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
+    return kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def ensure_node(core: kubernetes.client.CoreV1Api, name: str = NODE) -> None:
+    """A Ready node for pods to be bound to (created once per control plane)."""
+    try:
+        core.read_node(name)
+        return
+    except kubernetes.client.ApiException as error:
+        if error.status != 404:
+            raise
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
+             "lastTransitionTime": now}  # fmt: skip
+    core.patch_node_status(name, {"status": {"conditions": [ready]}})
+
+
+class FakeKubelet:
+    def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path) -> None:
+        self.client = api_client(kubeconfig)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.started: list[str] = []  # pod names in the order their members started (restarts repeat a name)
+        self._held: set[str] = set()
+        self._terminating: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{namespace}", daemon=True)
+        self.error: BaseException | None = None
+
+    # ------------------------------------------------------------------------------------------------ public
+
+    def start(self) -> FakeKubelet:
+        ensure_node(self.core)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            names = list(self.processes)
+        for name in names:
+            self._stop_member(name, signal.SIGKILL)
+        self._thread.join(timeout=10)
+        self.client.close()
+
+    def hold(self, *names: str) -> None:
+        """Keep these pods Terminating (their members stopped) until :meth:`release`."""
+        with self._lock:
+            self._held |= set(names)
+
+    def release(self, *names: str) -> None:
+        """Let these held pods (all of them when none are named) finish terminating."""
+        with self._lock:
+            released = set(names) if names else set(self._held)
+            self._held -= released
+            now = released & self._terminating
+        for name in now:
+            self._confirm_deletion(name)
+
+    def running(self) -> set[str]:
+        with self._lock:
+            return {name for name, proc in self.processes.items() if proc.poll() is None}
+
+    def lines(self, pod: str) -> list[dict[str, Any]]:
+        path = self.log_dir / f"{pod}.out"
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                found.append(json.loads(line))
+        return found
+
+    def assignments(self, pod: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines(pod) if line.get("event") == "assigned"]
+
+    # ---------------------------------------------------------------------------------------------- the loop
+
+    def _run(self) -> None:
+        watch = kubernetes.watch.Watch()
+        version = ""
+        while not self._stop.is_set():
+            try:
+                for event in watch.stream(self.core.list_namespaced_pod, self.namespace, resource_version=version,
+                                          timeout_seconds=1, allow_watch_bookmarks=False):  # fmt: skip
+                    pod = event["object"]
+                    version = pod.metadata.resource_version
+                    self._on_pod(event["type"], pod)
+                    if self._stop.is_set():
+                        break
+            except kubernetes.client.ApiException as error:
+                if error.status == 410:  # the resource version is too old: start over from a fresh list
+                    version = ""
+                    continue
+                self.error = error
+                return
+            except Exception as error:  # reported by the fixture
+                self.error = error
+                return
+
+    def _on_pod(self, kind: str, pod: Any) -> None:
+        name = pod.metadata.name
+        if kind == "DELETED":
+            self._stop_member(name, signal.SIGTERM)
+            return
+        if pod.metadata.deletion_timestamp is not None:
+            self._stop_member(name, signal.SIGTERM)
+            with self._lock:
+                self._terminating.add(name)
+                held = name in self._held
+            if not held:
+                self._confirm_deletion(name)
+            return
+        if pod.spec.node_name is None:
+            self._bind(name)
+            return
+        with self._lock:
+            if name in self.processes:
+                return
+        self._start_member(pod)
+        self._report_ready(name)
+
+    def _bind(self, name: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}}  # fmt: skip
+        with contextlib.suppress(kubernetes.client.ApiException):  # already bound, or gone meanwhile
+            self.core.create_namespaced_binding(self.namespace, body, _preload_content=False)
+
+    def _start_member(self, pod: Any) -> None:
+        name = pod.metadata.name
+        env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 - the process writes it until it stops
+        err = open(self.log_dir / f"{name}.err", "ab")  # noqa: SIM115
+        process = subprocess.Popen([sys.executable, "-m", "berth.operator.local_member"], env=env, stdout=out,
+                                   stderr=err, start_new_session=True)  # fmt: skip
+        with self._lock:
+            self.processes[name] = process
+            self.started.append(name)
+
+    def _container_env(self, pod: Any) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for var in pod.spec.containers[0].env or []:
+            if var.value_from is None:
+                env[var.name] = var.value or ""
+            elif var.value_from.field_ref is not None:
+                path = var.value_from.field_ref.field_path
+                env[var.name] = {"metadata.name": pod.metadata.name, "metadata.namespace": self.namespace}[path]
+            elif var.value_from.secret_key_ref is not None:
+                ref = var.value_from.secret_key_ref
+                secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+                env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
+        return env
+
+    def _report_ready(self, name: str) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        conditions = [{"type": kind, "status": "True", "lastTransitionTime": now}
+                      for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]  # fmt: skip
+        status = {"phase": "Running", "conditions": conditions, "startTime": now}
+        with contextlib.suppress(kubernetes.client.ApiException):  # deleted meanwhile
+            self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
+
+    def _stop_member(self, name: str, sig: signal.Signals) -> None:
+        with self._lock:
+            process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def _confirm_deletion(self, name: str) -> None:
+        with self._lock:
+            self._terminating.discard(name)
+        with contextlib.suppress(kubernetes.client.ApiException):  # already gone
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)

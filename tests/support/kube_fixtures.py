@@ -1,0 +1,89 @@
+"""Pytest fixtures for the real control-plane tier (loaded from the root conftest as a plugin).
+
+- ``control_plane`` (session): etcd, kube-apiserver and kube-controller-manager, started once on first use and
+  stopped by PID at the end of the run. Tests that never ask for it never start it.
+- ``kube`` (session): ``kubectl``/``helm`` as the cluster admin, with the ConsumerFleet CRD applied and Established.
+- ``namespace``: a fresh namespace per test.
+
+Without the binaries the tier is skipped with one line saying how to get them; with ``CI=true`` that skip is a
+failure instead, so CI always exercises the tier.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.kube import Kube, find_tool, wait_until
+from support.kube_cluster import HOW_TO_GET, REPO, ControlPlane, find_binaries
+
+CRD_DIR = REPO / "deploy" / "crds"
+CRD_NAME = "consumerfleets.berth.dev"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(message: str) -> None:
+    """Skip, or fail under CI, where a skipped tier would hide that it never ran."""
+    if in_ci():
+        pytest.fail(f"CI=true and {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    binaries = find_binaries()
+    if binaries is None:
+        unavailable(HOW_TO_GET)
+    assert binaries is not None
+    if shutil.which("openssl") is None:
+        unavailable("the control-plane tier makes its PKI with openssl, which is not on PATH")
+    workdir = Path(tempfile.mkdtemp(prefix="berth-k8s-"))
+    plane = ControlPlane(binaries, workdir)
+    try:
+        plane.start()
+    except Exception:
+        plane.stop()
+        raise
+    yield plane
+    plane.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Kube:
+    kubectl, helm = find_tool("kubectl"), find_tool("helm")
+    if kubectl is None or helm is None:
+        unavailable("helm and kubectl are not in .tools/bin or on PATH: run `make tools`")
+    assert kubectl is not None and helm is not None
+    admin = Kube(
+        kubectl,
+        helm,
+        control_plane.kubeconfig,
+        control_plane.server,
+        control_plane.pki / "ca.crt",
+        control_plane.workdir,
+    )
+    admin.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
+    admin.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    # The controller-manager makes each namespace's default ServiceAccount; wait for it once.
+    wait_until(lambda: admin.get("serviceaccount", "default", namespace="default"), "the default ServiceAccount")
+    return admin
+
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for one test, named after it (left in place: the control plane goes at session end)."""
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    return kube.create_namespace(f"t{next(_namespaces)}-{stem}".rstrip("-"))
