@@ -8,7 +8,6 @@ import copy
 import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -16,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # types-jsonschema is not a dev dependency
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,49 +139,6 @@ def restricted_violations(spec: Obj) -> list[str]:
 
 def secret_strings(secret: Obj) -> dict[str, str]:
     return {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
-
-
-# --- Kubernetes OpenAPI validation (the JSON schemas kubernetes-validate ships, strict: unknown fields fail) ---
-
-
-@functools.cache
-def _k8s_schema_dir() -> Path:
-    import kubernetes_validate
-
-    return Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_VERSION}-local-strict"
-
-
-@functools.cache
-def _k8s_definitions() -> Any:
-    """The shared definitions, crawled once: crawling the 1.5 MB document is most of a validation's cost."""
-    from referencing import Registry, Resource
-
-    definitions = json.loads((_k8s_schema_dir() / "_definitions.json").read_text())
-    return Registry().with_resource("_definitions.json", Resource.from_contents(definitions)).crawl()
-
-
-@functools.cache
-def _k8s_validator(schema_file: str) -> jsonschema.Draft202012Validator:
-    from referencing import Resource
-
-    schema = json.loads((_k8s_schema_dir() / schema_file).read_text())
-    registry = _k8s_definitions().with_resource(schema_file, Resource.from_contents(schema))
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-def k8s_schema_file(api_version: str, kind: str) -> str:
-    """kubernetes-validate's file naming: apps/v1 Deployment -> deployment-apps-v1.json."""
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    return f"{kind.lower()}-{group_version}.json"
-
-
-def k8s_errors(obj: Obj, schema_file: str | None = None) -> list[str]:
-    """Every violation of the Kubernetes OpenAPI schema for ``obj`` (its kind, or ``schema_file``)."""
-    name = schema_file or k8s_schema_file(obj["apiVersion"], obj["kind"])
-    if not (_k8s_schema_dir() / name).is_file():
-        return [f"no Kubernetes {K8S_VERSION} schema for {obj.get('apiVersion')} {obj.get('kind')}"]
-    validator = _k8s_validator(name)
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(obj)]
 
 
 # --- the CRD's schema, as the API server applies it ---------------------------------------------------------

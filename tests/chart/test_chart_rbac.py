@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 from chart_helpers import ROOT, crd, render
-from rbac_scan import (
+from support.rbac_scan import (
     KOPF_CLUSTER_ONLY,
     KOPF_IMPLICIT,
     Permission,
@@ -114,7 +114,7 @@ def synthetic() -> object:
 
 
 def test_scanner_maps_every_construct_to_its_permission(synthetic: object) -> None:
-    from rbac_scan import ScanResult
+    from support.rbac_scan import ScanResult
 
     assert isinstance(synthetic, ScanResult)
     assert synthetic.kopf_handlers == 4
@@ -153,7 +153,7 @@ def test_scanner_maps_every_construct_to_its_permission(synthetic: object) -> No
 
 
 def test_scanner_adds_kopfs_own_needs_only_with_handlers(synthetic: object) -> None:
-    from rbac_scan import ScanResult
+    from support.rbac_scan import ScanResult
 
     assert isinstance(synthetic, ScanResult)
     assert set(KOPF_IMPLICIT) <= needed_permissions(synthetic)
@@ -187,7 +187,7 @@ def operator_scan() -> object:
 def test_chart_grants_the_operator_exactly_what_its_code_needs(
     request: pytest.FixtureRequest, operator_scan: object, scope: str
 ) -> None:
-    from rbac_scan import ScanResult
+    from support.rbac_scan import ScanResult
 
     assert isinstance(operator_scan, ScanResult)
     if operator_scan.kopf_handlers == 0:

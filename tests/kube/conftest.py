@@ -3,16 +3,15 @@ ServiceAccount against a real coordinator, with a fake kubelet per test namespac
 
 from __future__ import annotations
 
-import json
-import urllib.request
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
+from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.operator_process import OperatorProcess
@@ -21,8 +20,6 @@ CHART = REPO / "charts" / "berth"
 RELEASE = "berth"
 RELEASE_NAMESPACE = "berth"
 OPERATOR_SA = "berth-operator"
-ADMIN_TOKEN = "admin-token-for-the-kube-tier"
-MEMBER_TOKEN = "member-token-for-the-kube-tier"
 #: Forming a group should not wait out Kafka's 3 s initial delay.
 COORDINATOR_FLAGS = ("--group-initial-rebalance-delay-ms", "100")
 
@@ -46,10 +43,16 @@ def coordinator_for_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """A real coordinator (system clock) that requires tokens: the operator's admin token, and one for members."""
     directory = tmp_path_factory.mktemp("coordinator")
     tokens = directory / "tokens.yaml"
-    tokens.write_text(yaml.safe_dump({"tokens": [
-        {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-        {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
-    ]}))  # fmt: skip
+    tokens.write_text(
+        yaml.safe_dump(
+            {
+                "tokens": [
+                    {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
+                    {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
+                ]
+            }
+        )
+    )
     process = CoordinatorProcess(
         directory / "data", *COORDINATOR_FLAGS, "--tokens-file", str(tokens), manual_clock=False
     )
@@ -66,8 +69,16 @@ def running_operator(
     directory = tmp_path_factory.mktemp("operator")
     token_file = directory / "admin-token"
     token_file.write_text(ADMIN_TOKEN)
-    args = ["--coordinator-url", coordinator_for_operator.url, "--token-file", str(token_file),
-            "--liveness-port", "0", "--reconcile-interval-s", "2"]  # fmt: skip
+    args = [
+        "--coordinator-url",
+        coordinator_for_operator.url,
+        "--token-file",
+        str(token_file),
+        "--liveness-port",
+        "0",
+        "--reconcile-interval-s",
+        "2",
+    ]
     operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
     yield operator
     operator.stop()
@@ -78,14 +89,26 @@ def running_operator(
 @pytest.fixture
 def kubelet(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[FakeKubelet]:
     """Member processes for the test namespace's pods, and the Secret holding their coordinator token."""
-    kube.kubectl("create", "secret", "generic", "member-token", "-n", namespace, f"--from-literal=token={MEMBER_TOKEN}")
+    kube.kubectl(
+        "create", "secret", "generic", MEMBER_TOKEN_SECRET, "-n", namespace, f"--from-literal=token={MEMBER_TOKEN}"
+    )
     fake = FakeKubelet(kube.kubeconfig, namespace, tmp_path / "pods").start()
     yield fake
     fake.stop()
     assert fake.error is None, f"the fake kubelet failed: {fake.error!r}"
 
 
-def coordinator_get(coordinator: CoordinatorProcess, path: str) -> Any:
-    request = urllib.request.Request(coordinator.url + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
+_groups = itertools.count(1)
+
+
+@pytest.fixture
+def stage(
+    kube: Kube,
+    namespace: str,
+    kubelet: FakeKubelet,
+    running_operator: OperatorProcess,
+    coordinator_for_operator: CoordinatorProcess,
+) -> Iterator[Stage]:
+    """A namespace with its kubelet, the module's operator and coordinator, and a group of its own."""
+    yield Stage(kube, namespace, kubelet, coordinator_for_operator, f"kube-orders-{next(_groups)}")
+    assert running_operator.process is not None and running_operator.process.poll() is None, running_operator.log()

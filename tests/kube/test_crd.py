@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support.kube import Kube, wait_until
+from support.kube import Kube
 from support.kube_cluster import REPO
 
 pytestmark = pytest.mark.kube
@@ -53,13 +53,9 @@ def test_the_crd_installs_with_kubectl_apply_either_way_and_becomes_established(
     assert name == f"consumerfleets.{group}"
     try:
         kube.apply(crd, server_side=mode == "server-side")
-
-        def conditions() -> dict[str, str] | None:
-            stored = kube.get("crd", name)
-            found = {c["type"]: c["status"] for c in stored.get("status", {}).get("conditions") or []}
-            return found if found.get("Established") == "True" else None
-
-        assert wait_until(conditions, f"{name} Established", timeout_s=30)["NamesAccepted"] == "True"
+        kube.wait_established(name)
+        conditions = {c["type"]: c["status"] for c in kube.get("crd", name)["status"]["conditions"]}
+        assert conditions["NamesAccepted"] == "True"
         # Applying the same file again changes nothing.
         again = kube.kubectl(
             "apply", *(["--server-side"] if mode == "server-side" else []), "-f", "-", input=yaml.safe_dump(crd)

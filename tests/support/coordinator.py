@@ -3,7 +3,10 @@ manual clock by default (tests move time explicitly with ``POST /v1/debug/clock`
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from berth.coordinator.client.process import CoordinatorProcess as _CoordinatorProcess
 
@@ -15,3 +18,11 @@ class CoordinatorProcess(_CoordinatorProcess):
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.kill()  # tests do not wait for a graceful stop they are not testing
+
+
+def coordinator_get(process: _CoordinatorProcess, path: str, token: str | None = None) -> Any:
+    """``GET path`` on a coordinator process, with a bearer token; the decoded JSON answer."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(process.url + path, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())

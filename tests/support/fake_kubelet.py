@@ -47,8 +47,13 @@ def ensure_node(core: kubernetes.client.CoreV1Api, name: str = NODE) -> None:
             raise
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
-             "lastTransitionTime": now}  # fmt: skip
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
     core.patch_node_status(name, {"status": {"conditions": [ready]}})
 
 
@@ -122,8 +127,13 @@ class FakeKubelet:
         version = ""
         while not self._stop.is_set():
             try:
-                for event in watch.stream(self.core.list_namespaced_pod, self.namespace, resource_version=version,
-                                          timeout_seconds=1, allow_watch_bookmarks=False):  # fmt: skip
+                for event in watch.stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=version,
+                    timeout_seconds=1,
+                    allow_watch_bookmarks=False,
+                ):
                     pod = event["object"]
                     version = pod.metadata.resource_version
                     self._on_pod(event["type"], pod)
@@ -162,8 +172,12 @@ class FakeKubelet:
         self._report_ready(name)
 
     def _bind(self, name: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}}  # fmt: skip
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        }
         with contextlib.suppress(kubernetes.client.ApiException):  # already bound, or gone meanwhile
             self.core.create_namespaced_binding(self.namespace, body, _preload_content=False)
 
@@ -172,8 +186,13 @@ class FakeKubelet:
         env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
         out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 - the process writes it until it stops
         err = open(self.log_dir / f"{name}.err", "ab")  # noqa: SIM115
-        process = subprocess.Popen([sys.executable, "-m", "berth.operator.local_member"], env=env, stdout=out,
-                                   stderr=err, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "berth.operator.local_member"],
+            env=env,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         with self._lock:
             self.processes[name] = process
             self.started.append(name)
@@ -194,8 +213,10 @@ class FakeKubelet:
 
     def _report_ready(self, name: str) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        conditions = [{"type": kind, "status": "True", "lastTransitionTime": now}
-                      for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]  # fmt: skip
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
         status = {"phase": "Running", "conditions": conditions, "startTime": now}
         with contextlib.suppress(kubernetes.client.ApiException):  # deleted meanwhile
             self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})

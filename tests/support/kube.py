@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import kubernetes
 import yaml
 
 from support.kube_cluster import REPO, kubeconfig_text
@@ -105,6 +106,21 @@ class Kube:
         text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
         return self.kubectl("apply", "-f", "-", *_ns(namespace), input=text, check=False)
 
+    def wait_established(self, crd: str) -> None:
+        """Until the CRD serves (``kubectl wait`` fails while a new CRD has no conditions yet)."""
+
+        def established() -> bool:
+            conditions = ((self.get("crd", crd) or {}).get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        wait_until(established, f"CRD {crd} Established", timeout_s=60)
+
+    def dry_run(self, objects: Sequence[Obj], *, verb: str = "create") -> subprocess.CompletedProcess[str]:
+        """``kubectl <verb> --dry-run=server``: every admission and validation step runs, nothing is stored. ``apply``
+        also accepts objects that exist already."""
+        text = yaml.safe_dump_all(list(objects))
+        return self.kubectl(verb, "--dry-run=server", "-f", "-", input=text, check=False)
+
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}})
         return name
@@ -130,6 +146,37 @@ class Kube:
         if answer not in ("yes", "no"):
             raise CommandFailed(args, result)
         return answer == "yes"
+
+    def decide(self, user: str, checks: Sequence[tuple[str, str, str, str | None]]) -> list[bool]:
+        """The authorizer's decisions for ``user`` on ``(group, resource, verb, namespace)`` checks: one
+        SubjectAccessReview each (what ``kubectl auth can-i --as`` asks), sent from the admin's client in one session.
+        A resource may carry a subresource (``pods/exec``) and a name (``configmaps:berth-advice``)."""
+        client = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+        api = kubernetes.client.AuthorizationV1Api(client)
+        answers = []
+        try:
+            for group, resource, verb, namespace in checks:
+                resource, _, name = resource.partition(":")
+                plural, _, subresource = resource.partition("/")
+                attributes = {
+                    "group": group,
+                    "resource": plural,
+                    "subresource": subresource,
+                    "verb": verb,
+                    "name": name,
+                    "namespace": namespace or "",
+                }
+                review = api.create_subject_access_review(
+                    {
+                        "apiVersion": "authorization.k8s.io/v1",
+                        "kind": "SubjectAccessReview",
+                        "spec": {"user": user, "resourceAttributes": attributes},
+                    }
+                )
+                answers.append(bool(review.status.allowed))
+        finally:
+            client.close()
+        return answers
 
     def events(self, namespace: str, *, kind: str, name: str) -> list[Obj]:
         found = self.get(

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,9 @@ def unavailable(message: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+@contextmanager
+def started_control_plane() -> Iterator[ControlPlane]:
+    """A control plane of its own, stopped and removed on exit (or a skip naming what is missing)."""
     binaries = find_binaries()
     if binaries is None:
         unavailable(HOW_TO_GET)
@@ -50,30 +52,32 @@ def control_plane() -> Iterator[ControlPlane]:
     plane = ControlPlane(binaries, workdir)
     try:
         plane.start()
-    except Exception:
+        yield plane
+    finally:
         plane.stop()
-        raise
-    yield plane
-    plane.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def kube(control_plane: ControlPlane) -> Kube:
+def admin_of(plane: ControlPlane) -> Kube:
+    """kubectl and helm as the control plane's admin."""
     kubectl, helm = find_tool("kubectl"), find_tool("helm")
     if kubectl is None or helm is None:
         unavailable("helm and kubectl are not in .tools/bin or on PATH: run `make tools`")
     assert kubectl is not None and helm is not None
-    admin = Kube(
-        kubectl,
-        helm,
-        control_plane.kubeconfig,
-        control_plane.server,
-        control_plane.pki / "ca.crt",
-        control_plane.workdir,
-    )
+    return Kube(kubectl, helm, plane.kubeconfig, plane.server, plane.pki / "ca.crt", plane.workdir)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    with started_control_plane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Kube:
+    admin = admin_of(control_plane)
     admin.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
-    admin.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    admin.wait_established(CRD_NAME)
     # The controller-manager makes each namespace's default ServiceAccount; wait for it once.
     wait_until(lambda: admin.get("serviceaccount", "default", namespace="default"), "the default ServiceAccount")
     return admin

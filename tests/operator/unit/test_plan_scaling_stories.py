@@ -353,10 +353,10 @@ def test_deletion_scales_to_zero_then_leaves_everyone_then_deletes_the_group(
 
     # A group with members cannot be deleted, so everyone leaves even when leaveOnScaleDown is false.
     plan = plan_scaling(observe(5, 0, frozenset(), status, **flags), now=now)
-    assert plan == ScalingPlan((BatchLeave(everyone, T0), DeleteGroup()))
+    assert plan == ScalingPlan((BatchLeave(everyone, T0, everyone=True), DeleteGroup()))
 
     # Replayed after the finalizer's work but before it was removed: only the (idempotent) delete again.
-    record = record_scale_down(BatchLeave(everyone, T0), dict.fromkeys(everyone, "NONE"), now=now)
+    record = record_scale_down(BatchLeave(everyone, T0, everyone=True), dict.fromkeys(everyone, "NONE"), now=now)
     assert plan_scaling(observe(5, 0, frozenset(), patched(status, [record]), **flags), now=now) == ScalingPlan(
         (DeleteGroup(),)
     )

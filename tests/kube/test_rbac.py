@@ -1,0 +1,108 @@
+"""The operator's RBAC as the real authorizer decides it: every permission its code needs (derived from the source by
+``support.rbac_scan``) is allowed to the chart's ServiceAccount, and every verb it does not need is denied
+(``kubectl auth can-i --as=system:serviceaccount:...``), for the cluster-wide and the namespaced install."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import yaml
+from support.kube import Kube
+from support.kube_cluster import REPO
+from support.rbac_scan import KOPF_CLUSTER_ONLY, Permission, needed_permissions, resource_names, scan_tree
+
+pytestmark = pytest.mark.kube
+
+CHART = REPO / "charts" / "berth"
+CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml").read_text())
+#: Reading the analytics job's advice ConfigMap: granted by name, and only when analytics is on.
+ADVICE: frozenset[Permission] = frozenset({("", "configmaps", "get")})
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+#: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
+PROBED: tuple[tuple[str, str], ...] = (
+    ("berth.dev", "consumerfleets"),
+    ("berth.dev", "consumerfleets/status"),
+    ("berth.dev", "consumerfleets/finalizers"),
+    ("berth.dev", "consumerfleets/scale"),
+    ("apps", "statefulsets"),
+    ("apps", "statefulsets/scale"),
+    ("apps", "deployments"),
+    ("", "services"),
+    ("", "pods"),
+    ("", "pods/exec"),
+    ("", "pods/eviction"),
+    ("", "events"),
+    ("", "secrets"),
+    ("", "configmaps"),
+    ("", "serviceaccounts"),
+    ("", "serviceaccounts/token"),
+    ("", "namespaces"),
+    ("", "nodes"),
+    ("", "persistentvolumeclaims"),
+    ("policy", "poddisruptionbudgets"),
+    ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io", "clusterroles"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("coordination.k8s.io", "leases"),
+)
+
+
+@functools.cache
+def needed() -> frozenset[Permission]:
+    scan = scan_tree(REPO / "operator" / "berth" / "operator", resource_names([CRD]))
+    assert not scan.unresolved, scan.unresolved
+    return frozenset(needed_permissions(scan))
+
+
+def resource_arg(group: str, resource: str) -> str:
+    name, _, sub = resource.partition("/")
+    qualified = f"{name}.{group}" if group else name
+    return f"{qualified}/{sub}" if sub else qualified
+
+
+def allowed(kube: Kube, user: str, namespace: str) -> set[Permission]:
+    """Every probed (group, resource, verb) the authorizer allows ``user`` in ``namespace``."""
+    checks = [(group, resource, verb, namespace) for group, resource in PROBED for verb in VERBS]
+    return {(g, r, v) for (g, r, v, _), yes in zip(checks, kube.decide(user, checks), strict=True) if yes}
+
+
+def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube, chart_release: str) -> None:
+    fleets = kube.create_namespace("rbac-fleets")
+    user = "system:serviceaccount:berth:berth-operator"
+    assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
+    granted = allowed(kube, user, fleets)
+    # Without analytics (the default) there is no advice ConfigMap to read (test_the_advice_configmap_... below).
+    expected = needed() - ADVICE
+    assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
+    assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
+    # The same answers through kubectl, as a person would ask.
+    assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
+    assert not kube.can_i("get", "secrets", as_user=user, namespace=fleets)
+    assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
+
+
+def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube) -> None:
+    kube.helm("install", "team", str(CHART), "-n", "team-a", "--create-namespace", "--set", "operator.scope=namespace")
+    user = "system:serviceaccount:team-a:team-operator"
+    assert allowed(kube, user, "team-a") == needed() - KOPF_CLUSTER_ONLY - ADVICE
+    elsewhere = allowed(kube, user, "default")
+    assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"
+    for verb in ("list", "watch"):
+        assert not kube.can_i(verb, "customresourcedefinitions.apiextensions.k8s.io", as_user=user)
+
+
+def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
+    kube.helm(
+        "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true"
+    )
+    user = "system:serviceaccount:advised:advised-operator"
+    checks = [
+        ("", "configmaps:advised-advice", "get", "advised"),
+        ("", "configmaps:another", "get", "advised"),
+        ("", "configmaps", "list", "advised"),
+        ("", "configmaps:advised-advice", "get", "default"),
+    ]
+    assert kube.decide(user, checks) == [True, False, False, False]
+    assert kube.can_i("get", "configmaps/advised-advice", as_user=user, namespace="advised")
