@@ -2,8 +2,9 @@
 
 Owns the condition ``SpecValid`` (the planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending)
 and the keys ``replicas``, ``readyReplicas``, ``ready`` ("3/5"), ``groupId``, ``sessionTimeout`` ("45s", from
-``sessionTimeoutMs``), ``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``. Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose
-value differs, so an idle fleet's reconcile writes nothing (every write is a watch event for every client).
+``sessionTimeoutMs``), ``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``.
+Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose value differs, so an
+idle fleet's reconcile writes nothing (every write is a watch event for every client).
 """
 
 from __future__ import annotations
