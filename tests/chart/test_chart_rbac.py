@@ -220,7 +220,13 @@ def test_default_install_grants_nothing_beyond_the_full_one() -> None:
 def test_namespaced_install_grants_nothing_cluster_scoped() -> None:
     docs = render({"operator": {"scope": "namespace"}, "analytics": {"enabled": True}})
     operator_objects = [d for d in docs if d["metadata"]["name"].startswith("berth-operator")]
-    assert {d["kind"] for d in operator_objects} == {"ServiceAccount", "Role", "RoleBinding", "Deployment"}
+    assert {d["kind"] for d in operator_objects} == {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "NetworkPolicy",
+    }
     cluster_wide = operator_grants({"operator": {"scope": "cluster"}, "analytics": {"enabled": True}})
     namespaced = operator_grants({"operator": {"scope": "namespace"}, "analytics": {"enabled": True}})
     assert cluster_wide - namespaced == KOPF_CLUSTER_ONLY

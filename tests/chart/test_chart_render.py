@@ -32,6 +32,7 @@ from chart_helpers import (
 )
 from support.kube import Kube
 
+from berth.operator.planners.statefulset import pod_labels
 from berth.pipeline.main import analyze_parser
 
 pytestmark = [pytest.mark.tools, pytest.mark.usefixtures("helm_bin")]
@@ -93,6 +94,43 @@ def check_defaults(docs: list[Obj]) -> None:
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert one(docs, "Secret", "berth-coordinator-tokens")
+    check_network_policies(docs)
+
+
+def selects(selector: Obj, labels: Obj) -> bool:
+    """Whether a LabelSelector (matchLabels, matchExpressions with Exists/In) selects ``labels``."""
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        if (operator == "Exists" and key not in labels) or (
+            operator == "In" and labels.get(key) not in expression["values"]
+        ):
+            return False
+    return True
+
+
+def check_network_policies(docs: list[Obj]) -> None:
+    """The coordinator admits its port from the operator, the analytics job and fleet pods only; the operator admits
+    only its liveness port. The selectors are checked against the labels the pods really carry."""
+    coordinator_pod = one(docs, "StatefulSet", "berth-coordinator")["spec"]["template"]["metadata"]["labels"]
+    operator_pod = one(docs, "Deployment", "berth-operator")["spec"]["template"]["metadata"]["labels"]
+    policy = one(docs, "NetworkPolicy", "berth-coordinator")["spec"]
+    assert selects(policy["podSelector"], coordinator_pod) and not selects(policy["podSelector"], operator_pod)
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": 9094, "protocol": "TCP"}]
+    fleet_pod = pod_labels("orders")
+    peers = rule["from"]
+    assert any(selects(p["podSelector"], operator_pod) and "namespaceSelector" not in p for p in peers)
+    assert any(selects(p["podSelector"], fleet_pod) and p.get("namespaceSelector") == {} for p in peers)
+    assert not any(selects(p["podSelector"], {"app": "anything-else"}) for p in peers)
+    operator_policy = one(docs, "NetworkPolicy", "berth-operator")["spec"]
+    assert selects(operator_policy["podSelector"], operator_pod)
+    assert operator_policy["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]
+
+
+def check_no_network_policies(docs: list[Obj]) -> None:
+    assert not find(docs, "NetworkPolicy")
 
 
 def check_namespace_scope(docs: list[Obj]) -> None:
@@ -111,6 +149,9 @@ def check_namespace_scope(docs: list[Obj]) -> None:
 
 def check_analytics(docs: list[Obj]) -> None:
     cronjob = one(docs, "CronJob", "berth-analytics")
+    analytics_pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    (rule,) = one(docs, "NetworkPolicy", "berth-coordinator")["spec"]["ingress"]
+    assert any(selects(peer["podSelector"], analytics_pod) for peer in rule["from"])
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     analyze = container(docs, "CronJob", "berth-analytics")
     assert analyze["args"] == [
@@ -280,6 +321,7 @@ CASES = [
         check_external_coordinator,
     ),
     Case("no-pdb", {"coordinator": {"podDisruptionBudget": {"enabled": False}}}, check_no_pdb),
+    Case("no-network-policies", {"networkPolicy": {"enabled": False}}, check_no_network_policies),
     Case(
         "maintenance-pdb",
         {

@@ -4,16 +4,20 @@ and ``helm uninstall`` removing what docs/install.md says it removes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.coordinator import CoordinatorProcess
+from support.fake_kubelet import FakeKubelet
 from support.kube import Kube, wait_until
 from support.kube_fixtures import admin_of, started_control_plane
 
@@ -152,3 +156,46 @@ def shell_commands(notes: str) -> list[str]:
                 commands.append(current.split("<<", 1)[0])
                 current = ""
     return commands
+
+
+def helm_test_pod(coordinator_url: str) -> Callable[[Any, dict[str, str]], list[str] | None]:
+    """Run only ``helm test``'s pod, with its real command, pointed at a coordinator on loopback (the Service's
+    DNS name does not resolve outside a cluster). The release's other pods stay Pending."""
+
+    def program(pod: Any, env: dict[str, str]) -> list[str] | None:
+        if not pod.metadata.name.endswith("-test"):
+            return None
+        argv = list(pod.spec.containers[0].args)
+        argv[argv.index("--coordinator") + 1] = coordinator_url
+        return [str(Path(sys.executable).parent / argv[0]), *argv[1:]]
+
+    return program
+
+
+@pytest.mark.parametrize("tokens", ["own", "other"])
+def test_helm_test_asks_the_coordinator_with_the_charts_admin_token(kube: Kube, tmp_path: Path, tokens: str) -> None:
+    """The test pod passes against a coordinator that uses the tokens the chart generated, and fails against one
+    that does not know them."""
+    namespace = release = f"probe-{tokens}"
+    kube.helm("install", release, str(CHART), "-n", namespace, "--create-namespace")
+    secret = kube.get("secret", f"{release}-coordinator-tokens", namespace=namespace)
+    tokens_yaml = base64.b64decode(secret["data"]["tokens.yaml"]).decode()
+    if tokens == "other":
+        tokens_yaml = yaml.safe_dump({"tokens": [{"token": "someone-else", "groups": ["*"], "admin": True}]})
+    (tmp_path / "tokens.yaml").write_text(tokens_yaml)
+    coordinator = CoordinatorProcess(tmp_path / "data", "--tokens-file", str(tmp_path / "tokens.yaml"))
+    coordinator.start()
+    kubelet = FakeKubelet(kube.kubeconfig, namespace, tmp_path / "pods", program=helm_test_pod(coordinator.url))
+    try:
+        kubelet.start()
+        result = kube.helm("test", release, "-n", namespace, "--timeout", "60s", check=False)
+    finally:
+        kubelet.stop()
+        coordinator.kill()
+    if tokens == "own":
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Phase:          Succeeded" in result.stdout
+        assert kubelet.finished == {f"{release}-coordinator-test": 0}
+    else:
+        assert result.returncode != 0
+        assert kubelet.finished[f"{release}-coordinator-test"] != 0

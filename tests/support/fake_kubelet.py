@@ -12,6 +12,8 @@ like a kubelet on node ``fake-node``:
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
 
 Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kept per pod (:meth:`lines`).
+``program`` chooses another command for a pod (or None to leave it Pending); a pod with ``restartPolicy: Never``
+whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,13 @@ from typing import Any
 import kubernetes
 
 NODE = "fake-node"
+MEMBER = [sys.executable, "-m", "berth.operator.local_member"]
+#: What a pod runs: its argv from the pod (and its resolved environment), or None to leave it Pending.
+Program = Callable[[Any, dict[str, str]], list[str] | None]
+
+
+def run_member(pod: Any, env: dict[str, str]) -> list[str] | None:
+    return MEMBER
 
 
 def api_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
@@ -58,8 +68,9 @@ def ensure_node(core: kubernetes.client.CoreV1Api, name: str = NODE) -> None:
 
 
 class FakeKubelet:
-    def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path, program: Program = run_member) -> None:
         self.client = api_client(kubeconfig)
+        self.program = program
         self.core = kubernetes.client.CoreV1Api(self.client)
         self.namespace = namespace
         self.log_dir = log_dir
@@ -67,6 +78,8 @@ class FakeKubelet:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.started: list[str] = []  # pod names in the order their members started (restarts repeat a name)
         self._held: set[str] = set()
+        self._run_once: set[str] = set()
+        self.finished: dict[str, int] = {}  # pods that ran once -> their exit status
         self._terminating: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -139,6 +152,7 @@ class FakeKubelet:
                     self._on_pod(event["type"], pod)
                     if self._stop.is_set():
                         break
+                self._report_exits()
             except kubernetes.client.ApiException as error:
                 if error.status == 410:  # the resource version is too old: start over from a fresh list
                     version = ""
@@ -166,10 +180,10 @@ class FakeKubelet:
             self._bind(name)
             return
         with self._lock:
-            if name in self.processes:
+            if name in self.processes or name in self.finished:
                 return
-        self._start_member(pod)
-        self._report_ready(name)
+        if self._start_member(pod):
+            self._report_ready(name)
 
     def _bind(self, name: str) -> None:
         body = {
@@ -181,21 +195,35 @@ class FakeKubelet:
         with contextlib.suppress(kubernetes.client.ApiException):  # already bound, or gone meanwhile
             self.core.create_namespaced_binding(self.namespace, body, _preload_content=False)
 
-    def _start_member(self, pod: Any) -> None:
+    def _start_member(self, pod: Any) -> bool:
         name = pod.metadata.name
         env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        argv = self.program(pod, env)
+        if argv is None:
+            return False
         out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 - the process writes it until it stops
         err = open(self.log_dir / f"{name}.err", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            [sys.executable, "-m", "berth.operator.local_member"],
-            env=env,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
         with self._lock:
             self.processes[name] = process
             self.started.append(name)
+            if pod.spec.restart_policy == "Never":
+                self._run_once.add(name)
+        return True
+
+    def _report_exits(self) -> None:
+        """Pods that run once (restartPolicy Never) end Succeeded or Failed with their process."""
+        with self._lock:
+            exited = {
+                n: p.returncode for n, p in self.processes.items() if n in self._run_once and p.poll() is not None
+            }
+            for name in exited:
+                del self.processes[name]
+                self.finished[name] = exited[name]
+        for name, code in exited.items():
+            phase = "Succeeded" if code == 0 else "Failed"
+            with contextlib.suppress(kubernetes.client.ApiException):
+                self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": phase}})
 
     def _container_env(self, pod: Any) -> dict[str, str]:
         env: dict[str, str] = {}
