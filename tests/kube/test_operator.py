@@ -39,7 +39,7 @@ def test_a_fleet_becomes_a_statefulset_whose_every_container_carries_the_member_
     assert fleet["status"]["ready"] == "3/3" and fleet["status"]["groupId"] == stage.group
     assert fleet["status"]["sessionTimeout"].endswith("s")
     # Every member got partitions from one assignment: the group formed once.
-    assert rebalances(stage.journal()) == ["new_member"]
+    assert rebalances(events := stage.journal()) == ["new_member"], events
 
 
 def test_scale_down_sends_one_batch_leave_naming_exactly_the_departed_ids_after_their_pods_are_gone(
@@ -72,7 +72,7 @@ def test_scale_down_sends_one_batch_leave_naming_exactly_the_departed_ids_after_
     events = stage.journal()
     assert admin_leaves(events) == [["orders-3", "orders-4"]]
     left_at = max(i for i, e in enumerate(events) if e["type"] == "member_left")
-    assert rebalances(events[left_at:]) == ["member_left"]
+    assert rebalances(events[left_at:]) == ["member_left"], events
     assert after["generation_id"] == before["generation_id"] + 1
     assert stage.messages("LeftGroup") == ["left the group: orders-3, orders-4 (1 rebalance)"]
     assert "scaled to 3 replicas" in stage.messages("Scaled")
@@ -87,7 +87,7 @@ def test_scale_up_with_pre_registration_costs_one_rebalance(stage: Stage) -> Non
     seen = len(stage.journal())
     stage.kubectl("scale", "cf/orders", "--replicas=5")
     after = stage.ready_and_stable(5)
-    assert rebalances(stage.journal()[seen:]) == ["new_member"]
+    assert rebalances(events := stage.journal()[seen:]) == ["new_member"], events
     assert after["generation_id"] == before["generation_id"] + 1
     expected = coordinator_get(stage.coordinator, f"/v1/groups/{stage.group}/expected-members", ADMIN_TOKEN)
     assert sorted(expected["group_instance_ids"]) == [f"orders-{i}" for i in range(5)]
@@ -104,7 +104,7 @@ def test_a_deleted_pod_rejoins_as_itself_without_a_rebalance(stage: Stage) -> No
         lambda: [e for e in stage.journal()[seen:] if e["type"] == "static_member_replaced"], "the static rejoin"
     )
     assert [(e["group_instance_id"], e["rebalance"]) for e in replaced] == [("orders-1", False)]
-    assert rebalances(stage.journal()[seen:]) == []
+    assert rebalances(events := stage.journal()[seen:]) == [], events
     assert stage.describe()["generation_id"] == before["generation_id"]
 
 

@@ -112,13 +112,29 @@ def test_a_fleet_of_n_forms_as_soon_as_its_nth_member_joins(ctx: Scenario, regis
     assert ctx.state() is COMPLETING and ctx.group().generation_id == 1
 
 
-def test_a_missing_expected_member_leaves_the_initial_rebalance_to_its_timers(ctx: Scenario) -> None:
+def test_a_slow_expected_member_is_waited_for_beyond_the_initial_delay(ctx: Scenario) -> None:
+    """A StatefulSet starts pods one at a time; the fleet still forms once, when its last pod joins."""
+    ctx.put_expected(*FLEET)
+    start = ctx.now
+    joins = join_fleet(ctx, FLEET[:2], gap_ms=1_000)
+    ctx.advance(5 * DELAY_MS)
+    assert all(j.parked for j in joins) and ctx.state() is PREPARING
+    last = ctx.join("", FLEET[2])
+    assert all(j.answered_ms == start + 1_000 + 5 * DELAY_MS for j in [*joins, last])
+    assert ctx.state() is COMPLETING and ctx.group().generation_id == 1
+    assert ctx.event_types().count("rebalance_started") == 1
+
+
+def test_a_missing_expected_member_holds_the_initial_rebalance_for_the_rebalance_timeout_at_most(
+    ctx: Scenario,
+) -> None:
     ctx.put_expected(*FLEET)
     start = ctx.now
     joins = join_fleet(ctx, FLEET[:2], gap_ms=1_000)
     ctx.advance_until(lambda: joins[0].answered)
-    assert joins[0].answered_ms == start + 2 * DELAY_MS
-    assert len(ctx.group().members) == 2
+    # The delay chain runs out, then the rest of the rebalance timeout: it ends a rebalance timeout after it began.
+    assert joins[0].answered_ms == start + REBALANCE_MS
+    assert len(ctx.group().members) == 2 and ctx.group().generation_id == 1
 
 
 def test_clearing_the_list_during_an_initial_rebalance_falls_back_to_the_delay(ctx: Scenario) -> None:

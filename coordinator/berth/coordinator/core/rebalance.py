@@ -152,6 +152,10 @@ def try_complete_initial_rebalance_else_schedule(
         new_delay = min(core.config.group_initial_rebalance_delay_ms, remaining_ms)
         new_remaining = max(remaining_ms - delay_ms, 0)  # sic: Kafka subtracts the previous delay
         core.schedule(join_key(group.group_id), new_delay, InitialRebalanceDelay(new_delay, new_remaining))
+    elif group.has_expected_instance_ids and not group.has_all_members_joined():
+        # Berth: a pre-registered fleet forms once, with every expected id, however slowly its pods start (a
+        # StatefulSet starts them one at a time); only the rebalance timeout bounds that wait, as for a scale-up.
+        core.schedule(join_key(group.group_id), max(remaining_ms, 1), CompleteJoin())
     else:
         complete_join(core, group)
 
