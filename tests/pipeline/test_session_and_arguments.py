@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from berth.pipeline.main import parse_since
+from berth.pipeline.arguments import parse_since
 from berth.pipeline.progress import Progress
 from berth.pipeline.session import local_settings
 

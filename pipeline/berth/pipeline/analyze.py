@@ -26,11 +26,10 @@ from pyspark.sql import functions as F
 
 from berth.pipeline.advice import AdviceSettings, JournalStats, advice_document, advice_from_stats, restart_gap_stats
 from berth.pipeline.assignments import partitions_moved
+from berth.pipeline.cluster import missing_file_error
 from berth.pipeline.progress import Progress, count
 from berth.pipeline.readers import MALFORMED_LINE, good_events, malformed_lines, read_journal
 from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause, rebalances_per_hour
-from berth.pipeline.report import render_report
-from berth.pipeline.report_data import collect_report_data
 from berth.pipeline.restarts import rebalances_avoided, restart_gaps
 from berth.pipeline.schema import ANALYSED_COLUMNS
 from berth.pipeline.sources import JournalError, JournalSource
@@ -112,6 +111,10 @@ def analyze(
     progress.say(f"wrote {SUMMARY_FILE} ({count(len(summary_rows), 'group')}) and {ADVICE_FILE}")
 
     if options.write_report:
+        # Only here: the report needs matplotlib, which a --no-report run never loads.
+        from berth.pipeline.report import render_report
+        from berth.pipeline.report_data import collect_report_data
+
         report = collect_report_data(
             journal_path=options.journal_path,
             generated_at_ms=generated_at_ms,
@@ -142,7 +145,13 @@ def _read(
         # Parsing JSON dominates a run: parse once. Parquet is cheaper to re-read (only the columns each
         # transform needs) than to cache, which costs as much as the whole read.
         flagged = flagged.cache()
-    stats = _journal_stats(flagged)
+    try:
+        stats = _journal_stats(flagged)  # the first job that reads the files
+    except Exception as e:
+        one_line = missing_file_error(e, options.journal_path)
+        if one_line is None:
+            raise
+        raise one_line from e
     progress.say(f"read {count(stats.events)} events, {count(stats.malformed_lines)} malformed lines")
     if stats.malformed_lines:
         for row in malformed_lines(flagged).limit(MALFORMED_SAMPLES).collect():
