@@ -29,7 +29,7 @@ from berth.pipeline.assignments import partitions_moved
 from berth.pipeline.cluster import missing_file_error
 from berth.pipeline.progress import Progress, count
 from berth.pipeline.readers import MALFORMED_LINE, good_events, malformed_lines, read_journal
-from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause, rebalances_per_hour
+from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause
 from berth.pipeline.restarts import rebalances_avoided, restart_gaps
 from berth.pipeline.schema import ANALYSED_COLUMNS
 from berth.pipeline.sources import JournalError, JournalSource
@@ -67,7 +67,6 @@ class _Results:
     gap_stats: DataFrame
     advice: DataFrame
     by_cause: DataFrame
-    per_hour: DataFrame
     durations: DataFrame
     avoided: DataFrame
     moved: DataFrame
@@ -120,7 +119,8 @@ def analyze(
             generated_at_ms=generated_at_ms,
             journal=stats,
             settings=options.settings,
-            per_hour=results.per_hour,
+            events=events,
+            durations=results.durations,
             moved=results.moved,
             gaps=results.gaps,
             summary_rows=summary_rows,
@@ -179,7 +179,6 @@ def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) 
         gap_stats=gap_stats,
         advice=advice,
         by_cause=rebalances_by_cause(events).cache(),
-        per_hour=rebalances_per_hour(events).cache(),
         durations=durations,
         avoided=rebalances_avoided(events).cache(),
         moved=moved,
