@@ -88,19 +88,16 @@ def analyze(
     results = _transform(events, options.settings, progress)
 
     os.makedirs(options.out_dir, exist_ok=True)
-    summary_table = (
-        group_summary(
-            events,
-            results.by_cause,
-            results.avoided,
-            results.gap_stats,
-            results.advice,
-            results.durations,
-            results.moved,
-        )
-        .orderBy("group_id")
-        .toArrow()
+    summary = group_summary(
+        events,
+        results.by_cause,
+        results.avoided,
+        results.gap_stats,
+        results.advice,
+        results.durations,
+        results.moved,
     )
+    summary_table = _to_arrow(summary.orderBy("group_id"))
     written = [_write_summary(summary_table, options.out_dir)]
     summary_rows: list[dict[str, Any]] = summary_table.to_pylist()
     advice_rows = [row.asDict() for row in results.advice.collect()]
@@ -201,6 +198,16 @@ def _journal_stats(flagged: DataFrame) -> JournalStats:
         first_ts_ms=int(row["first_ts_ms"] or 0),
         last_ts_ms=int(row["last_ts_ms"] or 0),
     )
+
+
+def _to_arrow(frame: DataFrame) -> pa.Table:
+    """``DataFrame.toArrow`` (Spark 4.0+); Spark 3.5 has the same Arrow batches behind a private method."""
+    if hasattr(frame, "toArrow"):
+        return frame.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = frame._collect_as_arrow()  # type: ignore[operator]  # Spark 3.5 only; 4.x takes the branch above
+    return pa.Table.from_batches(batches, schema=to_arrow_schema(frame.schema))
 
 
 def _shorten(line: str, limit: int = 160) -> str:

@@ -12,7 +12,7 @@ import argparse
 from datetime import UTC, datetime
 from importlib import metadata
 
-from berth.pipeline.advice import AdviceSettings
+from berth.pipeline.advice_settings import AdviceSettings
 from berth.pipeline.sources import FORMAT_CHOICES
 
 PROG = "berth-analyze"

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from berth.pipeline.advice import AdviceSettings
+from berth.pipeline.advice_settings import AdviceSettings
 from berth.pipeline.arguments import DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT, PROG, analyze_parser, convert_parser
 from berth.pipeline.progress import Progress, count
 from berth.pipeline.sources import JournalError, JournalSource, is_local_master, resolve_journal_source
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 EXIT_JOURNAL_ERROR = 1
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+# What the pipeline extra brings (pyproject.toml): without it, berth-analyze says how to get it in one line.
+PIPELINE_EXTRA_MODULES = frozenset({"pyspark", "py4j", "pyarrow", "pandas", "matplotlib"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze_main(args)
     except BrokenPipeError:
         return _quiet_after_closed_pipe()
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in PIPELINE_EXTRA_MODULES:
+            raise
+        return _fail(
+            "the analytics job needs Berth's pipeline extra (pip install 'berth[pipeline]', or the berth-analytics "
+            f"image): {e.name} is not installed"
+        )
 
 
 def analyze_main(argv: Sequence[str]) -> int:
@@ -230,7 +239,7 @@ def _convert(owned: OwnedSession, source: JournalSource, args: argparse.Namespac
     progress.say(f"wrote {count(row['rows'] - row['malformed'])} events, {count(row['malformed'])} malformed lines")
 
 
-def _fail(error: Exception) -> int:
+def _fail(error: Exception | str) -> int:
     print(f"{PROG}: error: {error}", file=sys.stderr)
     return EXIT_JOURNAL_ERROR
 
