@@ -293,9 +293,15 @@ CEL_TWINS: dict[str, Callable[[Any], bool]] = {
         re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", s["metadata"]["name"]) is not None
     ),
     "size(self.metadata.name) <= 52": lambda s: len(s["metadata"]["name"]) <= 52,
-    "self.minMs <= self.maxMs": lambda s: s["minMs"] <= s["maxMs"],
-    "self.policy != 'Fixed' || has(self.fixedMs)": lambda s: s["policy"] != "Fixed" or "fixedMs" in s,
-    "self.policy == 'Fixed' || !has(self.fixedMs)": lambda s: s["policy"] == "Fixed" or "fixedMs" not in s,
+    "!has(self.minMs) || !has(self.maxMs) || self.minMs <= self.maxMs": lambda s: (
+        "minMs" not in s or "maxMs" not in s or s["minMs"] <= s["maxMs"]
+    ),
+    "!has(self.policy) || self.policy != 'Fixed' || has(self.fixedMs)": lambda s: (
+        "policy" not in s or s["policy"] != "Fixed" or "fixedMs" in s
+    ),
+    "(has(self.policy) && self.policy == 'Fixed') || !has(self.fixedMs)": lambda s: (
+        s.get("policy") == "Fixed" or "fixedMs" not in s
+    ),
 }
 
 

@@ -87,7 +87,7 @@ def _header(data: ReportData) -> str:
 
 def _cards(data: ReportData) -> str:
     groups = data.groups
-    costs = _RestartCosts.of(groups)
+    costs = _RestartCosts(groups)
     cards = [
         ("Events", f"{data.journal.events:,}", f"{data.journal.malformed_lines:,} malformed lines", False),
         ("Groups", f"{len(groups):,}", f"{len(data.advice):,} with restart gaps to advise on", False),
@@ -110,10 +110,6 @@ class _RestartCosts:
         self.if_dynamic = _total(groups, "rebalances_if_dynamic")
         self.avoided = _total(groups, "rebalances_avoided")
 
-    @classmethod
-    def of(cls, groups: list[dict[str, Any]]) -> _RestartCosts:
-        return cls(groups)
-
     def avoided_value(self) -> str:
         return f"{self.avoided:,}" if self.dynamic or not self.static else f"at least {self.avoided:,}"
 
@@ -131,7 +127,7 @@ class _RestartCosts:
 
 
 def _restarts_section(data: ReportData) -> str:
-    costs = _RestartCosts.of(data.groups)
+    costs = _RestartCosts(data.groups)
     chart = charts.restart_costs(costs.static, costs.static_rebalances, costs.dynamic, costs.dynamic_rebalances)
     note = (
         "A static member restarting in place keeps its partitions: it costs a rebalance only when the coordinator "
