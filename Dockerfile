@@ -1,31 +1,35 @@
 # syntax=docker/dockerfile:1
 #
-# One image for every Berth process. The console scripts are on PATH, and tini (PID 1) runs whichever one the
-# container's arguments name:
+# Two images from one wheel, each with what its processes run and nothing more:
 #
-#   docker run --rm berth:0.1.0 berth-coordinator --data-dir /var/lib/berth --host 0.0.0.0
-#   docker run --rm berth:0.1.0 berth-operator --coordinator-url http://berth-coordinator.berth:9094
-#   docker run --rm berth:0.1.0 berth-analyze --help
+#   runtime (the default target): the coordinator, the operator and berth-groups. No Java, no Spark.
+#     docker build -t berth:0.1.0 .
+#     docker run --rm berth:0.1.0 berth-coordinator --data-dir /var/lib/berth --host 0.0.0.0
+#     docker run --rm berth:0.1.0 berth-operator --coordinator-url http://berth-coordinator.berth:9094
 #
-# Kubernetes manifests set `args:` (not `command:`) so tini stays PID 1: it forwards SIGTERM to the process (the
-# coordinator flushes and exits 0 on it) and reaps the JVM children that Spark starts.
+#   analytics: berth-analyze, with the pipeline extra (pyspark, pyarrow, pandas, matplotlib) and a Java 17 runtime.
+#     docker build --target analytics -t berth-analytics:0.1.0 .
+#     docker run --rm -v "$PWD/journal:/journal" berth-analytics:0.1.0 berth-analyze --journal /journal --out /tmp/a
 #
-# Build: docker build -t berth:0.1.0 .
+# tini (PID 1) runs whichever console script the container's arguments name. Kubernetes manifests set `args:`
+# (not `command:`) so tini stays PID 1: it forwards SIGTERM to the process (the coordinator flushes and exits 0 on
+# it) and reaps the JVM children that Spark starts.
+#
+# The venv stages install exactly what tests/chart/test_image_installs.py installs and runs for real (the wheel
+# with no extra for runtime, with [pipeline] for analytics): keep the two in step.
 
-# Both stages use the same Python image, so the virtualenv built in the first runs unchanged in the second
-# (its interpreter symlinks point at /usr/local/bin/python3.11 in both). Bookworm, because it packages the
-# Java 17 runtime that Spark 4 needs; the default (trixie) slim image has only Java 21+.
+# Every stage uses the same Python image, so a virtualenv built in one runs unchanged in another (its interpreter
+# symlinks point at /usr/local/bin/python3.11 in all). Bookworm, because it packages the Java 17 runtime that
+# Spark needs; the default (trixie) slim image has only Java 21+.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------------------------------------------
-# Builder: build Berth's wheel and install it with the pipeline extra (pyspark, pandas, pyarrow) into /opt/berth.
-FROM ${PYTHON_IMAGE} AS builder
+# wheel: Berth's wheel, built once for both images.
+FROM ${PYTHON_IMAGE} AS wheel
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-
-RUN python -m venv /opt/berth
 
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore keeps the rest of the repository out of the build context).
@@ -34,32 +38,49 @@ COPY coordinator/ coordinator/
 COPY operator/ operator/
 COPY pipeline/ pipeline/
 
-# A wheel, not an editable or source-tree install: the final image holds no source tree. hatchling is fetched in
-# pip's isolated build environment and stays in this stage.
-RUN pip wheel --no-deps --wheel-dir /dist . \
- && /opt/berth/bin/pip install "$(ls /dist/berth-*.whl)[pipeline]" \
- && /opt/berth/bin/berth-coordinator --help > /dev/null \
- && /opt/berth/bin/berth-operator --help > /dev/null \
- && /opt/berth/bin/berth-analyze --help > /dev/null
+# A wheel, not an editable or source-tree install: no image holds a source tree. hatchling is fetched in pip's
+# isolated build environment and stays in this stage.
+RUN pip wheel --no-deps --wheel-dir /dist .
 
 # ---------------------------------------------------------------------------------------------------------------
-# Runtime: the slim Python image, a headless Java 17 runtime for Spark, tini, the virtualenv. No compiler, no pip
-# cache, no source tree.
-FROM ${PYTHON_IMAGE}
+# runtime-venv: the wheel without extras (no Spark, no matplotlib), and each service's command line answering.
+FROM ${PYTHON_IMAGE} AS runtime-venv
 
-LABEL org.opencontainers.image.title="berth" \
-      org.opencontainers.image.description="Berth: ConsumerFleet operator, group coordinator and journal analytics" \
-      org.opencontainers.image.version="0.1.0" \
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+COPY --from=wheel /dist /dist
+RUN python -m venv /opt/berth \
+ && /opt/berth/bin/pip install "$(ls /dist/berth-*.whl)" \
+ && /opt/berth/bin/berth-coordinator --help > /dev/null \
+ && /opt/berth/bin/berth-operator --help > /dev/null \
+ && /opt/berth/bin/berth-groups --help > /dev/null
+
+# ---------------------------------------------------------------------------------------------------------------
+# analytics-venv: the wheel with the pipeline extra, everything berth-analyze imports when it runs.
+FROM ${PYTHON_IMAGE} AS analytics-venv
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+COPY --from=wheel /dist /dist
+RUN python -m venv /opt/berth \
+ && /opt/berth/bin/pip install "$(ls /dist/berth-*.whl)[pipeline]" \
+ && /opt/berth/bin/berth-analyze --version > /dev/null
+
+# ---------------------------------------------------------------------------------------------------------------
+# base: what both images share: tini, the non-root user, the environment. No compiler, no pip cache, no source.
+FROM ${PYTHON_IMAGE} AS base
+
+LABEL org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.licenses="Apache-2.0"
 
-# openjdk-17-jre-headless: the JVM that pyspark launches for berth-analyze (no X11 libraries).
 # tini: a minimal init for PID 1 (signal forwarding, zombie reaping).
-# The man1 directory: the JRE's postinst registers java.1.gz alternatives there, and slim images strip it.
-RUN mkdir -p /usr/share/man/man1 \
- && apt-get update \
- && apt-get install --yes --no-install-recommends openjdk-17-jre-headless tini \
- && rm -rf /var/lib/apt/lists/* \
- && ln -s "/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
+RUN apt-get update \
+ && apt-get install --yes --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric UID/GID (10001), so that Kubernetes' runAsNonRoot can verify it without a passwd lookup and the
 # chart's runAsUser/fsGroup match the owner of /var/lib/berth.
@@ -68,19 +89,47 @@ RUN groupadd --system --gid 10001 berth \
  && mkdir -p /var/lib/berth \
  && chown 10001:10001 /var/lib/berth
 
-COPY --from=builder /opt/berth /opt/berth
-
 ENV PATH=/opt/berth/bin:$PATH \
-    JAVA_HOME=/usr/lib/jvm/java-17 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
-USER 10001:10001
 WORKDIR /home/berth
+ENTRYPOINT ["/usr/bin/tini", "--"]
+
+# ---------------------------------------------------------------------------------------------------------------
+# analytics: berth-analyze (embedded Spark, or Spark on Kubernetes through berth.pipeline.k8s_entrypoint).
+FROM base AS analytics
+
+LABEL org.opencontainers.image.title="berth-analytics" \
+      org.opencontainers.image.description="Berth's journal analytics: berth-analyze on PySpark and Java 17"
+
+# openjdk-17-jre-headless: the JVM that pyspark launches (no X11 libraries). The man1 directory: the JRE's postinst
+# registers java.1.gz alternatives there, and slim images strip it.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install --yes --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
+
+COPY --from=analytics-venv /opt/berth /opt/berth
+ENV JAVA_HOME=/usr/lib/jvm/java-17
+
+USER 10001:10001
+CMD ["berth-analyze", "--help"]
+
+# ---------------------------------------------------------------------------------------------------------------
+# runtime (last, so the default target): coordinator, operator, berth-groups.
+FROM base AS runtime
+
+LABEL org.opencontainers.image.title="berth" \
+      org.opencontainers.image.description="Berth: ConsumerFleet operator, group coordinator and admin CLI"
+
+COPY --from=runtime-venv /opt/berth /opt/berth
+
+USER 10001:10001
 
 # The coordinator's default port (HTTP API, /healthz, /readyz, /metrics).
 EXPOSE 9094
 
-ENTRYPOINT ["/usr/bin/tini", "--"]
 # With no arguments: a coordinator on all interfaces, its state in /var/lib/berth (mount a volume there to keep it).
 CMD ["berth-coordinator", "--data-dir", "/var/lib/berth", "--host", "0.0.0.0", "--port", "9094"]

@@ -2,9 +2,10 @@
 
 ``python -m benchmarks pipeline`` (or ``python -m benchmarks.pipeline_bench [--sizes 1000000,10000000] [--data DIR]``)
 
-Journals come from ``berth.pipeline.synthetic`` (deterministic, seed 1, one group per 500 events) and are kept in
-``--data`` (default ``$BERTH_BENCH_DATA`` or ``/tmp/berth-pipeline-bench``) so that a rerun measures the analysis,
-not the generator. Each size is analysed from its JSON Lines segments, converted to Parquet, and analysed again
+Journals come from ``benchmarks.synthetic`` (deterministic, seed 1, one group per 500 events) and are kept in
+``--data`` (default ``$BERTH_BENCH_DATA``, else ``$XDG_CACHE_HOME/berth/pipeline-bench``, i.e. ``~/.cache/...``) so
+that a rerun measures the analysis, not the generator: a cache, so it lives with caches and not under /tmp.
+Each size is analysed from its JSON Lines segments, converted to Parquet, and analysed again
 from Parquet, every run a fresh ``berth-analyze`` process at ``local[2]`` exactly as a user would start it; the
 wall time includes the JVM's start (about 10 s). Figures: seconds and events/s per run.
 """
@@ -28,9 +29,15 @@ DEFAULT_SIZES = (1_000_000, 10_000_000)
 EVENTS_PER_GROUP = 500
 SEED = 1
 MASTER = "local[2]"
-DEFAULT_DATA = "/tmp/berth-pipeline-bench"
+
 GOAL_EVENTS = 10_000_000
 GOAL_SECONDS = 120
+
+
+def default_data() -> Path:
+    """Where generated journals are cached between runs (tens of GB at 10M events: a cache, not a temp dir)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "berth" / "pipeline-bench"
 
 
 def journal_for(events: int, data: Path) -> Path:
@@ -43,7 +50,7 @@ def journal_for(events: int, data: Path) -> Path:
         progress(f"generating {events:,} events for {groups:,} groups -> {directory}")
         started = time.monotonic()
         generate = ["--events", str(events), "--groups", str(groups), "--seed", str(SEED), "--out", str(directory)]
-        subprocess.run([sys.executable, "-m", "berth.pipeline.synthetic", *generate], check=True)
+        subprocess.run([sys.executable, "-m", "benchmarks.synthetic", *generate], check=True)
         done.write_text(f"{time.monotonic() - started:.1f} s\n")
     return directory
 
@@ -87,7 +94,7 @@ def _advice_without_timestamp(out: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> Result:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES), help="comma-separated events")
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get("BERTH_BENCH_DATA", DEFAULT_DATA)))
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("BERTH_BENCH_DATA") or default_data()))
     args = parser.parse_args([] if argv is None else argv)
     args.data.mkdir(parents=True, exist_ok=True)
     runs = [bench_size(int(size), args.data) for size in args.sizes.split(",")]
@@ -106,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
         summary=summary,
         figures={"master": MASTER, "runs": runs},
         note="One run per size and format, wall time of a fresh process including JVM start; the machine's other "
-        "load is not controlled. Journals: berth.pipeline.synthetic, seed 1, one group per 500 events.",
+        "load is not controlled. Journals: benchmarks.synthetic, seed 1, one group per 500 events.",
     )
 
 

@@ -1,5 +1,5 @@
 """The Dockerfile and .dockerignore, checked by reading them (no container engine runs here), and the wheel the
-builder stage builds, built for real."""
+wheel stage builds, built for real (test_image_installs.py installs it as each image does)."""
 
 from __future__ import annotations
 
@@ -66,70 +66,90 @@ def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
 
 
 @pytest.fixture(scope="module")
-def stages() -> list[Stage]:
-    return parse_dockerfile((ROOT / "Dockerfile").read_text())[1]
+def stages() -> dict[str, Stage]:
+    by_name = {s.name: s for s in parse_dockerfile((ROOT / "Dockerfile").read_text())[1]}
+    assert None not in by_name, "every stage is named"
+    return {str(name): s for name, s in by_name.items()}
 
 
-def test_multi_stage_build_from_the_same_slim_python(stages: list[Stage]) -> None:
-    assert len(stages) == 2
-    builder, final = stages
-    assert builder.name == "builder"
-    # The virtualenv's interpreter links only work when both stages have the same Python at the same path.
-    assert builder.base == final.base
-    assert re.fullmatch(r"python:3\.11-slim(-bookworm)?", final.base), final.base
+def test_two_images_from_one_wheel_the_slim_runtime_is_the_default_target(stages: dict[str, Stage]) -> None:
+    assert list(stages) == ["wheel", "runtime-venv", "analytics-venv", "base", "analytics", "runtime"]
+    python = {stages[n].base for n in ("wheel", "runtime-venv", "analytics-venv", "base")}
+    # The virtualenv's interpreter links only work when every stage has the same Python at the same path.
+    assert len(python) == 1 and re.fullmatch(r"python:3\.11-slim(-bookworm)?", python.pop())
+    assert stages["analytics"].base == stages["runtime"].base == "base"
 
 
-def test_builder_builds_a_wheel_and_installs_it_with_the_pipeline_extra(stages: list[Stage]) -> None:
-    run = " && ".join(stages[0].all("RUN"))
-    assert "pip wheel" in run and "--no-deps" in run
-    assert re.search(r"/opt/berth/bin/pip install [^&]*berth-\*\.whl\)?\[pipeline\]", run), run
-    assert "python -m venv /opt/berth" in run
-    # The console scripts must at least start (imports resolve) before the image is done.
-    for script in ("berth-coordinator", "berth-operator", "berth-analyze"):
-        assert f"/opt/berth/bin/{script} --help" in run
-    copied = {shlex.split(args)[0] for args in stages[0].all("COPY")}
+def test_the_wheel_is_built_once_and_installed_with_each_images_extras(stages: dict[str, Stage]) -> None:
+    (build,) = stages["wheel"].all("RUN")
+    assert "pip wheel" in build and "--no-deps" in build
+    copied = {shlex.split(args)[0] for args in stages["wheel"].all("COPY")}
     assert {"coordinator/", "operator/", "pipeline/", "pyproject.toml"} <= copied
+    (runtime,) = stages["runtime-venv"].all("RUN")
+    (analytics,) = stages["analytics-venv"].all("RUN")
+    assert "python -m venv /opt/berth" in runtime and "python -m venv /opt/berth" in analytics
+    # The slim image gets the wheel alone (pip install berth pulls no Spark); the analytics one its pipeline extra.
+    assert re.search(r'/opt/berth/bin/pip install "\$\(ls /dist/berth-\*\.whl\)"', runtime), runtime
+    assert re.search(r'/opt/berth/bin/pip install "\$\(ls /dist/berth-\*\.whl\)\[pipeline\]"', analytics), analytics
+    for script in ("berth-coordinator", "berth-operator", "berth-groups"):
+        assert f"/opt/berth/bin/{script} --help" in runtime
+    # tests/chart/test_image_installs.py runs these very lines and then each entry point's real work.
+    assert "/opt/berth/bin/berth-analyze" in analytics
 
 
-def test_final_stage_runs_as_a_non_root_numeric_user(stages: list[Stage]) -> None:
-    users = stages[1].all("USER")
-    assert users, "no USER in the final stage"
-    uid, _, gid = users[-1].partition(":")
-    assert uid.isdigit() and int(uid) > 0, "USER must be a non-root numeric UID (runAsNonRoot checks it)"
-    assert not gid or (gid.isdigit() and int(gid) > 0)
-    # The chart's default runAsUser is the image's user, so a data volume's fsGroup and the UID agree.
-    for name, spec in pod_specs(render_default()):
-        assert spec["securityContext"]["runAsUser"] == int(uid), name
+def test_images_run_as_a_non_root_numeric_user(stages: dict[str, Stage]) -> None:
+    for name in ("analytics", "runtime"):
+        users = stages[name].all("USER")
+        assert users, f"no USER in {name}"
+        uid, _, gid = users[-1].partition(":")
+        assert uid.isdigit() and int(uid) > 0, "USER must be a non-root numeric UID (runAsNonRoot checks it)"
+        assert not gid or (gid.isdigit() and int(gid) > 0)
+        # The chart's default runAsUser is the image's user, so a data volume's fsGroup and the UID agree.
+        for pod, spec in pod_specs(render_default()):
+            assert spec["securityContext"]["runAsUser"] == int(uid), pod
 
 
 def render_default() -> list[dict[str, object]]:
     return render({"analytics": {"enabled": True}})
 
 
-def test_final_stage_has_java_17_and_no_build_tools(stages: list[Stage]) -> None:
-    run = " ".join(stages[1].all("RUN"))
-    assert "openjdk-17-jre-headless" in run
-    assert "--no-install-recommends" in run and "rm -rf /var/lib/apt/lists" in run
-    installed = " ".join(re.findall(r"apt-get install ([^&;]+)", run)).split()
-    assert not [tool for tool in BUILD_TOOLS if tool in installed], installed
-    assert not any("pip install" in args for args in stages[1].all("RUN")), "nothing is built in the final stage"
-    copies = stages[1].all("COPY")
-    assert copies == ["--from=builder /opt/berth /opt/berth"], "only the virtualenv comes from the builder"
-    env = " ".join(stages[1].all("ENV"))
-    assert "PATH=/opt/berth/bin:$PATH" in env and "JAVA_HOME=" in env
+def apt_installed(stage: Stage) -> list[str]:
+    return " ".join(re.findall(r"apt-get install ([^&;]+)", " ".join(stage.all("RUN")))).split()
 
 
-def test_entrypoint_runs_any_console_script(stages: list[Stage]) -> None:
+def test_java_only_in_the_analytics_image_and_no_build_tools_anywhere(stages: dict[str, Stage]) -> None:
+    assert "openjdk-17-jre-headless" in apt_installed(stages["analytics"])
+    for name in ("base", "runtime"):
+        assert not [p for p in apt_installed(stages[name]) if "jdk" in p or "jre" in p], name
+    for name in ("base", "analytics", "runtime"):
+        run = " ".join(stages[name].all("RUN"))
+        assert not [tool for tool in BUILD_TOOLS if tool in apt_installed(stages[name])], name
+        if "apt-get install" in run:
+            assert "--no-install-recommends" in run and "rm -rf /var/lib/apt/lists" in run, name
+        assert "pip install" not in run, f"nothing is built in {name}"
+    assert stages["analytics"].all("COPY") == ["--from=analytics-venv /opt/berth /opt/berth"]
+    assert stages["runtime"].all("COPY") == ["--from=runtime-venv /opt/berth /opt/berth"]
+    assert "PATH=/opt/berth/bin:$PATH" in " ".join(stages["base"].all("ENV"))
+    assert "JAVA_HOME=" in " ".join(stages["analytics"].all("ENV"))
+
+
+def test_entrypoint_runs_any_console_script(stages: dict[str, Stage]) -> None:
     """ENTRYPOINT is only tini, so the container's arguments name the program (the chart sets `args`)."""
-    (entrypoint,) = stages[1].all("ENTRYPOINT")
+    (entrypoint,) = stages["base"].all("ENTRYPOINT")
     assert json.loads(entrypoint) == ["/usr/bin/tini", "--"]
-    (cmd,) = stages[1].all("CMD")
-    default = json.loads(cmd)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert default[0] in scripts
-    assert {"berth-coordinator", "berth-operator", "berth-analyze"} <= scripts.keys()
+    for name, program in (("runtime", "berth-coordinator"), ("analytics", "berth-analyze")):
+        (cmd,) = stages[name].all("CMD")
+        assert json.loads(cmd)[0] == program and program in scripts
     used = {c["args"][0] for _, spec in pod_specs(render_default()) for c in spec["containers"]}
     assert used == {"berth-coordinator", "berth-operator", "berth-analyze"}
+
+
+def test_the_chart_runs_each_program_from_the_image_that_has_it() -> None:
+    for _pod, spec in pod_specs(render_default()):
+        for c in spec["containers"]:
+            expected = "berth-analytics:0.1.0" if c["args"][0] == "berth-analyze" else "berth:0.1.0"
+            assert c["image"] == expected, c["args"][0]
 
 
 # --- .dockerignore ------------------------------------------------------------------------------------------------
@@ -190,7 +210,8 @@ def test_dockerignore_keeps_everything_else_out(ignore_patterns: list[str], path
 
 
 def test_wheel_builds_with_all_console_scripts_and_no_top_level_operator(tmp_path: Path) -> None:
-    """What the builder's `pip wheel --no-deps .` produces: one berth namespace, the three services' scripts."""
+    """What the wheel stage's `pip wheel --no-deps .` produces: one berth namespace, the services' scripts, and no
+    benchmark tooling."""
     if importlib.util.find_spec("hatchling") is None:
         pytest.skip("hatchling (the build backend) is not installed in this environment; the image build fetches it")
     result = subprocess.run(
@@ -221,3 +242,4 @@ def test_wheel_builds_with_all_console_scripts_and_no_top_level_operator(tmp_pat
         assert any(n.startswith(package) for n in names), package
     # `operator` is the standard library's: the wheel must not ship a top-level package of that name.
     assert not any(n.startswith("operator/") for n in names)
+    assert not any("synthetic" in n for n in names), "benchmark journals are tooling, not product"

@@ -239,7 +239,9 @@ def check_liveness_off(docs: list[Obj]) -> None:
 
 def check_image_digest(docs: list[Obj]) -> None:
     for name, spec in pod_specs(docs):
-        assert {c["image"] for c in spec["containers"]} == {f"registry.example.net/berth@{DIGEST}"}, name
+        # The analytics job runs from its own image (pyspark and Java), pinned the same way.
+        image = "berth-analytics" if name == "CronJob/berth-analytics" else "berth"
+        assert {c["image"] for c in spec["containers"]} == {f"registry.example.net/{image}@{DIGEST}"}, name
         assert {c["imagePullPolicy"] for c in spec["containers"]} == {"Always"}, name
         assert spec["imagePullSecrets"] == [{"name": "regcred"}], name
 
@@ -337,7 +339,15 @@ CASES = [
         {
             "image": {"repository": "registry.example.net/berth", "digest": DIGEST, "pullPolicy": "Always"},
             "imagePullSecrets": [{"name": "regcred"}],
-            "analytics": {"enabled": True},
+            "analytics": {
+                "enabled": True,
+                "image": {
+                    "repository": "registry.example.net/berth-analytics",
+                    "tag": "",
+                    "digest": DIGEST,
+                    "pullPolicy": "",
+                },
+            },
         },
         check_image_digest,
     ),

@@ -125,11 +125,12 @@ def test_static_restarts_move_nothing_and_an_expiry_moves_the_lost_members_parti
     ]
 
 
-def test_dynamic_members_are_owners_by_member_id_so_their_restarts_move_partitions(spark: SparkSession) -> None:
+def test_a_dynamic_member_replaced_one_for_one_keeps_its_process_slot_so_nothing_moves(spark: SparkSession) -> None:
     events = journal(
         spark,
         stored(15, "billing", ("consumer-1", None, assignment({"ledger": [0, 1]}))),
         stored(16, "orders", ("orders-0-a", "orders-0", assignment({"orders": [0]}))),  # another group between
+        # consumer-1 restarted as consumer-2: one departed, one arrived, so it is the same slot (berth-demo's count)
         stored(25, "billing", ("consumer-2", None, assignment({"ledger": [0, 1]}))),
         stored(35, "billing"),  # everyone left: an empty assignment drops everything
     )
@@ -137,8 +138,49 @@ def test_dynamic_members_are_owners_by_member_id_so_their_restarts_move_partitio
     assert rows(partitions_moved(events), "seq") == [
         moved_row("billing", 15, None, members=1, partitions=2, moved=0, added=2, removed=0),
         moved_row("orders", 16, None, members=1, partitions=1, moved=0, added=1, removed=0),
-        moved_row("billing", 25, 15, members=1, partitions=2, moved=2, added=0, removed=0),
+        moved_row("billing", 25, 15, members=1, partitions=2, moved=0, added=0, removed=0),
         moved_row("billing", 35, 25, members=0, partitions=0, moved=0, added=0, removed=2),
+    ]
+
+
+def test_dynamic_arrivals_inherit_a_slot_only_from_the_one_departed_member_whose_partitions_they_alone_took(
+    spark: SparkSession,
+) -> None:
+    events = journal(
+        spark,
+        stored(10, "g", ("a", None, assignment({"t": [0, 1]})), ("b", None, assignment({"t": [2, 3]}))),
+        # a left; x took all of a's partitions and nobody else did: x is a's restart. y is new and took 3 from b.
+        stored(
+            20,
+            "g",
+            ("b", None, assignment({"t": [2]})),
+            ("x", None, assignment({"t": [0, 1]})),
+            ("y", None, assignment({"t": [3]})),
+        ),
+        # b and x left, p and q arrived, both holding some of x's: no unambiguous pairing, so all three moved.
+        stored(
+            30,
+            "g",
+            ("y", None, assignment({"t": [3]})),
+            ("p", None, assignment({"t": [0, 2]})),
+            ("q", None, assignment({"t": [1]})),
+        ),
+        # a scale-up without a departure: r takes partitions from members that stay, which are moves.
+        stored(
+            40,
+            "g",
+            ("y", None, assignment({"t": [3]})),
+            ("p", None, assignment({"t": [0]})),
+            ("q", None, assignment({"t": [1]})),
+            ("r", None, assignment({"t": [2]})),
+        ),
+    )
+
+    assert [(r["seq"], r["partitions_moved"]) for r in rows(partitions_moved(events), "seq")] == [
+        (10, 0),
+        (20, 1),  # 3: b -> y; 0 and 1 stayed in a's slot
+        (30, 3),  # 0: x -> p, 1: x -> q, 2: b -> p
+        (40, 1),  # 2: p -> r
     ]
 
 

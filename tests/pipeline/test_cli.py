@@ -2,7 +2,8 @@
 
 The journal: ``orders`` is a static fleet of two whose members restart in place twice, then one stays away past
 its session timeout (expired, rejoined: two rebalances); ``billing`` is one dynamic member that leaves and comes
-back. One line of the second segment is garbage. Every number below follows from those events by hand.
+back (a dynamic restart that cost two rebalances: the group emptied before the new process joined). One line of
+the second segment is garbage. Every number below follows from those events by hand.
 """
 
 from __future__ import annotations
@@ -215,12 +216,14 @@ EXPECTED_SUMMARY = [
         "rebalances": 3,
         "static_restarts": 0,
         "restarts_without_rebalance": 0,
+        "dynamic_restarts": 1,  # c-1 left, c-2 joined
+        "dynamic_restart_rebalances": 2,  # member_left, then new_member: c-2 came after the group had emptied
         "rebalances_if_dynamic": 0,
         "rebalances_avoided": 0,
         "restart_gap_samples": 0,
         "rebalancing_ms": 208,  # 104 + 0 (emptied at once) + 104
         "assignments": 2,
-        "partitions_moved": 1,  # ledger-0 went from c-1 to c-2
+        "partitions_moved": 0,  # ledger-0 went from c-1 to c-2, its replacement in the same process slot
         "unknown_assignments": 0,
         "restart_gap_p50_ms": None,
         "restart_gap_p_ms": None,
@@ -238,7 +241,9 @@ EXPECTED_SUMMARY = [
         "rebalances": 3,
         "static_restarts": 2,
         "restarts_without_rebalance": 2,
-        "rebalances_if_dynamic": 4,
+        "dynamic_restarts": 0,
+        "dynamic_restart_rebalances": 0,
+        "rebalances_if_dynamic": 4,  # 2 restarts x the 2 rebalances billing's dynamic restart cost
         "rebalances_avoided": 4,
         "restart_gap_samples": 3,
         "rebalancing_ms": 4_410,  # 3 040 + 520 + 850
@@ -276,7 +281,9 @@ def test_the_journal_directory_is_all_it_needs(
     }
     assert pq.read_table(out / "summary.parquet").to_pylist() == EXPECTED_SUMMARY
     report = (out / "report.html").read_text()
-    assert report.count("<svg") == 3  # rebalances over time, orders' restart gaps, partitions moved
+    # restart costs, rebalances over time, partitions moved, two group timelines, the advice overview, orders'
+    # restart gaps, the groups overview
+    assert report.count("<svg") == 8
     assert "advised timeout 63.0 s" in report
     progress = capsys.readouterr().err
     assert "read 30 events, 1 malformed lines" in progress

@@ -111,7 +111,8 @@ def test_the_coordinators_own_segments_and_its_journal_route_give_the_same_exact
     (summary,) = pq.read_table(from_disk / "summary.parquet").to_pylist()
     assert summary["static_restarts"] == 2
     assert summary["restarts_without_rebalance"] == 2
-    assert summary["rebalances_avoided"] == 4  # two restarts that would each have cost two dynamic rebalances
+    # No dynamic restart in this journal to measure one by: each would have cost at least the departure's rebalance.
+    assert summary["rebalances_avoided"] == 2
     assert summary["rebalances"] == 1  # the group's formation
     assert summary["partitions_moved"] == 0
     assert summary["unknown_assignments"] == 0

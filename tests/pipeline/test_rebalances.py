@@ -6,7 +6,7 @@ import pytest
 from pipeline_builders import event, journal, rows
 from pyspark.sql import SparkSession
 
-from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause, rebalances_per_hour
+from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause
 
 pytestmark = pytest.mark.spark
 
@@ -30,23 +30,6 @@ def test_rebalances_are_counted_per_group_and_cause(spark: SparkSession) -> None
         {"group_id": "billing", "cause": "unknown", "rebalances": 1},
         {"group_id": "orders", "cause": "member_expired", "rebalances": 1},
         {"group_id": "orders", "cause": "new_member", "rebalances": 2},
-    ]
-
-
-def test_rebalances_per_hour_fall_in_the_utc_hour_they_started(spark: SparkSession) -> None:
-    events = journal(
-        spark,
-        event(1, T0 + 5_000, "orders", "rebalance_started", cause="new_member"),
-        event(2, T0 + HOUR - 1, "orders", "rebalance_started", cause="new_member"),
-        event(3, T0 + HOUR, "orders", "rebalance_started", cause="new_member"),
-        event(4, T0 + HOUR + 7, "orders", "rebalance_started", cause="member_left"),
-        event(5, T0 + HOUR + 9, "orders", "assignment_stored", assignments=[]),
-    )
-
-    assert rows(rebalances_per_hour(events)) == [
-        {"group_id": "orders", "hour_start_ms": T0, "cause": "new_member", "rebalances": 2},
-        {"group_id": "orders", "hour_start_ms": T0 + HOUR, "cause": "member_left", "rebalances": 1},
-        {"group_id": "orders", "hour_start_ms": T0 + HOUR, "cause": "new_member", "rebalances": 1},
     ]
 
 

@@ -1,13 +1,18 @@
-"""Who decides the master (spark-submit, always, when it launched us), ``--since`` parsing, and progress lines."""
+"""Who decides the master (spark-submit, always, when it launched us), the command line's habits (``--version``,
+help with defaults, quiet on a closed pipe), what a cluster master requires, ``--since`` parsing, progress lines."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from berth.pipeline.main import parse_since
+from berth.pipeline.arguments import parse_since
 from berth.pipeline.progress import Progress
 from berth.pipeline.session import local_settings
 
@@ -53,3 +58,73 @@ def test_progress_lines_carry_the_time_since_start() -> None:
     progress.say("read 1,000 events")
 
     assert stream.getvalue() == "berth-analyze [   1.2 s] reading journal\nberth-analyze [  72.5 s] read 1,000 events\n"
+
+
+def test_version_and_help_answer_without_spark_every_flag_explained_with_its_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from berth.pipeline.arguments import analyze_parser, convert_parser, version
+
+    with pytest.raises(SystemExit) as exit_info:
+        analyze_parser().parse_args(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"berth-analyze {version()}\n"
+    for parser in (analyze_parser(), convert_parser()):
+        for action in parser._actions:
+            assert action.help, action.option_strings
+        text = parser.format_help()
+        assert "`" not in text  # plain text, no reST markup
+    analyze_help = " ".join(analyze_parser().format_help().split())
+    for shown in ("(default: 0.99)", "(default: 1.5)", "(default: 3000)", "(default: 6000)", "(default: 4g)"):
+        assert shown in analyze_help, shown
+
+
+def test_a_closed_stdout_or_stderr_ends_the_command_quietly(tmp_path: Path) -> None:
+    for args, stream in ((["--help"], "stdout"), (["--journal", str(tmp_path / "none"), "--out", "x"], "stderr")):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before anything is written, as after `| head -1`
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
+        result = subprocess.run([sys.executable, "-m", "berth.pipeline.main", *args], check=False, **streams)
+        os.close(write_end)
+        other = result.stderr if stream == "stdout" else result.stdout
+        assert b"Traceback" not in (other or b""), other
+        assert b"BrokenPipeError" not in (other or b""), other
+
+
+def test_journal_url_with_a_cluster_master_needs_a_shared_staging_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from berth.pipeline.main import main
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    args = ["--journal-url", "http://127.0.0.1:9", "--out", str(tmp_path / "out"), "--quiet"]
+
+    assert main([*args, "--master", "spark://spark-master:7077"]) == 1
+    assert capsys.readouterr().err == (
+        "berth-analyze: error: --journal-url with the cluster master spark://spark-master:7077 needs --staging-dir: "
+        "a folder on storage every executor reads (a shared volume), where the journal is downloaded before the "
+        "executors read it\n"
+    )
+    # With a staging folder it gets as far as the download (this coordinator does not exist), leaving nothing there.
+    staging = tmp_path / "shared"
+    assert main([*args, "--master", "spark://spark-master:7077", "--staging-dir", str(staging)]) == 1
+    assert "coordinator unreachable" in capsys.readouterr().err
+    assert list(staging.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("local-cluster[2,1,1024]", True),
+        ("spark://127.0.0.1:7077", False),
+        ("k8s://https://kubernetes.default:443", False),
+        ("yarn", False),
+    ],
+)
+def test_only_local_masters_share_the_drivers_disk(master: str, local: bool) -> None:
+    from berth.pipeline.sources import is_local_master
+
+    assert is_local_master(master) is local

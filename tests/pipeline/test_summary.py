@@ -25,9 +25,9 @@ def test_one_row_per_group_joins_the_transforms_outputs(spark: SparkSession) -> 
         [("orders", "new_member", 1), ("orders", "member_left", 1)], "group_id string, cause string, rebalances long"
     )
     avoided = spark.createDataFrame(
-        [("orders", 3, 2, 1, 6, 5)],
+        [("orders", 3, 2, 1, 0, 0, 6, 5)],
         "group_id string, static_restarts long, restarts_without_rebalance long, restarts_with_rebalance long, "
-        "rebalances_if_dynamic long, rebalances_avoided long",
+        "dynamic_restarts long, dynamic_restart_rebalances long, rebalances_if_dynamic long, rebalances_avoided long",
     )
     gaps = spark.createDataFrame(
         [("orders", 4_000), ("orders", 9_000), ("orders", 5_000)], "group_id string, gap_ms long"
@@ -54,6 +54,8 @@ def test_one_row_per_group_joins_the_transforms_outputs(spark: SparkSession) -> 
             "rebalances": 0,
             "static_restarts": 0,
             "restarts_without_rebalance": 0,
+            "dynamic_restarts": 0,
+            "dynamic_restart_rebalances": 0,
             "rebalances_if_dynamic": 0,
             "rebalances_avoided": 0,
             "restart_gap_samples": 0,
@@ -77,6 +79,8 @@ def test_one_row_per_group_joins_the_transforms_outputs(spark: SparkSession) -> 
             "rebalances": 2,
             "static_restarts": 3,
             "restarts_without_rebalance": 2,
+            "dynamic_restarts": 0,
+            "dynamic_restart_rebalances": 0,
             "rebalances_if_dynamic": 6,
             "rebalances_avoided": 5,
             "restart_gap_samples": 3,

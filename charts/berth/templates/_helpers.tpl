@@ -35,10 +35,19 @@ http://{{ include "berth.coordinatorName" . }}.{{ .Release.Namespace }}:{{ .Valu
 {{- end -}}
 
 {{- define "berth.image" -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- include "berth.imageRef" (dict "image" .Values.image "ctx" .) -}}
+{{- end -}}
+
+{{/* The analytics job's image (pyspark and Java): analytics.image, its pull policy falling back to image's. */}}
+{{- define "berth.analyticsImage" -}}
+{{- include "berth.imageRef" (dict "image" .Values.analytics.image "ctx" .) -}}
+{{- end -}}
+
+{{- define "berth.imageRef" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
 {{- end -}}
 {{- end -}}
 

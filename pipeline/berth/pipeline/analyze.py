@@ -26,11 +26,10 @@ from pyspark.sql import functions as F
 
 from berth.pipeline.advice import AdviceSettings, JournalStats, advice_document, advice_from_stats, restart_gap_stats
 from berth.pipeline.assignments import partitions_moved
+from berth.pipeline.cluster import missing_file_error
 from berth.pipeline.progress import Progress, count
 from berth.pipeline.readers import MALFORMED_LINE, good_events, malformed_lines, read_journal
-from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause, rebalances_per_hour
-from berth.pipeline.report import render_report
-from berth.pipeline.report_data import collect_report_data
+from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause
 from berth.pipeline.restarts import rebalances_avoided, restart_gaps
 from berth.pipeline.schema import ANALYSED_COLUMNS
 from berth.pipeline.sources import JournalError, JournalSource
@@ -68,7 +67,6 @@ class _Results:
     gap_stats: DataFrame
     advice: DataFrame
     by_cause: DataFrame
-    per_hour: DataFrame
     durations: DataFrame
     avoided: DataFrame
     moved: DataFrame
@@ -90,19 +88,16 @@ def analyze(
     results = _transform(events, options.settings, progress)
 
     os.makedirs(options.out_dir, exist_ok=True)
-    summary_table = (
-        group_summary(
-            events,
-            results.by_cause,
-            results.avoided,
-            results.gap_stats,
-            results.advice,
-            results.durations,
-            results.moved,
-        )
-        .orderBy("group_id")
-        .toArrow()
+    summary = group_summary(
+        events,
+        results.by_cause,
+        results.avoided,
+        results.gap_stats,
+        results.advice,
+        results.durations,
+        results.moved,
     )
+    summary_table = _to_arrow(summary.orderBy("group_id"))
     written = [_write_summary(summary_table, options.out_dir)]
     summary_rows: list[dict[str, Any]] = summary_table.to_pylist()
     advice_rows = [row.asDict() for row in results.advice.collect()]
@@ -112,12 +107,17 @@ def analyze(
     progress.say(f"wrote {SUMMARY_FILE} ({count(len(summary_rows), 'group')}) and {ADVICE_FILE}")
 
     if options.write_report:
+        # Only here: the report needs matplotlib, which a --no-report run never loads.
+        from berth.pipeline.report import render_report
+        from berth.pipeline.report_data import collect_report_data
+
         report = collect_report_data(
             journal_path=options.journal_path,
             generated_at_ms=generated_at_ms,
             journal=stats,
             settings=options.settings,
-            per_hour=results.per_hour,
+            events=events,
+            durations=results.durations,
             moved=results.moved,
             gaps=results.gaps,
             summary_rows=summary_rows,
@@ -142,7 +142,13 @@ def _read(
         # Parsing JSON dominates a run: parse once. Parquet is cheaper to re-read (only the columns each
         # transform needs) than to cache, which costs as much as the whole read.
         flagged = flagged.cache()
-    stats = _journal_stats(flagged)
+    try:
+        stats = _journal_stats(flagged)  # the first job that reads the files
+    except Exception as e:
+        one_line = missing_file_error(e, options.journal_path)
+        if one_line is None:
+            raise
+        raise one_line from e
     progress.say(f"read {count(stats.events)} events, {count(stats.malformed_lines)} malformed lines")
     if stats.malformed_lines:
         for row in malformed_lines(flagged).limit(MALFORMED_SAMPLES).collect():
@@ -170,7 +176,6 @@ def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) 
         gap_stats=gap_stats,
         advice=advice,
         by_cause=rebalances_by_cause(events).cache(),
-        per_hour=rebalances_per_hour(events).cache(),
         durations=durations,
         avoided=rebalances_avoided(events).cache(),
         moved=moved,
@@ -193,6 +198,16 @@ def _journal_stats(flagged: DataFrame) -> JournalStats:
         first_ts_ms=int(row["first_ts_ms"] or 0),
         last_ts_ms=int(row["last_ts_ms"] or 0),
     )
+
+
+def _to_arrow(frame: DataFrame) -> pa.Table:
+    """``DataFrame.toArrow`` (Spark 4.0+); Spark 3.5 has the same Arrow batches behind a private method."""
+    if hasattr(frame, "toArrow"):
+        return frame.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = frame._collect_as_arrow()  # type: ignore[operator]  # Spark 3.5 only; 4.x takes the branch above
+    return pa.Table.from_batches(batches, schema=to_arrow_schema(frame.schema))
 
 
 def _shorten(line: str, limit: int = 160) -> str:

@@ -17,11 +17,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from berth.pipeline.arguments import DEFAULT_LAYOUT, PARTITION_LAYOUTS
 from berth.pipeline.assignments import decoded_assignments
 from berth.pipeline.schema import DAY_MS
-
-PARTITION_LAYOUTS = {"date": ("date",), "group_id,date": ("group_id", "date")}
-DEFAULT_LAYOUT = "date"
 
 
 def with_storage_partitions(flagged: DataFrame, layout: str = DEFAULT_LAYOUT) -> DataFrame:

@@ -1,7 +1,7 @@
-"""Spark-on-Kubernetes container entry for Berth's one image: ``python -m berth.pipeline.k8s_entrypoint ARGS``.
+"""Spark-on-Kubernetes container entry for Berth's analytics image: ``python -m berth.pipeline.k8s_entrypoint ARGS``.
 
 Spark starts its driver and executor pods with the container arguments ``driver ...`` and ``executor``, expecting
-the entrypoint of Spark's own images. Berth's image runs programs by name under tini and holds no Spark
+the entrypoint of Spark's own images. Berth's analytics image runs programs by name under tini and holds no Spark
 distribution, only pyspark; the pod templates in ``deploy/spark/`` point the container command here instead.
 Rules: do what Spark's entrypoint.sh does, nothing more: ``driver`` runs ``spark-submit --deploy-mode client``
 bound to the pod's address; ``executor`` runs the JVM executor backend with the settings Spark passes in the

@@ -1,41 +1,60 @@
-"""``berth-analyze``: the command line. Parses arguments, owns the SparkSession, maps failures to exit codes.
+"""``berth-analyze``: the command line. Runs the arguments (``arguments``), owns the SparkSession, maps failures to
+exit codes.
 
 Two commands:
 - ``berth-analyze --journal PATH --out DIR [...]``: analyse a journal, write advice.json, summary.parquet, report.html
   (``--journal-url`` downloads a running coordinator's journal first; ``--publish-configmap`` also puts the advice
   where the operator reads it);
 - ``berth-analyze convert --journal PATH --out DIR [--partition-by date|group_id,date]``: JSON Lines -> Parquet.
-Rules: the journal is checked before Spark starts; a missing or empty journal is one line on stderr and exit 1
-(usage errors exit 2, as argparse does); a session this process did not create is neither reconfigured nor stopped.
+Rules: what can be checked before Spark starts is (the journal on the driver, the output folder, the download's
+place); what only the executors can tell is checked as soon as the session runs (``cluster``). A missing, empty or
+unreachable journal or output is one line on stderr and exit 1 (usage errors exit 2, as argparse does); a closed
+stdout or stderr (``| head``) ends the command quietly; a session this process did not create is neither
+reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from berth.pipeline.advice import AdviceSettings
+from berth.pipeline.advice_settings import AdviceSettings
+from berth.pipeline.arguments import DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT, PROG, analyze_parser, convert_parser
 from berth.pipeline.progress import Progress, count
-from berth.pipeline.sources import FORMAT_CHOICES, JournalError, JournalSource, resolve_journal_source
+from berth.pipeline.sources import JournalError, JournalSource, is_local_master, resolve_journal_source
 
 if TYPE_CHECKING:
     from berth.pipeline.analyze import AnalysisResult
+    from berth.pipeline.session import OwnedSession
 
-PROG = "berth-analyze"
 EXIT_JOURNAL_ERROR = 1
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+# What the pipeline extra brings (pyproject.toml): without it, berth-analyze says how to get it in one line.
+PIPELINE_EXTRA_MODULES = frozenset({"pyspark", "py4j", "pyarrow", "pandas", "matplotlib"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["convert"]:
-        return convert_main(args[1:])
-    return analyze_main(args)
+    try:
+        if args[:1] == ["convert"]:
+            return convert_main(args[1:])
+        return analyze_main(args)
+    except BrokenPipeError:
+        return _quiet_after_closed_pipe()
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in PIPELINE_EXTRA_MODULES:
+            raise
+        return _fail(
+            "the analytics job needs Berth's pipeline extra (pip install 'berth[pipeline]', or the berth-analytics "
+            f"image): {e.name} is not installed"
+        )
 
 
 def analyze_main(argv: Sequence[str]) -> int:
@@ -43,6 +62,8 @@ def analyze_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.token_file and not args.journal_url:
         parser.error("--token-file goes with --journal-url")
+    if args.staging_dir and not args.journal_url:
+        parser.error("--staging-dir goes with --journal-url")
     try:
         settings = AdviceSettings(
             percentile=args.percentile,
@@ -55,14 +76,16 @@ def analyze_main(argv: Sequence[str]) -> int:
     except ValueError as e:
         parser.error(str(e))
 
-    from berth.pipeline.progress import Progress
     from berth.pipeline.publish import PublishError
 
     progress = Progress(enabled=not args.quiet)
     try:
         # Everything that can be checked is checked before the JVM starts (and before a download): errors cost none.
         publisher = _publisher(args) if args.publish_configmap else None
-        with tempfile.TemporaryDirectory(prefix="berth-journal-") as download_dir:
+        _check_creatable(args.out)
+        if args.journal_url:
+            _check_staging_fits_master(args, master=_planned_master(args))
+        with _download_place(args.staging_dir) as download_dir:
             journal = args.journal if args.journal_url is None else _download(args, download_dir, progress)
             source = resolve_journal_source(journal, args.format)
             result = _analyze(args, settings, source, progress)
@@ -82,17 +105,67 @@ def _analyze(
     args: argparse.Namespace, settings: AdviceSettings, source: JournalSource, progress: Progress
 ) -> AnalysisResult:
     from berth.pipeline.analyze import AnalyzeOptions, analyze
+    from berth.pipeline.cluster import check_executors_read
+
+    journal_label = args.journal_url or args.journal
+    with _session(args, progress) as owned:
+        if args.journal_url:
+            _check_staging_fits_master(args, master=owned.spark.sparkContext.master)
+        check_executors_read(owned.spark, source, journal_label)
+        options = AnalyzeOptions(journal_label, args.out, settings, args.since, write_report=not args.no_report)
+        return analyze(owned.spark, source, options, progress, now_ms=lambda: int(time.time() * 1000))
+
+
+@contextlib.contextmanager
+def _session(args: argparse.Namespace, progress: Progress) -> Iterator[OwnedSession]:
+    """The session for one command, its shuffle partitions sized from the cores that run it; stopped after when
+    this process created it."""
+    from berth.pipeline.cluster import size_shuffle_partitions
     from berth.pipeline.session import open_session
 
     progress.say("starting Spark")
     owned = open_session(args.master, args.driver_memory)
     try:
-        journal_label = args.journal_url or args.journal
-        options = AnalyzeOptions(journal_label, args.out, settings, args.since, write_report=not args.no_report)
-        return analyze(owned.spark, source, options, progress, now_ms=lambda: int(time.time() * 1000))
+        if owned.created_here:
+            partitions = size_shuffle_partitions(owned.spark)
+            progress.say(f"Spark master {owned.spark.sparkContext.master}, {partitions} shuffle partitions")
+        yield owned
     finally:
         if owned.created_here:
             owned.spark.stop()
+
+
+def _planned_master(args: argparse.Namespace) -> str | None:
+    """The master known before Spark starts (None under spark-submit: then the session tells)."""
+    return None if LAUNCHED_BY_SPARK_SUBMIT in os.environ else args.master or DEFAULT_MASTER
+
+
+def _check_staging_fits_master(args: argparse.Namespace, master: str | None) -> None:
+    """A download into a driver-local folder is invisible to executors on other machines: refuse it in one line."""
+    if master is None or args.staging_dir or is_local_master(master):
+        return
+    raise JournalError(
+        f"--journal-url with the cluster master {master} needs --staging-dir: a folder on storage every executor "
+        "reads (a shared volume), where the journal is downloaded before the executors read it"
+    )
+
+
+@contextlib.contextmanager
+def _download_place(staging_dir: str | None) -> Iterator[str]:
+    """A new folder for a download: in ``staging_dir`` when given (shared storage), else a local temporary one;
+    removed afterwards either way."""
+    if staging_dir is not None:
+        try:
+            os.makedirs(staging_dir, exist_ok=True)
+            directory = tempfile.mkdtemp(prefix="journal-", dir=staging_dir)
+        except OSError as e:
+            raise JournalError(f"--staging-dir {staging_dir}: {e.strerror or e}") from e
+    else:
+        directory = tempfile.mkdtemp(prefix="berth-journal-")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _download(args: argparse.Namespace, directory: str, progress: Progress) -> str:
@@ -105,7 +178,7 @@ def _download(args: argparse.Namespace, directory: str, progress: Progress) -> s
     )
     if events == 0:
         raise JournalError(f"journal is empty: the coordinator at {args.journal_url} has no events yet")
-    progress.say(f"downloaded {count(events)} events")
+    progress.say(f"downloaded {count(events)} events into {directory}")
     return directory
 
 
@@ -123,113 +196,61 @@ def _publisher(args: argparse.Namespace) -> Callable[[str], None]:
     return publish
 
 
-def convert_main(argv: Sequence[str]) -> int:
-    from berth.pipeline.convert import DEFAULT_LAYOUT, PARTITION_LAYOUTS
+def _check_creatable(out: str) -> None:
+    """``--out`` (a folder the driver writes) exists as a writable folder, or could be created: else one line."""
+    path = os.path.abspath(out)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise JournalError(f"--out {out} is a file, not a folder")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise JournalError(f"--out {out}: {existing} is not writable")
 
-    parser = argparse.ArgumentParser(
-        prog=f"{PROG} convert",
-        description="Convert a JSON Lines journal to Parquet, partitioned for large histories.",
-    )
-    parser.add_argument("--journal", required=True, help="segment directory, file or glob (JSON Lines)")
-    parser.add_argument("--out", required=True, help="Parquet output directory (replaced)")
-    parser.add_argument("--partition-by", choices=sorted(PARTITION_LAYOUTS), default=DEFAULT_LAYOUT)
-    _add_spark_arguments(parser)
-    args = parser.parse_args(argv)
+
+def convert_main(argv: Sequence[str]) -> int:
+    args = convert_parser().parse_args(argv)
     try:
         source = resolve_journal_source(args.journal, "jsonl")
+        progress = Progress(enabled=not args.quiet)
+        with _session(args, progress) as owned:
+            from berth.pipeline.cluster import check_executors_read, check_executors_write
+
+            check_executors_read(owned.spark, source, args.journal)
+            check_executors_write(owned.spark, args.out)
+            _convert(owned, source, args, progress)
     except JournalError as e:
         return _fail(e)
+    return 0
 
+
+def _convert(owned: OwnedSession, source: JournalSource, args: argparse.Namespace, progress: Progress) -> None:
     from pyspark.sql import functions as F
 
     from berth.pipeline.convert import write_partitioned
     from berth.pipeline.readers import FLAGGED_SCHEMA, MALFORMED_LINE, read_journal
-    from berth.pipeline.session import open_session
 
-    progress = Progress(enabled=not args.quiet)
-    progress.say("starting Spark")
-    owned = open_session(args.master, args.driver_memory)
-    try:
-        progress.say(f"converting {args.journal} -> {args.out} (partitioned by {args.partition_by})")
-        write_partitioned(read_journal(owned.spark, source), args.out, args.partition_by)
-        # Counting from what was written costs a column scan, not a second parse of the JSON.
-        written = owned.spark.read.schema(FLAGGED_SCHEMA).parquet(args.out)
-        row = written.agg(F.count(F.lit(1)).alias("rows"), F.count(MALFORMED_LINE).alias("malformed")).first()
-        assert row is not None
-        progress.say(f"wrote {count(row['rows'] - row['malformed'])} events, {count(row['malformed'])} malformed lines")
-    finally:
-        if owned.created_here:
-            owned.spark.stop()
-    return 0
+    progress.say(f"converting {args.journal} -> {args.out} (partitioned by {args.partition_by})")
+    write_partitioned(read_journal(owned.spark, source), args.out, args.partition_by)
+    # Counting from what was written costs a column scan, not a second parse of the JSON.
+    written = owned.spark.read.schema(FLAGGED_SCHEMA).parquet(args.out)
+    row = written.agg(F.count(F.lit(1)).alias("rows"), F.count(MALFORMED_LINE).alias("malformed")).first()
+    assert row is not None
+    progress.say(f"wrote {count(row['rows'] - row['malformed'])} events, {count(row['malformed'])} malformed lines")
 
 
-def parse_since(text: str) -> int:
-    """``--since``: epoch milliseconds, or an ISO-8601 time (UTC when it has no offset)."""
-    if text.strip().lstrip("-").isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"not epoch milliseconds nor an ISO-8601 time: {text!r}") from e
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
-def analyze_parser() -> argparse.ArgumentParser:
-    defaults = AdviceSettings()
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Analyse a Berth coordinator journal: rebalances, restart gaps and session-timeout advice. "
-        f"Writes advice.json, summary.parquet and report.html. '{PROG} convert --help' for JSON Lines -> Parquet.",
-    )
-    journal = parser.add_mutually_exclusive_group(required=True)
-    journal.add_argument("--journal", help="segment directory (*.jsonl), Parquet directory, file or glob")
-    journal.add_argument(
-        "--journal-url", help="a running coordinator's base URL: download its journal (GET /v1/journal) first"
-    )
-    parser.add_argument("--token-file", help="file holding the admin bearer token for --journal-url")
-    parser.add_argument("--out", required=True, help="output directory (created; files in it replaced)")
-    parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto", help="journal format (default: detect)")
-    parser.add_argument("--since", type=parse_since, help="only events at or after this time (ISO-8601 or epoch ms)")
-    parser.add_argument("--percentile", type=float, default=defaults.percentile, help="restart-gap percentile")
-    parser.add_argument("--safety-margin", type=float, default=defaults.safety_margin)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=defaults.heartbeat_interval_ms)
-    parser.add_argument("--min-ms", type=int, default=defaults.min_ms, help="lowest advised session timeout")
-    parser.add_argument("--max-ms", type=int, default=defaults.max_ms, help="highest advised session timeout")
-    parser.add_argument(
-        "--confident-samples",
-        type=int,
-        default=defaults.confident_samples,
-        help="restart gaps a group needs for confident advice",
-    )
-    parser.add_argument("--no-report", action="store_true", help="skip report.html")
-    parser.add_argument(
-        "--publish-configmap",
-        metavar="NAME",
-        help="also put advice.json into this ConfigMap (key advice.json), where the operator reads it",
-    )
-    parser.add_argument("--namespace", help="the ConfigMap's namespace (default: POD_NAMESPACE, else the pod's own)")
-    _add_spark_arguments(parser)
-    return parser
-
-
-def _add_spark_arguments(parser: argparse.ArgumentParser) -> None:
-    from berth.pipeline.session import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
-
-    parser.add_argument(
-        "--master",
-        help=f"Spark master when not run by spark-submit (default {DEFAULT_MASTER}; spark-submit's always wins)",
-    )
-    parser.add_argument(
-        "--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="driver heap when not run by spark-submit"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-
-
-def _fail(error: Exception) -> int:
+def _fail(error: Exception | str) -> int:
     print(f"{PROG}: error: {error}", file=sys.stderr)
     return EXIT_JOURNAL_ERROR
+
+
+def _quiet_after_closed_pipe() -> int:
+    """The reader went away (``| head``): say nothing more, and keep Python's exit flush from raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    return EXIT_CLOSED_PIPE
 
 
 if __name__ == "__main__":

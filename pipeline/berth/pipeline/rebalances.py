@@ -3,8 +3,7 @@
 Owns the transforms over ``rebalance_started`` and the events that end a rebalance. Rules (docs/formats.md):
 a rebalance begins with ``rebalance_started`` and ends at the group's next ``assignment_stored``, or earlier when
 another ``rebalance_started`` supersedes it or the group empties or is deleted. ``ended_by`` names the event type
-that ended it; null means still open when the journal ends. Events are ordered by ``seq``; hours are UTC and
-aligned to the epoch (``hour_start_ms``).
+that ended it; null means still open when the journal ends. Events are ordered by ``seq``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from berth.pipeline.schema import (
     ASSIGNMENT_STORED,
     GROUP_DELETED,
     GROUP_EMPTIED,
-    HOUR_MS,
     REBALANCE_STARTED,
 )
 
@@ -27,16 +25,6 @@ _ENDS_OR_STARTS_A_REBALANCE = (REBALANCE_STARTED, ASSIGNMENT_STORED, GROUP_EMPTI
 def rebalances_by_cause(events: DataFrame) -> DataFrame:
     """Journal events -> ``group_id, cause, rebalances``: one row per group and cause seen."""
     return _started(events).groupBy("group_id", "cause").agg(F.count(F.lit(1)).alias("rebalances"))
-
-
-def rebalances_per_hour(events: DataFrame) -> DataFrame:
-    """Journal events -> ``group_id, hour_start_ms, cause, rebalances``: rebalances started in each UTC hour."""
-    return (
-        _started(events)
-        .withColumn("hour_start_ms", F.col("ts_ms") - F.pmod(F.col("ts_ms"), F.lit(HOUR_MS)))
-        .groupBy("group_id", "hour_start_ms", "cause")
-        .agg(F.count(F.lit(1)).alias("rebalances"))
-    )
 
 
 def _started(events: DataFrame) -> DataFrame:

@@ -2,7 +2,8 @@
 
 Owns the page's layout and words. Rules: everything inline (CSS in a ``<style>``, charts as ``<svg>``), no script,
 no link, no font or image fetched from anywhere; every value from the journal is HTML-escaped (group ids are
-user input); long tables show the first ``TABLE_ROWS`` rows and say where the rest is.
+user input). Lists of groups are charts of the first ``charts.CHART_ROWS`` groups, their numbers in a table
+folded under the chart (``<details>``), and the page says where the rest is. Charts take the column's full width.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from berth.pipeline import charts
 from berth.pipeline.report_data import ReportData
 
-TABLE_ROWS = 50
+TABLE_ROWS = charts.CHART_ROWS
 
 _CSS = """
 :root { --ink:#1f2933; --muted:#52606d; --line:#d9e2ec; --card:#f5f7fa; --accent:#c2410c; --good:#15803d; }
@@ -24,12 +25,13 @@ body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, s
 main { max-width: 1080px; margin: 0 auto; padding: 32px 24px 64px; }
 h1 { font-size: 28px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 40px 0 8px; }
 .sub, .note { color: var(--muted); } .note { font-size: 13px; max-width: 80ch; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); gap: 12px; margin-top: 24px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(155px, 1fr)); gap: 12px; margin-top: 24px; }
 .card { background: var(--card); border-radius: 10px; padding: 14px 16px; }
 .card .value { font-size: 26px; font-weight: 650; } .card .label { color: var(--muted); font-size: 13px; }
 .card.highlight .value { color: var(--good); }
 svg { max-width: 100%; height: auto; display: block; }
-.gaps { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: 16px; }
+.gaps > div { margin-top: 16px; }
+details { margin-top: 8px; } summary { cursor: pointer; color: var(--muted); font-size: 13px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin-top: 8px; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { color: var(--muted); font-weight: 600; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -40,22 +42,28 @@ footer { margin-top: 48px; color: var(--muted); font-size: 13px; }
 
 def render_report(data: ReportData) -> str:
     """The whole page as one HTML string."""
+    per = charts.bucket_label(data.bucket_ms)
+    span = (data.journal.first_ts_ms, data.journal.last_ts_ms)
     body = "\n".join(
         [
             _header(data),
             _cards(data),
+            _restarts_section(data),
             _section(
                 "Rebalances over time, by cause",
-                charts.rebalances_over_time(data.rebalances_by_hour),
-                "Every rebalance_started of every group, stacked by the cause the coordinator gave.",
+                charts.rebalances_over_time(data.rebalances_by_bucket, data.bucket_ms, span),
+                f"Every rebalance_started of every group, per {per} (buckets sized to the journal's span), stacked by "
+                "the cause the coordinator gave.",
             ),
-            _advice_section(data),
             _section(
                 "Partitions moved",
-                charts.partitions_moved_over_time(data.moved_by_hour),
-                "Partitions whose owner (instance id for static members) differs from the group's previous "
-                "assignment. A static member's restart moves nothing; a dynamic member's restart usually does.",
+                charts.partitions_moved_over_time(data.moved_by_bucket, data.bucket_ms, span),
+                f"Partitions whose process slot changed from the group's previous assignment, per {per}. A slot is a "
+                "static member's instance id; a dynamic member that replaces one departed member keeps its slot. "
+                "A restart that gets its partitions back moves nothing; a scale-down or scale-up moves some.",
             ),
+            _timelines_section(data),
+            _advice_section(data),
             _groups_section(data),
             _footer(),
         ]
@@ -79,22 +87,69 @@ def _header(data: ReportData) -> str:
 
 def _cards(data: ReportData) -> str:
     groups = data.groups
-    avoided = _total(groups, "rebalances_avoided")
-    if_dynamic = _total(groups, "rebalances_if_dynamic")
+    costs = _RestartCosts(groups)
     cards = [
         ("Events", f"{data.journal.events:,}", f"{data.journal.malformed_lines:,} malformed lines", False),
         ("Groups", f"{len(groups):,}", f"{len(data.advice):,} with restart gaps to advise on", False),
         ("Rebalances", f"{_total(groups, 'rebalances'):,}", "rebalance_started events", False),
-        (
-            "Rebalances avoided",
-            f"{avoided:,}",
-            f"static restarts would have cost {if_dynamic:,} rebalances as dynamic members",
-            True,
-        ),
+        ("Rebalances avoided", costs.avoided_value(), costs.avoided_detail(), True),
         ("Time rebalancing", _duration(_total(groups, "rebalancing_ms")), "summed over groups", False),
-        ("Partitions moved", f"{_total(groups, 'partitions_moved'):,}", "between consecutive assignments", False),
+        ("Partitions moved", f"{_total(groups, 'partitions_moved'):,}", "between process slots", False),
     ]
     return '<section class="cards">\n' + "\n".join(_card(*card) for card in cards) + "\n</section>"
+
+
+class _RestartCosts:
+    """The journal's restarts and what they cost, as the summary measured them (restarts.py states the model)."""
+
+    def __init__(self, groups: list[dict[str, Any]]) -> None:
+        self.static = _total(groups, "static_restarts")
+        self.static_rebalances = self.static - _total(groups, "restarts_without_rebalance")
+        self.dynamic = _total(groups, "dynamic_restarts")
+        self.dynamic_rebalances = _total(groups, "dynamic_restart_rebalances")
+        self.if_dynamic = _total(groups, "rebalances_if_dynamic")
+        self.avoided = _total(groups, "rebalances_avoided")
+
+    def avoided_value(self) -> str:
+        return f"{self.avoided:,}" if self.dynamic or not self.static else f"at least {self.avoided:,}"
+
+    def avoided_detail(self) -> str:
+        spent = f"{self.static:,} static restarts cost {self.static_rebalances:,} rebalances"
+        if not self.static:
+            return "no static member restarted"
+        if self.dynamic:
+            rate = self.dynamic_rebalances / self.dynamic
+            return (
+                f"{spent}; as dynamic members {self.if_dynamic:,} ({rate:.1f} per restart, measured over "
+                f"{self.dynamic:,} dynamic restarts)"
+            )
+        return f"{spent}; as dynamic members at least {self.if_dynamic:,} (no dynamic restart measured)"
+
+
+def _restarts_section(data: ReportData) -> str:
+    costs = _RestartCosts(data.groups)
+    chart = charts.restart_costs(costs.static, costs.static_rebalances, costs.dynamic, costs.dynamic_rebalances)
+    note = (
+        "A static member restarting in place keeps its partitions: it costs a rebalance only when the coordinator "
+        "had to start one (changed subscription metadata). A dynamic member's restart is a departure and a join: "
+        "one rebalance when the new process joins within the departure's rebalance, two when it comes later. "
+        "Dynamic restarts are measured where the journal shows a departure followed by a join."
+    )
+    return _section("Restarts: static against dynamic membership", chart, note)
+
+
+def _timelines_section(data: ReportData) -> str:
+    if not data.timelines:
+        return ""
+    drawn = "\n".join(f"<div>{charts.group_timeline(t)}</div>" for t in data.timelines)
+    note = (
+        "The most rebalanced groups, event by event: rebalances from their start to the assignment that ended them, "
+        "coloured by cause; joins and departures; and, per instance, the time it was away before it came back."
+    )
+    return (
+        f'<section>\n<h2>Group timelines</h2>\n<p class="note">{escape(note)}</p>\n<div class="gaps">\n{drawn}\n'
+        "</div>\n</section>"
+    )
 
 
 def _card(label: str, value: str, detail: str, highlight: bool) -> str:
@@ -112,13 +167,19 @@ def _section(title: str, svg: str, note: str) -> str:
 def _advice_section(data: ReportData) -> str:
     s = data.settings
     label = s.percentile_label
+    if not data.advice:
+        return (
+            "<section>\n<h2>Session-timeout advice</h2>\n<p>No restart gap in this journal: no static member "
+            "restarted, so there is nothing to size a session timeout from yet.</p>\n</section>"
+        )
     rule = (
         f"Advised session timeout = {label} of the group's restart gaps x{s.safety_margin:g} + one "
         f"{s.heartbeat_interval_ms / 1000:.1f} s heartbeat, within [{s.min_ms / 1000:.1f} s, "
-        f"{s.max_ms / 1000:.1f} s]; confident from {s.confident_samples} samples. The dashed line is the {label}, "
-        "the solid one the advice: restarts left of it keep their partitions without a rebalance."
+        f"{s.max_ms / 1000:.1f} s]; confident from {s.confident_samples} samples. In each distribution the dashed "
+        f"line is the {label}, the solid one the advice: restarts left of it keep their partitions without a rebalance."
     )
     rows = sorted(data.advice, key=lambda r: (-int(r["samples"]), str(r["group_id"])))
+    overview = charts.advice_overview(rows, label, s.min_ms, s.max_ms)
     table = _table(
         ["group", "advised timeout", "samples", f"{label} gap", "confident", "reason"],
         (
@@ -134,16 +195,12 @@ def _advice_section(data: ReportData) -> str:
         ),
         numeric={1, 2, 3},
     )
-    more = _more_rows(len(rows), "advice.json")
     histograms = "\n".join(f"<div>{charts.restart_gap_distribution(h, label)}</div>" for h in data.gap_histograms)
-    if not data.advice:
-        return (
-            "<section>\n<h2>Session-timeout advice</h2>\n<p>No restart gap in this journal: no static member "
-            "restarted, so there is nothing to size a session timeout from yet.</p>\n</section>"
-        )
     return (
-        f'<section>\n<h2>Session-timeout advice</h2>\n<p class="note">{escape(rule)}</p>\n'
-        f'<div class="gaps">\n{histograms}\n</div>\n{table}\n{more}\n</section>'
+        f'<section>\n<h2>Session-timeout advice</h2>\n<p class="note">{escape(rule)}</p>\n{overview}\n'
+        f"{_folded(table, 'The advice in numbers')}\n{_more_rows(len(rows), 'advice.json')}\n"
+        f'<h3>Restart gaps of the groups with the most samples</h3>\n<div class="gaps">\n{histograms}\n</div>\n'
+        "</section>"
     )
 
 
@@ -166,13 +223,22 @@ def _groups_section(data: ReportData) -> str:
         numeric={1, 2, 3, 4, 5, 6},
     )
     more = _more_rows(len(rows), "summary.parquet")
-    return f"<section>\n<h2>Groups, most rebalanced first</h2>\n{table}\n{more}\n</section>"
+    chart = charts.groups_overview(rows, _duration)
+    return (
+        f"<section>\n<h2>Groups, most rebalanced first</h2>\n{chart}\n{_folded(table, 'The groups in numbers')}\n"
+        f"{more}\n</section>"
+    )
+
+
+def _folded(table: str, title: str) -> str:
+    return f"<details><summary>{escape(title)}</summary>\n{table}\n</details>"
 
 
 def _footer() -> str:
     return (
-        "<footer>Rebalances avoided: each static replacement would have cost two rebalances under dynamic "
-        "membership (the departure and the rejoin) and cost one only when the coordinator had to rebalance. "
+        "<footer>Rebalances avoided: each static replacement would have cost, under dynamic membership, what the "
+        "journal's dynamic restarts cost on average (at least one, the departure's, when none was measured), and "
+        "cost one only when the coordinator had to rebalance. "
         "Restart gaps: offline time of static replacements, and leave or session expiry to rejoin of the same "
         "instance id (an expiry gap starts when the session ran out: a lower bound). All times UTC. "
         "Written by berth-analyze; the numbers behind this page are in advice.json and summary.parquet.</footer>"
@@ -225,4 +291,4 @@ def _duration(ms: int) -> str:
 
 
 def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,6 +1,6 @@
-"""Restarts of static members: how long each instance was away, and the rebalances static membership saved.
+"""Restarts: how long each static instance was away, what a dynamic restart cost, what static membership saved.
 
-Owns the restart-gap and rebalances-avoided transforms. Rules:
+Owns the restart-gap, dynamic-restart and rebalances-avoided transforms. Rules:
 - A restart gap is measured per ``group_instance_id`` (dynamic members have no identity across restarts):
   ``static_replacement``: the ``offline_ms`` of a ``static_member_replaced`` (time since the old member was last
   heard from: the whole outage);
@@ -8,20 +8,31 @@ Owns the restart-gap and rebalances-avoided transforms. Rules:
   ``expiry_rejoin``: a ``member_expired`` with ``phase=session`` followed by its ``member_joined``. This gap starts
   when the session ran out, so it understates the outage by the session timeout then in force: a lower bound.
   Admin removals and KIP-389 refusals are scale-downs, not restarts, and a later join does not pair with them.
-- Rebalances avoided (docs/pipeline.md states the model): every ``static_member_replaced`` is a restart. Under
-  dynamic membership it would have cost two rebalances (one when the old member leaves or expires, one when the
-  new member joins); under static membership it cost one when ``rebalance`` is true and none when false.
+- A dynamic restart is measured where the journal shows one: a dynamic member's departure (``member_left`` with
+  ``via=leave``, or ``member_expired`` with ``phase=session``) whose group's next dynamic coming or going is a
+  dynamic ``member_joined`` (the replacement process). It cost the ``rebalance_started`` events from the departure
+  until the group's first ``assignment_stored`` after the arrival: one when the newcomer joined within the
+  departure's rebalance, two when it came after that rebalance had completed. A departure followed by another
+  departure (a shutdown, or restarts overlapping) is not measured.
+- Rebalances avoided (docs/pipeline.md states the model), from what was measured: every
+  ``static_member_replaced`` is a restart; it cost one rebalance when ``rebalance`` is true, none when false. As a
+  dynamic member the same restart would have cost what the journal's dynamic restarts cost on average
+  (``rebalances_per_dynamic_restart``, over all groups). A journal without a dynamic restart measures no such
+  cost: then each counts as ``AT_LEAST_PER_DYNAMIC_RESTART`` (a dynamic departure always starts a rebalance), and
+  the figure is a lower bound.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from berth.pipeline.schema import (
+    ASSIGNMENT_STORED,
     MEMBER_EXPIRED,
     MEMBER_JOINED,
     MEMBER_LEFT,
+    REBALANCE_STARTED,
     RESTART_EXPIRY_PHASE,
     RESTART_LEAVE_VIA,
     STATIC_MEMBER_REPLACED,
@@ -31,8 +42,8 @@ STATIC_REPLACEMENT = "static_replacement"
 LEAVE_REJOIN = "leave_rejoin"
 EXPIRY_REJOIN = "expiry_rejoin"
 
-# Under dynamic membership a restart is a departure (leave or session expiry) and a new member's join.
-REBALANCES_PER_DYNAMIC_RESTART = 2
+# A dynamic member's departure always starts a rebalance; its replacement's join may share it or start another.
+AT_LEAST_PER_DYNAMIC_RESTART = 1
 
 
 def restart_gaps(events: DataFrame) -> DataFrame:
@@ -80,15 +91,96 @@ def _rejoin_gaps(events: DataFrame) -> DataFrame:
     )
 
 
-def rebalances_avoided(events: DataFrame) -> DataFrame:
-    """Journal events -> per group with static restarts: ``static_restarts, restarts_without_rebalance,
-    restarts_with_rebalance, rebalances_if_dynamic, rebalances_avoided`` (the model is in the module rules)."""
-    replaced = events.where(F.col("type") == STATIC_MEMBER_REPLACED)
-    counted = replaced.groupBy("group_id").agg(
-        F.count(F.lit(1)).alias("static_restarts"),
-        F.count(F.when(~F.col("rebalance"), True)).alias("restarts_without_rebalance"),
-        F.count(F.when(F.col("rebalance"), True)).alias("restarts_with_rebalance"),
+def _departure_or_arrival(events: DataFrame) -> Column:
+    """``departure``/``arrival`` for a dynamic member leaving (as in a restart) or joining, else null."""
+    dynamic = F.col("group_instance_id").isNull()
+    leaves = (F.col("type") == MEMBER_LEFT) & (F.col("via") == RESTART_LEAVE_VIA)
+    expires = (F.col("type") == MEMBER_EXPIRED) & (F.col("phase") == RESTART_EXPIRY_PHASE)
+    return (
+        F.when(dynamic & (leaves | expires), F.lit("departure"))
+        .when(dynamic & (F.col("type") == MEMBER_JOINED), F.lit("arrival"))
+        .when(F.col("type") == REBALANCE_STARTED, F.lit("started"))
+        .when(F.col("type") == ASSIGNMENT_STORED, F.lit("stored"))
     )
-    return counted.withColumn(
-        "rebalances_if_dynamic", F.col("static_restarts") * REBALANCES_PER_DYNAMIC_RESTART
-    ).withColumn("rebalances_avoided", F.col("rebalances_if_dynamic") - F.col("restarts_with_rebalance"))
+
+
+def dynamic_restarts(events: DataFrame) -> DataFrame:
+    """Journal events -> ``group_id, departed_seq, departed_ms, returned_seq, returned_ms, rebalances``: one row
+    per measured dynamic restart (module rules)."""
+    kinds = events.select("group_id", "seq", "ts_ms", _departure_or_arrival(events).alias("kind")).where(
+        F.col("kind").isNotNull()
+    )
+    up_to_here = Window.partitionBy("group_id").orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
+    # Ordered backwards, "up to here" is "from here on": a running frame, where an unbounded following one would
+    # rescan the rest of the group for every row.
+    from_here_on = Window.partitionBy("group_id").orderBy(F.col("seq").desc()).rowsBetween(Window.unboundedPreceding, 0)
+    started = kinds.withColumn(
+        "started_so_far", F.sum(F.when(F.col("kind") == "started", 1).otherwise(0)).over(up_to_here)
+    )
+    settled = started.withColumn(
+        "started_by_next_store",
+        F.last(F.when(F.col("kind") == "stored", F.col("started_so_far")), ignorenulls=True).over(from_here_on),
+    )
+    in_order = Window.partitionBy("group_id").orderBy("seq")
+    comings_and_goings = settled.where(F.col("kind").isin("departure", "arrival")).select(
+        "group_id",
+        "seq",
+        "ts_ms",
+        "kind",
+        "started_so_far",
+        F.lead("kind").over(in_order).alias("next_kind"),
+        F.lead("seq").over(in_order).alias("next_seq"),
+        F.lead("ts_ms").over(in_order).alias("next_ts_ms"),
+        F.lead("started_by_next_store").over(in_order).alias("settled_at"),
+    )
+    return comings_and_goings.where(
+        (F.col("kind") == "departure") & (F.col("next_kind") == "arrival") & F.col("settled_at").isNotNull()
+    ).select(
+        "group_id",
+        F.col("seq").alias("departed_seq"),
+        F.col("ts_ms").alias("departed_ms"),
+        F.col("next_seq").alias("returned_seq"),
+        F.col("next_ts_ms").alias("returned_ms"),
+        (F.col("settled_at") - F.col("started_so_far")).alias("rebalances"),
+    )
+
+
+def rebalances_avoided(events: DataFrame) -> DataFrame:
+    """Journal events -> per group with static or measured dynamic restarts: ``static_restarts,
+    restarts_without_rebalance, restarts_with_rebalance, dynamic_restarts, dynamic_restart_rebalances,
+    rebalances_if_dynamic, rebalances_avoided`` (the model is in the module rules)."""
+    static = (
+        events.where(F.col("type") == STATIC_MEMBER_REPLACED)
+        .groupBy("group_id")
+        .agg(
+            F.count(F.lit(1)).alias("static_restarts"),
+            F.count(F.when(~F.col("rebalance"), True)).alias("restarts_without_rebalance"),
+            F.count(F.when(F.col("rebalance"), True)).alias("restarts_with_rebalance"),
+        )
+    )
+    dynamic = (
+        dynamic_restarts(events)
+        .groupBy("group_id")
+        .agg(F.count(F.lit(1)).alias("dynamic_restarts"), F.sum("rebalances").alias("dynamic_restart_rebalances"))
+    )
+    counts = ("static_restarts", "restarts_without_rebalance", "restarts_with_rebalance")
+    per_group = static.join(dynamic, "group_id", "full").select(
+        "group_id",
+        *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in counts),
+        F.coalesce("dynamic_restarts", F.lit(0)).cast("long").alias("dynamic_restarts"),
+        F.coalesce("dynamic_restart_rebalances", F.lit(0)).cast("long").alias("dynamic_restart_rebalances"),
+    )
+    rate = per_group.agg(rebalances_per_dynamic_restart(F.sum("dynamic_restart_rebalances"), F.sum("dynamic_restarts")))
+    if_dynamic = F.round(F.col("static_restarts") * F.col("rebalances_per_dynamic_restart")).cast("long")
+    return (
+        per_group.crossJoin(rate)
+        .withColumn("rebalances_if_dynamic", if_dynamic)
+        .withColumn("rebalances_avoided", F.col("rebalances_if_dynamic") - F.col("restarts_with_rebalance"))
+        .drop("rebalances_per_dynamic_restart")
+    )
+
+
+def rebalances_per_dynamic_restart(rebalances: Column, restarts: Column) -> Column:
+    """The measured average, or ``AT_LEAST_PER_DYNAMIC_RESTART`` when nothing was measured."""
+    measured = F.when(restarts > 0, rebalances / restarts)
+    return F.coalesce(measured, F.lit(float(AT_LEAST_PER_DYNAMIC_RESTART))).alias("rebalances_per_dynamic_restart")

@@ -7,6 +7,8 @@ Owns the session's configuration. Rules (SPARK-NOTES.md):
 - Executors run this very interpreter (``PYSPARK_PYTHON``), so a venv install works without activation.
 - Session time zone is UTC: hours and dates in the outputs never depend on the machine running the job.
 - An already active session (tests, notebooks) is reused as it is, never reconfigured nor stopped.
+- Shuffle partitions are sized from the cores that run the job (``cluster.size_shuffle_partitions``), not from
+  the driver's machine and not Spark's 200: that happens after the session starts, when the executors are known.
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
-DEFAULT_DRIVER_MEMORY = "4g"
-LAUNCHED_BY_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"
+from berth.pipeline.arguments import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,6 @@ def local_settings(master: str | None, driver_memory: str) -> dict[str, str]:
         "spark.master": master or DEFAULT_MASTER,
         "spark.driver.memory": driver_memory,
         "spark.ui.showConsoleProgress": "false",
-        # One pass over a laptop's worth of data: a few shuffle partitions per core, let AQE merge small ones.
-        "spark.sql.shuffle.partitions": str(4 * (os.cpu_count() or 2)),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,7 @@ JournalFormat = Literal["jsonl", "parquet"]
 FORMAT_CHOICES = ("auto", "jsonl", "parquet")
 
 _GLOB_CHARS = frozenset("*?[")
+_LOCAL_MASTER = re.compile(r"^local(-cluster)?(\[.*\])?$")
 
 
 class JournalError(Exception):
@@ -48,6 +50,16 @@ def resolve_journal_source(path: str, requested_format: str = "auto") -> Journal
     if os.path.isfile(local_path):
         return _resolve_files([local_path], requested_format, described_as=local_path)
     raise JournalError(f"journal not found: {path}")
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[...]``, ``local-cluster[...]``: executors on the driver's machine, reading its disk."""
+    return bool(_LOCAL_MASTER.match(master.strip()))
+
+
+def is_filesystem_path(path: str) -> bool:
+    """A path each machine resolves on its own disk (no scheme, or ``file://``), unlike a URI of shared storage."""
+    return not _is_remote(path)
 
 
 def _is_remote(path: str) -> bool:

@@ -18,6 +18,8 @@ SUMMARY_COUNTS = (
     "rebalances",
     "static_restarts",
     "restarts_without_rebalance",
+    "dynamic_restarts",
+    "dynamic_restart_rebalances",
     "rebalances_if_dynamic",
     "rebalances_avoided",
     "restart_gap_samples",
@@ -56,7 +58,13 @@ def group_summary(
             )
         ),
         avoided.select(
-            "group_id", "static_restarts", "restarts_without_rebalance", "rebalances_if_dynamic", "rebalances_avoided"
+            "group_id",
+            "static_restarts",
+            "restarts_without_rebalance",
+            "dynamic_restarts",
+            "dynamic_restart_rebalances",
+            "rebalances_if_dynamic",
+            "rebalances_avoided",
         ),
         gap_stats.select(
             "group_id",

@@ -8,9 +8,10 @@ like the coordinator's (``segment-<first seq, 20 digits>.jsonl``, rotated by siz
   rolling deployments, scale-ups and admin scale-downs, occasional static leaves; every rebalance is
   ``rebalance_started`` -> ``rebalance_completed`` -> ``assignment_stored`` with range assignments encoded as the
   member library does (docs/formats.md).
-- For benchmarks only (``benchmarks/pipeline_bench.py``); unit tests use small explicit journals instead.
+- For benchmarks only (``benchmarks/pipeline_bench.py``), so it lives with them and ships in no wheel; unit tests use
+  small explicit journals instead.
 
-``python -m berth.pipeline.synthetic --events 1000000 --groups 2000 --seed 1 --out DIR``
+``python -m benchmarks.synthetic --events 1000000 --groups 2000 --seed 1 --out DIR``
 """
 
 from __future__ import annotations
