@@ -21,7 +21,7 @@ def test_the_demo_table_shows_static_membership_at_work() -> None:
         [
             sys.executable,
             "-m",
-            "berth.operator.demo",
+            "berth.operator.local.demo",
             "--json",
             "--no-report",
             "--members",

@@ -4,7 +4,7 @@ There is no scheduler and no kubelet in the tests' control plane. ``FakeKubelet`
 like a kubelet on node ``fake-node``:
 
 - binds each new pod to the node (``pods/binding``), starts its member process
-  (``python -m berth.operator.local_member``) with the environment its first container declares — ``value``,
+  (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
   ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would —
   then reports it Running and Ready through ``pods/status``;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
@@ -34,7 +34,7 @@ from typing import Any
 import kubernetes
 
 NODE = "fake-node"
-MEMBER = [sys.executable, "-m", "berth.operator.local_member"]
+MEMBER = [sys.executable, "-m", "berth.operator.local.member"]
 #: What a pod runs: its argv from the pod (and its resolved environment), or None to leave it Pending.
 Program = Callable[[Any, dict[str, str]], list[str] | None]
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 import kubernetes
@@ -22,7 +24,7 @@ import kubernetes
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import TIMER_ID, register_fleet_handlers
 from berth.operator.kube.configmaps import ConfigMapReader
-from berth.operator.kube.fleets import FleetApi
+from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.identity import KubeIdentity, load_identity
 from berth.operator.kube.workload import StatefulSetWorkload
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
@@ -86,11 +88,17 @@ async def run_operator(
         ttl_s=max(interval, 1.0),
     )
 
+    fleets = FleetApi(api_client)
+
     def workload_for(fleet: Fleet) -> StatefulSetWorkload:
         return StatefulSetWorkload(api_client, namespace=fleet.namespace, name=fleet.name, fleet_uid=fleet.uid)
 
+    def status_for(body: Mapping[str, Any]) -> FleetStatusWriter:
+        metadata = body.get("metadata") or {}
+        return FleetStatusWriter(fleets, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
+
     context = PassContext(
-        fleets=FleetApi(api_client),
+        status_for=status_for,
         workload_for=workload_for,
         coordinators=coordinators,
         advice=advice,
@@ -105,7 +113,7 @@ async def run_operator(
     register_activities(registry, identity, timer_ids=(TIMER_ID,))
     register_fleet_handlers(
         registry,
-        FleetReconciler(context, poll_s=poll_s),
+        FleetReconciler(context, fleets, poll_s=poll_s),
         defaults=options.defaults,
         interval_s=interval,
         poll_s=poll_s,

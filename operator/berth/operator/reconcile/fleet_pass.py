@@ -1,6 +1,8 @@
 """One reconcile pass over one ConsumerFleet, from a fresh read of it: validate, size, apply, scale, mirror.
 
-The pass is the operator's loop body (``demo_support.reconcile`` is the same loop for local processes):
+The pass is the one reconcile loop's body, on ports only (``ports``): the operator runs it on Kubernetes (the
+StatefulSet workload, the status subresource, Events), ``berth-demo`` on local processes with status in a dict,
+and both on Berth's coordinator or a Kafka cluster. Steps:
 
 1. refuse an invalid spec, a group another fleet holds (``claims``), or a session timeout no bound allows: a
    condition and a Warning Event, and nothing created;
@@ -22,16 +24,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from berth.operator.driver import EventSink, GroupStillHasMembers, execute_plan
+from berth.operator.driver import GroupStillHasMembers, execute_plan
 from berth.operator.kube.calls import ApiException, api_error_text
-from berth.operator.kube.fleets import FleetApi
-from berth.operator.kube.workload import Applied, ApplyResult, NotOurs, StatefulSetWorkload, WorkloadView, planned_hash
+from berth.operator.kube.workload import planned_hash
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.scaling import ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE
-from berth.operator.ports import CoordinatorPort, CoordinatorUnavailable
+from berth.operator.ports import (
+    Applied,
+    ApplyResult,
+    CoordinatorPort,
+    CoordinatorUnavailable,
+    EventSink,
+    NotOurs,
+    StatusPort,
+    WorkloadPort,
+    WorkloadRejected,
+    WorkloadView,
+)
 from berth.operator.reconcile import fleet_status
 from berth.operator.reconcile.advice_source import AdviceSource
 from berth.operator.reconcile.claims import ClaimKey, GroupClaim, claim_key, holder_of
@@ -61,10 +73,10 @@ class PassResult:
 
 @dataclass
 class PassContext:
-    """What every pass shares: the clients, the operator's settings and a little memory across passes."""
+    """What every pass shares: the ports' factories, the operator's settings and a little memory across passes."""
 
-    fleets: FleetApi
-    workload_for: Callable[[Fleet], StatefulSetWorkload]
+    status_for: Callable[[Mapping[str, Any]], StatusPort]
+    workload_for: Callable[[Fleet], WorkloadPort]
     coordinators: CoordinatorDirectory
     advice: AdviceSource
     defaults: OperatorDefaults
@@ -84,6 +96,7 @@ class FleetPass:
         self.status: dict[str, Any] = dict(body.get("status") or {})
         self.claims = claims
         self.events = context.events_for(body)
+        self.status_port = context.status_for(body)
         metadata = body.get("metadata") or {}
         self.namespace = str(metadata.get("namespace") or "default")
         self.name = str(metadata.get("name") or "")
@@ -130,7 +143,7 @@ class FleetPass:
             )
             return None
         workload = self.ctx.workload_for(fleet)
-        view = await workload.inspect()
+        view = await workload.observe()
         if (
             view.observation.replicas is None
             and not self.status.get("departing")
@@ -142,7 +155,7 @@ class FleetPass:
         coordinator = self.ctx.coordinators.port(url)
         try:
             description = await coordinator.describe(fleet.spec.group_id)
-            plan = self._plan(fleet, view, description, deleting=True)
+            plan = self._plan(fleet, view, description, coordinator, deleting=True)
             await self._execute(fleet, plan, workload, coordinator)
         except CoordinatorUnavailable as error:
             await self._record_unreachable(url, _root_cause(error))
@@ -172,7 +185,7 @@ class FleetPass:
                 self.ctx.advice_problems_seen.add(problem)
                 logger.warning("session-timeout advice not used: %s", problem)
         workload = self.ctx.workload_for(fleet)
-        view = await workload.inspect()
+        view = await workload.observe()
         spec = fleet.spec.session_timeout
         try:
             decision = decide_session_timeout(
@@ -196,37 +209,40 @@ class FleetPass:
         )
         planned = self._planned(fleet, choice.ms, replicas_now)
         try:
-            applied = await workload.ensure(planned.workload)
+            applied = await workload.apply(planned.workload)
         except NotOurs as error:
             return await self._refuse(fleet_status.NAME_TAKEN, str(error))
-        except ApiException as error:
-            if error.status not in (400, 422):
-                raise
-            return await self._refuse(
-                fleet_status.TEMPLATE_REJECTED,
-                f"the API server refused the fleet's StatefulSet or Service: {api_error_text(error)}",
-            )
+        except WorkloadRejected as error:
+            return await self._refuse(fleet_status.TEMPLATE_REJECTED, str(error))
         self._announce_applied(fleet, applied, planned.workload)
         if choice.ms != current_ms or choice.reason != current_reason:
             await self._write({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
             if choice.ms != current_ms:
                 self.events.info("SessionTimeout", f"session timeout {choice.ms} ms: {choice.reason}")
         if applied.changed:
-            view = await workload.inspect()
+            view = await workload.observe()
 
         description = await coordinator.describe(fleet.spec.group_id)
-        plan = self._plan(fleet, view, description, deleting=False)
+        plan = self._plan(fleet, view, description, coordinator, deleting=False)
         await self._execute(fleet, plan, workload, coordinator)
         self._announce_waiting(plan.waiting)
         if plan.actions:
-            view = await workload.inspect()
+            view = await workload.observe()
             description = await coordinator.describe(fleet.spec.group_id)
         await self._write_view(fleet, planned.workload.selector, view, description)
         if reachable_before == "False":
             self.events.info("CoordinatorReachable", f"the coordinator at {url} answers again")
         return PassResult(waiting=plan.waiting)
 
-    def _plan(self, fleet: Fleet, view: WorkloadView, description: GroupDescription, *, deleting: bool) -> ScalingPlan:
+    def _plan(
+        self,
+        fleet: Fleet,
+        view: WorkloadView,
+        description: GroupDescription,
+        coordinator: CoordinatorPort,
+        *,
+        deleting: bool,
+    ) -> ScalingPlan:
         observed = view.observation
         return plan_scaling(
             ScalingObservation(
@@ -240,12 +256,13 @@ class FleetPass:
                 leave_on_scale_down=fleet.spec.leave_on_scale_down,
                 deleting=deleting,
                 group_members=description.static_instance_ids(),
+                coordinator_pre_registers=coordinator.pre_registers,
             ),
             now=self.ctx.now(),
         )
 
     async def _execute(
-        self, fleet: Fleet, plan: ScalingPlan, workload: StatefulSetWorkload, coordinator: CoordinatorPort
+        self, fleet: Fleet, plan: ScalingPlan, workload: WorkloadPort, coordinator: CoordinatorPort
     ) -> None:
         await execute_plan(
             plan,
@@ -303,8 +320,7 @@ class FleetPass:
     async def _write(self, patch: Mapping[str, Any]) -> None:
         if not patch:
             return
-        stored = await self.ctx.fleets.patch_status(self.namespace, self.name, patch)
-        self.status = dict(stored.get("status") or {})
+        self.status = dict(await self.status_port.patch_status(patch))
 
     # ------------------------------------------------------------------------------------------- helpers
 
