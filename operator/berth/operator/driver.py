@@ -30,6 +30,8 @@ from berth.operator.planners.scaling import (
 from berth.operator.ports import CoordinatorPort, EventSink, WorkloadPort
 
 StatusPatcher = Callable[[Mapping[str, Any]], Awaitable[None]]
+#: Told of every batch leave and its per-id results (the Kafka evidence journal records them).
+LeaveListener = Callable[[BatchLeave, Mapping[str, str]], Awaitable[None]]
 
 
 class GroupStillHasMembers(RuntimeError):
@@ -45,6 +47,7 @@ async def execute_plan(
     patch_status: StatusPatcher,
     events: EventSink,
     now: Callable[[], datetime],
+    on_leave: LeaveListener | None = None,
 ) -> None:
     for action in plan.actions:
         if isinstance(action, PatchStatus):
@@ -64,6 +67,8 @@ async def execute_plan(
             results = dict(await coordinator.leave_instances(group_id, action.member_ids))
             record = record_scale_down(action, results, now=now())
             await patch_status(record.patch)
+            if on_leave is not None:
+                await on_leave(action, results)
             left_any = any(results.get(name) == "NONE" for name in action.member_ids)
             events.info("LeftGroup" if left_any else "NotInGroup", describe_leave(action, results))
         elif isinstance(action, DeleteGroup):

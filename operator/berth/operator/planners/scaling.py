@@ -20,7 +20,8 @@ restarts anywhere resumes from status and observations alone. Rules:
   append a thread index to ``group.instance.id``); it never names an id of a pod that stays, and is never empty.
 - A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
-  group with members cannot be deleted) and deletes the group.
+  group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group
+  deletes its committed offsets: on Kafka the default is to keep it).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from berth.operator.planners.conditions import format_time
-from berth.operator.planners.instances import instance_ids, ordinal_of, sorted_by_ordinal
+from berth.operator.planners.instances import instance_ids, ordinal_of, pod_of_member, sorted_by_ordinal
 
 #: Per-id leave results meaning the id is no longer a member of the group.
 LEFT_RESULTS = frozenset({"NONE", "UNKNOWN_MEMBER_ID"})
@@ -128,6 +129,8 @@ class ScalingObservation:
     group_members: frozenset[str] | None = None
     #: The coordinator takes expected members (Berth's); Kafka has none, so no expected-members actions.
     coordinator_pre_registers: bool = True
+    #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the coordinator's default).
+    delete_group: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +180,13 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
 
     if obs.deleting and waiting is None:
-        if obs.workload_settled:
+        if not obs.workload_settled:
+            # A controller still acting on an older size could start a pod that joins the group again.
+            waiting = "waiting for the StatefulSet to reach 0 replicas before the " + (
+                "group is deleted" if obs.delete_group else "fleet is released"
+            )
+        elif obs.delete_group:
             actions.append(DeleteGroup())
-        else:
-            # A controller still acting on an older size could start a pod that joins the deleted group again.
-            waiting = "waiting for the StatefulSet to reach 0 replicas before the group is deleted"
     return ScalingPlan(_merge_adjacent_patches(actions), waiting)
 
 
@@ -215,16 +220,6 @@ def thread_member_ids(fleet_name: str, pods: Sequence[str], members: frozenset[s
         if dash and pod in wanted and suffix.isascii() and suffix.isdigit() and ordinal_of(fleet_name, pod) is not None:
             found.append(member)
     return tuple(sorted(found, key=lambda m: (m.rpartition("-")[0], int(m.rpartition("-")[2]))))
-
-
-def pod_of_member(fleet_name: str, member: str) -> str | None:
-    """The fleet pod a group.instance.id belongs to: itself, or ``<pod>`` for a thread-suffixed ``<pod>-<n>``."""
-    if ordinal_of(fleet_name, member) is not None:
-        return member
-    pod, dash, suffix = member.rpartition("-")
-    if dash and suffix.isascii() and suffix.isdigit() and ordinal_of(fleet_name, pod) is not None:
-        return pod
-    return None
 
 
 def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: datetime) -> PatchStatus:

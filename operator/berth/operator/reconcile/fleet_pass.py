@@ -22,13 +22,30 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from berth.operator.driver import GroupStillHasMembers, execute_plan
+from berth.operator.kafka.connection import KafkaConnection
+from berth.operator.kafka.port import ConsumerProtocolGroup
 from berth.operator.kube.calls import ApiException, api_error_text
 from berth.operator.kube.workload import planned_hash
+from berth.operator.planners.conditions import Condition
+from berth.operator.planners.coordinator_target import (
+    BerthTarget,
+    CoordinatorTarget,
+    KafkaTarget,
+    UntrustedEndpoint,
+    resolve_target,
+)
 from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.scaling import ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
+from berth.operator.planners.scaling import (
+    BatchLeave,
+    DeleteGroup,
+    ScalingObservation,
+    ScalingPlan,
+    ScalingStatus,
+    plan_scaling,
+)
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE
@@ -48,17 +65,22 @@ from berth.operator.reconcile import fleet_status
 from berth.operator.reconcile.advice_source import AdviceSource
 from berth.operator.reconcile.claims import ClaimKey, GroupClaim, claim_key, holder_of
 from berth.operator.reconcile.coordinators import CoordinatorDirectory
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.session_timeout import (
     OperatorSessionBounds,
     allowed_range,
     choose_session_timeout,
     decide_session_timeout,
 )
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet, resolve_coordinator_url
+from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 logger = logging.getLogger("berth.operator.reconcile")
 
 ClaimsLookup = Callable[[ClaimKey], Iterable[GroupClaim]]
+
+
+class SecretLookup(Protocol):
+    async def read(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
 
 
 class RetryLater(Exception):
@@ -87,6 +109,10 @@ class PassContext:
     last_waiting: dict[str, str]
     #: Advice problems already logged, so a broken advice.json is reported once, not once per fleet per pass.
     advice_problems_seen: set[str]
+    #: Reads the Secrets a Kafka fleet names for its principal (None: no Secrets, e.g. berth-demo).
+    secrets: SecretLookup | None = None
+    #: Records what the operator observes of Kafka groups (None: not kept).
+    evidence: EvidenceRecorder | None = None
 
 
 class FleetPass:
@@ -106,23 +132,19 @@ class FleetPass:
     # ---------------------------------------------------------------------------------------------- passes
 
     async def run(self) -> PassResult:
+        admitted = await self._admit()
+        if isinstance(admitted, _Refusal):
+            return await self._refuse(admitted.reason, admitted.message)
+        fleet, target = admitted
         try:
-            fleet = parse_fleet(self.body)
-            url = resolve_coordinator_url(fleet, self.ctx.defaults)
-        except SpecError as error:
-            return await self._refuse(fleet_status.INVALID_SPEC, f"invalid spec: {error}")
-        holder = self._other_holder(fleet, url)
-        if holder is not None:
-            return await self._refuse(
-                fleet_status.GROUP_ID_IN_USE,
-                f"group {fleet.spec.group_id} on {url} is already used by fleet {holder.fleet}: nothing is created"
-                " for this fleet while that one exists",
-            )
-        coordinator = self.ctx.coordinators.port(url)
-        try:
-            return await self._reconcile(fleet, url, coordinator)
+            coordinator = await self._coordinator_for(fleet, target)
+            return await self._reconcile(fleet, target, coordinator)
+        except _Refusal as refusal:
+            return await self._refuse(refusal.reason, refusal.message)
+        except ConsumerProtocolGroup:
+            return await self._refuse(fleet_status.CONSUMER_PROTOCOL_GROUP, _consumer_protocol_message(fleet, target))
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(url, _root_cause(error))
+            await self._record_unreachable(str(target), error)
             raise
         except ApiException as error:
             self.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {api_error_text(error)}")
@@ -130,18 +152,11 @@ class FleetPass:
 
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""
-        try:
-            fleet = parse_fleet(self.body)
-            url = resolve_coordinator_url(fleet, self.ctx.defaults)
-        except SpecError as error:
-            self.events.info("Released", f"the spec is invalid ({error}): nothing of this fleet to clean up")
+        admitted = await self._admit()
+        if isinstance(admitted, _Refusal):
+            self.events.info("Released", admitted.release)
             return None
-        holder = self._other_holder(fleet, url)
-        if holder is not None:
-            self.events.info(
-                "Released", f"group {fleet.spec.group_id} belongs to fleet {holder.fleet}: left it untouched"
-            )
-            return None
+        fleet, target = admitted
         workload = self.ctx.workload_for(fleet)
         view = await workload.observe()
         if (
@@ -152,13 +167,21 @@ class FleetPass:
             # No StatefulSet was ever created, so no member joined and nothing was pre-registered.
             self.events.info("Released", "nothing was created for this fleet")
             return None
-        coordinator = self.ctx.coordinators.port(url)
         try:
+            coordinator = await self._coordinator_for(fleet, target)
             description = await coordinator.describe(fleet.spec.group_id)
             plan = self._plan(fleet, view, description, coordinator, deleting=True)
             await self._execute(fleet, plan, workload, coordinator)
+        except _Refusal as refusal:
+            self.events.warning(refusal.reason, f"{refusal.message}; the fleet is kept until that is fixed")
+            raise RetryLater(refusal.message) from refusal
+        except ConsumerProtocolGroup as error:
+            message = _consumer_protocol_message(fleet, target)
+            self.events.warning(fleet_status.CONSUMER_PROTOCOL_GROUP, f"{message}: releasing the fleet")
+            del error
+            return None
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(url, _root_cause(error))
+            await self._record_unreachable(str(target), error)
             raise
         except GroupStillHasMembers as error:
             self.events.warning("GroupNotEmpty", str(error))
@@ -167,18 +190,97 @@ class FleetPass:
             self.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {api_error_text(error)}")
             raise RetryLater(api_error_text(error)) from error
         if plan.done:
-            self.events.info(
-                "Finalized", f"scaled to 0, left and deleted group {fleet.spec.group_id}: releasing the fleet"
+            deleted = any(isinstance(action, DeleteGroup) for action in plan.actions)
+            what = (
+                f"left and deleted group {fleet.spec.group_id}"
+                if deleted
+                else (f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete)")
             )
+            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet")
             return None
         self._announce_waiting(plan.waiting)
         return plan.waiting
 
+    # ------------------------------------------------------------------------------------------- admission
+
+    async def _admit(self) -> tuple[Fleet, CoordinatorTarget] | _Refusal:
+        """Whether this fleet may act at all, decided before anything is sent anywhere.
+
+        The order is the rule: (1) the spec parses; (2) the endpoint it names is one the operator trusts (Kafka
+        clusters here, ``planners.coordinator_target``; a Berth coordinator URL allow-list belongs here too);
+        (3) the group is this fleet's (the claims index; ownership records kept at the coordinator belong here
+        too). Nothing before this step talks to a coordinator; a refusal says why in SpecValid and an Event.
+        """
+        try:
+            fleet = parse_fleet(self.body)
+            target = resolve_target(fleet, self.ctx.defaults)
+        except SpecError as error:
+            return _Refusal(
+                fleet_status.INVALID_SPEC,
+                f"invalid spec: {error}",
+                release=f"the spec is invalid ({error}): nothing of this fleet to clean up",
+            )
+        except UntrustedEndpoint as error:
+            return _Refusal(
+                fleet_status.UNTRUSTED_ENDPOINT, str(error), release=f"{error}: nothing of this fleet to clean up"
+            )
+        holder = self._other_holder(fleet, target)
+        if holder is not None:
+            return _Refusal(
+                fleet_status.GROUP_ID_IN_USE,
+                f"group {fleet.spec.group_id} on {target} is already used by fleet {holder.fleet}: nothing is"
+                " created for this fleet while that one exists",
+                release=f"group {fleet.spec.group_id} belongs to fleet {holder.fleet}: left it untouched",
+            )
+        return fleet, target
+
+    async def _coordinator_for(self, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
+        if isinstance(target, BerthTarget):
+            return self.ctx.coordinators.port(target.url)
+        return await self.ctx.coordinators.kafka_port(await self._kafka_connection(fleet, target))
+
+    async def _kafka_connection(self, fleet: Fleet, target: KafkaTarget) -> KafkaConnection:
+        """The connection for this fleet's group: its own principal's credentials (read from the Secret its spec
+        names, in its namespace) and CA bundle; a Secret or key that is missing is a refusal naming it."""
+        username = password = ca_pem = None
+        principal = "no credentials"
+        if target.credentials is not None:
+            secret = await self._secret(fleet, target.credentials.name, ("username", "password"))
+            username, password = secret["username"], secret["password"]
+            principal = f"the credentials in Secret {fleet.namespace}/{target.credentials.name}"
+        if target.ca is not None:
+            ca_pem = (await self._secret(fleet, target.ca.name, (target.ca.key,)))[target.ca.key]
+        return KafkaConnection(
+            bootstrap_servers=target.bootstrap_servers,
+            security_protocol=target.security_protocol.value,
+            sasl_mechanism=target.sasl_mechanism,
+            username=username,
+            password=password,
+            ca_pem=ca_pem,
+            principal=principal,
+        )
+
+    async def _secret(self, fleet: Fleet, name: str, keys: tuple[str, ...]) -> Mapping[str, str]:
+        reader = self.ctx.secrets
+        found = None if reader is None else await reader.read(fleet.namespace, name)
+        if found is None:
+            raise _Refusal(fleet_status.CREDENTIALS_MISSING, f"Secret {fleet.namespace}/{name} does not exist")
+        missing = [key for key in keys if not found.get(key)]
+        if missing:
+            raise _Refusal(
+                fleet_status.CREDENTIALS_MISSING,
+                f"Secret {fleet.namespace}/{name} has no key {', '.join(missing)}",
+            )
+        return found
+
     # ----------------------------------------------------------------------------------------------- steps
 
-    async def _reconcile(self, fleet: Fleet, url: str, coordinator: CoordinatorPort) -> PassResult:
+    async def _reconcile(self, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort) -> PassResult:
         reachable_before = fleet_status.condition_status(self.status, COORDINATOR_REACHABLE)
-        bounds = await self.ctx.coordinators.bounds(url)
+        bounds = await self.ctx.coordinators.bounds_of(coordinator)
+        if not coordinator.pre_registers:
+            # On Kafka, a group of the KIP-848 consumer protocol is refused before anything is created for it.
+            await coordinator.describe(fleet.spec.group_id)
         reading = await self.ctx.advice.current()
         for problem in reading.problems:
             if problem not in self.ctx.advice_problems_seen:
@@ -229,9 +331,12 @@ class FleetPass:
         if plan.actions:
             view = await workload.observe()
             description = await coordinator.describe(fleet.spec.group_id)
-        await self._write_view(fleet, planned.workload.selector, view, description)
+        if self.ctx.evidence is not None and not coordinator.pre_registers:
+            # Kafka keeps no journal: what this describe shows, compared with the last, is the evidence.
+            await self.ctx.evidence.observed(self.uid, description, int(self.ctx.now().timestamp() * 1000))
+        await self._write_view(fleet, planned.workload.selector, view, description, coordinator)
         if reachable_before == "False":
-            self.events.info("CoordinatorReachable", f"the coordinator at {url} answers again")
+            self.events.info("CoordinatorReachable", f"the coordinator at {target} answers again")
         return PassResult(waiting=plan.waiting)
 
     def _plan(
@@ -257,6 +362,7 @@ class FleetPass:
                 deleting=deleting,
                 group_members=description.static_instance_ids(),
                 coordinator_pre_registers=coordinator.pre_registers,
+                delete_group=_deletes_group(fleet, coordinator),
             ),
             now=self.ctx.now(),
         )
@@ -264,6 +370,13 @@ class FleetPass:
     async def _execute(
         self, fleet: Fleet, plan: ScalingPlan, workload: WorkloadPort, coordinator: CoordinatorPort
     ) -> None:
+        recorder = self.ctx.evidence if not coordinator.pre_registers else None
+
+        async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
+            if recorder is not None:
+                now_ms = int(self.ctx.now().timestamp() * 1000)
+                await recorder.removed(self.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=now_ms)
+
         await execute_plan(
             plan,
             group_id=fleet.spec.group_id,
@@ -272,9 +385,17 @@ class FleetPass:
             patch_status=self._write,
             events=self.events,
             now=self.ctx.now,
+            on_leave=on_leave,
         )
 
-    async def _write_view(self, fleet: Fleet, selector: str, view: WorkloadView, description: GroupDescription) -> None:
+    async def _write_view(
+        self,
+        fleet: Fleet,
+        selector: str,
+        view: WorkloadView,
+        description: GroupDescription,
+        coordinator: CoordinatorPort,
+    ) -> None:
         was_refused = fleet_status.condition_status(self.status, fleet_status.SPEC_VALID) == "False"
         patch = fleet_status.view_patch(
             fleet_name=fleet.name,
@@ -288,6 +409,7 @@ class FleetPass:
             unreachable_reason="",
             now=self.ctx.now(),
             generation=self.generation,
+            notes=_coordinator_notes(fleet, coordinator),
         )
         await self._write(fleet_status.only_changes(self.status, patch))
         if was_refused:
@@ -302,19 +424,26 @@ class FleetPass:
         await self._write(fleet_status.only_changes(self.status, patch))
         return PassResult(refused=True)
 
-    async def _record_unreachable(self, url: str, error: str) -> None:
-        was = fleet_status.condition_status(self.status, COORDINATOR_REACHABLE)
-        message = f"cannot reach the coordinator at {url}: {error}"
+    async def _record_unreachable(self, endpoint: str, error: CoordinatorUnavailable) -> None:
+        was = fleet_status.find_condition(self.status, COORDINATOR_REACHABLE) or {}
+        if error.reason == "Unreachable":
+            message = f"cannot reach the coordinator at {endpoint}: {_root_cause(error)}"
+        else:
+            message = str(error)
         patch = fleet_status.unreachable_patch(
-            self.status, reason=message, now=self.ctx.now(), generation=self.generation
+            self.status,
+            reason=message,
+            now=self.ctx.now(),
+            generation=self.generation,
+            condition_reason=error.reason,
         )
         try:
             await self._write(fleet_status.only_changes(self.status, patch))
         except ApiException as write_error:  # the condition is auxiliary: the retry matters more
             logger.warning("could not record the unreachable coordinator: %s", api_error_text(write_error))
-        if was != "False":
+        if was.get("status") != "False" or was.get("reason") != error.reason:
             self.events.warning(
-                "CoordinatorUnreachable", f"{message}; nothing was recorded as done, retrying with backoff"
+                f"Coordinator{error.reason}", f"{message}; nothing was recorded as done, retrying with backoff"
             )
 
     async def _write(self, patch: Mapping[str, Any]) -> None:
@@ -324,8 +453,8 @@ class FleetPass:
 
     # ------------------------------------------------------------------------------------------- helpers
 
-    def _other_holder(self, fleet: Fleet, url: str) -> GroupClaim | None:
-        holder = holder_of(self.claims(claim_key(url, fleet.spec.group_id)))
+    def _other_holder(self, fleet: Fleet, target: CoordinatorTarget) -> GroupClaim | None:
+        holder = holder_of(self.claims(claim_key(target.identity, fleet.spec.group_id)))
         return holder if holder is not None and holder.uid != self.uid else None
 
     def _planned(self, fleet: Fleet, session_timeout_ms: int, replicas: int) -> _Planned:
@@ -340,7 +469,8 @@ class FleetPass:
         if applied.statefulset is Applied.CREATED:
             self.events.info(
                 "Created",
-                f"created StatefulSet {name} at {planned.replicas} replicas (OrderedReady, session timeout"
+                f"created StatefulSet {name} at {planned.replicas} replicas"
+                f" ({planned.statefulset['spec']['podManagementPolicy']}, session timeout"
                 f" {timeout} ms); the scaling step sizes it next",
             )
         elif applied.statefulset is Applied.UPDATED:
@@ -360,6 +490,54 @@ class FleetPass:
         elif self.ctx.last_waiting.get(self.uid) != waiting:
             self.ctx.last_waiting[self.uid] = waiting
             self.events.info("Waiting", waiting)
+
+
+class _Refusal(Exception):
+    """The fleet is refused (SpecValid=False, a Warning Event) and nothing more is done this pass."""
+
+    def __init__(self, reason: str, message: str, *, release: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        #: What the deletion says when it releases a fleet refused this way.
+        self.release = release or f"{message}: nothing of this fleet to clean up"
+
+
+def _deletes_group(fleet: Fleet, coordinator: CoordinatorPort) -> bool:
+    """spec.deleteGroupOnDelete, else the default: yes on Berth's coordinator, never on Kafka (deleting a Kafka
+    group deletes its committed offsets, which other tools and a re-created fleet may still need)."""
+    if fleet.spec.delete_group_on_delete is not None:
+        return fleet.spec.delete_group_on_delete
+    return coordinator.pre_registers
+
+
+def _coordinator_notes(fleet: Fleet, coordinator: CoordinatorPort) -> tuple[Condition, ...]:
+    if coordinator.pre_registers:
+        return ()
+    parallel = fleet.spec.pod_management_policy == "Parallel"
+    return (
+        Condition(
+            fleet_status.PRE_REGISTRATION,
+            "False",
+            "NotSupportedByKafka",
+            "Kafka has no pre-registration: new pods join as they start"
+            + (
+                "; podManagementPolicy Parallel starts them together, so a scale-up costs about one rebalance"
+                if parallel
+                else "; with podManagementPolicy OrderedReady each new pod costs a rebalance (set Parallel to"
+                " bring new pods in together)"
+            ),
+        ),
+    )
+
+
+def _consumer_protocol_message(fleet: Fleet, target: CoordinatorTarget) -> str:
+    return (
+        f"group {fleet.spec.group_id} on {target} uses the KIP-848 consumer protocol (group.protocol=consumer):"
+        " the operator manages classic groups only. There the broker owns the session timeout (the group config"
+        " consumer.session.timeout.ms, not a client setting) and admin removal of members is not supported by"
+        " every broker. Run the consumers with group.protocol=classic, or manage this group without the operator"
+    )
 
 
 def _root_cause(error: BaseException) -> str:

@@ -76,7 +76,10 @@ class FleetReconciler:
                 waiting = None if body is None else await FleetPass(self.context, body, claims).finalize()
             if waiting is None:
                 self._locks.pop(key, None)
-                self.context.last_waiting.pop(str((body or {}).get("metadata", {}).get("uid") or ""), None)
+                uid = str((body or {}).get("metadata", {}).get("uid") or "")
+                self.context.last_waiting.pop(uid, None)
+                if self.context.evidence is not None:
+                    self.context.evidence.forget(uid)
                 return None
             if time.monotonic() >= deadline:
                 return waiting
