@@ -65,7 +65,14 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGINT, stop)
 consumer = KafkaConsumer(**config)
-consumer.subscribe([env.get("KAFKA_TOPIC", "orders")], listener=Report())
+topic = env.get("KAFKA_TOPIC", "orders")
+consumer.subscribe([topic], listener=Report())
+# Have the subscribed topic's metadata before the first poll joins the group. kafka-python (3.0) has no KIP-814
+# SkipAssignment: a restarted static member that is the group's leader assigns again as it joins, and if it had no
+# metadata then, the metadata that arrives a moment later looks like a change and it asks for a rebalance, which is
+# exactly what static membership is there to avoid.
+while topic not in consumer.topics() and not stopping:
+    time.sleep(0.1)
 while not stopping:
     consumer.poll(timeout_ms=100)
 consumer.close(autocommit=True)  # a static member does not send LeaveGroup on close (KIP-345)
