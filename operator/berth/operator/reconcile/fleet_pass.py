@@ -4,8 +4,9 @@ The pass is the one reconcile loop's body, on ports only (``ports``): the operat
 StatefulSet workload, the status subresource, Events), ``berth-demo`` on local processes with status in a dict,
 and both on Berth's coordinator or a Kafka cluster. Steps:
 
-1. refuse an invalid spec, a group another fleet holds (``claims``), or a session timeout no bound allows: a
-   condition and a Warning Event, and nothing created;
+1. admit (``admission``, before anything is sent anywhere): refuse an invalid spec, an endpoint the operator does
+   not trust, or a group another fleet holds (``claims``); then a session timeout no bound allows, a missing
+   credentials Secret or a KIP-848 group: a condition and a Warning Event, and nothing created;
 2. size the session timeout (``session_timeout``) and apply the StatefulSet and headless Service with it;
 3. observe -> ``plan_scaling`` -> ``execute_plan``, status written through the API after every step;
 4. mirror the workload and the coordinator's group into status and conditions.
@@ -22,20 +23,15 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from berth.operator.driver import GroupStillHasMembers, execute_plan
-from berth.operator.kafka.connection import KafkaConnection
 from berth.operator.kafka.port import ConsumerProtocolGroup
 from berth.operator.kube.calls import ApiException, api_error_text
 from berth.operator.kube.workload import planned_hash
-from berth.operator.planners.conditions import Condition
 from berth.operator.planners.coordinator_target import (
     BerthTarget,
     CoordinatorTarget,
-    KafkaTarget,
-    UntrustedEndpoint,
-    resolve_target,
 )
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.scaling import (
@@ -62,8 +58,10 @@ from berth.operator.ports import (
     WorkloadView,
 )
 from berth.operator.reconcile import fleet_status
+from berth.operator.reconcile.admission import Refusal, SecretLookup, admit, kafka_connection
 from berth.operator.reconcile.advice_source import AdviceSource
 from berth.operator.reconcile.claims import ClaimKey, GroupClaim, claim_key, holder_of
+from berth.operator.reconcile.coordinator_kinds import consumer_protocol_message, coordinator_notes, deletes_group
 from berth.operator.reconcile.coordinators import CoordinatorDirectory
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.session_timeout import (
@@ -72,15 +70,11 @@ from berth.operator.reconcile.session_timeout import (
     choose_session_timeout,
     decide_session_timeout,
 )
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec import Fleet, OperatorDefaults
 
 logger = logging.getLogger("berth.operator.reconcile")
 
 ClaimsLookup = Callable[[ClaimKey], Iterable[GroupClaim]]
-
-
-class SecretLookup(Protocol):
-    async def read(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
 
 
 class RetryLater(Exception):
@@ -133,16 +127,16 @@ class FleetPass:
 
     async def run(self) -> PassResult:
         admitted = await self._admit()
-        if isinstance(admitted, _Refusal):
+        if isinstance(admitted, Refusal):
             return await self._refuse(admitted.reason, admitted.message)
         fleet, target = admitted
         try:
             coordinator = await self._coordinator_for(fleet, target)
             return await self._reconcile(fleet, target, coordinator)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             return await self._refuse(refusal.reason, refusal.message)
         except ConsumerProtocolGroup:
-            return await self._refuse(fleet_status.CONSUMER_PROTOCOL_GROUP, _consumer_protocol_message(fleet, target))
+            return await self._refuse(fleet_status.CONSUMER_PROTOCOL_GROUP, consumer_protocol_message(fleet, target))
         except CoordinatorUnavailable as error:
             await self._record_unreachable(str(target), error)
             raise
@@ -153,7 +147,7 @@ class FleetPass:
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""
         admitted = await self._admit()
-        if isinstance(admitted, _Refusal):
+        if isinstance(admitted, Refusal):
             self.events.info("Released", admitted.release)
             return None
         fleet, target = admitted
@@ -172,11 +166,11 @@ class FleetPass:
             description = await coordinator.describe(fleet.spec.group_id)
             plan = self._plan(fleet, view, description, coordinator, deleting=True)
             await self._execute(fleet, plan, workload, coordinator)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             self.events.warning(refusal.reason, f"{refusal.message}; the fleet is kept until that is fixed")
             raise RetryLater(refusal.message) from refusal
         except ConsumerProtocolGroup as error:
-            message = _consumer_protocol_message(fleet, target)
+            message = consumer_protocol_message(fleet, target)
             self.events.warning(fleet_status.CONSUMER_PROTOCOL_GROUP, f"{message}: releasing the fleet")
             del error
             return None
@@ -203,75 +197,14 @@ class FleetPass:
 
     # ------------------------------------------------------------------------------------------- admission
 
-    async def _admit(self) -> tuple[Fleet, CoordinatorTarget] | _Refusal:
-        """Whether this fleet may act at all, decided before anything is sent anywhere.
-
-        The order is the rule: (1) the spec parses; (2) the endpoint it names is one the operator trusts (Kafka
-        clusters here, ``planners.coordinator_target``; a Berth coordinator URL allow-list belongs here too);
-        (3) the group is this fleet's (the claims index; ownership records kept at the coordinator belong here
-        too). Nothing before this step talks to a coordinator; a refusal says why in SpecValid and an Event.
-        """
-        try:
-            fleet = parse_fleet(self.body)
-            target = resolve_target(fleet, self.ctx.defaults)
-        except SpecError as error:
-            return _Refusal(
-                fleet_status.INVALID_SPEC,
-                f"invalid spec: {error}",
-                release=f"the spec is invalid ({error}): nothing of this fleet to clean up",
-            )
-        except UntrustedEndpoint as error:
-            return _Refusal(
-                fleet_status.UNTRUSTED_ENDPOINT, str(error), release=f"{error}: nothing of this fleet to clean up"
-            )
-        holder = self._other_holder(fleet, target)
-        if holder is not None:
-            return _Refusal(
-                fleet_status.GROUP_ID_IN_USE,
-                f"group {fleet.spec.group_id} on {target} is already used by fleet {holder.fleet}: nothing is"
-                " created for this fleet while that one exists",
-                release=f"group {fleet.spec.group_id} belongs to fleet {holder.fleet}: left it untouched",
-            )
-        return fleet, target
+    async def _admit(self) -> tuple[Fleet, CoordinatorTarget] | Refusal:
+        """Whether this fleet may act at all, before anything is sent anywhere (``admission``)."""
+        return admit(self.body, self.ctx.defaults, self._other_holder)
 
     async def _coordinator_for(self, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
         if isinstance(target, BerthTarget):
             return self.ctx.coordinators.port(target.url)
-        return await self.ctx.coordinators.kafka_port(await self._kafka_connection(fleet, target))
-
-    async def _kafka_connection(self, fleet: Fleet, target: KafkaTarget) -> KafkaConnection:
-        """The connection for this fleet's group: its own principal's credentials (read from the Secret its spec
-        names, in its namespace) and CA bundle; a Secret or key that is missing is a refusal naming it."""
-        username = password = ca_pem = None
-        principal = "no credentials"
-        if target.credentials is not None:
-            secret = await self._secret(fleet, target.credentials.name, ("username", "password"))
-            username, password = secret["username"], secret["password"]
-            principal = f"the credentials in Secret {fleet.namespace}/{target.credentials.name}"
-        if target.ca is not None:
-            ca_pem = (await self._secret(fleet, target.ca.name, (target.ca.key,)))[target.ca.key]
-        return KafkaConnection(
-            bootstrap_servers=target.bootstrap_servers,
-            security_protocol=target.security_protocol.value,
-            sasl_mechanism=target.sasl_mechanism,
-            username=username,
-            password=password,
-            ca_pem=ca_pem,
-            principal=principal,
-        )
-
-    async def _secret(self, fleet: Fleet, name: str, keys: tuple[str, ...]) -> Mapping[str, str]:
-        reader = self.ctx.secrets
-        found = None if reader is None else await reader.read(fleet.namespace, name)
-        if found is None:
-            raise _Refusal(fleet_status.CREDENTIALS_MISSING, f"Secret {fleet.namespace}/{name} does not exist")
-        missing = [key for key in keys if not found.get(key)]
-        if missing:
-            raise _Refusal(
-                fleet_status.CREDENTIALS_MISSING,
-                f"Secret {fleet.namespace}/{name} has no key {', '.join(missing)}",
-            )
-        return found
+        return await self.ctx.coordinators.kafka_port(await kafka_connection(fleet, target, self.ctx.secrets))
 
     # ----------------------------------------------------------------------------------------------- steps
 
@@ -362,7 +295,7 @@ class FleetPass:
                 deleting=deleting,
                 group_members=description.static_instance_ids(),
                 coordinator_pre_registers=coordinator.pre_registers,
-                delete_group=_deletes_group(fleet, coordinator),
+                delete_group=deletes_group(fleet, coordinator),
             ),
             now=self.ctx.now(),
         )
@@ -409,7 +342,7 @@ class FleetPass:
             unreachable_reason="",
             now=self.ctx.now(),
             generation=self.generation,
-            notes=_coordinator_notes(fleet, coordinator),
+            notes=coordinator_notes(fleet, coordinator),
         )
         await self._write(fleet_status.only_changes(self.status, patch))
         if was_refused:
@@ -490,54 +423,6 @@ class FleetPass:
         elif self.ctx.last_waiting.get(self.uid) != waiting:
             self.ctx.last_waiting[self.uid] = waiting
             self.events.info("Waiting", waiting)
-
-
-class _Refusal(Exception):
-    """The fleet is refused (SpecValid=False, a Warning Event) and nothing more is done this pass."""
-
-    def __init__(self, reason: str, message: str, *, release: str = "") -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        #: What the deletion says when it releases a fleet refused this way.
-        self.release = release or f"{message}: nothing of this fleet to clean up"
-
-
-def _deletes_group(fleet: Fleet, coordinator: CoordinatorPort) -> bool:
-    """spec.deleteGroupOnDelete, else the default: yes on Berth's coordinator, never on Kafka (deleting a Kafka
-    group deletes its committed offsets, which other tools and a re-created fleet may still need)."""
-    if fleet.spec.delete_group_on_delete is not None:
-        return fleet.spec.delete_group_on_delete
-    return coordinator.pre_registers
-
-
-def _coordinator_notes(fleet: Fleet, coordinator: CoordinatorPort) -> tuple[Condition, ...]:
-    if coordinator.pre_registers:
-        return ()
-    parallel = fleet.spec.pod_management_policy == "Parallel"
-    return (
-        Condition(
-            fleet_status.PRE_REGISTRATION,
-            "False",
-            "NotSupportedByKafka",
-            "Kafka has no pre-registration: new pods join as they start"
-            + (
-                "; podManagementPolicy Parallel starts them together, so a scale-up costs about one rebalance"
-                if parallel
-                else "; with podManagementPolicy OrderedReady each new pod costs a rebalance (set Parallel to"
-                " bring new pods in together)"
-            ),
-        ),
-    )
-
-
-def _consumer_protocol_message(fleet: Fleet, target: CoordinatorTarget) -> str:
-    return (
-        f"group {fleet.spec.group_id} on {target} uses the KIP-848 consumer protocol (group.protocol=consumer):"
-        " the operator manages classic groups only. There the broker owns the session timeout (the group config"
-        " consumer.session.timeout.ms, not a client setting) and admin removal of members is not supported by"
-        " every broker. Run the consumers with group.protocol=classic, or manage this group without the operator"
-    )
 
 
 def _root_cause(error: BaseException) -> str:
