@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import FleetBody
 
 from berth.operator.options import OptionsError, parse_options
 from berth.operator.planners.coordinator_target import (
@@ -30,6 +30,7 @@ from berth.operator.planners.scaling import (
 from berth.operator.planners.statefulset import plan_statefulset
 from berth.operator.spec import KafkaDefaults, OperatorDefaults, SecurityProtocol, SpecError, parse_fleet
 
+FleetBody = Callable[..., dict[str, Any]]
 KAFKA = OperatorDefaults(
     kafka=KafkaDefaults("kafka-0.kafka.data:9092,kafka-1.kafka.data:9092"),
     kafka_trusted=("analytics-kafka.data:9093",),
