@@ -23,6 +23,7 @@ BENCHMARKS = {
     "durable_writes": "benchmarks.durable_writes",
     "reload": "benchmarks.reload",
     "pipeline": "benchmarks.pipeline_bench",
+    "kafka_scale_down": "benchmarks.kafka_scale_down",
 }
 
 

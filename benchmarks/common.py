@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from berth.coordinator.client.process import CoordinatorProcess
+from berth.operator.local.coordinator_process import CoordinatorProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -19,6 +19,7 @@ ORDER = [
     "reload",
     "pipeline",
     "store_throughput",
+    "kafka_scale_down",
 ]
 
 

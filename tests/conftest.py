@@ -14,7 +14,7 @@ from support.coordinator import CoordinatorProcess
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 #: The real control plane (etcd, kube-apiserver, kube-controller-manager), started once when a test first asks.
-pytest_plugins = ["support.kube_fixtures"]
+pytest_plugins = ["support.kube_fixtures", "support.kafka_fixtures"]
 
 
 @pytest.fixture

@@ -162,3 +162,14 @@ def crd_version() -> Obj:
 
 def example_files() -> list[Path]:
     return sorted(EXAMPLES.glob("*.yaml"))
+
+
+def example_fleet(path: Path) -> Obj:
+    """The ConsumerFleet of an example file (the last document; a Kafka example has its program's ConfigMap first)."""
+    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    fleet: Obj = documents[-1]
+    return fleet
+
+
+def is_kafka_example(path: Path) -> bool:
+    return "kafka" in (example_fleet(path)["spec"].get("coordinator") or {})

@@ -7,8 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from chart_helpers import CHART, CRD_FILE, crd, crd_version, example_files, restricted_violations
+from chart_helpers import (
+    CHART,
+    CRD_FILE,
+    crd,
+    crd_version,
+    example_files,
+    example_fleet,
+    is_kafka_example,
+    restricted_violations,
+)
 
 DEPLOY_CRDS = CRD_FILE.parent
 
@@ -47,24 +55,38 @@ def test_status_and_scale_subresources_drive_kubectl_scale_and_hpa() -> None:
 
 
 def test_there_are_auto_and_fixed_examples() -> None:
-    policies = {
-        (yaml.safe_load(p.read_text())["spec"].get("sessionTimeout") or {}).get("policy", "Auto")
-        for p in example_files()
-    }
+    policies = {(example_fleet(p)["spec"].get("sessionTimeout") or {}).get("policy", "Auto") for p in example_files()}
     assert {"Auto", "Fixed"} <= policies
 
 
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: p.name)
 def test_example_pods_meet_the_restricted_pod_security_standard(path: Path) -> None:
-    obj = yaml.safe_load(path.read_text())
+    obj = example_fleet(path)
     assert (obj["apiVersion"], obj["kind"]) == ("berth.dev/v1alpha1", "ConsumerFleet")
     # Runnable where namespaces enforce the "restricted" Pod Security Standard (deploy/manifests' namespace does).
     assert restricted_violations(obj["spec"]["template"]["spec"]) == []
 
 
-@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in example_files() if not is_kafka_example(p)], ids=lambda p: p.name)
 def test_example_runs_the_member_library_example(path: Path) -> None:
-    containers = yaml.safe_load(path.read_text())["spec"]["template"]["spec"]["containers"]
+    containers = example_fleet(path)["spec"]["template"]["spec"]["containers"]
     assert [c["args"] for c in containers] == [["python", "-m", "berth.coordinator.client.example"]]
     # args, not command: the image's tini stays PID 1 and delivers SIGTERM.
     assert all("command" not in c for c in containers)
+
+
+def test_the_kafka_examples_carry_their_consumer_programs_as_written() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "render", CHART.parent.parent / "scripts" / "render_kafka_examples.py"
+    )
+    assert spec is not None and spec.loader is not None
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    for client in render.CLIENTS:
+        path = CHART.parent.parent / "deploy" / "examples" / f"{client}-orders.yaml"
+        assert path.read_text() == render.render(client), (
+            f"{path.name} is stale: python scripts/render_kafka_examples.py"
+        )
+    assert {"kafka-python-orders.yaml", "confluent-kafka-orders.yaml"} <= {p.name for p in example_files()}

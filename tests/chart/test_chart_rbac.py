@@ -210,11 +210,12 @@ def test_chart_grants_the_operator_exactly_what_its_code_needs(
 
 
 def test_default_install_grants_nothing_beyond_the_full_one() -> None:
-    """Without analytics the operator is given less (no advice ConfigMap), never something else."""
+    """Without analytics the operator is given less (no advice ConfigMap, no Kafka evidence ConfigMap), never
+    something else."""
     full = operator_grants({"analytics": {"enabled": True}})
     default = operator_grants({})
     assert default < full
-    assert full - default == {("", "configmaps", "get")}
+    assert full - default == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
 
 
 def test_namespaced_install_grants_nothing_cluster_scoped() -> None:

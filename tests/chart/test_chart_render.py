@@ -180,9 +180,18 @@ def check_analytics(docs: list[Obj]) -> None:
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}
     ]
     assert arg_after(operator_args(docs), "--advice-configmap") == "berth-advice"
+    assert arg_after(operator_args(docs), "--evidence-configmap") == "berth-kafka-evidence"
     advice = one(docs, "Role", "berth-operator-advice")
     assert advice["rules"] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["berth-advice"], "verbs": ["get"]}
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["berth-advice"], "verbs": ["get"]},
+        # The Kafka evidence journal: by name, and created once.
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["berth-kafka-evidence"],
+            "verbs": ["get", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
     ]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +19,13 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
 def test_the_demo_table_shows_static_membership_at_work() -> None:
+    temporary = Path(tempfile.gettempdir())
+    before = set(temporary.glob("berth-demo-*"))
     result = subprocess.run(
         [
             sys.executable,
             "-m",
-            "berth.operator.demo",
+            "berth.operator.local.demo",
             "--json",
             "--no-report",
             "--members",
@@ -36,6 +40,7 @@ def test_the_demo_table_shows_static_membership_at_work() -> None:
         timeout=200,
     )
     assert result.returncode == 0, result.stderr
+    assert set(temporary.glob("berth-demo-*")) == before, "berth-demo --json left its temporary directory behind"
     rows = json.loads(result.stdout)
     table = {(r["scenario"], r["membership"]): r for r in rows}
     assert set(table) == {

@@ -12,6 +12,10 @@ import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
+from support.kafka_broker import free_port
+from support.kafka_consumers import program_for_pod
+from support.kafka_fixtures import create_topic
+from support.kafka_stage import KafkaStage
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.operator_process import OperatorProcess
@@ -112,3 +116,58 @@ def stage(
     """A namespace with its kubelet, the module's operator and coordinator, and a group of its own."""
     yield Stage(kube, namespace, kubelet, coordinator_for_operator, f"kube-orders-{next(_groups)}")
     assert running_operator.process is not None and running_operator.process.poll() is None, running_operator.log()
+
+
+# --- the Kafka tier on the control plane ---------------------------------------------------------------------------
+
+KAFKA_NAMESPACE = "kafka-fleets"
+
+
+@pytest.fixture(scope="module")
+def unreachable_kafka() -> str:
+    """A trusted bootstrap address nothing listens on."""
+    return f"127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(scope="module")
+def kafka_stage(
+    kube: Kube,
+    operator_identity: Kube,
+    kafka_bootstrap: str,
+    unreachable_kafka: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaStage]:
+    """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
+    its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
+    namespace = kube.create_namespace(f"{KAFKA_NAMESPACE}-{next(_groups)}")
+    directory = tmp_path_factory.mktemp("kafka-operator")
+    evidence = directory / "evidence"
+    args = [
+        "--namespace",
+        namespace,
+        "--kafka-bootstrap-servers",
+        kafka_bootstrap,
+        "--kafka-trusted-bootstrap",
+        unreachable_kafka,
+        "--liveness-port",
+        "0",
+        "--reconcile-interval-s",
+        "1",
+        # Members hear of a rebalance on their next heartbeat: the takeover after a removal is about one of them.
+        "--heartbeat-interval-ms",
+        "500",
+        "--evidence-dir",
+        str(evidence),
+    ]
+    topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
+    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
+    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
+    try:
+        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence)
+        assert operator.process is not None and operator.process.poll() is None, operator.log()
+    finally:
+        operator.stop()
+        kubelet.stop()
+    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
+    forbidden = operator.forbidden()
+    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)

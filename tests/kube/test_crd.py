@@ -191,6 +191,31 @@ REFUSED: list[tuple[str, Obj, str, str]] = [
         "spec.sessionTimeout",
         "sessionTimeout.fixedMs applies only to policy Fixed",
     ),
+    (
+        "kafka-and-url",
+        fleet(coordinator={"url": "http://c:9094", "kafka": {"bootstrapServers": "k:9092"}}),
+        "spec.coordinator",
+        "coordinator.kafka is exclusive with coordinator.url and coordinator.tokenSecretRef",
+    ),
+    (
+        "kafka-and-token",
+        fleet(coordinator={"tokenSecretRef": {"name": "t", "key": "k"}, "kafka": {}}),
+        "spec.coordinator",
+        "coordinator.kafka is exclusive with coordinator.url and coordinator.tokenSecretRef",
+    ),
+    (
+        "kafka-bootstrap-with-user-info",
+        fleet(coordinator={"kafka": {"bootstrapServers": "user@k:9092"}}),
+        "spec.coordinator.kafka.bootstrapServers",
+        "should match",
+    ),
+    (
+        "kafka-unknown-protocol",
+        fleet(coordinator={"kafka": {"securityProtocol": "TLS"}}),
+        "spec.coordinator.kafka.securityProtocol",
+        "Unsupported value",
+    ),
+    ("unknown-pod-management", fleet(podManagementPolicy="Burst"), "spec.podManagementPolicy", "Unsupported value"),
     ("name-starts-with-digit", fleet(name="1orders"), "metadata.name", "must be a DNS label"),
     ("name-too-long", fleet(name="o" * 53), "metadata.name", "at most 52 characters"),
 ]
@@ -213,6 +238,23 @@ ACCEPTED: list[tuple[str, Obj]] = [
     ("min-equals-max", fleet(sessionTimeout={"minMs": 30000, "maxMs": 30000})),
     ("name-52", fleet(name="o" * 52)),
     ("zero-replicas", fleet(replicas=0)),
+    ("kafka-default-connection", fleet(coordinator={"kafka": {}})),
+    (
+        "kafka-sasl-ssl",
+        fleet(
+            coordinator={
+                "kafka": {
+                    "bootstrapServers": "kafka-0.kafka.data:9093,kafka-1.kafka.data:9093",
+                    "securityProtocol": "SASL_SSL",
+                    "saslMechanism": "SCRAM-SHA-512",
+                    "credentialsSecretRef": {"name": "orders-kafka"},
+                    "caSecretRef": {"name": "kafka-ca"},
+                }
+            },
+            podManagementPolicy="Parallel",
+            deleteGroupOnDelete=False,
+        ),
+    ),
     (
         "designs-example",
         fleet(
@@ -239,7 +281,12 @@ def test_the_server_accepts_a_valid_fleet(kube: Kube, namespace: str, obj: Obj) 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_is_accepted_and_its_pod_template_too(kube: Kube, namespace: str, path: Path) -> None:
-    obj = yaml.safe_load(path.read_text())
+    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    for other in documents[:-1]:  # what a fleet needs beside it (a ConfigMap with its consumer program)
+        accepted, message = dry_run_create(kube, other, namespace)
+        assert accepted, message
+    obj = documents[-1]
+    assert obj["kind"] == "ConsumerFleet", "an example ends with its fleet"
     accepted, message = dry_run_create(kube, obj, namespace)
     assert accepted, message
     # The CRD keeps the pod template as given; the server's own PodTemplate validation checks it here.
@@ -400,3 +447,20 @@ def test_a_fleet_object_is_not_changed_by_a_refused_update(kube: Kube, namespace
     assert kube.try_apply(bad, namespace=namespace).returncode != 0
     after = kube.get("cf", "orders", namespace=namespace)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_pod_management_policy_is_fixed_once_the_fleet_exists(kube: Kube, namespace: str) -> None:
+    kube.apply(fleet(name="steady", podManagementPolicy="Parallel"), namespace=namespace)
+    result = kube.kubectl(
+        "patch",
+        "cf",
+        "steady",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"podManagementPolicy": "OrderedReady"}}),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "podManagementPolicy cannot change after creation" in result.stderr

@@ -17,7 +17,10 @@ pytestmark = pytest.mark.kube
 CHART = REPO / "charts" / "berth"
 CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml").read_text())
 #: Reading the analytics job's advice ConfigMap: granted by name, and only when analytics is on.
-ADVICE: frozenset[Permission] = frozenset({("", "configmaps", "get")})
+#: With analytics on: the advice ConfigMap (read) and the Kafka evidence ConfigMap (read, patched, created once).
+ADVICE: frozenset[Permission] = frozenset(
+    {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
+)
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
 PROBED: tuple[tuple[str, str], ...] = (
@@ -79,7 +82,9 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
     # The same answers through kubectl, as a person would ask.
     assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
-    assert not kube.can_i("get", "secrets", as_user=user, namespace=fleets)
+    # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef); never listed.
+    assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
+    assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
 
 
@@ -103,6 +108,8 @@ def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
         ("", "configmaps:another", "get", "advised"),
         ("", "configmaps", "list", "advised"),
         ("", "configmaps:advised-advice", "get", "default"),
+        ("", "configmaps:advised-kafka-evidence", "patch", "advised"),
+        ("", "configmaps:advised-advice", "patch", "advised"),
     ]
-    assert kube.decide(user, checks) == [True, False, False, False]
+    assert kube.decide(user, checks) == [True, False, False, False, True, False]
     assert kube.can_i("get", "configmaps/advised-advice", as_user=user, namespace="advised")

@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from berth.coordinator.client.process import CoordinatorProcess as _CoordinatorProcess
+from berth.operator.local.coordinator_process import CoordinatorProcess as _CoordinatorProcess
 
 
 class CoordinatorProcess(_CoordinatorProcess):

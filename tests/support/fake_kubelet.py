@@ -4,7 +4,7 @@ There is no scheduler and no kubelet in the tests' control plane. ``FakeKubelet`
 like a kubelet on node ``fake-node``:
 
 - binds each new pod to the node (``pods/binding``), starts its member process
-  (``python -m berth.operator.local_member``) with the environment its first container declares — ``value``,
+  (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
   ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would —
   then reports it Running and Ready through ``pods/status``;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
@@ -12,7 +12,9 @@ like a kubelet on node ``fake-node``:
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
 
 Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kept per pod (:meth:`lines`).
-``program`` chooses another command for a pod (or None to leave it Pending); a pod with ``restartPolicy: Never``
+``program`` chooses another command for a pod (or None to leave it Pending): ``run_member`` (Berth's member
+library) by default, ``support.kafka_consumers.program_for_pod`` for the example Kafka consumers a pod's container
+names. ``gone_at`` keeps when each pod was last confirmed gone (wall clock). A pod with ``restartPolicy: Never``
 whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects.
 """
 
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +37,7 @@ from typing import Any
 import kubernetes
 
 NODE = "fake-node"
-MEMBER = [sys.executable, "-m", "berth.operator.local_member"]
+MEMBER = [sys.executable, "-m", "berth.operator.local.member"]
 #: What a pod runs: its argv from the pod (and its resolved environment), or None to leave it Pending.
 Program = Callable[[Any, dict[str, str]], list[str] | None]
 
@@ -80,6 +83,7 @@ class FakeKubelet:
         self._held: set[str] = set()
         self._run_once: set[str] = set()
         self.finished: dict[str, int] = {}  # pods that ran once -> their exit status
+        self.gone_at: dict[str, float] = {}  # pod -> when its deletion was last confirmed (time.time())
         self._terminating: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -267,3 +271,4 @@ class FakeKubelet:
             self._terminating.discard(name)
         with contextlib.suppress(kubernetes.client.ApiException):  # already gone
             self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        self.gone_at[name] = time.time()

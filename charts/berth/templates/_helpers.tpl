@@ -15,6 +15,9 @@ longest suffix ("-coordinator-tokens") within Kubernetes' 63-character label val
 {{- define "berth.analyticsName" -}}{{ include "berth.prefix" . }}-analytics{{- end -}}
 {{- define "berth.adviceConfigMapName" -}}{{ include "berth.prefix" . }}-advice{{- end -}}
 
+{{/* The ConfigMap where the operator keeps what it observes of Kafka fleets (the analytics job reads it). */}}
+{{- define "berth.evidenceConfigMapName" -}}{{ include "berth.prefix" . }}-kafka-evidence{{- end -}}
+
 {{/* The Secret with the coordinator's tokens file ("tokens.yaml") and the admin token ("admin-token"). */}}
 {{- define "berth.tokensSecretName" -}}
 {{- if .Values.auth.existingSecret -}}

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 import kubernetes
@@ -22,14 +24,17 @@ import kubernetes
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import TIMER_ID, register_fleet_handlers
 from berth.operator.kube.configmaps import ConfigMapReader
-from berth.operator.kube.fleets import FleetApi
+from berth.operator.kube.evidence_configmap import ConfigMapJournal
+from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.identity import KubeIdentity, load_identity
+from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.workload import StatefulSetWorkload
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
 from berth.operator.reconcile.advice_source import AdviceSource
 from berth.operator.reconcile.coordinators import CoordinatorDirectory
 from berth.operator.reconcile.events import FleetEvents
+from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceJournal, EvidenceRecorder
 from berth.operator.reconcile.fleet_pass import PassContext
 from berth.operator.reconcile.reconciler import FleetReconciler
 from berth.operator.reconcile.session_timeout import OperatorSessionBounds
@@ -59,6 +64,14 @@ def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
     return settings
 
 
+def evidence_journal(options: OperatorOptions, api_client: kubernetes.client.ApiClient) -> EvidenceJournal | None:
+    if options.evidence_configmap and options.operator_namespace:
+        return ConfigMapJournal(api_client, options.operator_namespace, options.evidence_configmap)
+    if options.evidence_dir is not None:
+        return DirectoryJournal(options.evidence_dir)
+    return None
+
+
 def utc_now() -> datetime:
     return datetime.now(tz=UTC)
 
@@ -86,11 +99,17 @@ async def run_operator(
         ttl_s=max(interval, 1.0),
     )
 
+    fleets = FleetApi(api_client)
+
     def workload_for(fleet: Fleet) -> StatefulSetWorkload:
         return StatefulSetWorkload(api_client, namespace=fleet.namespace, name=fleet.name, fleet_uid=fleet.uid)
 
+    def status_for(body: Mapping[str, Any]) -> FleetStatusWriter:
+        metadata = body.get("metadata") or {}
+        return FleetStatusWriter(fleets, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
+
     context = PassContext(
-        fleets=FleetApi(api_client),
+        status_for=status_for,
         workload_for=workload_for,
         coordinators=coordinators,
         advice=advice,
@@ -100,12 +119,14 @@ async def run_operator(
         now=utc_now,
         last_waiting={},
         advice_problems_seen=set(),
+        secrets=SecretReader(api_client),
+        evidence=EvidenceRecorder(evidence_journal(options, api_client)),
     )
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))
     register_fleet_handlers(
         registry,
-        FleetReconciler(context, poll_s=poll_s),
+        FleetReconciler(context, fleets, poll_s=poll_s),
         defaults=options.defaults,
         interval_s=interval,
         poll_s=poll_s,

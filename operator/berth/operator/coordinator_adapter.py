@@ -27,6 +27,14 @@ class ClientCoordinatorPort:
     def url(self) -> str:
         return self.admin.url
 
+    @property
+    def endpoint(self) -> str:
+        return self.admin.url
+
+    @property
+    def pre_registers(self) -> bool:
+        return True
+
     async def close(self) -> None:
         await self.admin.close()
 

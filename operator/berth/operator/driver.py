@@ -1,20 +1,21 @@
 """Carry out a scaling plan (``planners.scaling``) against the ports, in order, stopping at the first failure.
 
 Owns nothing but the mapping from actions to port calls (``ports`` documents it) and the Event each action is
-worth. Shared by the Kopf handlers (Kubernetes) and ``berth-demo`` (local processes), so both scale exactly the
-same way. Rules:
+worth. Called by :class:`~berth.operator.reconcile.fleet_pass.FleetPass` only, so the operator, ``berth-demo``
+and Kafka fleets scale exactly the same way. Rules:
 
 - Actions run in the plan's order; a status patch is written before the next action starts (it may be what a
   restarted operator resumes from).
 - A failed action stops the plan: nothing after it runs; the next reconcile plans again from observations.
-- The batch leave's per-id results are written back at once with ``record_scale_down`` (lastScaleDown).
+- The batch leave's per-id results are written back at once with ``record_scale_down`` (lastScaleDown); it names
+  ``BatchLeave.member_ids`` (the departing pods' ids and their thread-suffixed members), never an empty list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from berth.operator.planners.scaling import (
     BatchLeave,
@@ -26,17 +27,11 @@ from berth.operator.planners.scaling import (
     ScalingPlan,
     record_scale_down,
 )
-from berth.operator.ports import CoordinatorPort, WorkloadPort
+from berth.operator.ports import CoordinatorPort, EventSink, WorkloadPort
 
 StatusPatcher = Callable[[Mapping[str, Any]], Awaitable[None]]
-
-
-class EventSink(Protocol):
-    """Where the driver reports what it did, in words a person understands (Kubernetes Events, demo lines)."""
-
-    def info(self, reason: str, message: str) -> None: ...
-
-    def warning(self, reason: str, message: str) -> None: ...
+#: Told of every batch leave and its per-id results (the Kafka evidence journal records them).
+LeaveListener = Callable[[BatchLeave, Mapping[str, str]], Awaitable[None]]
 
 
 class GroupStillHasMembers(RuntimeError):
@@ -52,6 +47,7 @@ async def execute_plan(
     patch_status: StatusPatcher,
     events: EventSink,
     now: Callable[[], datetime],
+    on_leave: LeaveListener | None = None,
 ) -> None:
     for action in plan.actions:
         if isinstance(action, PatchStatus):
@@ -66,10 +62,14 @@ async def execute_plan(
             await workload.scale(action.replicas)
             events.info("Scaled", f"scaled to {_count(action.replicas, 'replica')}")
         elif isinstance(action, BatchLeave):
-            results = dict(await coordinator.leave_instances(group_id, action.instance_ids))
+            if not action.member_ids:  # KIP-571: an empty list would remove every member
+                raise ValueError("a batch leave must name at least one instance id")
+            results = dict(await coordinator.leave_instances(group_id, action.member_ids))
             record = record_scale_down(action, results, now=now())
             await patch_status(record.patch)
-            left_any = any(results.get(name) == "NONE" for name in action.instance_ids)
+            if on_leave is not None:
+                await on_leave(action, results)
+            left_any = any(results.get(name) == "NONE" for name in action.member_ids)
             events.info("LeftGroup" if left_any else "NotInGroup", describe_leave(action, results))
         elif isinstance(action, DeleteGroup):
             outcome = await coordinator.delete_group(group_id)
@@ -80,7 +80,7 @@ async def execute_plan(
 
 def describe_leave(leave: BatchLeave, results: Mapping[str, str]) -> str:
     """``left the group: orders-3, orders-4 (1 rebalance)``, with the ids that were not members set apart."""
-    ids = leave.instance_ids
+    ids = leave.member_ids
     left = [i for i in ids if results.get(i) == "NONE"]
     gone = [i for i in ids if results.get(i) == "UNKNOWN_MEMBER_ID"]
     failed = [f"{i} ({results.get(i, 'no answer')})" for i in ids if i not in left and i not in gone]

@@ -20,3 +20,5 @@ def configure_logging(log_format: str) -> None:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # aiohttp's access log is not ours to show (Kopf's liveness endpoint would log every probe).
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # kafka-python narrates every connection and metadata refresh at INFO; the Kafka port reports what matters.
+    logging.getLogger("kafka").setLevel(logging.WARNING)

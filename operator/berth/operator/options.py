@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from berth.operator.spec import SESSION_MS_RANGE, OperatorDefaults
+from berth.operator.planners.endpoints import EndpointError, bootstrap_text, parse_bootstrap_servers
+from berth.operator.spec import SASL_MECHANISMS, SESSION_MS_RANGE, KafkaDefaults, OperatorDefaults, SecurityProtocol
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_SESSION_MIN_MS = 6_000
@@ -46,10 +47,20 @@ class OperatorOptions:
     liveness_port: int  # 0: no liveness endpoint
     log_format: str
     reconcile_interval_s: float
+    kafka: KafkaDefaults | None = None  # the default Kafka connection
+    kafka_trusted: tuple[str, ...] = ()  # other trusted clusters' bootstrap lists, canonical
+    heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
+    evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
+    evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
 
     @property
     def defaults(self) -> OperatorDefaults:
-        return OperatorDefaults(coordinator_url=self.coordinator_url)
+        return OperatorDefaults(
+            coordinator_url=self.coordinator_url,
+            kafka=self.kafka,
+            kafka_trusted=self.kafka_trusted,
+            preferred_heartbeat_interval_ms=self.heartbeat_interval_ms,
+        )
 
     def describe(self) -> list[str]:
         """What the operator runs with, for the start-up log (never the token itself)."""
@@ -62,6 +73,21 @@ class OperatorOptions:
             f"watching ConsumerFleets (consumerfleets.berth.dev/v1alpha1) in {where}",
             f"default coordinator: {self.coordinator_url or 'none (every fleet must set spec.coordinator.url)'}",
             f"coordinator admin token: {self.token_source}",
+            "default Kafka connection: "
+            + (
+                f"{self.kafka.bootstrap_servers} ({self.kafka.security_protocol.value}"
+                + (f", SASL {self.kafka.sasl_mechanism}" if self.kafka.sasl_mechanism else "")
+                + ")"
+                if self.kafka
+                else "none"
+            ),
+            f"trusted Kafka clusters besides it: {'; '.join(self.kafka_trusted) or 'none'}",
+            "Kafka evidence journal: "
+            + (
+                f"ConfigMap {self.operator_namespace}/{self.evidence_configmap}"
+                if self.evidence_configmap
+                else str(self.evidence_dir or "off")
+            ),
             f"computed session timeouts kept within {self.session_min_ms}..{self.session_max_ms} ms",
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
@@ -90,6 +116,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--liveness-port", type=int, default=8080, help="GET /healthz on this port; 0 turns it off")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     parser.add_argument("--reconcile-interval-s", type=float, default=DEFAULT_RECONCILE_INTERVAL_S)
+    parser.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=3_000,
+        help="the members' heartbeat interval (BERTH_HEARTBEAT_INTERVAL_MS), at most a third of the session timeout",
+    )
+    kafka = parser.add_argument_group("Kafka")
+    kafka.add_argument(
+        "--kafka-bootstrap-servers", help="the default Kafka connection (env BERTH_KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    kafka.add_argument(
+        "--kafka-security-protocol",
+        choices=[p.value for p in SecurityProtocol],
+        help="of the default connection (env BERTH_KAFKA_SECURITY_PROTOCOL; default PLAINTEXT)",
+    )
+    kafka.add_argument(
+        "--kafka-sasl-mechanism", choices=SASL_MECHANISMS, help="of the default connection (SASL_* protocols)"
+    )
+    kafka.add_argument(
+        "--kafka-trusted-bootstrap",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="another Kafka cluster fleets may name, as its bootstrap list (repeatable; env"
+        " BERTH_KAFKA_TRUSTED_BOOTSTRAP, lists separated by ';')",
+    )
+    kafka.add_argument(
+        "--evidence-dir",
+        type=Path,
+        help="keep the Kafka evidence journal (what the operator observes per instance id) in this directory",
+    )
+    kafka.add_argument(
+        "--evidence-configmap",
+        metavar="NAME",
+        help="keep the Kafka evidence journal in this ConfigMap (key evidence.jsonl) in the operator's namespace",
+    )
     return parser
 
 
@@ -120,7 +182,19 @@ def parse_options(
     operator_namespace = _own_namespace(environ, service_account_namespace_file)
     if args.advice_configmap and operator_namespace is None:
         raise OptionsError("--advice-configmap: the operator's namespace is unknown (set POD_NAMESPACE outside a pod)")
+    if not 100 <= args.heartbeat_interval_ms <= 60_000:
+        raise OptionsError(f"--heartbeat-interval-ms: {args.heartbeat_interval_ms} is outside 100..60000")
+    kafka, trusted = _kafka_options(args, environ)
+    if args.evidence_configmap and operator_namespace is None:
+        raise OptionsError(
+            "--evidence-configmap: the operator's namespace is unknown (set POD_NAMESPACE outside a pod)"
+        )
     return OperatorOptions(
+        kafka=kafka,
+        kafka_trusted=trusted,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        evidence_dir=args.evidence_dir
+        or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),
         namespace=args.namespace,
         coordinator_url=coordinator_url,
         admin_token=token,
@@ -134,6 +208,37 @@ def parse_options(
         log_format=args.log_format,
         reconcile_interval_s=args.reconcile_interval_s,
     )
+
+
+def _kafka_options(
+    args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[KafkaDefaults | None, tuple[str, ...]]:
+    text = args.kafka_bootstrap_servers or environ.get("BERTH_KAFKA_BOOTSTRAP_SERVERS") or None
+    protocol_text = args.kafka_security_protocol or environ.get("BERTH_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT"
+    try:
+        protocol = SecurityProtocol(protocol_text)
+    except ValueError:
+        raise OptionsError(f"--kafka-security-protocol: {protocol_text!r} is not a security protocol") from None
+    mechanism = args.kafka_sasl_mechanism or environ.get("BERTH_KAFKA_SASL_MECHANISM") or None
+    if mechanism is not None and mechanism not in SASL_MECHANISMS:
+        raise OptionsError(f"--kafka-sasl-mechanism: {mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}")
+    kafka = None
+    if text:
+        try:
+            canonical = bootstrap_text(parse_bootstrap_servers(text))
+        except EndpointError as error:
+            raise OptionsError(f"--kafka-bootstrap-servers: {error}") from None
+        kafka = KafkaDefaults(canonical, protocol, mechanism if protocol.uses_sasl else None)
+    trusted_texts = list(args.kafka_trusted_bootstrap) or [
+        item for item in environ.get("BERTH_KAFKA_TRUSTED_BOOTSTRAP", "").split(";") if item.strip()
+    ]
+    trusted = []
+    for item in trusted_texts:
+        try:
+            trusted.append(bootstrap_text(parse_bootstrap_servers(item)))
+        except EndpointError as error:
+            raise OptionsError(f"--kafka-trusted-bootstrap: {error}") from None
+    return kafka, tuple(trusted)
 
 
 def _check_url(url: str) -> None:

@@ -1,24 +1,33 @@
-"""The operator's two ports: the workload a fleet runs on, and the coordinator its group lives in.
+"""The operator's ports: the workload a fleet runs on, the coordinator its group lives in, and its status/events.
 
-Handlers and the driver that executes the scaling planner's actions see only these Protocols. Implementations:
-the Kubernetes StatefulSet adapter and the local-process fleet (``berth-demo``: N member processes named
-``<fleet>-0..N-1`` on one machine) for :class:`WorkloadPort`; a ``berth.coordinator.client``-based adapter for
-:class:`CoordinatorPort` (the operator talks to the coordinator through the client only). Rules:
+:class:`~berth.operator.reconcile.fleet_pass.FleetPass` (the one reconcile loop) sees only these Protocols, so the
+operator on Kubernetes, ``berth-demo`` on local processes and fleets on Kafka all go through the same code.
+Implementations:
+
+- :class:`WorkloadPort`: the Kubernetes StatefulSet adapter (``kube.workload``) and the local-process fleet
+  (``local.fleet``: N member processes named ``<fleet>-0..N-1`` on one machine);
+- :class:`CoordinatorPort`: Berth's coordinator through the member library (``coordinator_adapter``) and a Kafka
+  cluster through kafka-python's admin client (``kafka.port``);
+- :class:`StatusPort` and :class:`EventSink`: the ConsumerFleet's ``status`` subresource and Kubernetes Events
+  (``kube.fleets``, ``reconcile.events``), or a dict and printed lines (``local.demo_support``).
+
+Rules:
 
 - Methods are async and idempotent: the driver may repeat any call after a crash or a retry.
-- A :class:`WorkloadPort` instance serves one fleet; :class:`CoordinatorPort` takes the group id per call.
+- A :class:`WorkloadPort` and a :class:`StatusPort` serve one fleet; :class:`CoordinatorPort` takes the group id
+  per call.
 - Protocol outcomes the planners need are returned as Kafka error names (``"NONE"``, ``"UNKNOWN_MEMBER_ID"``...);
   a coordinator that could not be asked at all raises :class:`CoordinatorUnavailable`.
 
 How the driver maps the scaling planner's actions (``planners.scaling``) onto the ports:
 
 ==========================  =====================================================================================
-``PatchStatus(patch)``      merge into ``.status`` through the API right away (not Kopf's deferred ``patch``):
-                            departing ids must be durable before the StatefulSet shrinks
-``PutExpectedMembers(ids)`` ``coordinator.put_expected_members(group, ids)``
-``ClearExpectedMembers()``  ``coordinator.delete_expected_members(group)``
+``PatchStatus(patch)``      ``status.patch_status(patch)`` right away (on Kubernetes through the API, not Kopf's
+                            deferred ``patch``): departing ids must be durable before the StatefulSet shrinks
+``PutExpectedMembers(ids)`` ``coordinator.put_expected_members(group, ids)`` (only where ``pre_registers``)
+``ClearExpectedMembers()``  ``coordinator.delete_expected_members(group)`` (only where ``pre_registers``)
 ``ScaleWorkload(n)``        ``workload.scale(n)``
-``BatchLeave(ids, since)``  ``results = coordinator.leave_instances(group, ids)``, then write
+``BatchLeave(ids, since)``  ``results = coordinator.leave_instances(group, action.member_ids)``, then write
                             ``record_scale_down(action, results, now=...)``'s patch
 ``DeleteGroup()``           ``coordinator.delete_group(group)``: NONE or GROUP_ID_NOT_FOUND is done,
                             NON_EMPTY_GROUP is a failure to retry
@@ -29,14 +38,47 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from enum import StrEnum
+from typing import Any, Protocol
 
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
 from berth.operator.planners.statefulset import PlannedWorkload
 
 
 class CoordinatorUnavailable(Exception):
-    """The coordinator could not be asked (connection refused, timeout, HTTP 5xx, 401/403)."""
+    """The coordinator could not be asked (connection refused, timeout, HTTP 5xx, 401/403, a missing ACL).
+
+    ``reason`` is the condition reason and Warning Event it becomes (``Unreachable``, ``Unauthenticated``,
+    ``NotAuthorized``...); the message says what is missing, never a secret.
+    """
+
+    def __init__(self, message: str, *, reason: str = "Unreachable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class NotOurs(RuntimeError):
+    """An object with the fleet's name exists and is not controlled by this fleet."""
+
+
+class WorkloadRejected(RuntimeError):
+    """The platform refused the planned workload (the API server answered 400/422 to the StatefulSet)."""
+
+
+class Applied(StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    statefulset: Applied
+    service: Applied = Applied.UNCHANGED
+
+    @property
+    def changed(self) -> bool:
+        return self.statefulset is not Applied.UNCHANGED or self.service is not Applied.UNCHANGED
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +93,21 @@ class WorkloadObservation:
     ready: int  # how many of them are ready
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadView:
+    """One look at the fleet's workload, with what status and the sizing decision need."""
+
+    observation: WorkloadObservation
+    applied_hash: str | None  # the hash of what was last applied; None when nothing was
+    running: int  # members that exist and are not terminating
+
+
 class WorkloadPort(Protocol):
     """Runs one fleet's members: pods of a StatefulSet, or local processes."""
 
-    async def apply(self, planned: PlannedWorkload) -> None:
-        """Create or update the workload as planned (size ``planned.replicas``, env ``planned.environment_for``).
+    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+        """Create or update the workload as planned (env ``planned.environment_for``), never changing its size
+        once it exists (the scaling step owns the size). Raises :class:`NotOurs` or :class:`WorkloadRejected`.
 
         The Kubernetes adapter applies ``planned.statefulset`` and ``planned.service``; a local fleet uses the
         environment and ignores the manifests.
@@ -66,16 +118,43 @@ class WorkloadPort(Protocol):
         """Set the workload's size; members beyond it stop highest ordinal first, new ones get the next ordinals."""
         ...
 
-    async def observe(self) -> WorkloadObservation:
+    async def observe(self) -> WorkloadView:
         """The workload's size, the members that exist and how many are ready, read together."""
         ...
 
 
+class StatusPort(Protocol):
+    """Where one fleet's status is kept: the ConsumerFleet's ``status`` subresource, or a dict for a local fleet."""
+
+    async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Merge ``patch`` into the status at once (a JSON merge patch: ``None`` removes a key); the status as
+        stored afterwards."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where the pass reports what it did, in words a person understands (Kubernetes Events, demo lines)."""
+
+    def info(self, reason: str, message: str) -> None: ...
+
+    def warning(self, reason: str, message: str) -> None: ...
+
+
 class CoordinatorPort(Protocol):
-    """The coordinator's admin surface the operator uses (API.md §3, §4 and ``GET /v1/config``)."""
+    """The coordinator's admin surface the operator uses (API.md §3, §4 and ``GET /v1/config``, or Kafka's)."""
+
+    @property
+    def pre_registers(self) -> bool:
+        """Whether the coordinator takes expected members (Berth's does; Kafka has no pre-registration)."""
+        ...
+
+    @property
+    def endpoint(self) -> str:
+        """What the coordinator is, for messages: a URL, or ``kafka://host:port,...``."""
+        ...
 
     async def get_config(self) -> CoordinatorBounds:
-        """The session-timeout bounds from ``GET /v1/config``."""
+        """The session-timeout bounds (``GET /v1/config``; Kafka: group.min/max.session.timeout.ms)."""
         ...
 
     async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
@@ -87,7 +166,8 @@ class CoordinatorPort(Protocol):
         ...
 
     async def leave_instances(self, group_id: str, instance_ids: Sequence[str]) -> Mapping[str, str]:
-        """One LeaveGroup v3+ batch by instance id with empty member ids (the admin path).
+        """One LeaveGroup v3+ batch by instance id with empty member ids (the admin path); never called with an
+        empty list (KIP-571 reads that as "everyone") — an implementation refuses one.
 
         Returns each instance id's error name: ``"NONE"`` when it was removed, ``"UNKNOWN_MEMBER_ID"`` when it
         was not a member. A group-level error (or no answer) raises instead, so nothing is recorded as left.

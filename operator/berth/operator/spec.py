@@ -63,10 +63,49 @@ class SecretKeyRef:
     key: str
 
 
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.value.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.value.endswith("SSL")
+
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRef:
+    """``spec.coordinator.kafka``: a Kafka cluster holds the group. Unset fields come from the operator's default
+    Kafka connection (``--kafka-*``)."""
+
+    bootstrap_servers: str | None
+    security_protocol: SecurityProtocol | None
+    sasl_mechanism: str | None
+    #: A Secret in the fleet's namespace with keys ``username`` and ``password``: the fleet's own principal,
+    #: which both its pods and the operator (for this fleet's group) authenticate as.
+    credentials_secret_ref: SecretRef | None
+    #: A Secret key holding the PEM CA bundle that signs the brokers' certificates (TLS).
+    ca_secret_ref: SecretKeyRef | None
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorRef:
-    url: str | None  # None: the operator's default coordinator URL
+    url: str | None  # None: the operator's default coordinator URL (unless kafka is set)
     token_secret_ref: SecretKeyRef | None
+    kafka: KafkaRef | None = None  # exclusive with url and tokenSecretRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +126,12 @@ class FleetSpec:
     rebalance_timeout_ms: int
     pre_register: bool
     leave_on_scale_down: bool
+    #: OrderedReady (one pod at a time) or Parallel (new pods together: on Kafka, which has no pre-registration,
+    #: that is what makes k new pods one rebalance). Set when the StatefulSet is created (immutable after).
+    pod_management_policy: str
+    #: Delete the group (and with it its committed offsets) when the fleet is deleted; None: the operator's
+    #: default, true on Berth's coordinator and false on Kafka.
+    delete_group_on_delete: bool | None
     #: The PodTemplateSpec as given (a private deep copy). Treat as read-only: planners copy before changing it.
     template: Mapping[str, Any]
 
@@ -109,6 +154,18 @@ class OperatorDefaults:
     coordinator_url: str | None = None  # --coordinator-url / BERTH_COORDINATOR_URL
     scheduling_allowance_ms: int = 10_000  # time for a replacement pod to be scheduled and its image started
     preferred_heartbeat_interval_ms: int = 3_000  # Kafka's default heartbeat.interval.ms
+    kafka: KafkaDefaults | None = None  # --kafka-bootstrap-servers ...: the default Kafka connection
+    #: Bootstrap lists of the other Kafka clusters fleets may name (--kafka-trusted-bootstrap), besides the default.
+    kafka_trusted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaDefaults:
+    """The operator's default Kafka connection: what a fleet's ``spec.coordinator.kafka`` leaves out."""
+
+    bootstrap_servers: str
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: str | None = None
 
 
 def parse_fleet(obj: Mapping[str, Any]) -> Fleet:
@@ -142,12 +199,20 @@ def parse_fleet_spec(spec: Mapping[str, Any], *, fleet_name: str) -> FleetSpec:
         ),
         pre_register=_bool(_get(spec, "preRegister", True), "spec.preRegister"),
         leave_on_scale_down=_bool(_get(spec, "leaveOnScaleDown", True), "spec.leaveOnScaleDown"),
+        pod_management_policy=_pod_management_policy(_get(spec, "podManagementPolicy", "OrderedReady")),
+        delete_group_on_delete=(
+            None
+            if spec.get("deleteGroupOnDelete") is None
+            else _bool(spec["deleteGroupOnDelete"], "spec.deleteGroupOnDelete")
+        ),
         template=_template(spec.get("template")),
     )
 
 
 def resolve_coordinator_url(fleet: Fleet, defaults: OperatorDefaults) -> str:
-    """The coordinator URL the fleet's members use: its own, else the operator's default."""
+    """The coordinator URL the fleet's members use: its own, else the operator's default (Berth fleets only)."""
+    if fleet.spec.coordinator.kafka is not None:
+        raise SpecError("spec.coordinator.url", "the fleet's group lives on Kafka (spec.coordinator.kafka)")
     url = fleet.spec.coordinator.url or defaults.coordinator_url
     if not url:
         raise SpecError(
@@ -181,10 +246,55 @@ def _group_id(value: object) -> str:
     return group_id
 
 
+def _pod_management_policy(value: object) -> str:
+    if value not in ("OrderedReady", "Parallel"):
+        raise SpecError("spec.podManagementPolicy", f"{value!r} is not one of OrderedReady, Parallel")
+    return str(value)
+
+
+def _kafka(value: object) -> KafkaRef:
+    kafka = _mapping(value, "spec.coordinator.kafka")
+    bootstrap = _optional_str(kafka.get("bootstrapServers"), "spec.coordinator.kafka.bootstrapServers")
+    protocol_value = kafka.get("securityProtocol")
+    protocol = None
+    if protocol_value is not None:
+        try:
+            protocol = SecurityProtocol(protocol_value)
+        except ValueError:
+            choices = ", ".join(p.value for p in SecurityProtocol)
+            raise SpecError(
+                "spec.coordinator.kafka.securityProtocol", f"{protocol_value!r} is not one of {choices}"
+            ) from None
+    mechanism = _optional_str(kafka.get("saslMechanism"), "spec.coordinator.kafka.saslMechanism")
+    if mechanism is not None and mechanism not in SASL_MECHANISMS:
+        raise SpecError(
+            "spec.coordinator.kafka.saslMechanism", f"{mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
+        )
+    credentials = None
+    if kafka.get("credentialsSecretRef") is not None:
+        ref = _mapping(kafka["credentialsSecretRef"], "spec.coordinator.kafka.credentialsSecretRef")
+        credentials = SecretRef(_str(ref.get("name"), "spec.coordinator.kafka.credentialsSecretRef.name"))
+    ca = None
+    if kafka.get("caSecretRef") is not None:
+        ref = _mapping(kafka["caSecretRef"], "spec.coordinator.kafka.caSecretRef")
+        ca = SecretKeyRef(
+            name=_str(ref.get("name"), "spec.coordinator.kafka.caSecretRef.name"),
+            key=_str(_get(ref, "key", "ca.crt"), "spec.coordinator.kafka.caSecretRef.key"),
+        )
+    return KafkaRef(bootstrap, protocol, mechanism, credentials, ca)
+
+
 def _coordinator(value: object) -> CoordinatorRef:
     if value is None:
         return CoordinatorRef(url=None, token_secret_ref=None)
     coordinator = _mapping(value, "spec.coordinator")
+    if coordinator.get("kafka") is not None:
+        for berth_only in ("url", "tokenSecretRef"):
+            if coordinator.get(berth_only) is not None:
+                raise SpecError(
+                    f"spec.coordinator.{berth_only}", "is Berth's coordinator's; it cannot be set together with kafka"
+                )
+        return CoordinatorRef(url=None, token_secret_ref=None, kafka=_kafka(coordinator["kafka"]))
     url = _optional_str(coordinator.get("url"), "spec.coordinator.url")
     if url is not None:
         parts = urlsplit(url)

@@ -25,7 +25,14 @@ from berth.operator.planners.scaling import (
     record_scale_down,
 )
 from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import CoordinatorPort, WorkloadObservation, WorkloadPort
+from berth.operator.ports import (
+    Applied,
+    ApplyResult,
+    CoordinatorPort,
+    WorkloadObservation,
+    WorkloadPort,
+    WorkloadView,
+)
 
 
 class LocalFleet:
@@ -38,18 +45,21 @@ class LocalFleet:
         self.environment: dict[str, dict[str, str]] = {}
         self.planned: PlannedWorkload | None = None
 
-    async def apply(self, planned: PlannedWorkload) -> None:
+    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+        first = self.planned is None
         self.planned = planned
         await self.scale(planned.replicas)
+        return ApplyResult(Applied.CREATED if first else Applied.UNCHANGED)
 
     async def scale(self, replicas: int) -> None:
         self.replicas = replicas
         self.members = {f"{self.name}-{o}" for o in range(replicas)}
 
-    async def observe(self) -> WorkloadObservation:
-        return WorkloadObservation(
+    async def observe(self) -> WorkloadView:
+        seen = WorkloadObservation(
             replicas=self.replicas, settled=True, existing=frozenset(self.members), ready=len(self.members)
         )
+        return WorkloadView(seen, None, len(self.members))
 
 
 class InMemoryCoordinator:
@@ -57,6 +67,14 @@ class InMemoryCoordinator:
         self.members: dict[str, set[str]] = {}
         self.expected: dict[str, tuple[str, ...]] = {}
         self.leaves: list[tuple[str, tuple[str, ...]]] = []
+
+    @property
+    def pre_registers(self) -> bool:
+        return True
+
+    @property
+    def endpoint(self) -> str:
+        return "memory://"
 
     async def get_config(self) -> CoordinatorBounds:
         return CoordinatorBounds(6_000, 1_800_000)
@@ -102,8 +120,8 @@ async def run_plan(
                 await coordinator.delete_expected_members(group)
             case ScaleWorkload(replicas):
                 await workload.scale(replicas)
-            case BatchLeave(ids, _):
-                results = await coordinator.leave_instances(group, ids)
+            case BatchLeave():
+                results = await coordinator.leave_instances(group, action.member_ids)
                 status.update(record_scale_down(action, results, now=now).patch)
             case DeleteGroup():
                 assert await coordinator.delete_group(group) in ("NONE", "GROUP_ID_NOT_FOUND")
@@ -117,7 +135,7 @@ async def reconcile(
     now: datetime,
     **flags: Any,
 ) -> ScalingPlan:
-    seen = await workload.observe()
+    seen = (await workload.observe()).observation
     observation = ScalingObservation(
         fleet_name="orders",
         desired_replicas=desired,

@@ -58,3 +58,16 @@ class FleetApi:
                     raise
             await asyncio.sleep(CONFLICT_PAUSE_S * attempt)
             attempt += 1
+
+
+class FleetStatusWriter:
+    """One fleet's :class:`~berth.operator.ports.StatusPort` on Kubernetes: its ``status`` subresource."""
+
+    def __init__(self, fleets: FleetApi, namespace: str, name: str) -> None:
+        self.fleets = fleets
+        self.namespace = namespace
+        self.name = name
+
+    async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
+        stored = await self.fleets.patch_status(self.namespace, self.name, patch)
+        return dict(stored.get("status") or {})

@@ -18,46 +18,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import JSON_PATCH, MERGE_PATCH, call_json, is_conflict, is_not_found
+from berth.operator.kube.calls import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    ApiException,
+    api_error_text,
+    call_json,
+    is_conflict,
+    is_not_found,
+)
 from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.instances import ordinal_of
 from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import WorkloadObservation
-
-
-class NotOurs(RuntimeError):
-    """An object with the fleet's name exists and has no controller reference to this fleet."""
-
-
-class Applied(StrEnum):
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    statefulset: Applied
-    service: Applied
-
-    @property
-    def changed(self) -> bool:
-        return self.statefulset is not Applied.UNCHANGED or self.service is not Applied.UNCHANGED
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadView:
-    """One look at the fleet's StatefulSet and pods, with what status and the sizing decision need."""
-
-    observation: WorkloadObservation
-    applied_hash: str | None  # the StatefulSet's applied-hash annotation; None when it does not exist
-    running: int  # pods that exist and are not terminating
+from berth.operator.ports import Applied, ApplyResult, NotOurs, WorkloadObservation, WorkloadRejected, WorkloadView
 
 
 def planned_hash(manifest: Mapping[str, Any]) -> str:
@@ -79,8 +56,18 @@ class StatefulSetWorkload:
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
-    async def apply(self, planned: PlannedWorkload) -> None:
-        await self.ensure(planned)
+    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+        """Create or update both objects as planned; says what it did to each."""
+        try:
+            statefulset = await self._ensure_statefulset(planned.statefulset)
+            service = await self._ensure_service(planned.service)
+        except ApiException as error:
+            if error.status not in (400, 422):
+                raise
+            raise WorkloadRejected(
+                f"the API server refused the fleet's StatefulSet or Service: {api_error_text(error)}"
+            ) from error
+        return ApplyResult(statefulset, service)
 
     async def scale(self, replicas: int) -> None:
         await call_json(
@@ -91,18 +78,7 @@ class StatefulSetWorkload:
             _content_type=MERGE_PATCH,
         )
 
-    async def observe(self) -> WorkloadObservation:
-        return (await self.inspect()).observation
-
-    # ------------------------------------------------------------------------------------------------ more
-
-    async def ensure(self, planned: PlannedWorkload) -> ApplyResult:
-        """Create or update both objects as planned; says what it did to each."""
-        statefulset = await self._ensure_statefulset(planned.statefulset)
-        service = await self._ensure_service(planned.service)
-        return ApplyResult(statefulset, service)
-
-    async def inspect(self) -> WorkloadView:
+    async def observe(self) -> WorkloadView:
         statefulset = await self._read_statefulset()
         selector, labels = "", {}
         if statefulset is not None:

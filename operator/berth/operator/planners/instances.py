@@ -2,7 +2,8 @@
 
 Rules: ordinals start at 0 and have no padding (the StatefulSet controller's naming); a name that is not
 ``<fleet>-<decimal ordinal>`` belongs to something else and has no ordinal. Lists of ids are sorted by ordinal,
-not as strings, so that ``f-10`` follows ``f-9``.
+not as strings, so that ``f-10`` follows ``f-9``. A member id ``<fleet>-<ordinal>-<digits>`` is a thread of pod
+``<fleet>-<ordinal>`` (Kafka Streams, Camel and others append a thread index to ``group.instance.id``).
 """
 
 from __future__ import annotations
@@ -35,3 +36,13 @@ def sorted_by_ordinal(fleet_name: str, names: Iterable[str]) -> tuple[str, ...]:
     """The fleet's instance ids among ``names``, deduplicated and in ordinal order; other names are dropped."""
     ordinals = {ordinal for name in names if (ordinal := ordinal_of(fleet_name, name)) is not None}
     return tuple(instance_id(fleet_name, ordinal) for ordinal in sorted(ordinals))
+
+
+def pod_of_member(fleet_name: str, member: str) -> str | None:
+    """The fleet pod a group.instance.id belongs to: itself, or ``<pod>`` for a thread-suffixed ``<pod>-<n>``."""
+    if ordinal_of(fleet_name, member) is not None:
+        return member
+    pod, dash, suffix = member.rpartition("-")
+    if dash and suffix.isascii() and suffix.isdigit() and ordinal_of(fleet_name, pod) is not None:
+        return pod
+    return None

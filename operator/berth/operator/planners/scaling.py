@@ -15,9 +15,13 @@ restarts anywhere resumes from status and observations alone. Rules:
   crash between the change and its record makes the next plan put it again instead of trusting a stale record.
 - The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists:
   ONE batch leave by instance id for all of them; :func:`record_scale_down` then writes ``lastScaleDown`` and
-  clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine).
+  clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine). The leave names each
+  departing pod's id and every member id the group lists as ``<pod>-<digits>`` (Kafka Streams, Camel and others
+  append a thread index to ``group.instance.id``); it never names an id of a pod that stays, and is never empty.
+- A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
-  group with members cannot be deleted) and deletes the group.
+  group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group
+  deletes its committed offsets: on Kafka the default is to keep it).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from berth.operator.planners.conditions import format_time
-from berth.operator.planners.instances import instance_ids, ordinal_of, sorted_by_ordinal
+from berth.operator.planners.instances import instance_ids, ordinal_of, pod_of_member, sorted_by_ordinal
 
 #: Per-id leave results meaning the id is no longer a member of the group.
 LEFT_RESULTS = frozenset({"NONE", "UNKNOWN_MEMBER_ID"})
@@ -66,10 +70,18 @@ class ScaleWorkload:
 class BatchLeave:
     """One LeaveGroup v3+ by instance id (empty member ids); then write :func:`record_scale_down`'s patch."""
 
-    instance_ids: tuple[str, ...]
+    instance_ids: tuple[str, ...]  # the departing pods' ids (what status tracks)
     departing_since: str | None  # when these ids started departing, for lastScaleDown.seconds
     #: The leave removes every member (the fleet is being deleted): the group empties instead of rebalancing.
     everyone: bool = False
+    #: The group.instance.ids to send: ``instance_ids`` plus the thread-suffixed members of those pods
+    #: (``<pod>-<digits>``) the group lists. Empty means the same as ``instance_ids``.
+    thread_member_ids: tuple[str, ...] = ()
+
+    @property
+    def member_ids(self) -> tuple[str, ...]:
+        """Every group.instance.id this leave names, each departing pod's own id first; never empty."""
+        return (*self.instance_ids, *self.thread_member_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +127,10 @@ class ScalingObservation:
     #: Instance ids the coordinator lists as members, when it was asked; lets stale members beyond the desired
     #: size (a StatefulSet shrunk behind the operator's back, a lost status) be left too.
     group_members: frozenset[str] | None = None
+    #: The coordinator takes expected members (Berth's); Kafka has none, so no expected-members actions.
+    coordinator_pre_registers: bool = True
+    #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the coordinator's default).
+    delete_group: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +173,20 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             pods = "pod" if len(still_there) == 1 else "pods"
             waiting = f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
         elif obs.leave_on_scale_down or obs.deleting:
-            actions.append(BatchLeave(departing, since, everyone=obs.deleting))
+            threads = thread_member_ids(obs.fleet_name, departing, obs.group_members or frozenset())
+            actions.append(BatchLeave(departing, since, everyone=obs.deleting, thread_member_ids=threads))
         else:
             # No leave: their sessions expire on their own; record the scale-down all the same.
             actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
 
     if obs.deleting and waiting is None:
-        if obs.workload_settled:
+        if not obs.workload_settled:
+            # A controller still acting on an older size could start a pod that joins the group again.
+            waiting = "waiting for the StatefulSet to reach 0 replicas before the " + (
+                "group is deleted" if obs.delete_group else "fleet is released"
+            )
+        elif obs.delete_group:
             actions.append(DeleteGroup())
-        else:
-            # A controller still acting on an older size could start a pod that joins the deleted group again.
-            waiting = "waiting for the StatefulSet to reach 0 replicas before the group is deleted"
     return ScalingPlan(_merge_adjacent_patches(actions), waiting)
 
 
@@ -179,7 +198,8 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
     candidates |= set(obs.status.expected_members or ())
     if obs.leave_on_scale_down or obs.deleting:
         # Without leaves, a lingering member expires on its own; listing it would record a scale-down per reconcile.
-        candidates |= set(obs.group_members or ())
+        # A thread-suffixed member (``<pod>-<n>``) makes its pod a candidate.
+        candidates |= {pod for m in obs.group_members or () if (pod := pod_of_member(obs.fleet_name, m)) is not None}
     return tuple(
         name
         for name in sorted_by_ordinal(obs.fleet_name, candidates)
@@ -187,13 +207,37 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
     )
 
 
+def thread_member_ids(fleet_name: str, pods: Sequence[str], members: frozenset[str]) -> tuple[str, ...]:
+    """The members that are ``<pod>-<digits>`` for one of ``pods`` (thread-suffixed instance ids), sorted.
+
+    A fleet's own ids never match another pod of the fleet: ``orders-1-2`` is thread 2 of pod ``orders-1``, and
+    ``orders-12`` (pod 12) has no second dash after the fleet name.
+    """
+    wanted = set(pods)
+    found = []
+    for member in members:
+        pod, dash, suffix = member.rpartition("-")
+        if dash and pod in wanted and suffix.isascii() and suffix.isdigit() and ordinal_of(fleet_name, pod) is not None:
+            found.append(member)
+    return tuple(sorted(found, key=lambda m: (m.rpartition("-")[0], int(m.rpartition("-")[2]))))
+
+
 def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: datetime) -> PatchStatus:
     """The status patch after ``leave`` was answered with ``results`` (instance id -> error name).
 
     Ids whose result is neither NONE nor UNKNOWN_MEMBER_ID stay departing, so the next plan leaves them again.
     """
-    left = tuple(name for name in leave.instance_ids if results.get(name) in LEFT_RESULTS)
-    answered = {name: results.get(name, "NO_RESULT") for name in leave.instance_ids}
+    answered = {name: results.get(name, "NO_RESULT") for name in leave.member_ids}
+    # A pod has left once its own id and each of its threads' ids are gone.
+    left = tuple(
+        name
+        for name in leave.instance_ids
+        if all(
+            answered[member] in LEFT_RESULTS
+            for member in leave.member_ids
+            if member == name or member.rpartition("-")[0] == name
+        )
+    )
     return PatchStatus(_scale_down_record(leave.instance_ids, left, answered, leave.departing_since, now))
 
 
@@ -216,6 +260,8 @@ def _scale_down_record(
 
 
 def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Action]:
+    if not obs.coordinator_pre_registers:
+        return []
     target = instance_ids(obs.fleet_name, desired) if obs.pre_register and not obs.deleting else ()
     if obs.status.expected_members == target:
         return []

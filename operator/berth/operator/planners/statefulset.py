@@ -13,6 +13,8 @@ Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
   one of those names is replaced; every other entry is kept, after ours, so that ``$(BERTH_...)`` references in
   the user's entries expand (Kubernetes only expands variables defined earlier in the list).
 - Numbers in env are decimal strings; the token only ever comes from a secretKeyRef, never as a value.
+- A fleet on Kafka gets ``BERTH_KAFKA_*`` instead of ``BERTH_COORDINATOR_URL``: the bootstrap list, the security
+  protocol, the SASL mechanism, and its principal's username/password and the CA bundle through secretKeyRefs.
 - ``replicas`` is a parameter: the scaling planner owns the size, so applying a changed template never scales.
 """
 
@@ -23,8 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from berth.operator.planners.coordinator_target import KafkaTarget, resolve_target
 from berth.operator.planners.sizing import heartbeat_interval_ms
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, resolve_coordinator_url
+from berth.operator.spec import Fleet, OperatorDefaults, SpecError
 
 FLEET_API_VERSION = "berth.dev/v1alpha1"
 FLEET_KIND = "ConsumerFleet"
@@ -39,6 +42,12 @@ ENV_SESSION_TIMEOUT_MS = "BERTH_SESSION_TIMEOUT_MS"
 ENV_REBALANCE_TIMEOUT_MS = "BERTH_REBALANCE_TIMEOUT_MS"
 ENV_HEARTBEAT_INTERVAL_MS = "BERTH_HEARTBEAT_INTERVAL_MS"
 ENV_TOKEN = "BERTH_TOKEN"
+ENV_KAFKA_BOOTSTRAP_SERVERS = "BERTH_KAFKA_BOOTSTRAP_SERVERS"
+ENV_KAFKA_SECURITY_PROTOCOL = "BERTH_KAFKA_SECURITY_PROTOCOL"
+ENV_KAFKA_SASL_MECHANISM = "BERTH_KAFKA_SASL_MECHANISM"
+ENV_KAFKA_SASL_USERNAME = "BERTH_KAFKA_SASL_USERNAME"
+ENV_KAFKA_SASL_PASSWORD = "BERTH_KAFKA_SASL_PASSWORD"
+ENV_KAFKA_SSL_CA_PEM = "BERTH_KAFKA_SSL_CA_PEM"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +97,9 @@ def plan_statefulset(
             "spec": {
                 "replicas": replicas,
                 "serviceName": fleet.name,
-                # Pods come and go one at a time, in ordinal order: f-4 goes before f-3 on a scale-down.
-                "podManagementPolicy": "OrderedReady",
+                # OrderedReady: pods come and go one at a time, in ordinal order (f-4 goes before f-3).
+                # Parallel: new pods start together (on Kafka, without pre-registration, one rebalance for k).
+                "podManagementPolicy": fleet.spec.pod_management_policy,
                 "selector": {"matchLabels": dict(labels)},
                 "template": _pod_template(fleet, labels, _container_env(fleet, member_env)),
             },
@@ -114,9 +124,20 @@ def plan_statefulset(
 def plan_member_env(fleet: Fleet, *, operator_defaults: OperatorDefaults, session_timeout_ms: int) -> dict[str, str]:
     """The plain-valued BERTH_* variables of every member (decimal strings for numbers)."""
     heartbeat_ms = heartbeat_interval_ms(session_timeout_ms, operator_defaults.preferred_heartbeat_interval_ms)
+    target = resolve_target(fleet, operator_defaults)
+    where: dict[str, str]
+    if isinstance(target, KafkaTarget):
+        where = {
+            ENV_KAFKA_BOOTSTRAP_SERVERS: target.bootstrap_servers,
+            ENV_KAFKA_SECURITY_PROTOCOL: target.security_protocol.value,
+        }
+        if target.sasl_mechanism:
+            where[ENV_KAFKA_SASL_MECHANISM] = target.sasl_mechanism
+    else:
+        where = {ENV_COORDINATOR_URL: target.url}
     return {
         ENV_GROUP_ID: fleet.spec.group_id,
-        ENV_COORDINATOR_URL: resolve_coordinator_url(fleet, operator_defaults),
+        **where,
         ENV_SESSION_TIMEOUT_MS: str(session_timeout_ms),
         ENV_REBALANCE_TIMEOUT_MS: str(fleet.spec.rebalance_timeout_ms),
         ENV_HEARTBEAT_INTERVAL_MS: str(heartbeat_ms),
@@ -162,12 +183,21 @@ def _container_env(fleet: Fleet, member_env: Mapping[str, str]) -> list[dict[str
         {"name": ENV_GROUP_INSTANCE_ID, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}
     )
     env += [
-        {"name": name, "value": member_env[name]}
-        for name in (ENV_COORDINATOR_URL, ENV_SESSION_TIMEOUT_MS, ENV_REBALANCE_TIMEOUT_MS, ENV_HEARTBEAT_INTERVAL_MS)
+        {"name": name, "value": value}
+        for name, value in member_env.items()
+        if name not in (ENV_GROUP_ID, ENV_GROUP_INSTANCE_ID)
     ]
     token = fleet.spec.coordinator.token_secret_ref
     if token is not None:
         env.append({"name": ENV_TOKEN, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})
+    kafka = fleet.spec.coordinator.kafka
+    if kafka is not None and ENV_KAFKA_SASL_MECHANISM in member_env and kafka.credentials_secret_ref is not None:
+        secret = kafka.credentials_secret_ref.name
+        for name, key in ((ENV_KAFKA_SASL_USERNAME, "username"), (ENV_KAFKA_SASL_PASSWORD, "password")):
+            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    if kafka is not None and kafka.ca_secret_ref is not None:
+        ca = kafka.ca_secret_ref
+        env.append({"name": ENV_KAFKA_SSL_CA_PEM, "valueFrom": {"secretKeyRef": {"name": ca.name, "key": ca.key}}})
     return env
 
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from berth.operator.planners.conditions import Condition, merge_conditions
-from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.instances import ordinal_of, pod_of_member
 from berth.operator.planners.observations import GroupDescription
 
 READY = "Ready"
@@ -50,13 +50,14 @@ def plan_group_status(
     observed_generation: int | None = None,
     unreachable_reason: str = "the coordinator did not answer",
     ready_replicas: int | None = None,
+    reachable_reason: str = "Unreachable",
 ) -> GroupStatusPlan:
     """``description`` is the coordinator's describe of the fleet's group, None when it could not be asked."""
     updates = [_scale_down_pending(departing)]
     if description is None:
         updates += [
             Condition(READY, "Unknown", "CoordinatorUnreachable", unreachable_reason),
-            Condition(COORDINATOR_REACHABLE, "False", "Unreachable", unreachable_reason),
+            Condition(COORDINATOR_REACHABLE, "False", reachable_reason, unreachable_reason),
             Condition(REBALANCING, "Unknown", "CoordinatorUnreachable", unreachable_reason),
         ]
         return GroupStatusPlan(
@@ -67,7 +68,9 @@ def plan_group_status(
 
     names = {m.member_id: m.group_instance_id or m.member_id for m in description.members}
     members = _sorted_names(fleet_name, names.values())
-    missing = tuple(instance for instance in instance_ids if instance not in names.values())
+    # A pod whose threads are members (``<pod>-<n>``) is in the group too.
+    present = set(names.values()) | {pod for name in names.values() if (pod := pod_of_member(fleet_name, name))}
+    missing = tuple(instance for instance in instance_ids if instance not in present)
     group = {
         "state": description.state,
         "generation": description.generation,
@@ -80,7 +83,8 @@ def plan_group_status(
             COORDINATOR_REACHABLE,
             "True",
             "Reachable",
-            f"group {description.group_id} is {description.state} at generation {description.generation}",
+            f"group {description.group_id} is {description.state}"
+            + (f" at generation {description.generation}" if description.generation >= 0 else ""),
         ),
         _rebalancing(description),
     ]

@@ -1,11 +1,11 @@
 """Which fleet may use a consumer group: one group id on one coordinator belongs to one fleet.
 
 Two fleets on the same group would pre-register, shrink and delete each other's members. Every fleet *claims*
-``(coordinator URL, groupId)`` (Kopf keeps the claims of all fleets in an in-memory index); the *holder* is the
-claimant that is established (it has created its workload, ``status.selector``, and reconciled its current
-spec, ``status.observedGeneration``: a fleet whose groupId was just edited is not established on its new group),
-then the oldest (``creationTimestamp``), then the first by namespace and name. Everyone else is refused until
-the holder is gone.
+``(coordinator, groupId)``, the coordinator being its URL or ``kafka://<the trusted cluster's bootstrap list>``
+(Kopf keeps the claims of all fleets in an in-memory index); the *holder* is the claimant that is established (it
+has created its workload, ``status.selector``, and reconciled its current spec, ``status.observedGeneration``: a
+fleet whose groupId was just edited is not established on its new group), then the oldest
+(``creationTimestamp``), then the first by namespace and name. Everyone else is refused until the holder is gone.
 
 Rules: pure functions of fleet bodies; an invalid fleet claims nothing; URLs are compared without a trailing
 slash and with the scheme and host in lower case (the same coordinator under two DNS names is not recognised).
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from berth.operator.spec import OperatorDefaults, SpecError, parse_fleet, resolve_coordinator_url
+from berth.operator.planners.coordinator_target import UntrustedEndpoint, resolve_target
+from berth.operator.spec import OperatorDefaults, SpecError, parse_fleet
 
 ClaimKey = tuple[str, str]  # (normalised coordinator URL, group id)
 
@@ -47,8 +48,8 @@ def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[Claim
     """The fleet's claim, keyed for the index; ``{}`` when the fleet is invalid (it claims nothing)."""
     try:
         fleet = parse_fleet(body)
-        url = resolve_coordinator_url(fleet, defaults)
-    except SpecError:
+        target = resolve_target(fleet, defaults)
+    except (SpecError, UntrustedEndpoint):
         return {}
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
@@ -60,7 +61,7 @@ def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[Claim
         name=fleet.name,
         uid=str(fleet.uid or ""),
     )
-    return {claim_key(url, fleet.spec.group_id): claim}
+    return {claim_key(target.identity, fleet.spec.group_id): claim}
 
 
 def holder_of(claims: Iterable[GroupClaim]) -> GroupClaim | None:

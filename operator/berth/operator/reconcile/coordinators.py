@@ -1,8 +1,10 @@
-"""One coordinator port per coordinator URL, with the admin token, and each coordinator's session bounds cached.
+"""One coordinator port per coordinator: per Berth coordinator URL (with the admin token) and per Kafka connection
+(cluster, security and principal), and each one's session bounds cached.
 
-Rules: fleets on the same coordinator share one HTTP session; ``GET /v1/config`` is asked at most once per
-``config_ttl_s`` per coordinator (its bounds change only when it restarts with other flags); the token is handed
-to the member library and never appears in anything this module says.
+Rules: fleets on the same coordinator share one HTTP session (Berth) or one admin client (Kafka, per principal);
+the bounds are asked at most once per ``config_ttl_s`` per coordinator (they change only when it restarts with
+other settings); the token and Kafka credentials are handed to the clients and never appear in anything this module
+says. A Kafka connection not used for ``idle_ttl_s`` is closed (credentials rotate, fleets go away).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from dataclasses import dataclass, field
 
 from berth.coordinator.client import BackoffPolicy, CoordinatorAdmin
 from berth.operator.coordinator_adapter import ClientCoordinatorPort
+from berth.operator.kafka.connection import KafkaConnection
+from berth.operator.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.observations import CoordinatorBounds
+from berth.operator.ports import CoordinatorPort
 
 #: The admin client's own retries are short: the handlers retry with their own, longer backoff and say so.
 ADMIN_ATTEMPTS = 2
@@ -25,7 +30,9 @@ class CoordinatorDirectory:
     token: str | None
     config_ttl_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
+    idle_ttl_s: float = 600.0
     _ports: dict[str, ClientCoordinatorPort] = field(default_factory=dict, init=False)
+    _kafka: dict[KafkaConnection, tuple[float, KafkaCoordinatorPort]] = field(default_factory=dict, init=False)
     _bounds: dict[str, tuple[float, CoordinatorBounds]] = field(default_factory=dict, init=False)
 
     def port(self, url: str) -> ClientCoordinatorPort:
@@ -40,16 +47,34 @@ class CoordinatorDirectory:
             self._ports[url] = ClientCoordinatorPort(admin)
         return self._ports[url]
 
+    async def kafka_port(self, connection: KafkaConnection) -> KafkaCoordinatorPort:
+        now = self.clock()
+        for stale, (used, port) in list(self._kafka.items()):
+            if stale != connection and now - used > self.idle_ttl_s:
+                del self._kafka[stale]
+                await port.close()
+        entry = self._kafka.get(connection)
+        port = entry[1] if entry is not None else KafkaCoordinatorPort(connection)
+        self._kafka[connection] = (now, port)
+        return port
+
     async def bounds(self, url: str) -> CoordinatorBounds:
         """The coordinator's session-timeout bounds; raises ``CoordinatorUnavailable`` when it cannot be asked."""
-        cached = self._bounds.get(url)
+        return await self.bounds_of(self.port(url))
+
+    async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
+        key = port.endpoint
+        cached = self._bounds.get(key)
         if cached is not None and self.clock() - cached[0] < self.config_ttl_s:
             return cached[1]
-        bounds = await self.port(url).get_config()
-        self._bounds[url] = (self.clock(), bounds)
+        bounds = await port.get_config()
+        self._bounds[key] = (self.clock(), bounds)
         return bounds
 
     async def close(self) -> None:
         for port in self._ports.values():
             await port.close()
         self._ports.clear()
+        for _, kafka_port in self._kafka.values():
+            await kafka_port.close()
+        self._kafka.clear()

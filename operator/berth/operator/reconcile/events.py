@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from berth.operator.driver import EventSink
+from berth.operator.ports import EventSink
 
 logger = logging.getLogger("berth.operator.events")
 
@@ -22,7 +22,7 @@ EventSinkFactory = Callable[[Mapping[str, Any]], EventSink]
 
 
 class FleetEvents:
-    """An :class:`~berth.operator.driver.EventSink` for one fleet (its body as last read)."""
+    """An :class:`~berth.operator.ports.EventSink` for one fleet (its body as last read)."""
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         metadata = body.get("metadata") or {}

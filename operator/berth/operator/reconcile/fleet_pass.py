@@ -1,9 +1,12 @@
 """One reconcile pass over one ConsumerFleet, from a fresh read of it: validate, size, apply, scale, mirror.
 
-The pass is the operator's loop body (``demo_support.reconcile`` is the same loop for local processes):
+The pass is the one reconcile loop's body, on ports only (``ports``): the operator runs it on Kubernetes (the
+StatefulSet workload, the status subresource, Events), ``berth-demo`` on local processes with status in a dict,
+and both on Berth's coordinator or a Kafka cluster. Steps:
 
-1. refuse an invalid spec, a group another fleet holds (``claims``), or a session timeout no bound allows: a
-   condition and a Warning Event, and nothing created;
+1. admit (``admission``, before anything is sent anywhere): refuse an invalid spec, an endpoint the operator does
+   not trust, or a group another fleet holds (``claims``); then a session timeout no bound allows, a missing
+   credentials Secret or a KIP-848 group: a condition and a Warning Event, and nothing created;
 2. size the session timeout (``session_timeout``) and apply the StatefulSet and headless Service with it;
 3. observe -> ``plan_scaling`` -> ``execute_plan``, status written through the API after every step;
 4. mirror the workload and the coordinator's group into status and conditions.
@@ -22,27 +25,52 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from berth.operator.driver import EventSink, GroupStillHasMembers, execute_plan
+from berth.operator.driver import GroupStillHasMembers, execute_plan
+from berth.operator.kafka.port import ConsumerProtocolGroup
 from berth.operator.kube.calls import ApiException, api_error_text
-from berth.operator.kube.fleets import FleetApi
-from berth.operator.kube.workload import Applied, ApplyResult, NotOurs, StatefulSetWorkload, WorkloadView, planned_hash
+from berth.operator.kube.workload import planned_hash
+from berth.operator.planners.coordinator_target import (
+    BerthTarget,
+    CoordinatorTarget,
+)
 from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.scaling import ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
+from berth.operator.planners.scaling import (
+    BatchLeave,
+    DeleteGroup,
+    ScalingObservation,
+    ScalingPlan,
+    ScalingStatus,
+    plan_scaling,
+)
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE
-from berth.operator.ports import CoordinatorPort, CoordinatorUnavailable
+from berth.operator.ports import (
+    Applied,
+    ApplyResult,
+    CoordinatorPort,
+    CoordinatorUnavailable,
+    EventSink,
+    NotOurs,
+    StatusPort,
+    WorkloadPort,
+    WorkloadRejected,
+    WorkloadView,
+)
 from berth.operator.reconcile import fleet_status
+from berth.operator.reconcile.admission import Refusal, SecretLookup, admit, kafka_connection
 from berth.operator.reconcile.advice_source import AdviceSource
 from berth.operator.reconcile.claims import ClaimKey, GroupClaim, claim_key, holder_of
+from berth.operator.reconcile.coordinator_kinds import consumer_protocol_message, coordinator_notes, deletes_group
 from berth.operator.reconcile.coordinators import CoordinatorDirectory
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.session_timeout import (
     OperatorSessionBounds,
     allowed_range,
     choose_session_timeout,
     decide_session_timeout,
 )
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet, resolve_coordinator_url
+from berth.operator.spec import Fleet, OperatorDefaults
 
 logger = logging.getLogger("berth.operator.reconcile")
 
@@ -61,10 +89,10 @@ class PassResult:
 
 @dataclass
 class PassContext:
-    """What every pass shares: the clients, the operator's settings and a little memory across passes."""
+    """What every pass shares: the ports' factories, the operator's settings and a little memory across passes."""
 
-    fleets: FleetApi
-    workload_for: Callable[[Fleet], StatefulSetWorkload]
+    status_for: Callable[[Mapping[str, Any]], StatusPort]
+    workload_for: Callable[[Fleet], WorkloadPort]
     coordinators: CoordinatorDirectory
     advice: AdviceSource
     defaults: OperatorDefaults
@@ -75,6 +103,10 @@ class PassContext:
     last_waiting: dict[str, str]
     #: Advice problems already logged, so a broken advice.json is reported once, not once per fleet per pass.
     advice_problems_seen: set[str]
+    #: Reads the Secrets a Kafka fleet names for its principal (None: no Secrets, e.g. berth-demo).
+    secrets: SecretLookup | None = None
+    #: Records what the operator observes of Kafka groups (None: not kept).
+    evidence: EvidenceRecorder | None = None
 
 
 class FleetPass:
@@ -84,6 +116,7 @@ class FleetPass:
         self.status: dict[str, Any] = dict(body.get("status") or {})
         self.claims = claims
         self.events = context.events_for(body)
+        self.status_port = context.status_for(body)
         metadata = body.get("metadata") or {}
         self.namespace = str(metadata.get("namespace") or "default")
         self.name = str(metadata.get("name") or "")
@@ -93,23 +126,19 @@ class FleetPass:
     # ---------------------------------------------------------------------------------------------- passes
 
     async def run(self) -> PassResult:
+        admitted = await self._admit()
+        if isinstance(admitted, Refusal):
+            return await self._refuse(admitted.reason, admitted.message)
+        fleet, target = admitted
         try:
-            fleet = parse_fleet(self.body)
-            url = resolve_coordinator_url(fleet, self.ctx.defaults)
-        except SpecError as error:
-            return await self._refuse(fleet_status.INVALID_SPEC, f"invalid spec: {error}")
-        holder = self._other_holder(fleet, url)
-        if holder is not None:
-            return await self._refuse(
-                fleet_status.GROUP_ID_IN_USE,
-                f"group {fleet.spec.group_id} on {url} is already used by fleet {holder.fleet}: nothing is created"
-                " for this fleet while that one exists",
-            )
-        coordinator = self.ctx.coordinators.port(url)
-        try:
-            return await self._reconcile(fleet, url, coordinator)
+            coordinator = await self._coordinator_for(fleet, target)
+            return await self._reconcile(fleet, target, coordinator)
+        except Refusal as refusal:
+            return await self._refuse(refusal.reason, refusal.message)
+        except ConsumerProtocolGroup:
+            return await self._refuse(fleet_status.CONSUMER_PROTOCOL_GROUP, consumer_protocol_message(fleet, target))
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(url, _root_cause(error))
+            await self._record_unreachable(str(target), error)
             raise
         except ApiException as error:
             self.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {api_error_text(error)}")
@@ -117,20 +146,13 @@ class FleetPass:
 
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""
-        try:
-            fleet = parse_fleet(self.body)
-            url = resolve_coordinator_url(fleet, self.ctx.defaults)
-        except SpecError as error:
-            self.events.info("Released", f"the spec is invalid ({error}): nothing of this fleet to clean up")
+        admitted = await self._admit()
+        if isinstance(admitted, Refusal):
+            self.events.info("Released", admitted.release)
             return None
-        holder = self._other_holder(fleet, url)
-        if holder is not None:
-            self.events.info(
-                "Released", f"group {fleet.spec.group_id} belongs to fleet {holder.fleet}: left it untouched"
-            )
-            return None
+        fleet, target = admitted
         workload = self.ctx.workload_for(fleet)
-        view = await workload.inspect()
+        view = await workload.observe()
         if (
             view.observation.replicas is None
             and not self.status.get("departing")
@@ -139,13 +161,21 @@ class FleetPass:
             # No StatefulSet was ever created, so no member joined and nothing was pre-registered.
             self.events.info("Released", "nothing was created for this fleet")
             return None
-        coordinator = self.ctx.coordinators.port(url)
         try:
+            coordinator = await self._coordinator_for(fleet, target)
             description = await coordinator.describe(fleet.spec.group_id)
-            plan = self._plan(fleet, view, description, deleting=True)
+            plan = self._plan(fleet, view, description, coordinator, deleting=True)
             await self._execute(fleet, plan, workload, coordinator)
+        except Refusal as refusal:
+            self.events.warning(refusal.reason, f"{refusal.message}; the fleet is kept until that is fixed")
+            raise RetryLater(refusal.message) from refusal
+        except ConsumerProtocolGroup as error:
+            message = consumer_protocol_message(fleet, target)
+            self.events.warning(fleet_status.CONSUMER_PROTOCOL_GROUP, f"{message}: releasing the fleet")
+            del error
+            return None
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(url, _root_cause(error))
+            await self._record_unreachable(str(target), error)
             raise
         except GroupStillHasMembers as error:
             self.events.warning("GroupNotEmpty", str(error))
@@ -154,25 +184,43 @@ class FleetPass:
             self.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {api_error_text(error)}")
             raise RetryLater(api_error_text(error)) from error
         if plan.done:
-            self.events.info(
-                "Finalized", f"scaled to 0, left and deleted group {fleet.spec.group_id}: releasing the fleet"
+            deleted = any(isinstance(action, DeleteGroup) for action in plan.actions)
+            what = (
+                f"left and deleted group {fleet.spec.group_id}"
+                if deleted
+                else (f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete)")
             )
+            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet")
             return None
         self._announce_waiting(plan.waiting)
         return plan.waiting
 
+    # ------------------------------------------------------------------------------------------- admission
+
+    async def _admit(self) -> tuple[Fleet, CoordinatorTarget] | Refusal:
+        """Whether this fleet may act at all, before anything is sent anywhere (``admission``)."""
+        return admit(self.body, self.ctx.defaults, self._other_holder)
+
+    async def _coordinator_for(self, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
+        if isinstance(target, BerthTarget):
+            return self.ctx.coordinators.port(target.url)
+        return await self.ctx.coordinators.kafka_port(await kafka_connection(fleet, target, self.ctx.secrets))
+
     # ----------------------------------------------------------------------------------------------- steps
 
-    async def _reconcile(self, fleet: Fleet, url: str, coordinator: CoordinatorPort) -> PassResult:
+    async def _reconcile(self, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort) -> PassResult:
         reachable_before = fleet_status.condition_status(self.status, COORDINATOR_REACHABLE)
-        bounds = await self.ctx.coordinators.bounds(url)
+        bounds = await self.ctx.coordinators.bounds_of(coordinator)
+        if not coordinator.pre_registers:
+            # On Kafka, a group of the KIP-848 consumer protocol is refused before anything is created for it.
+            await coordinator.describe(fleet.spec.group_id)
         reading = await self.ctx.advice.current()
         for problem in reading.problems:
             if problem not in self.ctx.advice_problems_seen:
                 self.ctx.advice_problems_seen.add(problem)
                 logger.warning("session-timeout advice not used: %s", problem)
         workload = self.ctx.workload_for(fleet)
-        view = await workload.inspect()
+        view = await workload.observe()
         spec = fleet.spec.session_timeout
         try:
             decision = decide_session_timeout(
@@ -196,37 +244,43 @@ class FleetPass:
         )
         planned = self._planned(fleet, choice.ms, replicas_now)
         try:
-            applied = await workload.ensure(planned.workload)
+            applied = await workload.apply(planned.workload)
         except NotOurs as error:
             return await self._refuse(fleet_status.NAME_TAKEN, str(error))
-        except ApiException as error:
-            if error.status not in (400, 422):
-                raise
-            return await self._refuse(
-                fleet_status.TEMPLATE_REJECTED,
-                f"the API server refused the fleet's StatefulSet or Service: {api_error_text(error)}",
-            )
+        except WorkloadRejected as error:
+            return await self._refuse(fleet_status.TEMPLATE_REJECTED, str(error))
         self._announce_applied(fleet, applied, planned.workload)
         if choice.ms != current_ms or choice.reason != current_reason:
             await self._write({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
             if choice.ms != current_ms:
                 self.events.info("SessionTimeout", f"session timeout {choice.ms} ms: {choice.reason}")
         if applied.changed:
-            view = await workload.inspect()
+            view = await workload.observe()
 
         description = await coordinator.describe(fleet.spec.group_id)
-        plan = self._plan(fleet, view, description, deleting=False)
+        plan = self._plan(fleet, view, description, coordinator, deleting=False)
         await self._execute(fleet, plan, workload, coordinator)
         self._announce_waiting(plan.waiting)
         if plan.actions:
-            view = await workload.inspect()
+            view = await workload.observe()
             description = await coordinator.describe(fleet.spec.group_id)
-        await self._write_view(fleet, planned.workload.selector, view, description)
+        if self.ctx.evidence is not None and not coordinator.pre_registers:
+            # Kafka keeps no journal: what this describe shows, compared with the last, is the evidence.
+            await self.ctx.evidence.observed(self.uid, description, int(self.ctx.now().timestamp() * 1000))
+        await self._write_view(fleet, planned.workload.selector, view, description, coordinator)
         if reachable_before == "False":
-            self.events.info("CoordinatorReachable", f"the coordinator at {url} answers again")
+            self.events.info("CoordinatorReachable", f"the coordinator at {target} answers again")
         return PassResult(waiting=plan.waiting)
 
-    def _plan(self, fleet: Fleet, view: WorkloadView, description: GroupDescription, *, deleting: bool) -> ScalingPlan:
+    def _plan(
+        self,
+        fleet: Fleet,
+        view: WorkloadView,
+        description: GroupDescription,
+        coordinator: CoordinatorPort,
+        *,
+        deleting: bool,
+    ) -> ScalingPlan:
         observed = view.observation
         return plan_scaling(
             ScalingObservation(
@@ -240,13 +294,22 @@ class FleetPass:
                 leave_on_scale_down=fleet.spec.leave_on_scale_down,
                 deleting=deleting,
                 group_members=description.static_instance_ids(),
+                coordinator_pre_registers=coordinator.pre_registers,
+                delete_group=deletes_group(fleet, coordinator),
             ),
             now=self.ctx.now(),
         )
 
     async def _execute(
-        self, fleet: Fleet, plan: ScalingPlan, workload: StatefulSetWorkload, coordinator: CoordinatorPort
+        self, fleet: Fleet, plan: ScalingPlan, workload: WorkloadPort, coordinator: CoordinatorPort
     ) -> None:
+        recorder = self.ctx.evidence if not coordinator.pre_registers else None
+
+        async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
+            if recorder is not None:
+                now_ms = int(self.ctx.now().timestamp() * 1000)
+                await recorder.removed(self.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=now_ms)
+
         await execute_plan(
             plan,
             group_id=fleet.spec.group_id,
@@ -255,9 +318,17 @@ class FleetPass:
             patch_status=self._write,
             events=self.events,
             now=self.ctx.now,
+            on_leave=on_leave,
         )
 
-    async def _write_view(self, fleet: Fleet, selector: str, view: WorkloadView, description: GroupDescription) -> None:
+    async def _write_view(
+        self,
+        fleet: Fleet,
+        selector: str,
+        view: WorkloadView,
+        description: GroupDescription,
+        coordinator: CoordinatorPort,
+    ) -> None:
         was_refused = fleet_status.condition_status(self.status, fleet_status.SPEC_VALID) == "False"
         patch = fleet_status.view_patch(
             fleet_name=fleet.name,
@@ -271,6 +342,7 @@ class FleetPass:
             unreachable_reason="",
             now=self.ctx.now(),
             generation=self.generation,
+            notes=coordinator_notes(fleet, coordinator),
         )
         await self._write(fleet_status.only_changes(self.status, patch))
         if was_refused:
@@ -285,31 +357,37 @@ class FleetPass:
         await self._write(fleet_status.only_changes(self.status, patch))
         return PassResult(refused=True)
 
-    async def _record_unreachable(self, url: str, error: str) -> None:
-        was = fleet_status.condition_status(self.status, COORDINATOR_REACHABLE)
-        message = f"cannot reach the coordinator at {url}: {error}"
+    async def _record_unreachable(self, endpoint: str, error: CoordinatorUnavailable) -> None:
+        was = fleet_status.find_condition(self.status, COORDINATOR_REACHABLE) or {}
+        if error.reason == "Unreachable":
+            message = f"cannot reach the coordinator at {endpoint}: {_root_cause(error)}"
+        else:
+            message = str(error)
         patch = fleet_status.unreachable_patch(
-            self.status, reason=message, now=self.ctx.now(), generation=self.generation
+            self.status,
+            reason=message,
+            now=self.ctx.now(),
+            generation=self.generation,
+            condition_reason=error.reason,
         )
         try:
             await self._write(fleet_status.only_changes(self.status, patch))
         except ApiException as write_error:  # the condition is auxiliary: the retry matters more
             logger.warning("could not record the unreachable coordinator: %s", api_error_text(write_error))
-        if was != "False":
+        if was.get("status") != "False" or was.get("reason") != error.reason:
             self.events.warning(
-                "CoordinatorUnreachable", f"{message}; nothing was recorded as done, retrying with backoff"
+                f"Coordinator{error.reason}", f"{message}; nothing was recorded as done, retrying with backoff"
             )
 
     async def _write(self, patch: Mapping[str, Any]) -> None:
         if not patch:
             return
-        stored = await self.ctx.fleets.patch_status(self.namespace, self.name, patch)
-        self.status = dict(stored.get("status") or {})
+        self.status = dict(await self.status_port.patch_status(patch))
 
     # ------------------------------------------------------------------------------------------- helpers
 
-    def _other_holder(self, fleet: Fleet, url: str) -> GroupClaim | None:
-        holder = holder_of(self.claims(claim_key(url, fleet.spec.group_id)))
+    def _other_holder(self, fleet: Fleet, target: CoordinatorTarget) -> GroupClaim | None:
+        holder = holder_of(self.claims(claim_key(target.identity, fleet.spec.group_id)))
         return holder if holder is not None and holder.uid != self.uid else None
 
     def _planned(self, fleet: Fleet, session_timeout_ms: int, replicas: int) -> _Planned:
@@ -324,7 +402,8 @@ class FleetPass:
         if applied.statefulset is Applied.CREATED:
             self.events.info(
                 "Created",
-                f"created StatefulSet {name} at {planned.replicas} replicas (OrderedReady, session timeout"
+                f"created StatefulSet {name} at {planned.replicas} replicas"
+                f" ({planned.statefulset['spec']['podManagementPolicy']}, session timeout"
                 f" {timeout} ms); the scaling step sizes it next",
             )
         elif applied.statefulset is Applied.UPDATED:

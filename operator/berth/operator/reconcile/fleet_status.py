@@ -26,6 +26,12 @@ GROUP_ID_IN_USE = "GroupIdInUse"
 INVALID_SESSION_TIMEOUT = "InvalidSessionTimeout"
 NAME_TAKEN = "NameTaken"
 TEMPLATE_REJECTED = "TemplateRejected"
+UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
+CREDENTIALS_MISSING = "CredentialsMissing"
+CONSUMER_PROTOCOL_GROUP = "ConsumerProtocolGroup"
+
+#: On a coordinator without pre-registration (Kafka): says what that means for scale-ups.
+PRE_REGISTRATION = "PreRegistration"
 
 
 def refusal_patch(
@@ -64,8 +70,10 @@ def view_patch(
     unreachable_reason: str,
     now: datetime,
     generation: int | None,
+    notes: tuple[Condition, ...] = (),
 ) -> dict[str, Any]:
-    """The fleet's view for status: its pods, its group as the coordinator sees it, and every condition."""
+    """The fleet's view for status: its pods, its group as the coordinator sees it, and every condition
+    (``notes``: conditions the coordinator's kind adds, such as PreRegistration on Kafka)."""
     ids = instance_ids(fleet_name, desired_replicas)
     plan = plan_group_status(
         fleet_name,
@@ -80,7 +88,7 @@ def view_patch(
     )
     conditions = merge_conditions(
         plan.conditions,
-        [Condition(SPEC_VALID, "True", "Accepted", "the spec is valid and the group is this fleet's")],
+        [Condition(SPEC_VALID, "True", "Accepted", "the spec is valid and the group is this fleet's"), *notes],
         now=now,
         observed_generation=generation,
     )
@@ -104,7 +112,12 @@ def view_patch(
 
 
 def unreachable_patch(
-    status: Mapping[str, Any], *, reason: str, now: datetime, generation: int | None
+    status: Mapping[str, Any],
+    *,
+    reason: str,
+    now: datetime,
+    generation: int | None,
+    condition_reason: str = "Unreachable",
 ) -> dict[str, Any]:
     """Conditions when the coordinator could not be asked; everything else keeps its last known value."""
     plan = plan_group_status(
@@ -116,6 +129,7 @@ def unreachable_patch(
         now=now,
         observed_generation=generation,
         unreachable_reason=reason,
+        reachable_reason=condition_reason,
     )
     return {"conditions": plan.conditions}
 

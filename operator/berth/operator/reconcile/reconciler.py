@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from berth.operator.reconcile.fleet_pass import ClaimsLookup, FleetPass, PassContext, PassResult
 
@@ -31,9 +32,16 @@ class FleetKey:
         return f"{self.namespace}/{self.name}"
 
 
+class FleetReader(Protocol):
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The fleet as stored now; None when it is gone."""
+        ...
+
+
 class FleetReconciler:
-    def __init__(self, context: PassContext, *, poll_s: float) -> None:
+    def __init__(self, context: PassContext, fleets: FleetReader, *, poll_s: float) -> None:
         self.context = context
+        self.fleets = fleets
         self.poll_s = poll_s
         self._locks: dict[FleetKey, asyncio.Lock] = {}
 
@@ -46,7 +54,7 @@ class FleetReconciler:
     async def reconcile(self, key: FleetKey, claims: ClaimsLookup) -> PassResult:
         """One pass; a fleet that is gone or being deleted is left alone."""
         async with self._exclusive(key):
-            body = await self.context.fleets.read(key.namespace, key.name)
+            body = await self.fleets.read(key.namespace, key.name)
             if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
                 return PassResult()
             return await FleetPass(self.context, body, claims).run()
@@ -64,11 +72,14 @@ class FleetReconciler:
         deadline = time.monotonic() + budget_s
         while True:
             async with self._exclusive(key):
-                body = await self.context.fleets.read(key.namespace, key.name)
+                body = await self.fleets.read(key.namespace, key.name)
                 waiting = None if body is None else await FleetPass(self.context, body, claims).finalize()
             if waiting is None:
                 self._locks.pop(key, None)
-                self.context.last_waiting.pop(str((body or {}).get("metadata", {}).get("uid") or ""), None)
+                uid = str((body or {}).get("metadata", {}).get("uid") or "")
+                self.context.last_waiting.pop(uid, None)
+                if self.context.evidence is not None:
+                    self.context.evidence.forget(uid)
                 return None
             if time.monotonic() >= deadline:
                 return waiting

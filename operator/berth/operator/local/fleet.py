@@ -1,6 +1,6 @@
 """``LocalFleet``: a fleet of member processes on this machine, behind the operator's ``WorkloadPort``.
 
-It plays the StatefulSet's part for ``berth-demo`` and the end-to-end tests: members are named
+It plays the StatefulSet's part for ``berth-demo`` and benchmarks: members are named
 ``<fleet>-<ordinal>``, get the environment the operator's planner gives pod ``<fleet>-<ordinal>``, start in
 ordinal order when it grows, and stop highest ordinal first (SIGTERM, like a pod's container) when it shrinks.
 A member counts as existing until its process has exited, so the scaling planner waits for the processes to be
@@ -19,10 +19,11 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from berth.operator.local_member import ENV_LOCAL_NAME
+from berth.operator.kube.workload import planned_hash
+from berth.operator.local.member import ENV_LOCAL_NAME
 from berth.operator.planners.instances import instance_id
 from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import WorkloadObservation
+from berth.operator.ports import Applied, ApplyResult, WorkloadObservation, WorkloadView
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 INSTANCE_ID_VARIABLE = "BERTH_GROUP_INSTANCE_ID"
@@ -36,7 +37,7 @@ class LocalFleet:
         on_event: EventCallback | None = None,
         static: bool = True,
         extra_env: Mapping[str, str] | None = None,
-        command: tuple[str, ...] = (sys.executable, "-m", "berth.operator.local_member"),
+        command: tuple[str, ...] = (sys.executable, "-m", "berth.operator.local.member"),
     ) -> None:
         self.fleet_name = fleet_name
         self.static = static
@@ -44,6 +45,7 @@ class LocalFleet:
         self._extra_env = dict(extra_env or {})
         self._command = command
         self._planned: PlannedWorkload | None = None
+        self._applied_hash: str | None = None
         self._replicas: int | None = None
         self._processes: dict[str, asyncio.subprocess.Process] = {}
         self._readers: dict[str, asyncio.Task[None]] = {}
@@ -52,10 +54,16 @@ class LocalFleet:
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
-    async def apply(self, planned: PlannedWorkload) -> None:
-        self._planned = planned
+    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+        """Members started from now on get ``planned``'s environment; running members keep theirs (a local
+        fleet does not roll). The first apply sets the size to ``planned.replicas`` (0 from the reconcile pass)."""
+        wanted = planned_hash(planned.statefulset)
+        before, self._planned, self._applied_hash = self._applied_hash, planned, wanted
         if self._replicas is None:
             await self.scale(planned.replicas)
+        if before is None:
+            return ApplyResult(Applied.CREATED)
+        return ApplyResult(Applied.UNCHANGED if before == wanted else Applied.UPDATED)
 
     async def scale(self, replicas: int) -> None:
         self._replicas = replicas
@@ -67,10 +75,15 @@ class LocalFleet:
             if self._ordinal(name) >= replicas:
                 self.stop_member(name)
 
-    async def observe(self) -> WorkloadObservation:
+    async def observe(self) -> WorkloadView:
         existing = frozenset(self._processes)
-        return WorkloadObservation(
-            replicas=self._replicas, settled=True, existing=existing, ready=len(self._ready & existing)
+        stopping = {name for name in existing if self._ordinal(name) >= (self._replicas or 0)}
+        return WorkloadView(
+            WorkloadObservation(
+                replicas=self._replicas, settled=True, existing=existing, ready=len(self._ready & existing)
+            ),
+            self._applied_hash,
+            running=len(existing - stopping),
         )
 
     # --------------------------------------------------------------------------------------------- members

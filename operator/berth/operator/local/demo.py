@@ -1,7 +1,9 @@
 """``berth-demo``: static membership at work on one machine, in one command (``make demo``).
 
 An embedded coordinator on a temporary data directory (or ``--data-dir``) and a fleet of member processes
-scaled by the operator's own planner and driver (``demo_support``). Scenarios, with live progress lines:
+reconciled by the operator's own loop (``FleetPass`` on local ports: ``demo_support``), which sizes the session
+timeout, pre-registers, scales, leaves and keeps the fleet's status as the operator does. Scenarios, with live
+progress lines:
 
 1. rolling restart of every static member: expect 0 rebalances and 0 partitions moved;
 2. scale-down 6 -> 4: one batch leave the moment the processes are gone, one rebalance, partitions reassigned
@@ -10,7 +12,8 @@ scaled by the operator's own planner and driver (``demo_support``). Scenarios, w
 4. the same rolling restart with dynamic members, for contrast.
 
 It ends with a table (``--json``: the same rows as JSON) and, when the Spark pipeline is installed, the
-pipeline's report on the journal the run produced.
+pipeline's report on the journal the run produced. A temporary directory is removed at the end unless the report
+was written into it (then its path is printed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -28,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
-from berth.coordinator.client.process import CoordinatorProcess
-from berth.operator.coordinator_adapter import ClientCoordinatorPort
-from berth.operator.demo_support import Tracker, reconcile
-from berth.operator.local_fleet import LocalFleet
+from berth.operator.local.coordinator_process import CoordinatorProcess
+from berth.operator.local.demo_support import LocalFleets, Tracker, local_context, reconcile_until_converged
+from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
 from berth.operator.planners.statefulset import plan_statefulset
+from berth.operator.reconcile.coordinators import CoordinatorDirectory
 from berth.operator.spec import OperatorDefaults, parse_fleet
 
 
@@ -54,7 +58,13 @@ class Demo:
         self.quiet = quiet
         self.started = time.monotonic()
         self.admin = CoordinatorAdmin(coordinator_url)
-        self.port = ClientCoordinatorPort(self.admin)
+        self.coordinators = CoordinatorDirectory(token=None)
+        self.port = self.coordinators.port(coordinator_url)
+        self.defaults = OperatorDefaults(
+            coordinator_url=coordinator_url, preferred_heartbeat_interval_ms=args.heartbeat_interval_ms
+        )
+        self.fleets = LocalFleets()
+        self.context = local_context(self.fleets, self.coordinators, self.defaults, self.say)
         self.partitions = {f"orders:{p}" for p in range(args.partitions)}
 
     def say(self, message: str) -> None:
@@ -88,14 +98,12 @@ class Demo:
         }
 
     async def start_fleet(self, name: str, group_id: str, *, static: bool) -> tuple[LocalFleet, Tracker]:
-        fleet = parse_fleet(self.fleet_object(name, group_id, self.args.members))
+        body = self.fleet_object(name, group_id, 0 if static else self.args.members)
+        fleet = parse_fleet(body)
         decision = size_session_timeout(
             fleet.spec.session_timeout, fleet.spec.template, None, await self.port.get_config()
         )
-        defaults = OperatorDefaults(
-            coordinator_url=self.url, preferred_heartbeat_interval_ms=self.args.heartbeat_interval_ms
-        )
-        planned = plan_statefulset(fleet, operator_defaults=defaults, session_timeout_ms=decision.ms, replicas=0)
+        planned = plan_statefulset(fleet, operator_defaults=self.defaults, session_timeout_ms=decision.ms, replicas=0)
         tracker = Tracker()
         workload = LocalFleet(
             name,
@@ -103,7 +111,10 @@ class Demo:
             static=static,
             extra_env={"BERTH_TOPICS": f"orders:{self.args.partitions}", "BERTH_ASSIGNORS": "sticky,range"},
         )
-        await workload.apply(planned)
+        if static:
+            self.fleets.add(body, workload)  # the operator's loop applies and scales it
+        else:
+            await workload.apply(planned)  # dynamic members: no operator, just processes
         self.say(
             f"fleet {name}: {self.args.members} {'static' if static else 'dynamic'} members over orders:"
             f"{self.args.partitions}, session timeout {decision.ms / 1000:.1f} s, heartbeat every "
@@ -111,11 +122,9 @@ class Demo:
         )
         return workload, tracker
 
-    async def form(
-        self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker, status: dict[str, Any]
-    ) -> None:
+    async def form(self, name: str, workload: LocalFleet, tracker: Tracker) -> None:
         if workload.static:
-            await reconcile(name, group_id, self.args.members, workload, self.port, status, say=self.say)
+            await reconcile_until_converged(self.context, self.fleets, name, replicas=self.args.members)
         else:
             await workload.scale(self.args.members)
         names = set(instance_ids(name, self.args.members))
@@ -149,9 +158,7 @@ class Demo:
         )
         return row
 
-    async def scale(
-        self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker, status: dict[str, Any], to: int
-    ) -> Row:
+    async def scale(self, name: str, group_id: str, tracker: Tracker, to: int) -> Row:
         before_names = set(instance_ids(name, max(to, len(tracker.assigned))))
         moves_before = tracker.moves
         names = set(instance_ids(name, to))
@@ -159,7 +166,7 @@ class Demo:
         started = time.monotonic()
         scenario = "scale_down" if to < self.args.members else "scale_up"
         self.say(f"{scenario.replace('_', '-')} to {to} members")
-        await reconcile(name, group_id, to, workload, self.port, status, say=self.say)
+        await reconcile_until_converged(self.context, self.fleets, name, replicas=to)
         await tracker.until(lambda: tracker.covers(names, self.partitions), f"{to} members to own every partition")
         gone = [tracker.exited_at[n] for n in before_names - names if n in tracker.exited_at]
         since = max(gone) if scenario == "scale_down" and gone else started
@@ -177,24 +184,26 @@ class Demo:
 
     async def run(self) -> list[Row]:
         rows: list[Row] = []
-        static_status: dict[str, Any] = {}
-        workload, tracker = await self.start_fleet("orders", "orders", static=True)
         try:
-            await self.form("orders", "orders", workload, tracker, static_status)
-            rows.append(await self.rolling_restart("orders", "orders", workload, tracker))
-            smaller = self.args.members - self.args.scale_by
-            rows.append(await self.scale("orders", "orders", workload, tracker, static_status, smaller))
-            rows.append(await self.scale("orders", "orders", workload, tracker, static_status, self.args.members))
-        finally:
-            await workload.close()
-        if not self.args.skip_dynamic:
-            dynamic, dynamic_tracker = await self.start_fleet("dynamic", "orders-dynamic", static=False)
+            workload, tracker = await self.start_fleet("orders", "orders", static=True)
             try:
-                await self.form("dynamic", "orders-dynamic", dynamic, dynamic_tracker, {})
-                rows.append(await self.rolling_restart("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
+                await self.form("orders", workload, tracker)
+                rows.append(await self.rolling_restart("orders", "orders", workload, tracker))
+                smaller = self.args.members - self.args.scale_by
+                rows.append(await self.scale("orders", "orders", tracker, smaller))
+                rows.append(await self.scale("orders", "orders", tracker, self.args.members))
             finally:
-                await dynamic.close()
-        await self.port.close()
+                await workload.close()
+            if not self.args.skip_dynamic:
+                dynamic, dynamic_tracker = await self.start_fleet("dynamic", "orders-dynamic", static=False)
+                try:
+                    await self.form("dynamic", dynamic, dynamic_tracker)
+                    rows.append(await self.rolling_restart("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
+                finally:
+                    await dynamic.close()
+        finally:
+            await self.coordinators.close()
+            await self.admin.close()
         return rows
 
 
@@ -212,10 +221,11 @@ def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
     )
 
 
-def run_pipeline_report(data_dir: Path, say: Any) -> None:
+def run_pipeline_report(data_dir: Path, say: Any) -> bool:
+    """Run berth-analyze on the demo's journal; whether it wrote a report (then the directory is kept)."""
     if importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
         say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
-        return
+        return False
     # This interpreter, not whatever berth-analyze PATH finds: the demo may run from a venv nobody activated.
     analyze = [sys.executable, "-m", "berth.pipeline.main"]
     out = data_dir.parent / "analysis"
@@ -227,6 +237,7 @@ def run_pipeline_report(data_dir: Path, say: Any) -> None:
         say(f"report: {out / 'report.html'}  (advice: {out / 'advice.json'})")
     else:
         say(f"the pipeline failed (exit {result.returncode}); the journal is in {data_dir / 'journal'}")
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,22 +260,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def amain(args: argparse.Namespace) -> list[Row]:
-    root = Path(tempfile.mkdtemp(prefix="berth-demo-")) if args.data_dir is None else args.data_dir.parent
-    data_dir = args.data_dir or root / "coordinator"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    coordinator = CoordinatorProcess(data_dir).start()
-    demo = Demo(args, coordinator.url, quiet=args.json)
-    demo.say(f"coordinator on {coordinator.url} (data: {data_dir})")
+    temporary = args.data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="berth-demo-")) if temporary else args.data_dir.parent
+    keep = False
     try:
-        rows = await demo.run()
+        data_dir = args.data_dir or root / "coordinator"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        coordinator = CoordinatorProcess(data_dir).start()
+        demo = Demo(args, coordinator.url, quiet=args.json)
+        demo.say(f"coordinator on {coordinator.url} (data: {data_dir})")
+        try:
+            rows = await demo.run()
+        finally:
+            coordinator.stop()
+        if args.json:
+            print(json.dumps([asdict(row) for row in rows], indent=2))
+        else:
+            print_table(rows, args.session_timeout_ms)
+            if not args.no_report:
+                keep = run_pipeline_report(data_dir, demo.say)
     finally:
-        coordinator.stop()
-    if args.json:
-        print(json.dumps([asdict(row) for row in rows], indent=2))
-    else:
-        print_table(rows, args.session_timeout_ms)
-        if not args.no_report:
-            run_pipeline_report(data_dir, demo.say)
+        if temporary and not keep:
+            shutil.rmtree(root, ignore_errors=True)
     return rows
 
 

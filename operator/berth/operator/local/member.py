@@ -1,4 +1,4 @@
-"""A member process for local fleets (``berth-demo``, end-to-end tests): ``python -m berth.operator.local_member``.
+"""A member process for local fleets (``berth-demo``, end-to-end tests): ``python -m berth.operator.local.member``.
 
 Configured exactly like a pod, by the ``BERTH_*`` environment (``MemberConfig.from_env``), plus ``BERTH_LOCAL_NAME``
 (the slot name, ``<fleet>-<ordinal>``, also for dynamic members that have no instance id). It prints one JSON line

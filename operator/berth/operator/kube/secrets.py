@@ -1,0 +1,35 @@
+"""Reading the one Secret a Kafka fleet names for its own principal (``spec.coordinator.kafka``), decoded.
+
+Rules: only Secrets a fleet's spec names, in the fleet's own namespace, are read, when a pass needs them; values
+are returned to the caller and never logged. A missing Secret or key is ``None`` (the pass says which, by name).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+
+import kubernetes
+
+from berth.operator.kube.calls import call_json, is_not_found
+
+
+class SecretReader:
+    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+        self.core = kubernetes.client.CoreV1Api(api_client)
+
+    async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        try:
+            secret = await call_json(self.core.read_namespaced_secret, name, namespace)
+        except Exception as error:
+            if is_not_found(error):
+                return None
+            raise
+        decoded = {}
+        for key, value in (secret.get("data") or {}).items():
+            try:
+                decoded[key] = base64.b64decode(value).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                continue  # not text: no credential or PEM bundle is binary
+        return {**decoded, **(secret.get("stringData") or {})}

@@ -1,0 +1,138 @@
+"""Where a fleet's group lives, resolved and checked against what the operator trusts: Berth's coordinator or a
+Kafka cluster.
+
+Owns the rule "the operator connects only to endpoints it is configured to trust" for Kafka (issue 12's Kafka
+half): a fleet's bootstrap list is trusted when every address in it belongs to the default connection's list or to
+one ``--kafka-trusted-bootstrap`` list, compared in the canonical form of ``planners.endpoints``. A fleet naming
+another cluster gets :class:`UntrustedEndpoint` and nothing is sent there. Rules:
+
+- Pure: no I/O, no secrets (only references to Secrets).
+- The target's ``identity`` names the endpoint for group claims: one group on one endpoint belongs to one fleet,
+  so two fleets naming different brokers of the same trusted cluster still claim the same group.
+- With SASL, the fleet must name its own credentials: the operator acts on a fleet's group as the fleet's own
+  principal (docs/kafka.md, "Whose credentials"), so Kafka's ACLs bound what a fleet author can reach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from berth.operator.planners.endpoints import Endpoint, EndpointError, bootstrap_text, parse_bootstrap_servers
+from berth.operator.spec import (
+    Fleet,
+    OperatorDefaults,
+    SecretKeyRef,
+    SecretRef,
+    SecurityProtocol,
+    SpecError,
+    resolve_coordinator_url,
+)
+
+
+class UntrustedEndpoint(Exception):
+    """The fleet names an endpoint the operator is not configured to trust."""
+
+
+@dataclass(frozen=True, slots=True)
+class BerthTarget:
+    url: str
+
+    @property
+    def identity(self) -> str:
+        return self.url
+
+    def __str__(self) -> str:
+        return self.url
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTarget:
+    bootstrap: tuple[Endpoint, ...]  # the fleet's list (what its pods get), canonical
+    cluster: tuple[Endpoint, ...]  # the trusted list it belongs to (its identity)
+    security_protocol: SecurityProtocol
+    sasl_mechanism: str | None
+    credentials: SecretRef | None
+    ca: SecretKeyRef | None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return bootstrap_text(self.bootstrap)
+
+    @property
+    def identity(self) -> str:
+        return f"kafka://{bootstrap_text(self.cluster)}"
+
+    def __str__(self) -> str:
+        return f"kafka://{self.bootstrap_servers}"
+
+
+CoordinatorTarget = BerthTarget | KafkaTarget
+
+
+def resolve_target(fleet: Fleet, defaults: OperatorDefaults) -> CoordinatorTarget:
+    """The fleet's coordinator; :class:`SpecError` when the spec cannot name one, :class:`UntrustedEndpoint` when
+    it names a Kafka cluster the operator does not trust."""
+    kafka = fleet.spec.coordinator.kafka
+    if kafka is None:
+        return BerthTarget(resolve_coordinator_url(fleet, defaults))
+    default = defaults.kafka
+    text = kafka.bootstrap_servers or (default.bootstrap_servers if default else None)
+    if not text:
+        raise SpecError(
+            "spec.coordinator.kafka.bootstrapServers",
+            "is not set and the operator has no default Kafka connection (--kafka-bootstrap-servers)",
+        )
+    try:
+        bootstrap = parse_bootstrap_servers(text)
+    except EndpointError as error:
+        raise SpecError("spec.coordinator.kafka.bootstrapServers", str(error)) from None
+    cluster = trusted_cluster(bootstrap, defaults)
+    protocol = kafka.security_protocol or (default.security_protocol if default else SecurityProtocol.PLAINTEXT)
+    mechanism = kafka.sasl_mechanism or (default.sasl_mechanism if default else None)
+    if protocol.uses_sasl:
+        if mechanism is None:
+            raise SpecError("spec.coordinator.kafka.saslMechanism", f"is required with {protocol.value}")
+        if kafka.credentials_secret_ref is None:
+            raise SpecError(
+                "spec.coordinator.kafka.credentialsSecretRef",
+                f"is required with {protocol.value}: the operator acts on the fleet's group as the fleet's own"
+                " principal",
+            )
+    return KafkaTarget(
+        bootstrap=bootstrap,
+        cluster=cluster,
+        security_protocol=protocol,
+        sasl_mechanism=mechanism if protocol.uses_sasl else None,
+        credentials=kafka.credentials_secret_ref if protocol.uses_sasl else None,
+        ca=kafka.ca_secret_ref,
+    )
+
+
+def trusted_clusters(defaults: OperatorDefaults) -> list[tuple[Endpoint, ...]]:
+    """The Kafka clusters the operator trusts, each as its canonical bootstrap list (bad entries are skipped:
+    the options parser refuses them at start-up)."""
+    texts = ([defaults.kafka.bootstrap_servers] if defaults.kafka else []) + list(defaults.kafka_trusted)
+    clusters = []
+    for text in texts:
+        try:
+            clusters.append(parse_bootstrap_servers(text))
+        except EndpointError:
+            continue
+    return clusters
+
+
+def trusted_cluster(bootstrap: tuple[Endpoint, ...], defaults: OperatorDefaults) -> tuple[Endpoint, ...]:
+    """The trusted cluster every address of ``bootstrap`` belongs to; :class:`UntrustedEndpoint` when none."""
+    clusters = trusted_clusters(defaults)
+    for cluster in clusters:
+        if set(bootstrap) <= set(cluster):
+            return cluster
+    if not clusters:
+        raise UntrustedEndpoint(
+            f"the operator trusts no Kafka cluster, so it does not connect to {bootstrap_text(bootstrap)}"
+            " (--kafka-bootstrap-servers, --kafka-trusted-bootstrap)"
+        )
+    raise UntrustedEndpoint(
+        f"Kafka bootstrap servers {bootstrap_text(bootstrap)} are not a cluster the operator trusts"
+        f" (trusted: {'; '.join(bootstrap_text(c) for c in clusters)}); nothing is sent there"
+    )

@@ -1,0 +1,115 @@
+"""What the operator observes of a Kafka fleet's group, per instance id, as journal events the pipeline reads.
+
+Kafka keeps no membership journal, so the operator writes one (docs/formats.md, "Kafka evidence"): from one
+describe to the next it sees static members come back under a new member id (a restart: ``static_member_replaced``
+with ``offline_ms``), members appear (``member_joined``) or vanish without its removal (``member_expired``), the
+group rebalance (``rebalance_started``), and it records its own removals (``member_left`` via ``admin``). Rules:
+
+- Pure: a state and an observation in, the next state and events out; time is a parameter (ms since the epoch).
+- Only what was observed: ``offline_ms`` is measured between the last describe that showed the old member id and
+  the first that shows the new one, so it over-estimates a restart by at most one observation interval (advice
+  built on it errs long, which only delays failure detection). Generations are unknown on Kafka: -1.
+- Events carry no ``seq``; the journal that stores them numbers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.operator.planners.observations import GroupDescription
+
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    member_id: str
+    last_seen_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceState:
+    """What the last observation of one group showed (kept in memory per fleet)."""
+
+    members: Mapping[str, Seen] = field(default_factory=dict)  # instance id -> its member id, when last seen
+    rebalancing: bool = False
+    observed: bool = False  # at least one describe was seen (the first one only sets the baseline)
+
+
+def observe_group(
+    state: EvidenceState, description: GroupDescription, *, now_ms: int
+) -> tuple[EvidenceState, list[dict[str, Any]]]:
+    """Compare one describe with the last; the events it shows."""
+    group = description.group_id
+    current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
+    events: list[dict[str, Any]] = []
+    causes: list[str] = []
+    if state.observed:
+        for instance_id, member_id in sorted(current.items()):
+            before = state.members.get(instance_id)
+            if before is None:
+                events.append(_event(group, now_ms, "member_joined", instance_id, member_id, static=True, client_id=""))
+                causes.append("new_member")
+            elif before.member_id != member_id:
+                events.append(
+                    _event(
+                        group,
+                        now_ms,
+                        "static_member_replaced",
+                        instance_id,
+                        member_id,
+                        old_member_id=before.member_id,
+                        offline_ms=max(0, now_ms - before.last_seen_ms),
+                        rebalance=False,
+                    )
+                )
+        for instance_id, before in sorted(state.members.items()):
+            if instance_id not in current:
+                events.append(_event(group, now_ms, "member_expired", instance_id, before.member_id, phase="session"))
+                causes.append("member_expired")
+    rebalancing = description.state in REBALANCING
+    if rebalancing and not state.rebalancing and state.observed:
+        events.append(_group_event(group, now_ms, "rebalance_started", cause=causes[0] if causes else "unknown"))
+    members = {instance_id: Seen(member_id, now_ms) for instance_id, member_id in current.items()}
+    return EvidenceState(members, rebalancing, True), events
+
+
+def removal_events(
+    state: EvidenceState, group_id: str, results: Mapping[str, str], *, everyone: bool, now_ms: int
+) -> tuple[EvidenceState, list[dict[str, Any]]]:
+    """The operator's batch removal: ``member_left`` via admin per removed id, and the rebalance it causes."""
+    removed = sorted(instance_id for instance_id, outcome in results.items() if outcome == "NONE")
+    events = [
+        _event(
+            group_id,
+            now_ms,
+            "member_left",
+            instance_id,
+            state.members[instance_id].member_id if instance_id in state.members else "",
+            via="admin",
+        )
+        for instance_id in removed
+    ]
+    remaining = {i: seen for i, seen in state.members.items() if i not in removed}
+    rebalancing = state.rebalancing
+    if removed and not everyone and remaining:
+        events.append(_group_event(group_id, now_ms, "rebalance_started", cause="member_left"))
+        rebalancing = True
+    if removed and not remaining:
+        events.append(_group_event(group_id, now_ms, "group_emptied"))
+    return EvidenceState(remaining, rebalancing, state.observed), events
+
+
+def _group_event(group_id: str, ts_ms: int, kind: str, **extra: Any) -> dict[str, Any]:
+    return {"ts_ms": ts_ms, "group_id": group_id, "type": kind, "generation_id": -1, "source": "operator", **extra}
+
+
+def _event(group_id: str, ts_ms: int, kind: str, instance_id: str, member_id: str, **extra: Any) -> dict[str, Any]:
+    return _group_event(group_id, ts_ms, kind, member_id=member_id, group_instance_id=instance_id, **extra)
+
+
+def numbered(events: Sequence[Mapping[str, Any]], after_seq: int) -> list[dict[str, Any]]:
+    """The events with ``seq`` after ``after_seq``, in order (a journal's numbering)."""
+    return [{"seq": after_seq + index, **event} for index, event in enumerate(events, start=1)]

@@ -1,0 +1,53 @@
+"""``berth-analyze`` over the evidence journal the operator keeps for a Kafka fleet (Kafka keeps none itself).
+
+The operator's own recorder and journal (``EvidenceRecorder`` over ``DirectoryJournal``) see a fleet of three static
+members: orders-1 comes back under a new member id 4 s after it was last seen, orders-2 6 s after, and then the
+operator removes orders-2. The pipeline reads that journal like the coordinator's and gives the same advice it
+would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s heartbeat = 12 s.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from berth.operator.planners.observations import GroupDescription, GroupMember
+from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceRecorder
+from berth.pipeline.main import main
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_795_000_000_000
+
+
+def described(state: str, members: dict[str, str]) -> GroupDescription:
+    return GroupDescription("orders", state, -1, None, tuple(GroupMember(m, i) for i, m in members.items()))
+
+
+async def test_the_operators_kafka_evidence_gives_session_timeout_advice(spark: SparkSession, tmp_path: Path) -> None:
+    journal = tmp_path / "evidence"
+    recorder = EvidenceRecorder(DirectoryJournal(journal))
+    uid = "fleet-uid"
+    members = {"orders-0": "m0", "orders-1": "m1", "orders-2": "m2"}
+    await recorder.observed(uid, described("Stable", members), T0)
+    await recorder.observed(uid, described("Stable", {**members, "orders-1": "m1b"}), T0 + 4_000)
+    members["orders-1"] = "m1b"
+    await recorder.observed(uid, described("Stable", {**members, "orders-2": "m2b"}), T0 + 10_000)
+    await recorder.removed(uid, "orders", {"orders-2": "NONE"}, everyone=False, now_ms=T0 + 20_000)
+
+    events = [json.loads(line) for path in sorted(journal.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    assert [e["type"] for e in events] == [
+        "static_member_replaced",
+        "static_member_replaced",
+        "member_left",
+        "rebalance_started",
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+
+    out = tmp_path / "out"
+    assert main(["--journal", str(journal), "--out", str(out), "--quiet"]) == 0
+    advice = json.loads((out / "advice.json").read_text())["groups"]["orders"]
+    assert (advice["samples"], advice["restart_gap_p_ms"], advice["advised_session_timeout_ms"]) == (2, 6_000, 12_000)

@@ -1,0 +1,79 @@
+"""A Kafka-protocol broker for tests: kfake (``../shared/tools/kafka/bin/kfake``), or a real cluster.
+
+``KafkaBroker`` starts kfake on a free loopback port with the group settings the tests need (a 3 s minimum session
+timeout, so restarts and removals are quick to see) and stops it by its PID. ``BERTH_KAFKA_BOOTSTRAP`` points the
+same tests at a real cluster instead (nothing is started then); ``BERTH_KFAKE`` names another kfake binary.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from support.kube_cluster import REPO
+
+DEFAULT_KFAKE = REPO.parent / "shared" / "tools" / "kafka" / "bin" / "kfake"
+HOW_TO_GET = (
+    "the Kafka tier needs kfake (../shared/tools/kafka/bin/kfake beside the repository, or BERTH_KFAKE), or a real"
+    " cluster in BERTH_KAFKA_BOOTSTRAP"
+)
+#: Broker settings: group.min.session.timeout.ms low enough for short test timeouts, Kafka's 30-minute maximum.
+BROKER_CONFIGS = ("group.min.session.timeout.ms=3000", "group.max.session.timeout.ms=1800000")
+
+
+def find_kfake() -> Path | None:
+    candidate = Path(os.environ.get("BERTH_KFAKE") or DEFAULT_KFAKE)
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def external_bootstrap() -> str | None:
+    return os.environ.get("BERTH_KAFKA_BOOTSTRAP") or None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class KafkaBroker:
+    def __init__(self, binary: Path, log_path: Path) -> None:
+        self.binary = binary
+        self.log_path = log_path
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 20.0) -> KafkaBroker:
+        args = [str(self.binary), "-port", str(self.port), "-log-level", "warn"]
+        for config in BROKER_CONFIGS:
+            args += ["-c", config]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"kfake exited at start:\n{self.log_path.read_text(errors='replace')}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.05)  # polling the listening socket, the broker's only readiness signal
+        raise RuntimeError(f"kfake did not listen on {self.bootstrap} within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
