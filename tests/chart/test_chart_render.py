@@ -129,6 +129,13 @@ def check_network_policies(docs: list[Obj]) -> None:
     assert operator_policy["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]
 
 
+def check_trusted_coordinators(docs: list[Obj]) -> None:
+    args = operator_args(docs)
+    trusted = [args[i + 1] for i, arg in enumerate(args) if arg == "--trusted-coordinator"]
+    assert trusted == ["http://orders-coordinator.team-a:9094", "https://coordinator.example.net:9443"]
+    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+
+
 def check_no_network_policies(docs: list[Obj]) -> None:
     assert not find(docs, "NetworkPolicy")
 
@@ -333,6 +340,15 @@ CASES = [
     ),
     Case("no-pdb", {"coordinator": {"podDisruptionBudget": {"enabled": False}}}, check_no_pdb),
     Case("no-network-policies", {"networkPolicy": {"enabled": False}}, check_no_network_policies),
+    Case(
+        "trusted-coordinators",
+        {
+            "operator": {
+                "trustedCoordinators": ["http://orders-coordinator.team-a:9094", "https://coordinator.example.net:9443"]
+            }
+        },
+        check_trusted_coordinators,
+    ),
     Case(
         "maintenance-pdb",
         {

@@ -27,6 +27,11 @@ class Bad:
 
 BAD_VALUES = [
     Bad(
+        "trusted-coordinator-with-a-path",
+        {"operator": {"trustedCoordinators": ["http://c.team:9094/internal?x=1"]}},
+        "/operator/trustedCoordinators/0",
+    ),
+    Bad(
         "misspelt-key",
         {"operater": {"scope": "namespace"}},
         "additional properties 'operater' not allowed",

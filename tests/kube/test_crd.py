@@ -165,6 +165,18 @@ REFUSED: list[tuple[str, Obj, str, str]] = [
         "spec.coordinator.url",
         "should match",
     ),
+    (
+        "coordinator-url-path",
+        fleet(coordinator={"url": "http://c.berth:9094/internal?x=1"}),
+        "spec.coordinator.url",
+        "should match",
+    ),
+    (
+        "coordinator-url-userinfo",
+        fleet(coordinator={"url": "http://u@c.berth:9094"}),
+        "spec.coordinator.url",
+        "should match",
+    ),
     ("misspelt-field", fleet(sesionTimeout={"policy": "Fixed"}), "spec.sesionTimeout", "unknown field"),
     # CEL rules, each with its own message.
     (

@@ -17,9 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
-from urllib.parse import urlsplit
 
-from berth.operator.planners.endpoints import EndpointError, bootstrap_text, parse_bootstrap_servers
+from berth.operator.planners.endpoints import (
+    EndpointError,
+    bootstrap_text,
+    parse_bootstrap_servers,
+    parse_coordinator_url,
+)
 from berth.operator.spec import SASL_MECHANISMS, SESSION_MS_RANGE, KafkaDefaults, OperatorDefaults, SecurityProtocol
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -49,6 +53,8 @@ class OperatorOptions:
     reconcile_interval_s: float
     kafka: KafkaDefaults | None = None  # the default Kafka connection
     kafka_trusted: tuple[str, ...] = ()  # other trusted clusters' bootstrap lists, canonical
+    #: Other Berth coordinators fleets may name (--trusted-coordinator), besides the default; as configured.
+    trusted_coordinators: tuple[str, ...] = ()
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -59,6 +65,7 @@ class OperatorOptions:
             coordinator_url=self.coordinator_url,
             kafka=self.kafka,
             kafka_trusted=self.kafka_trusted,
+            coordinators_trusted=self.trusted_coordinators,
             preferred_heartbeat_interval_ms=self.heartbeat_interval_ms,
         )
 
@@ -72,6 +79,8 @@ class OperatorOptions:
         return [
             f"watching ConsumerFleets (consumerfleets.berth.dev/v1alpha1) in {where}",
             f"default coordinator: {self.coordinator_url or 'none (every fleet must set spec.coordinator.url)'}",
+            f"other coordinators fleets may name: {', '.join(self.trusted_coordinators) or 'none'}"
+            " (the admin token goes to no other)",
             f"coordinator admin token: {self.token_source}",
             "default Kafka connection: "
             + (
@@ -108,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
     parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
+    parser.add_argument(
+        "--trusted-coordinator",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="another Berth coordinator fleets may name in spec.coordinator.url (repeatable; env"
+        " BERTH_TRUSTED_COORDINATORS, separated by ','); the admin token is sent to these and the default only",
+    )
     parser.add_argument("--token-file", type=Path, help="file holding the coordinator admin token (env BERTH_TOKEN)")
     parser.add_argument("--session-min-ms", type=int, default=DEFAULT_SESSION_MIN_MS)
     parser.add_argument("--session-max-ms", type=int, default=DEFAULT_SESSION_MAX_MS)
@@ -164,7 +181,12 @@ def parse_options(
     args = build_parser().parse_args(list(argv))
     coordinator_url = args.coordinator_url or environ.get("BERTH_COORDINATOR_URL") or None
     if coordinator_url is not None:
-        _check_url(coordinator_url)
+        _check_url("--coordinator-url", coordinator_url)
+    trusted_coordinators = list(args.trusted_coordinator) or [
+        item.strip() for item in environ.get("BERTH_TRUSTED_COORDINATORS", "").split(",") if item.strip()
+    ]
+    for url in trusted_coordinators:
+        _check_url("--trusted-coordinator", url)
     token, token_source = _admin_token(args.token_file, environ)
     low, high = SESSION_MS_RANGE
     for flag, value in (("--session-min-ms", args.session_min_ms), ("--session-max-ms", args.session_max_ms)):
@@ -192,6 +214,7 @@ def parse_options(
     return OperatorOptions(
         kafka=kafka,
         kafka_trusted=trusted,
+        trusted_coordinators=tuple(trusted_coordinators),
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),
@@ -241,10 +264,11 @@ def _kafka_options(
     return kafka, tuple(trusted)
 
 
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise OptionsError(f"--coordinator-url: {url!r} is not an http:// or https:// URL with a host")
+def _check_url(flag: str, url: str) -> None:
+    try:
+        parse_coordinator_url(url)
+    except EndpointError as error:
+        raise OptionsError(f"{flag}: {error}") from None
 
 
 def _admin_token(token_file: Path | None, environ: Mapping[str, str]) -> tuple[str | None, str]:

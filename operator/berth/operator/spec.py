@@ -157,6 +157,8 @@ class OperatorDefaults:
     kafka: KafkaDefaults | None = None  # --kafka-bootstrap-servers ...: the default Kafka connection
     #: Bootstrap lists of the other Kafka clusters fleets may name (--kafka-trusted-bootstrap), besides the default.
     kafka_trusted: tuple[str, ...] = ()
+    #: URLs of the other Berth coordinators fleets may name (--trusted-coordinator), besides the default.
+    coordinators_trusted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,11 @@ NEWLINE = chr(10)
         (["--session-min-ms", "500"], "--session-min-ms: 500 is outside 1000..1800000"),
         (["--session-min-ms", "6e4"], "argument --session-min-ms: invalid int value: '6e4'"),
         (["--session-min-ms", "60000", "--session-max-ms", "30000"], "--session-min-ms 60000 is above"),
-        (["--coordinator-url", "ftp://x"], "--coordinator-url: 'ftp://x' is not an http:// or https:// URL"),
+        (["--coordinator-url", "ftp://x"], "--coordinator-url: 'ftp://x': the scheme must be http or https"),
+        (
+            ["--trusted-coordinator", "http://h:9094/internal?x"],
+            "--trusted-coordinator: 'http://h:9094/internal?x': a coordinator URL is scheme://host:port",
+        ),
         (["--token-file", "/nonexistent/token"], "--token-file: cannot read /nonexistent/token"),
         (["--reconcile-interval-s", "0"], "--reconcile-interval-s: 0.0 is below 0.1"),
         (["--liveness-port", "70000"], "--liveness-port: 70000 is not a port number"),

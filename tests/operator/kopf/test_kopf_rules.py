@@ -173,13 +173,27 @@ def test_the_oldest_fleet_holds_a_group_unless_another_is_established() -> None:
     assert (holder_of(claims) or claims[0]).name == "b"
 
 
-def test_claims_compare_urls_loosely_and_invalid_fleets_claim_nothing() -> None:
-    assert claim_key("HTTP://Coordinator:9094/", "g") == claim_key("http://coordinator:9094", "g")
-    assert claim_key("http://coordinator:9094", "g") != claim_key("http://other:9094", "g")
+def test_claims_compare_coordinators_in_canonical_form_and_invalid_or_untrusted_fleets_claim_nothing() -> None:
+    defaults = OperatorDefaults(
+        coordinator_url="http://berth-coordinator.berth:9094", coordinators_trusted=("http://other.berth:9094",)
+    )
+    aliases = ["HTTP://Berth-Coordinator.berth.svc.cluster.local.:09094", "http://berth-coordinator.berth.svc:9094/"]
+    keys = set()
+    for alias in aliases:
+        fleet = _fleet("a", "2026-01-01T00:00:00Z")
+        fleet["spec"]["coordinator"] = {"url": alias}
+        keys |= set(claims_of(fleet, defaults))
+    assert keys == {("http://berth-coordinator.berth:9094", "orders")}
+    other = _fleet("b", "t")
+    other["spec"]["coordinator"] = {"url": "http://other.berth:9094"}
+    assert list(claims_of(other, defaults)) == [("http://other.berth:9094", "orders")]
     broken = _fleet("a", "2026-01-01T00:00:00Z")
     broken["spec"]["replicas"] = -1
     assert claims_of(broken, DEFAULTS) == {}
     assert claims_of(_fleet("a", "t"), OperatorDefaults()) == {}  # no coordinator URL at all
+    hostile = _fleet("c", "t")
+    hostile["spec"]["coordinator"] = {"url": "http://attacker.example:9094"}
+    assert claims_of(hostile, defaults) == {}  # untrusted: claims nothing, so it cannot block anyone
     assert holder_of([]) is None
 
 

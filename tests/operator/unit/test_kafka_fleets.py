@@ -16,6 +16,7 @@ from berth.operator.planners.coordinator_target import (
     UntrustedEndpoint,
     resolve_target,
 )
+from berth.operator.planners.endpoints import Endpoint
 from berth.operator.planners.evidence import EvidenceState, observe_group, removal_events
 from berth.operator.planners.observations import GroupDescription, GroupMember
 from berth.operator.planners.scaling import (
@@ -108,7 +109,7 @@ def test_sasl_needs_the_fleets_own_credentials(fleet_body: FleetBody) -> None:
 
 def test_a_fleet_without_kafka_stays_on_berths_coordinator(fleet_body: FleetBody) -> None:
     target = resolve_target(parse_fleet(fleet_body()), OperatorDefaults(coordinator_url="http://c:9094"))
-    assert target == BerthTarget("http://c:9094")
+    assert target == BerthTarget("http://c:9094", Endpoint("http", "c", 9094))
 
 
 def test_kafka_pods_get_the_bootstrap_list_and_their_principal_through_secret_refs(fleet_body: FleetBody) -> None:

@@ -105,7 +105,10 @@ def test_a_fleet_with_a_token_sidecar_init_container_and_its_own_berth_env(fleet
         )
     )
 
-    planned = plan_statefulset(fleet, operator_defaults=DEFAULTS, session_timeout_ms=7_500, replicas=0)
+    trusting = OperatorDefaults(
+        coordinator_url=DEFAULTS.coordinator_url, coordinators_trusted=("https://coord.payments:9443",)
+    )
+    planned = plan_statefulset(fleet, operator_defaults=trusting, session_timeout_ms=7_500, replicas=0)
 
     assert_matches_golden("payments-token-sidecars", planned)
 

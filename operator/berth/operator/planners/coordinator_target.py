@@ -1,10 +1,12 @@
 """Where a fleet's group lives, resolved and checked against what the operator trusts: Berth's coordinator or a
 Kafka cluster.
 
-Owns the rule "the operator connects only to endpoints it is configured to trust" for Kafka (issue 12's Kafka
-half): a fleet's bootstrap list is trusted when every address in it belongs to the default connection's list or to
-one ``--kafka-trusted-bootstrap`` list, compared in the canonical form of ``planners.endpoints``. A fleet naming
-another cluster gets :class:`UntrustedEndpoint` and nothing is sent there. Rules:
+Owns the rule "the operator connects only to endpoints it is configured to trust": a Berth coordinator URL is
+trusted when it is, in the canonical form of ``planners.endpoints``, the default (``--coordinator-url``) or one of
+``--trusted-coordinator`` — and the operator then uses the URL as configured, never the fleet's spelling of it; a
+fleet's Kafka bootstrap list is trusted when every address in it belongs to the default connection's list or to
+one ``--kafka-trusted-bootstrap`` list. A fleet naming anything else gets :class:`UntrustedEndpoint` and nothing is
+sent there (above all not the operator's admin token). Rules:
 
 - Pure: no I/O, no secrets (only references to Secrets).
 - The target's ``identity`` names the endpoint for group claims: one group on one endpoint belongs to one fleet,
@@ -17,7 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.operator.planners.endpoints import Endpoint, EndpointError, bootstrap_text, parse_bootstrap_servers
+from berth.operator.planners.endpoints import (
+    Endpoint,
+    EndpointError,
+    bootstrap_text,
+    parse_bootstrap_servers,
+    parse_coordinator_url,
+)
 from berth.operator.spec import (
     Fleet,
     OperatorDefaults,
@@ -35,11 +43,12 @@ class UntrustedEndpoint(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BerthTarget:
-    url: str
+    url: str  # as the operator is configured with it: what it connects to and gives the pods
+    endpoint: Endpoint  # canonical: what aliases of it compare equal as
 
     @property
     def identity(self) -> str:
-        return self.url
+        return self.endpoint.url
 
     def __str__(self) -> str:
         return self.url
@@ -74,7 +83,7 @@ def resolve_target(fleet: Fleet, defaults: OperatorDefaults) -> CoordinatorTarge
     it names a Kafka cluster the operator does not trust."""
     kafka = fleet.spec.coordinator.kafka
     if kafka is None:
-        return BerthTarget(resolve_coordinator_url(fleet, defaults))
+        return trusted_coordinator(resolve_coordinator_url(fleet, defaults), defaults)
     default = defaults.kafka
     text = kafka.bootstrap_servers or (default.bootstrap_servers if default else None)
     if not text:
@@ -106,6 +115,31 @@ def resolve_target(fleet: Fleet, defaults: OperatorDefaults) -> CoordinatorTarge
         credentials=kafka.credentials_secret_ref if protocol.uses_sasl else None,
         ca=kafka.ca_secret_ref,
     )
+
+
+def trusted_coordinator(url: str, defaults: OperatorDefaults) -> BerthTarget:
+    """The trusted coordinator ``url`` names (in any spelling of it); :class:`UntrustedEndpoint` when none.
+    The message names the canonical endpoint only: a URL's other parts (a path, a query) never reach status."""
+    try:
+        endpoint = parse_coordinator_url(url)
+    except EndpointError as error:
+        raise SpecError("spec.coordinator.url", str(error)) from None
+    trusted: dict[Endpoint, str] = {}
+    for configured in (
+        *([defaults.coordinator_url] if defaults.coordinator_url else []),
+        *defaults.coordinators_trusted,
+    ):
+        try:
+            trusted.setdefault(parse_coordinator_url(configured), configured)
+        except EndpointError:  # the options parser refuses these at start-up
+            continue
+    if endpoint not in trusted:
+        names = ", ".join(str(e) for e in trusted) or "none"
+        raise UntrustedEndpoint(
+            f"coordinator {endpoint} is not one the operator trusts (trusted: {names}; --coordinator-url,"
+            " --trusted-coordinator): nothing is sent there"
+        )
+    return BerthTarget(trusted[endpoint], endpoint)
 
 
 def trusted_clusters(defaults: OperatorDefaults) -> list[tuple[Endpoint, ...]]:

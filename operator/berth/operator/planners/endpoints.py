@@ -51,7 +51,7 @@ class Endpoint:
 
 def canonical_host(host: str) -> str:
     """``Berth-Coordinator.berth.svc.cluster.local.`` -> ``berth-coordinator.berth``; IPs in standard form."""
-    text = host.strip()
+    text = host.strip().removesuffix(".")
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     try:
@@ -60,7 +60,7 @@ def canonical_host(host: str) -> str:
         pass
     else:
         return f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
-    name = text.lower().removesuffix(".")
+    name = text.lower()
     if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
         raise EndpointError(f"{host!r} is not a host name")
     service = _SERVICE.match(name)

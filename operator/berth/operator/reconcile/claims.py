@@ -7,8 +7,9 @@ has created its workload, ``status.selector``, and reconciled its current spec, 
 fleet whose groupId was just edited is not established on its new group), then the oldest
 (``creationTimestamp``), then the first by namespace and name. Everyone else is refused until the holder is gone.
 
-Rules: pure functions of fleet bodies; an invalid fleet claims nothing; URLs are compared without a trailing
-slash and with the scheme and host in lower case (the same coordinator under two DNS names is not recognised).
+Rules: pure functions of fleet bodies; an invalid or untrusted fleet claims nothing; coordinators are compared in
+their canonical form (``planners.endpoints``), so every alias of one coordinator (a trailing dot, ``.svc``, a
+leading zero in the port, upper case) is one coordinator.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from berth.operator.planners.coordinator_target import UntrustedEndpoint, resolve_target
 from berth.operator.spec import OperatorDefaults, SpecError, parse_fleet
 
-ClaimKey = tuple[str, str]  # (normalised coordinator URL, group id)
+ClaimKey = tuple[str, str]  # (the coordinator's canonical identity, group id)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -38,10 +38,9 @@ class GroupClaim:
         return f"{self.namespace}/{self.name}"
 
 
-def claim_key(coordinator_url: str, group_id: str) -> ClaimKey:
-    parts = urlsplit(coordinator_url)
-    normalised = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
-    return normalised, group_id
+def claim_key(coordinator_identity: str, group_id: str) -> ClaimKey:
+    """A coordinator's canonical identity (``CoordinatorTarget.identity``) and a group id."""
+    return coordinator_identity, group_id
 
 
 def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[ClaimKey, GroupClaim]:
