@@ -67,9 +67,13 @@ def coordinator_for_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def running_operator(
-    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, tmp_path_factory: pytest.TempPathFactory
+    operator_identity: Kube,
+    coordinator_for_operator: CoordinatorProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
-    """``berth-operator``, cluster-wide, as the chart's ServiceAccount, with the coordinator as its default."""
+    """``berth-operator``, cluster-wide, as the chart's ServiceAccount, with the coordinator as its default (and the
+    test module's ``OPERATOR_ARGS``, when it has some)."""
     directory = tmp_path_factory.mktemp("operator")
     token_file = directory / "admin-token"
     token_file.write_text(ADMIN_TOKEN)
@@ -82,6 +86,7 @@ def running_operator(
         "0",
         "--reconcile-interval-s",
         "2",
+        *getattr(request.module, "OPERATOR_ARGS", ()),
     ]
     operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
     yield operator

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -121,6 +121,7 @@ async def run_operator(
         advice_problems_seen=set(),
         secrets=SecretReader(api_client),
         evidence=EvidenceRecorder(evidence_journal(options, api_client)),
+        stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
     )
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))

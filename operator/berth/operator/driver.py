@@ -71,6 +71,12 @@ async def execute_plan(
                 await on_leave(action, results)
             left_any = any(results.get(name) == "NONE" for name in action.member_ids)
             events.info("LeftGroup" if left_any else "NotInGroup", describe_leave(action, results))
+            if action.stuck:
+                events.warning(
+                    "PodStuckTerminating",
+                    f"{_ids(list(action.stuck))} still Terminating past {'its' if len(action.stuck) == 1 else 'their'}"
+                    " grace period and the allowance (a node gone?): left the group without waiting any longer",
+                )
         elif isinstance(action, DeleteGroup):
             outcome = await coordinator.delete_group(group_id)
             if outcome == "NON_EMPTY_GROUP":

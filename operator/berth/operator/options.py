@@ -55,6 +55,8 @@ class OperatorOptions:
     kafka_trusted: tuple[str, ...] = ()  # other trusted clusters' bootstrap lists, canonical
     #: Other Berth coordinators fleets may name (--trusted-coordinator), besides the default; as configured.
     trusted_coordinators: tuple[str, ...] = ()
+    #: Seconds a departing pod may stay Terminating past its grace period before its id leaves anyway.
+    stuck_terminating_s: float = 120.0
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -134,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     parser.add_argument("--reconcile-interval-s", type=float, default=DEFAULT_RECONCILE_INTERVAL_S)
     parser.add_argument(
+        "--stuck-terminating-s",
+        type=float,
+        default=120.0,
+        help="how long past its grace period a departing pod stuck Terminating holds its batch leave; then it leaves"
+        " anyway, with a Warning Event (default 120)",
+    )
+    parser.add_argument(
         "--heartbeat-interval-ms",
         type=int,
         default=3_000,
@@ -199,6 +208,8 @@ def parse_options(
     # Timers below a tenth of a second would keep the API server busy for nothing.
     if not args.reconcile_interval_s >= 0.1:
         raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if not 0 <= args.stuck_terminating_s <= 86_400:
+        raise OptionsError(f"--stuck-terminating-s: {args.stuck_terminating_s} is outside 0..86400")
     if args.namespace is not None and not args.namespace:
         raise OptionsError("--namespace: must not be empty")
     operator_namespace = _own_namespace(environ, service_account_namespace_file)
@@ -215,6 +226,7 @@ def parse_options(
         kafka=kafka,
         kafka_trusted=trusted,
         trusted_coordinators=tuple(trusted_coordinators),
+        stuck_terminating_s=args.stuck_terminating_s,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),

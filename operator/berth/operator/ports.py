@@ -37,7 +37,8 @@ How the driver maps the scaling planner's actions (``planners.scaling``) onto th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -91,6 +92,8 @@ class WorkloadObservation:
     settled: bool
     existing: frozenset[str]  # names of the members/pods that exist now, terminating ones included
     ready: int  # how many of them are ready
+    #: Pods being deleted -> when their grace period ends (deletionTimestamp); a local fleet has none.
+    terminating: Mapping[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -376,3 +376,29 @@ def test_deleting_a_fleet_whose_statefulset_is_already_gone(now: datetime) -> No
     status: dict[str, Any] = {"expectedMembers": []}
 
     assert plan_scaling(observe(3, None, frozenset(), status, deleting=True), now=now) == ScalingPlan((DeleteGroup(),))
+
+
+def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: datetime) -> None:
+    """5 -> 3, OrderedReady: orders-4 sticks in Terminating (its node is gone), so the StatefulSet never deletes
+    orders-3. Within the allowance the operator waits; past it, orders-4 leaves alone, with a Warning, and orders-3
+    leaves in a second batch once it is gone too. orders-4 does not leave again while it is still Terminating."""
+    grace_ends = now + timedelta(seconds=30)
+    allowance = timedelta(minutes=2)
+    status = {**SETTLED_AT_5, "departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+    stuck = {"terminating": {"orders-4": grace_ends}, "stuck_allowance": allowance}
+
+    within = plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status, **stuck), now=grace_ends + allowance)
+    assert within == ScalingPlan((), "waiting for pods orders-3, orders-4 to terminate before they leave the group")
+
+    past = grace_ends + allowance + timedelta(seconds=1)
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status, **stuck), now=past)
+    leave = BatchLeave(ids(4), T0, stuck=ids(4), later=ids(3))
+    assert plan == ScalingPlan((leave,), "waiting for orders-3 to terminate before they leave the group too")
+    status = patched(status, [record_scale_down(leave, {"orders-4": "NONE"}, now=past)])
+    assert status["departing"] == ["orders-3"]
+
+    # orders-4 is still there, Terminating: it is not departing again, and only orders-3 is waited for.
+    again = plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status, **stuck), now=past + timedelta(seconds=5))
+    assert again == ScalingPlan((), "waiting for pod orders-3 to terminate before they leave the group")
+    gone = plan_scaling(observe(3, 3, pods(0, 1, 2, 4), status, **stuck), now=past + timedelta(seconds=9))
+    assert gone.actions == (BatchLeave(ids(3), T0),)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -88,15 +89,20 @@ class StatefulSetWorkload:
         existing = frozenset(pod["metadata"]["name"] for pod in pods)
         running = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
         ready = sum(1 for pod in running if _is_ready(pod))
+        terminating = {
+            pod["metadata"]["name"]: deadline
+            for pod in pods
+            if (deadline := _timestamp(pod["metadata"].get("deletionTimestamp"))) is not None
+        }
         if statefulset is None:
-            return WorkloadView(WorkloadObservation(None, True, existing, ready), None, len(running))
+            return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
         metadata = statefulset.get("metadata", {})
         observed = (statefulset.get("status") or {}).get("observedGeneration")
         generation = metadata.get("generation")
         # The controller has acted on the current spec once it reports having observed its generation.
         settled = generation is None or (observed is not None and observed >= generation)
         return WorkloadView(
-            WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready),
+            WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating),
             (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
             len(running),
         )
@@ -222,3 +228,14 @@ def _metadata_ops(live: Mapping[str, Any], planned: Mapping[str, Any], applied_h
 def _is_ready(pod: Mapping[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _timestamp(value: object) -> datetime | None:
+    """A metav1.Time (``2026-01-02T03:04:05Z``), or None when absent or unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

@@ -14,8 +14,10 @@ restarts anywhere resumes from status and observations alone. Rules:
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
   crash between the change and its record makes the next plan put it again instead of trusting a stale record.
 - The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists:
-  ONE batch leave by instance id for all of them; :func:`record_scale_down` then writes ``lastScaleDown`` and
-  clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine). The leave names each
+  ONE batch leave by instance id for all of them — except that a pod stuck Terminating longer than its grace period
+  plus ``stuck_allowance`` (its node is likely gone) holds nobody any longer: it leaves with those already gone, a
+  Warning says so, and the departing pods still running leave in a later batch; :func:`record_scale_down` then
+  writes ``lastScaleDown`` and clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine). The leave names each
   departing pod's id and every member id the group lists as ``<pod>-<digits>`` (Kafka Streams, Camel and others
   append a thread index to ``group.instance.id``); it never names an id of a pod that stays, and is never empty.
 - A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.conditions import format_time
@@ -77,6 +79,11 @@ class BatchLeave:
     #: The group.instance.ids to send: ``instance_ids`` plus the thread-suffixed members of those pods
     #: (``<pod>-<digits>``) the group lists. Empty means the same as ``instance_ids``.
     thread_member_ids: tuple[str, ...] = ()
+    #: Of ``instance_ids``, the pods still Terminating past their grace period and the allowance: they leave
+    #: without being waited for any longer (their node is likely gone), and a Warning Event says so.
+    stuck: tuple[str, ...] = ()
+    #: Departing ids this leave does not name (their pods still run behind a stuck one): they stay departing.
+    later: tuple[str, ...] = ()
 
     @property
     def member_ids(self) -> tuple[str, ...]:
@@ -99,15 +106,19 @@ class ScalingStatus:
     departing: tuple[str, ...] = ()
     departing_since: str | None = None
     expected_members: tuple[str, ...] | None = None  # None: never set (or unknown)
+    last_removed: tuple[str, ...] = ()  # the ids the last batch leave removed (lastScaleDown.removed)
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> ScalingStatus:
         status = status or {}
         expected = status.get(EXPECTED_MEMBERS)
+        last = status.get(LAST_SCALE_DOWN)
+        removed = last.get("removed") if isinstance(last, Mapping) else None
         return cls(
             departing=tuple(status.get(DEPARTING) or ()),
             departing_since=status.get(DEPARTING_SINCE),
             expected_members=None if expected is None else tuple(expected),
+            last_removed=tuple(str(name) for name in removed or ()),
         )
 
 
@@ -131,6 +142,10 @@ class ScalingObservation:
     coordinator_pre_registers: bool = True
     #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the coordinator's default).
     delete_group: bool = True
+    #: Pods being deleted -> when their grace period ends (a pod's deletionTimestamp).
+    terminating: Mapping[str, datetime] = field(default_factory=dict)
+    #: How long past its grace period a Terminating pod is waited for before its id leaves anyway.
+    stuck_allowance: timedelta = timedelta(minutes=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,16 +180,27 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
 
     waiting = None
     if departing:
-        still_there = [name for name in departing if name in obs.existing_pods]
+        stuck = stuck_pods(obs, departing, now)
+        still_there = [name for name in departing if name in obs.existing_pods and name not in stuck]
+        leaving = tuple(name for name in departing if name not in still_there)
         if workload != desired or not obs.workload_settled:
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
-        elif still_there:
+        elif still_there and not stuck:
             pods = "pod" if len(still_there) == 1 else "pods"
             waiting = f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
         elif obs.leave_on_scale_down or obs.deleting:
-            threads = thread_member_ids(obs.fleet_name, departing, obs.group_members or frozenset())
-            actions.append(BatchLeave(departing, since, everyone=obs.deleting, thread_member_ids=threads))
+            # ONE leave once every departing pod is gone; a pod stuck Terminating past its allowance does not hold
+            # the others back forever: the gone and the stuck leave now, any still running leave in a later batch.
+            threads = thread_member_ids(obs.fleet_name, leaving, obs.group_members or frozenset())
+            everyone = obs.deleting and not still_there
+            actions.append(
+                BatchLeave(
+                    leaving, since, everyone=everyone, thread_member_ids=threads, stuck=stuck, later=tuple(still_there)
+                )
+            )
+            if still_there:
+                waiting = f"waiting for {_ids(still_there)} to terminate before they leave the group too"
         else:
             # No leave: their sessions expire on their own; record the scale-down all the same.
             actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
@@ -190,6 +216,18 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     return ScalingPlan(_merge_adjacent_patches(actions), waiting)
 
 
+def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
+    """Departing pods still Terminating longer than their grace period plus the allowance, in ordinal order."""
+    obs = observation
+    return tuple(
+        name
+        for name in departing
+        if name in obs.existing_pods
+        and (deadline := obs.terminating.get(name)) is not None
+        and now > deadline + obs.stuck_allowance
+    )
+
+
 def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, ...]:
     """Every id at or beyond ``desired`` that may still be a member and was not yet left, in ordinal order."""
     obs = observation
@@ -200,6 +238,8 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
         # Without leaves, a lingering member expires on its own; listing it would record a scale-down per reconcile.
         # A thread-suffixed member (``<pod>-<n>``) makes its pod a candidate.
         candidates |= {pod for m in obs.group_members or () if (pod := pod_of_member(obs.fleet_name, m)) is not None}
+    # A pod that already left while stuck Terminating is on its way out: it does not depart (and leave) again.
+    candidates -= {name for name in obs.status.last_removed if name in obs.terminating} - set(obs.group_members or ())
     return tuple(
         name
         for name in sorted_by_ordinal(obs.fleet_name, candidates)
@@ -238,7 +278,8 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
             if member == name or member.rpartition("-")[0] == name
         )
     )
-    return PatchStatus(_scale_down_record(leave.instance_ids, left, answered, leave.departing_since, now))
+    departing = (*leave.instance_ids, *leave.later)
+    return PatchStatus(_scale_down_record(departing, left, answered, leave.departing_since, now))
 
 
 def _scale_down_record(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.driver import GroupStillHasMembers, execute_plan
@@ -107,6 +107,8 @@ class PassContext:
     secrets: SecretLookup | None = None
     #: Records what the operator observes of Kafka groups (None: not kept).
     evidence: EvidenceRecorder | None = None
+    #: How long past its grace period a departing pod stuck Terminating is waited for (--stuck-terminating-s).
+    stuck_allowance: timedelta = timedelta(minutes=2)
 
 
 class FleetPass:
@@ -296,6 +298,8 @@ class FleetPass:
                 group_members=description.static_instance_ids(),
                 coordinator_pre_registers=coordinator.pre_registers,
                 delete_group=deletes_group(fleet, coordinator),
+                terminating=observed.terminating,
+                stuck_allowance=self.ctx.stuck_allowance,
             ),
             now=self.ctx.now(),
         )
