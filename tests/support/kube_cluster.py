@@ -184,7 +184,9 @@ class ControlPlane:
             except OSError as error:
                 last = str(error)
             time.sleep(0.2)
-        raise RuntimeError(f"kube-apiserver not ready after {timeout_s} s ({last}):\n{self.log('kube-apiserver')[-3000:]}")
+        raise RuntimeError(
+            f"kube-apiserver not ready after {timeout_s} s ({last}):\n{self.log('kube-apiserver')[-3000:]}"
+        )
 
     def stop(self) -> None:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import DeleteResponse, DescribedMember, ListedGroup
 from berth.coordinator.core.records import ExpectedMembersRecord, GroupRecord, OffsetRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import DeleteResponse, DescribedMember, Error, ListedGroup
 
 from .scenario import EMPTY, RANGE, REBALANCE_MS, SESSION_MS, STATES, Scenario, bring_to
 

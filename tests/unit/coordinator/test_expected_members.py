@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import ExpectedMembersResponse, JoinResponse
 from berth.coordinator.core.records import ExpectedMembersRecord, GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, ExpectedMembersResponse, JoinResponse
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, STABLE, Formed, Handle, Scenario
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse
 
 from .scenario import COMPLETING, PREPARING, REBALANCE_MS, STABLE, Scenario, bring_to
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, LeaveMemberResult
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, LeaveMemberResult
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, SESSION_MS, STABLE, Scenario, bring_to
 

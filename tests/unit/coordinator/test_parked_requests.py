@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, SyncResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, SyncResponse
 
 from .scenario import COMPLETING, PREPARING, ROUNDROBIN, Scenario, bring_to
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import SyncResponse
 from berth.coordinator.core.records import GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, SyncResponse
 
 from .scenario import COMPLETING, PREPARING, SESSION_MS, STABLE, STATES, Formed, Scenario, as_bytes, bring_to
 
@@ -148,7 +147,7 @@ def test_followers_wait_for_the_leader_and_all_get_their_own_assignment(ctx: Sce
     }
     record = ctx.records[-1]
     assert isinstance(record, GroupRecord) and record.value is not None
-    assert record.value["generation"] == 2 and record.value["leader"] == leader
+    assert record.value.generation == 2 and record.value.leader == leader
 
 
 def test_members_the_leader_left_out_get_an_empty_assignment(ctx: Scenario) -> None:

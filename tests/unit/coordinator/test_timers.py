@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, Protocol, SyncResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, SyncResponse
+from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, ROUNDROBIN, SESSION_MS, STABLE, Scenario, bring_to
 

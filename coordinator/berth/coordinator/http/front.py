@@ -1,0 +1,60 @@
+"""The low-level front: aiohttp's ``web.Server`` handler that serves the group protocol's POST routes itself
+and hands every other request to the ``web.Application`` (docs/benchmarks.md, row 1).
+
+A heartbeat is the coordinator's most frequent request. Served here it skips what the application adds per
+request (router resolution, the middleware chain, match-info bookkeeping) while keeping everything the contract
+asks: the same view (auth, limits, errors, durability gating), the same error answers, the same metrics. A
+protocol path with another method, or anything the front does not recognise, goes to the application, which
+knows every route and answers 404/405 as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from berth.coordinator.http.middleware import answer_for_exception
+from berth.coordinator.http.state import CoordinatorServer
+from berth.coordinator.http.views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
+
+GROUPS_PREFIX = "/v1/groups/"
+
+AppHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ProtocolFront:
+    def __init__(self, state: CoordinatorServer, app_handler: AppHandler) -> None:
+        self.state = state
+        self.app_handler = app_handler
+        self._routes: dict[str, ProtocolRoute[Any]] = {
+            p.route.path.rsplit("/", 1)[1]: p for p in PROTOCOL_ROUTES.values()
+        }
+        self._observe = state.metrics.observe_request
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        assert isinstance(request, web.Request)  # made by the application's request factory
+        if request.method == "POST":
+            path = request.raw_path
+            if path.startswith(GROUPS_PREFIX):
+                end = path.find("?")
+                tail = path[len(GROUPS_PREFIX) :] if end < 0 else path[len(GROUPS_PREFIX) : end]
+                segment, _, action = tail.partition("/")
+                protocol = self._routes.get(action)
+                if protocol is not None and segment:
+                    return await self._serve(request, protocol, segment)
+        return await self.app_handler(request)
+
+    async def _serve(self, request: web.Request, protocol: ProtocolRoute[Any], segment: str) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            response = await protocol_view(self.state, request, protocol, group_id_of(segment))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = answer_for_exception(request, exc)
+        self._observe(protocol.route.operation, response.status, time.perf_counter() - started)
+        return response
