@@ -9,7 +9,7 @@ only once every write handed to it before that reply is durable (docs/api.md §1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from berth.coordinator.core.records import Record
@@ -26,10 +26,17 @@ class Write:
     events: list[JournalEvent]
 
 
-@dataclass(slots=True)
 class Effects:
-    replies: list[tuple[int, Response]] = field(default_factory=list)
-    writes: list[Write] = field(default_factory=list)
+    """The replies (ticket, answer) and writes of one call, in the order they were made."""
+
+    __slots__ = ("replies", "writes")
+
+    def __init__(self, replies: list[tuple[int, Response]] | None = None, writes: list[Write] | None = None) -> None:
+        self.replies = [] if replies is None else replies
+        self.writes = [] if writes is None else writes
+
+    def __repr__(self) -> str:
+        return f"Effects(replies={self.replies!r}, writes={self.writes!r})"
 
     def extend(self, other: Effects) -> None:
         self.replies.extend(other.replies)

@@ -33,7 +33,7 @@ from berth.coordinator.core.rebalance import (
     validate_member,
 )
 from berth.coordinator.core.records import new_empty_group_record, new_static_replacement_record
-from berth.coordinator.core.state import CoreState, SessionExpiry, heartbeat_key, join_key, sync_key
+from berth.coordinator.core.state import SESSION_EXPIRY, CoreState, heartbeat_key, join_key, sync_key
 from berth.coordinator.protocol import (
     JOIN_MEMBER_ID_REQUIRED_VERSION,
     JOIN_SKIP_ASSIGNMENT_VERSION,
@@ -173,7 +173,7 @@ def join_new_dynamic_member(core: CoreState, join: Join, group: Group, new_membe
         core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
         return
     group.add_pending(new_member_id)
-    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SessionExpiry())
+    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SESSION_EXPIRY)
     core.event(group, EventType.MEMBER_ID_REQUIRED, member_id=new_member_id, group_instance_id=None)
     core.reply(ticket, JoinResponse(Error.MEMBER_ID_REQUIRED, member_id=new_member_id))
 

@@ -138,19 +138,14 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
 # -------------------------------------------------------------------------------------------- heartbeat
 
 
-_HEARTBEAT_RESPONSES = {error: HeartbeatResponse(error) for error in Error}  # never changed: made once
-
-
-def handle_heartbeat(core: CoreState, group_id: GroupId, req: HeartbeatRequest, version: int, ticket: int) -> None:
-    core.reply(ticket, _HEARTBEAT_RESPONSES[heartbeat(core, group_id, req)])
+HEARTBEAT_ANSWERS = {error: HeartbeatResponse(error) for error in Error}  # never changed: made once
 
 
 def heartbeat(core: CoreState, group_id: GroupId, req: HeartbeatRequest) -> Error:
-    if group_id_too_long(group_id):
-        return Error.INVALID_GROUP_ID
+    """Kafka's classic heartbeat; the only effect besides the session timer is journaling a fenced member."""
     group = core.groups.get(group_id)
     if group is None:
-        return Error.UNKNOWN_MEMBER_ID
+        return Error.INVALID_GROUP_ID if group_id_too_long(group_id) else Error.UNKNOWN_MEMBER_ID
     error = validate_member(core, group, req.member_id, req.group_instance_id)
     if error is not None:
         return error

@@ -20,10 +20,10 @@ from berth.coordinator.core.group import (
 from berth.coordinator.core.member import Member
 from berth.coordinator.core.records import new_group_record
 from berth.coordinator.core.state import (
+    SESSION_EXPIRY,
     CompleteJoin,
     CoreState,
     InitialRebalanceDelay,
-    SessionExpiry,
     SyncExpiry,
     heartbeat_key,
     join_key,
@@ -41,7 +41,7 @@ def validate_member(
 ) -> Error | None:
     """Kafka's validateMember: the instance id must map to this member id, and the member must exist."""
     if group_instance_id is not None:
-        existing = group.static_member_id(group_instance_id)
+        existing = group.static_members.get(group_instance_id)
         if existing is None:
             return Error.UNKNOWN_MEMBER_ID
         if existing != member_id:
@@ -67,7 +67,7 @@ def journal_fenced(core: CoreState, group: Group, group_instance_id: InstanceId,
 
 def reschedule_heartbeat(core: CoreState, group: Group, member: Member, timeout_ms: int | None = None) -> None:
     timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-    core.schedule(heartbeat_key(group.group_id, member.member_id), timeout, SessionExpiry())
+    core.timers.schedule(heartbeat_key(group.group_id, member.member_id), core.now_ms + timeout, SESSION_EXPIRY)
 
 
 def supersede_parked_join(core: CoreState, member: Member) -> None:

@@ -45,6 +45,10 @@ class SessionExpiry:
     """A member's (or pending id's) session, or a new member's join timeout, ran out."""
 
 
+#: Session expiries carry nothing: one payload serves every session timer (a heartbeat allocates none).
+SESSION_EXPIRY = SessionExpiry()
+
+
 TimerPayload = CompleteJoin | InitialRebalanceDelay | SyncExpiry | SessionExpiry
 
 
@@ -74,31 +78,28 @@ class CoreState:
         self.rebalances_by_cause: Counter[str] = Counter()
         self._next_token = 1
         self._continuations: dict[int, tuple[list[Continuation], list[Continuation]]] = {}
-        self._reset_call()
-
-    # ------------------------------------------------------------------------------------ call framing
-
-    def _reset_call(self) -> None:
-        # Most calls (heartbeats) only reply: the write-side lists are created on first use.
-        self._fx = Effects()
+        # One call's accumulators. Most calls (heartbeats) only reply: everything is created on first use.
+        self._fx: Effects | None = None
         self._records: list[Record] | None = None
         self._events: list[JournalEvent] | None = None
         self._on_ok: list[Continuation] | None = None
         self._on_fail: list[Continuation] | None = None
 
+    # ------------------------------------------------------------------------------------ call framing
+
     def begin(self, now_ms: int) -> None:
         self.now_ms = now_ms
-        self._reset_call()
 
     def finish(self) -> Effects:
-        fx = self._fx
+        fx = self._fx or Effects()
+        self._fx = None
         if self._records or self._events:
             token = self._next_token
             self._next_token += 1
             if self._on_ok or self._on_fail:
                 self._continuations[token] = (self._on_ok or [], self._on_fail or [])
             fx.writes.append(Write(token, self._records or [], self._events or []))
-        self._reset_call()
+            self._records = self._events = self._on_ok = self._on_fail = None
         return fx
 
     def run_continuations(self, token: int, ok: bool) -> None:
@@ -113,10 +114,16 @@ class CoreState:
     # ------------------------------------------------------------------------------------------ effects
 
     def reply(self, ticket: int, response: Response) -> None:
-        self._fx.replies.append((ticket, response))
+        fx = self._fx
+        if fx is None:
+            self._fx = Effects([(ticket, response)])
+        else:
+            fx.replies.append((ticket, response))
 
     def withdraw_reply(self, ticket: int) -> Response | None:
         """Take back a reply made earlier in this call (to hold it until the call's write is durable)."""
+        if self._fx is None:
+            return None
         for i, (t, response) in enumerate(self._fx.replies):
             if t == ticket:
                 del self._fx.replies[i]

@@ -84,6 +84,8 @@ class Engine:
         self._settled.set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        self._timers = core.timers
+        self._timer_pushes_seen = -1  # the timer queue's push count when the asyncio timer was last armed
         self._advance_lock = asyncio.Lock()
         self.ready = False
         self.closing = False
@@ -103,10 +105,20 @@ class Engine:
         """
         ticket = self._next_ticket
         self._next_ticket += 1
+        fx = invoke(ticket, self.clock.now_ms())
+        if not fx.writes and len(fx.replies) == 1:
+            # The common case (every heartbeat): answered at once, nothing written. Its answer may go out now
+            # unless a write of its group is still in flight.
+            answered_ticket, response = fx.replies[0]
+            needed = self._submitted if group_id is None else self._group_last_write.get(group_id, 0)
+            if answered_ticket == ticket and needed <= self._completed:
+                if self._timers.pushes != self._timer_pushes_seen and not self.clock.manual:
+                    self._arm_timer()  # a member back from a parked request has a new, maybe earlier, deadline
+                return response
         self._unavailable[ticket] = unavailable
         self._ticket_group[ticket] = group_id
         try:
-            self.apply(invoke(ticket, self.clock.now_ms()))
+            self.apply(fx)
         except BaseException:
             self._unavailable.pop(ticket, None)
             self._ticket_group.pop(ticket, None)
@@ -192,6 +204,7 @@ class Engine:
     # ----------------------------------------------------------------------------------------- timers
 
     def _arm_timer(self) -> None:
+        self._timer_pushes_seen = self._timers.pushes
         deadline = self.core.next_deadline()
         if deadline is None:
             return

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from berth.coordinator.http.metrics import RouteStats
 from berth.coordinator.http.middleware import answer_for_exception
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.http.views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
@@ -30,10 +31,11 @@ class ProtocolFront:
     def __init__(self, state: CoordinatorServer, app_handler: AppHandler) -> None:
         self.state = state
         self.app_handler = app_handler
-        self._routes: dict[str, ProtocolRoute[Any]] = {
-            p.route.path.rsplit("/", 1)[1]: p for p in PROTOCOL_ROUTES.values()
+        # The last path segment -> the protocol route and its metrics (looked up once, not per request).
+        self._routes: dict[str, tuple[ProtocolRoute[Any], RouteStats]] = {
+            p.route.path.rsplit("/", 1)[1]: (p, state.metrics.route(p.route.operation))
+            for p in PROTOCOL_ROUTES.values()
         }
-        self._observe = state.metrics.observe_request
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         assert isinstance(request, web.Request)  # made by the application's request factory
@@ -43,12 +45,14 @@ class ProtocolFront:
                 end = path.find("?")
                 tail = path[len(GROUPS_PREFIX) :] if end < 0 else path[len(GROUPS_PREFIX) : end]
                 segment, _, action = tail.partition("/")
-                protocol = self._routes.get(action)
-                if protocol is not None and segment:
-                    return await self._serve(request, protocol, segment)
+                route = self._routes.get(action)
+                if route is not None and segment:
+                    return await self._serve(request, route[0], route[1], segment)
         return await self.app_handler(request)
 
-    async def _serve(self, request: web.Request, protocol: ProtocolRoute[Any], segment: str) -> web.StreamResponse:
+    async def _serve(
+        self, request: web.Request, protocol: ProtocolRoute[Any], stats: RouteStats, segment: str
+    ) -> web.StreamResponse:
         started = time.perf_counter()
         try:
             response = await protocol_view(self.state, request, protocol, group_id_of(segment))
@@ -56,5 +60,5 @@ class ProtocolFront:
             raise
         except Exception as exc:
             response = answer_for_exception(request, exc)
-        self._observe(protocol.route.operation, response.status, time.perf_counter() - started)
+        stats.observe(response.status, time.perf_counter() - started)
         return response

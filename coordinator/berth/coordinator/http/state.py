@@ -67,17 +67,17 @@ class CoordinatorServer:
         self.loaded = asyncio.Event()
         self._make_writer = make_writer
         self._load_records = load_records
-        self._engine: Engine | None = None
+        self.running_engine: Engine | None = None  # started by ``lifecycle``
         self._loader: asyncio.Task[None] | None = None
 
     @property
     def engine(self) -> Engine:
-        assert self._engine is not None, "the engine starts with the application"
-        return self._engine
+        assert self.running_engine is not None, "the engine starts with the application"
+        return self.running_engine
 
     @property
     def started(self) -> bool:
-        return self._engine is not None
+        return self.running_engine is not None
 
     @property
     def faults(self) -> FaultInjector | None:
@@ -88,7 +88,9 @@ class CoordinatorServer:
     async def lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
         """The application's ``cleanup_ctx``: start the engine and the loader task; on exit cancel the loader
         if it is still running and stop the writer."""
-        self._engine = Engine(self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew)
+        self.running_engine = Engine(
+            self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew
+        )
         self._loader = asyncio.create_task(self._load(), name="berth-load")
         try:
             yield
@@ -103,8 +105,8 @@ class CoordinatorServer:
     async def shutdown(self, _app: web.Application | None = None) -> None:
         """``on_shutdown``: answer parked requests and long-polls, let in-flight writes land (idempotent)."""
         self.journal_polls.release_all()
-        if self._engine is not None:
-            await self._engine.shutdown()
+        if self.running_engine is not None:
+            await self.running_engine.shutdown()
 
     async def _load(self) -> None:
         started = time.perf_counter()
@@ -147,14 +149,14 @@ class CoordinatorServer:
     async def read_body(self, request: web.BaseRequest) -> bytes:
         """The request's JSON body as bytes: 413 over the size limit, 408 when it is late, 400 when empty,
         415 without ``Content-Type: application/json`` (parameters such as ``; charset=utf-8`` allowed)."""
-        length = request.content_length
         limit = self.config.max_body_bytes
-        if length is not None and length > limit:
-            raise too_large(f"body: {length} bytes is over the {limit}-byte limit")
         try:
             if request.content.is_eof():  # the whole body is here (nearly always): no timer to arm and cancel
-                raw = await request.read()
+                raw = await request.read()  # over the limit: HTTPRequestEntityTooLarge
             else:
+                length = request.content_length
+                if length is not None and length > limit:  # refused before reading any of it
+                    raise too_large(f"body: {length} bytes is over the {limit}-byte limit")
                 async with asyncio.timeout(self.config.body_timeout_s):
                     raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -171,10 +173,10 @@ class CoordinatorServer:
         return raw
 
     def refuse_if_closed(self) -> None:
-        if self._engine is not None and self._engine.closing:
+        if self.running_engine is not None and self.running_engine.closing:
             raise shutting_down()
 
     def loading(self) -> bool:
         """True while persisted state is still loading (answer in-band 14); raises 503 when shutting down."""
         self.refuse_if_closed()
-        return self._engine is None or not self._engine.ready
+        return self.running_engine is None or not self.running_engine.ready

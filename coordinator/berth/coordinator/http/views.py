@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
@@ -64,6 +65,7 @@ from berth.coordinator.protocol.routes import (
 STATE: web.AppKey[CoordinatorServer] = web.AppKey("state", CoordinatorServer)
 
 B = TypeVar("B", bound=Body)
+B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
 View = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -84,35 +86,64 @@ def raw_group_segment(request: web.BaseRequest) -> str:
 # ------------------------------------------------------------------------------------------ group protocol
 
 
+class CoreCall(Protocol[B_contra]):
+    """A core method of the group protocol, unbound: ``Coordinator.heartbeat`` and its siblings."""
+
+    def __call__(
+        self, core: Coordinator, group_id: GroupId, request: B_contra, version: int, ticket: int, now_ms: int, /
+    ) -> Effects: ...
+
+
+class HostCall(Protocol[B_contra]):
+    """A core method that also records the member's address (``Coordinator.join``)."""
+
+    def __call__(
+        self,
+        core: Coordinator,
+        group_id: GroupId,
+        request: B_contra,
+        version: int,
+        ticket: int,
+        now_ms: int,
+        /,
+        client_host: str,
+    ) -> Effects: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ProtocolRoute(Generic[B]):
     """One of the five POST routes of the group protocol: how to decode it, call the core, and refuse it."""
 
     route: Route
     codec: RequestCodec[B]
-    invoke: Callable[[Coordinator, GroupId, B, int, int, int, str], Effects]  # (..., version, ticket, now, host)
+    call: CoreCall[B]
     refuse: Callable[[B, Error], Answer]  # the route's answer carrying just an error
+    host_call: HostCall[B] | None = None  # the peer's address is looked up only for the call that records it
 
 
 async def protocol_view(
     state: CoordinatorServer, request: web.BaseRequest, protocol: ProtocolRoute[B], group_id: GroupId
 ) -> web.Response:
-    state.authorize(request.headers, Access.GROUP, group_id)
+    if state.config.tokens is not None:
+        state.authorize(request.headers, Access.GROUP, group_id)
     raw = await state.read_body(request)
     try:
         req, version = protocol.codec.decode(raw, state.config.limits)
     except CarriesTooNew as exc:
-        return answer_response(protocol.refuse(exc.request, Error.UNSUPPORTED_VERSION), exc.version)  # type: ignore[arg-type]
+        refused: B = exc.request  # type: ignore[assignment]  # decoded by this route's codec
+        return answer_response(protocol.refuse(refused, Error.UNSUPPORTED_VERSION), exc.version)
     except InvalidRequest as exc:
         raise from_invalid(exc) from None
-    if state.loading():
+    engine = state.running_engine
+    if engine is None or not engine.ready or engine.closing:
+        state.refuse_if_closed()
         return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
-    core, host, invoke, refuse = state.core, request.remote or "", protocol.invoke, protocol.refuse
-    answer = await state.engine.call(
-        lambda ticket, now: invoke(core, group_id, req, version, ticket, now, host),
-        lambda: refuse(req, Error.COORDINATOR_NOT_AVAILABLE),
-        group_id,
-    )
+    # partial, not lambdas: one Python frame less per request, and nothing built twice.
+    if protocol.host_call is not None:
+        invoke = partial(protocol.host_call, state.core, group_id, req, version, client_host=request.remote or "")
+    else:
+        invoke = partial(protocol.call, state.core, group_id, req, version)
+    answer = await engine.call(invoke, partial(protocol.refuse, req, Error.COORDINATOR_NOT_AVAILABLE), group_id)
     return answer_response(answer, version)
 
 
@@ -122,31 +153,32 @@ PROTOCOL_ROUTES: dict[str, ProtocolRoute[Any]] = {
     "join": ProtocolRoute(
         ROUTES_BY_OPERATION["join"],
         RequestCodec(JoinRequest, "join"),
-        lambda core, group, req, version, ticket, now, host: core.join(group, req, version, ticket, now, host),
+        Coordinator.join,
         lambda req, error: JoinResponse(error, member_id=req.member_id),
+        host_call=Coordinator.join,
     ),
     "sync": ProtocolRoute(
         ROUTES_BY_OPERATION["sync"],
         RequestCodec(SyncRequest, "sync"),
-        lambda core, group, req, version, ticket, now, _: core.sync(group, req, version, ticket, now),
+        Coordinator.sync,
         lambda _, error: SyncResponse(error),
     ),
     "heartbeat": ProtocolRoute(
         ROUTES_BY_OPERATION["heartbeat"],
         RequestCodec(HeartbeatRequest, "heartbeat"),
-        lambda core, group, req, version, ticket, now, _: core.heartbeat(group, req, version, ticket, now),
+        Coordinator.heartbeat,
         lambda _, error: _HEARTBEAT_ANSWERS[error],
     ),
     "leave": ProtocolRoute(
         ROUTES_BY_OPERATION["leave"],
         RequestCodec(LeaveRequest, "leave"),
-        lambda core, group, req, version, ticket, now, _: core.leave(group, req, version, ticket, now),
+        Coordinator.leave,
         lambda _, error: LeaveResponse(error),
     ),
     "offsets": ProtocolRoute(
         ROUTES_BY_OPERATION["offsets"],
         RequestCodec(OffsetCommitRequest, "offsets"),
-        lambda core, group, req, version, ticket, now, _: core.commit_offsets(group, req, version, ticket, now),
+        Coordinator.commit_offsets,
         OffsetCommitResponse.refusing,
     ),
 }

@@ -289,7 +289,12 @@ class RequestCodec(Generic[B]):
         self.type = body_type
         self.api = api
         self._decoder = msgspec.json.Decoder(body_type)
-        self._plan = plan_of(body_type)
+        self._plan = plan = plan_of(body_type)
+        self._versions = API_VERSIONS[api] if api is not None else (0, 0)
+        # A body no longer than the id limit holds no longer string (a JSON string is at least as long as its
+        # UTF-8): types without lists can skip the walk for such bodies, which is nearly every heartbeat.
+        self._strings_only = not (plan.lists or plan.string_lists or plan.structs)
+        self._has_rules = body_type.validate is not Body.validate
 
     def decode(self, raw: bytes, limits: Limits) -> tuple[B, int]:
         """The validated request and its version; raises ``InvalidRequest``, ``UnsupportedVersion`` or
@@ -303,11 +308,22 @@ class RequestCodec(Generic[B]):
             raise InvalidRequest(validation_message(exc)) from None
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             raise InvalidRequest(malformed_message(raw)) from None
-        version = api_version_of(getattr(body, "api_version", None), self.api) if self.api else 0
+        version = 0
+        if self.api is not None:
+            requested: int | None = getattr(body, "api_version", None)
+            lo, hi = self._versions
+            if requested is None:
+                version = hi
+            elif lo <= requested <= hi:
+                version = requested
+            else:
+                api_version_of(requested, self.api)  # raises UnsupportedVersion
         plan = self._plan
-        plan.check_limits(body, limits, "")
-        body.validate(version, limits)
-        if plan.gates_apply(version):
+        if not (self._strings_only and len(raw) <= limits.max_id_bytes):
+            plan.check_limits(body, limits, "")
+        if self._has_rules:
+            body.validate(version, limits)
+        if version < plan.gated_below or plan.has_until:
             if plan.carries_too_new(body, version):
                 raise CarriesTooNew(body, version)
             body = plan.without_ignored(body, version)
