@@ -1,4 +1,4 @@
-"""Benchmark 5: scale-up 7 -> 10 with and without pre-registration (expected members, API.md §4).
+"""Benchmark 5: scale-up 7 -> 10 with and without pre-registration (expected members, docs/api.md §7).
 
 The three newcomers start two seconds apart, as a StatefulSet with OrderedReady starts its pods. With
 pre-registration the first newcomer's join starts one rebalance that waits for the other two; without it each

@@ -10,7 +10,7 @@
   writes fail instead;
 - the records and journal events of durable writes are collected (``records``, ``journal``; events get a
   ``seq`` like the store's), failed writes are kept apart (``failed_writes``), ``write_log`` keeps the order;
-- ``advance(ms)`` is docs/api.md §9 "Manual clock": it repeatedly pops the earliest timer due by the target (ties
+- ``advance(ms)`` is docs/api.md §9, the manual clock: it repeatedly pops the earliest timer due by the target (ties
   in scheduling order), sets ``now`` to its deadline, runs it, and finally sets ``now`` to the target;
 - ``reload()`` is a restart on the same data dir: a fresh core loads every durable record.
 

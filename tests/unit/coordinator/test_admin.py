@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups for classic groups (Java coordinator; API.md §2, §3, §8).
+"""DescribeGroups, ListGroups and DeleteGroups for classic groups (Java coordinator; docs/api.md §2, §3, §11).
 
 Describe: an unknown group is Dead with generation -1 and no leader; Empty shows its generation and no leader;
 Stable shows the protocol and each member's subscription and assignment; other states show no protocol, no

@@ -246,7 +246,7 @@ def test_leaving_a_parked_join_answers_it_unknown_member_id(ctx: Scenario) -> No
 
 
 def test_leaving_with_a_parked_sync_answers_it_unknown_member_id(ctx: Scenario) -> None:
-    """API.md §8: a removed member's parked sync is answered UNKNOWN_MEMBER_ID (Kafka leaves it hanging)."""
+    """docs/api.md §11: a removed member's parked sync is answered UNKNOWN_MEMBER_ID (Kafka leaves it hanging)."""
     formed = bring_to(ctx, "CompletingRebalance")
     assert formed is not None
     follower = formed.member_ids[1]

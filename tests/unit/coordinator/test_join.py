@@ -132,7 +132,7 @@ def test_new_static_member_is_added_and_rebalances(ctx: Scenario, state: str, ve
 
 
 def test_member_ids_are_prefixed_by_instance_id_then_client_id_then_member(ctx: Scenario) -> None:
-    """API.md §8: ``<prefix>-<uuid4>``; an empty client id counts as absent."""
+    """docs/api.md §11: ``<prefix>-<uuid4>``; an empty client id counts as absent."""
     static = ctx.join("", "inst", client_id="cli")
     dynamic = ctx.join("", None, client_id="cli")
     anonymous = ctx.join("", None, client_id="")

@@ -3,7 +3,7 @@
 Commit rows: a missing group is created by a simple commit (generation < 0) and otherwise answered
 GROUP_ID_NOT_FOUND (v9+) or ILLEGAL_GENERATION (v0-8); generation -1 on an Empty group is accepted as is; a
 member id, instance id or generation >= 0 is validated (25 / 82 / 22); an anonymous commit to a non-empty group
-is 25; CompletingRebalance is 27. Group-level errors are set on every partition and at the top (API.md §8).
+is 25; CompletingRebalance is 27. Group-level errors are set on every partition and at the top (docs/api.md §11).
 Per partition: metadata over the limit -> OFFSET_METADATA_TOO_LARGE. Commits in Stable/PreparingRebalance keep
 the session alive. Offsets become visible once durable.
 """

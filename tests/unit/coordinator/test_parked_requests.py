@@ -1,4 +1,4 @@
-"""Requests Kafka leaves unanswered, which Berth answers because an HTTP long-poll would otherwise hang (API.md §8).
+"""Requests Kafka leaves unanswered, which Berth answers since an HTTP long-poll would otherwise hang (docs/api.md §11).
 
 - a parked join superseded by a newer join from the same member -> REBALANCE_IN_PROGRESS (27);
 - a parked sync superseded likewise -> 27;

@@ -2,7 +2,7 @@
 (group.initial.rebalance.delay.ms within the remaining rebalance budget), the rebalance timeout of a join
 phase, session expiry, the new-member join timeout (5 min), and the sync timeout.
 
-Time moves only through ``advance`` (API.md §8 "Manual clock").
+Time moves only through ``advance`` (docs/api.md §9).
 """
 
 from __future__ import annotations

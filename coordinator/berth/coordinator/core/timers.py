@@ -2,7 +2,7 @@
 
 Rules:
 - ``schedule(key, deadline)`` replaces any timer with that key; ``cancel(key)`` drops it.
-- Due timers pop in deadline order; ties pop in the order they were (last) scheduled (docs/api.md §9 "Manual clock").
+- Due timers pop in deadline order; ties pop in the order they were (last) scheduled (docs/api.md §9).
 - Rescheduling a key to a *later* deadline is O(1): the key keeps its one heap entry (its "anchor"), and when
   the anchor surfaces the entry is re-pushed at its current deadline. Session timers move later on every
   heartbeat, so the heartbeat path never touches the heap. Moving a key earlier pushes a new anchor.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -21,8 +21,6 @@ from berth.coordinator.http.metrics import RouteStats
 from berth.coordinator.http.middleware import answer_for_exception
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.http.views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
-
-GROUPS_PREFIX = "/v1/groups/"
 
 AppHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -38,20 +36,18 @@ class ProtocolFront:
         }
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
-        assert isinstance(request, web.Request)  # made by the application's request factory
         if request.method == "POST":
-            path = request.raw_path
-            if path.startswith(GROUPS_PREFIX):
-                end = path.find("?")
-                tail = path[len(GROUPS_PREFIX) :] if end < 0 else path[len(GROUPS_PREFIX) : end]
-                segment, _, action = tail.partition("/")
-                route = self._routes.get(action)
-                if route is not None and segment:
-                    return await self._serve(request, route[0], route[1], segment)
-        return await self.app_handler(request)
+            # /v1/groups/{group_id}/{action}, the group id percent-encoded: a query string or any other shape
+            # misses the table below and goes to the application.
+            parts = request.raw_path.split("/")
+            if len(parts) == 5 and parts[2] == "groups" and parts[1] == "v1" and parts[3]:
+                route = self._routes.get(parts[4])
+                if route is not None:
+                    return await self._serve(request, route[0], route[1], parts[3])
+        return await self.app_handler(cast(web.Request, request))  # made by the application's request factory
 
     async def _serve(
-        self, request: web.Request, protocol: ProtocolRoute[Any], stats: RouteStats, segment: str
+        self, request: web.BaseRequest, protocol: ProtocolRoute[Any], stats: RouteStats, segment: str
     ) -> web.StreamResponse:
         started = time.perf_counter()
         try:

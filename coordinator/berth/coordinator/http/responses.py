@@ -18,6 +18,7 @@ from berth.coordinator.protocol.codec import encode, encode_answer
 JSON = "application/json"
 
 _ERROR_ONLY_BODIES: dict[Error, bytes] = {error: encode(HeartbeatResponse(error)) for error in Error}
+_ERROR_ONLY_ANSWERS = (HeartbeatResponse, DeleteResponse)  # no field but the error, in every version
 
 
 def json_response(body: bytes, status: int = 200) -> web.Response:
@@ -26,7 +27,7 @@ def json_response(body: bytes, status: int = 200) -> web.Response:
 
 def answer_response(answer: msgspec.Struct, version: int) -> web.Response:
     """An in-band answer (HTTP 200) as a request of ``version`` gets it (docs/api.md §3)."""
-    if type(answer) is HeartbeatResponse or type(answer) is DeleteResponse:
+    if isinstance(answer, _ERROR_ONLY_ANSWERS):
         return web.Response(body=_ERROR_ONLY_BODIES[answer.error], content_type=JSON)
     return web.Response(body=encode_answer(answer, version), content_type=JSON)
 
