@@ -72,14 +72,14 @@ class WorkloadPort(Protocol):
 
 
 class CoordinatorPort(Protocol):
-    """The coordinator's admin surface the operator uses (API.md §3, §4 and ``GET /v1/config``)."""
+    """The coordinator's admin surface the operator uses (docs/api.md §4, §7 and ``GET /v1/config``)."""
 
     async def get_config(self) -> CoordinatorBounds:
         """The session-timeout bounds from ``GET /v1/config``."""
         ...
 
     async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
-        """Pre-register the group's static members (API.md §4); creates the group when it does not exist."""
+        """Pre-register the group's static members (docs/api.md §7); creates the group when it does not exist."""
         ...
 
     async def delete_expected_members(self, group_id: str) -> None:
