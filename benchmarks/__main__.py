@@ -23,6 +23,7 @@ BENCHMARKS = {
     "durable_writes": "benchmarks.durable_writes",
     "reload": "benchmarks.reload",
     "pipeline": "benchmarks.pipeline_bench",
+    "static_restart": "benchmarks.static_restart",
 }
 
 

@@ -18,6 +18,7 @@ ORDER = [
     "durable_writes",
     "reload",
     "pipeline",
+    "static_restart",
     "store_throughput",
 ]
 

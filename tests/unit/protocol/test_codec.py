@@ -74,7 +74,7 @@ def test_leave_takes_a_batch_from_v3_and_one_member_below() -> None:
         LEAVE.decode(b'{"api_version": 3, "members": [], "member_id": "m"}', LIMITS)
     with pytest.raises(CarriesTooNew):
         LEAVE.decode(b'{"api_version": 2, "member_id": "m", "members": []}', LIMITS)
-    with pytest.raises(InvalidRequest, match="^members: required field is missing"):
+    with pytest.raises(InvalidRequest, match=r"^members: required field is missing"):
         LEAVE.decode(b'{"api_version": 3}', LIMITS)
 
 
