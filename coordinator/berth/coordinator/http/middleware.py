@@ -17,7 +17,7 @@ from aiohttp import web
 
 from berth.coordinator.http.errors import HttpError, method_not_allowed, not_found, too_large
 from berth.coordinator.http.responses import error_response, struct_response
-from berth.coordinator.http.views import STATE
+from berth.coordinator.http.state import STATE
 from berth.coordinator.protocol import HttpErrorBody
 
 log = logging.getLogger("berth.coordinator")

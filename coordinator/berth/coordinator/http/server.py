@@ -26,8 +26,8 @@ from berth.coordinator.http.config import ServerConfig
 from berth.coordinator.http.engine import WriterPort, WritesDone
 from berth.coordinator.http.front import ProtocolFront
 from berth.coordinator.http.middleware import contract_middleware
-from berth.coordinator.http.state import CoordinatorServer, JournalReader
-from berth.coordinator.http.views import STATE, VIEWS
+from berth.coordinator.http.state import STATE, CoordinatorServer, JournalReader
+from berth.coordinator.http.views import VIEWS
 from berth.coordinator.protocol.routes import ROUTES
 
 SHUTDOWN_TIMEOUT_S = 10.0

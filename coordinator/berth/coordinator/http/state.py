@@ -180,3 +180,7 @@ class CoordinatorServer:
         """True while persisted state is still loading (answer in-band 14); raises 503 when shutting down."""
         self.refuse_if_closed()
         return self.running_engine is None or not self.running_engine.ready
+
+
+#: Where the application keeps its ``CoordinatorServer``.
+STATE: web.AppKey[CoordinatorServer] = web.AppKey("state", CoordinatorServer)

@@ -20,7 +20,7 @@ from aiohttp import web
 from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.http.errors import bad_request, from_invalid, not_found
 from berth.coordinator.http.responses import answer_response, json_response, struct_response
-from berth.coordinator.http.state import CoordinatorServer
+from berth.coordinator.http.state import STATE, CoordinatorServer
 from berth.coordinator.protocol import (
     API_VERSIONS,
     Answer,
@@ -61,8 +61,6 @@ from berth.coordinator.protocol.routes import (
     Access,
     Route,
 )
-
-STATE: web.AppKey[CoordinatorServer] = web.AppKey("state", CoordinatorServer)
 
 B = TypeVar("B", bound=Body)
 B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
