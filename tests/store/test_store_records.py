@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from store_test_data import Reports, event, expected_members, group_snapshot, loaded, member, offset, write
 
 from berth.coordinator.core import (
     Coordinator,
+    Effects,
     ExpectedMembersRecord,
     GroupDeltaRecord,
     GroupMetadata,
@@ -19,6 +21,7 @@ from berth.coordinator.core import (
     OffsetRecord,
     Write,
 )
+from berth.coordinator.protocol import Error, JoinProtocol, JoinRequest, SyncAssignment, SyncRequest
 from berth.coordinator.store import GroupCommitWriter, SqliteStore
 from berth.coordinator.store.batch import prepare_batch
 
@@ -241,3 +244,68 @@ def test_a_schema_1_database_is_migrated_with_its_members_in_their_own_rows(data
     core = Coordinator()
     core.load([record], now_ms=1_700_000_001_000)
     assert core.describe("g").group_state == "Stable" and core.describe("g").leader == "m-0"
+
+
+def test_a_static_restart_persisted_as_a_delta_reloads_as_the_live_group(data_dir: Path) -> None:
+    """Through the real store: form a group, restart a static member (a two-row delta), reload; the reloaded
+    group is the live one (members, leader, generation, assignments)."""
+    core = Coordinator(new_uuid=iter(f"u{i}" for i in range(100)).__next__)
+    now = 1_700_000_000_000
+    writes: list[Write] = []
+
+    def settle(fx: Effects) -> list[tuple[int, Any]]:
+        replies = list(fx.replies)
+        for w in fx.writes:
+            writes.append(w)
+            replies += settle(core.on_write_done(w.token, True, now))
+        return replies
+
+    settle(core.put_expected_members("g", ["i-0", "i-1", "i-2"], 1, now))
+    joins = [
+        settle(
+            core.join(
+                "g",
+                JoinRequest(
+                    member_id="",
+                    session_timeout_ms=60_000,
+                    protocol_type="consumer",
+                    protocols=(JoinProtocol("range", f"sub-{i}".encode()),),
+                    group_instance_id=f"i-{i}",
+                ),
+                9,
+                10 + i,
+                now,
+            )
+        )
+        for i in range(3)
+    ]
+    answers = [r for replies in joins for _, r in replies]
+    leader = next(a for a in answers if a.is_leader)
+    assignment = {a.member_id: f"part-of-{a.member_id}".encode() for a in answers}
+    sync = SyncRequest(
+        generation_id=1,
+        member_id=leader.member_id,
+        assignments=tuple(SyncAssignment(m, data) for m, data in assignment.items()),
+        group_instance_id=leader.member_id.rsplit("-", 1)[0],  # member ids are <instance id>-<uuid>
+        protocol_type="consumer",
+        protocol_name="range",
+    )
+    assert all(error is Error.NONE for _, reply in settle(core.sync("g", sync, 5, 20, now)) for error in [reply.error])
+    assert core.describe("g").group_state == "Stable"
+    restart = JoinRequest(
+        member_id="",
+        session_timeout_ms=60_000,
+        protocol_type="consumer",
+        protocols=(JoinProtocol("range", b"sub-restarted"),),
+        group_instance_id="i-2",
+    )
+    settle(core.join("g", restart, 9, 30, now + 1_000))
+    assert isinstance(writes[-1].records[-1], GroupDeltaRecord)
+
+    commit(data_dir, *writes)
+    reloaded = Coordinator()
+    with SqliteStore(data_dir) as store:
+        reloaded.load(store.load(), now_ms=now + 2_000)
+    live, again = core.describe("g"), reloaded.describe("g")
+    assert (again.group_state, again.generation_id, again.leader) == (live.group_state, live.generation_id, live.leader)
+    assert set(again.members) == set(live.members)

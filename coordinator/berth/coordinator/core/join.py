@@ -54,10 +54,6 @@ class Join(msgspec.Struct, frozen=True, gc=False):
     version: int
     client_host: str
 
-    @property
-    def member_id(self) -> MemberId:
-        return self.request.member_id
-
 
 def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: int, ticket: int, host: str) -> None:
     cfg = core.config
