@@ -19,8 +19,8 @@ from aiohttp import web
 
 from berth.coordinator.http.metrics import RouteStats
 from berth.coordinator.http.middleware import answer_for_exception
+from berth.coordinator.http.protocol_views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
 from berth.coordinator.http.state import CoordinatorServer
-from berth.coordinator.http.views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
 
 AppHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -16,8 +16,8 @@ import msgspec
 
 from berth.coordinator.protocol.admin import HttpErrorBody
 from berth.coordinator.protocol.base import Answer
-from berth.coordinator.protocol.codec import field_shapes
 from berth.coordinator.protocol.errors import Error
+from berth.coordinator.protocol.fields import field_shapes
 from berth.coordinator.protocol.limits import Limits
 from berth.coordinator.protocol.routes import ROUTES, Access, Route
 from berth.coordinator.protocol.versions import API_VERSIONS
