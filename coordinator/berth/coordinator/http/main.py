@@ -24,6 +24,7 @@ from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig
 from berth.coordinator.http.engine import WritesDone
 from berth.coordinator.http.server import Listening, create_app
+from berth.coordinator.http.uuids import RandomUuids
 from berth.coordinator.protocol import Limits
 from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
 
@@ -117,7 +118,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
 
 async def serve(config: ServerConfig, store: SqliteStore) -> None:
     clock: Clock = ManualClock() if config.manual_clock else SystemClock()
-    core = Coordinator(config.core)
+    core = Coordinator(config.core, new_uuid=RandomUuids())
 
     def make_writer(on_done: WritesDone) -> GroupCommitWriter:
         return GroupCommitWriter(store, on_done)
