@@ -280,3 +280,19 @@ async def test_commit_metadata_up_to_the_advertised_limit_is_kept_and_beyond_it_
     status, fetched = await api.get(api.group_path("simple", "/offsets"))
     assert status == 200
     assert [(p["partition_index"], p["metadata"]) for p in fetched["topics"][0]["partitions"]] == [(0, fits)]
+
+
+async def test_a_client_that_expects_100_continue_gets_it_before_it_sends_the_body(api: Api) -> None:
+    """curl sends ``Expect: 100-continue`` with larger bodies and waits for it: the protocol routes answer it too."""
+    host, port = api.base_url.removeprefix("http://").split(":")
+    body = b'{"member_id": "x", "generation_id": 1}'
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"POST /v1/groups/orders/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(body)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.close()

@@ -1,7 +1,8 @@
 """SyncGroup (14), Heartbeat (12) and LeaveGroup (13), as Kafka's classic coordinator handles them.
 
 Sync: the leader's assignment is persisted before anyone hears it (the group turns Stable only then).
-Heartbeat: never writes; it only moves the member's session deadline (O(1), see ``timers``).
+Heartbeat: moves the member's session deadline (O(1), see ``timers``) and writes nothing, except the journal
+event of a fenced member, once per episode (docs/api.md §8).
 Leave: a batch of member ids and/or instance ids (KIP-345), with per-member results; an entry with an empty
 member id and an instance id is the admin "remove members" path. A group that does not exist answers NONE at
 the top level and UNKNOWN_MEMBER_ID for each member, as Kafka does.

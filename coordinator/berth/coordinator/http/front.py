@@ -51,7 +51,7 @@ class ProtocolFront:
     ) -> web.StreamResponse:
         started = time.perf_counter()
         try:
-            response = await protocol_view(self.state, request, protocol, group_id_of(segment))
+            response = await protocol_view(self.state, request, protocol, group_id_of(segment), answer_expect=True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -90,11 +90,16 @@ class ProtocolRoute(Generic[B]):
 
 
 async def protocol_view(
-    state: CoordinatorServer, request: web.BaseRequest, protocol: ProtocolRoute[B], group_id: GroupId
+    state: CoordinatorServer,
+    request: web.BaseRequest,
+    protocol: ProtocolRoute[B],
+    group_id: GroupId,
+    *,
+    answer_expect: bool = False,
 ) -> web.Response:
     if state.config.tokens is not None:
         state.authorize(request.headers, Access.GROUP, group_id)
-    raw = await state.read_body(request)
+    raw = await state.read_body(request, answer_expect=answer_expect)
     try:
         req, version = protocol.codec.decode(raw, state.config.limits)
     except CarriesTooNew as exc:

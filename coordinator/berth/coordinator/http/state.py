@@ -146,9 +146,13 @@ class CoordinatorServer:
         if group_id is not None and not principal.may_use_group(group_id):
             raise forbidden(f"Authorization: token {principal.fingerprint} may not use this group")
 
-    async def read_body(self, request: web.BaseRequest) -> bytes:
+    async def read_body(self, request: web.BaseRequest, *, answer_expect: bool = False) -> bytes:
         """The request's JSON body as bytes: 413 over the size limit, 408 when it is late, 400 when empty,
-        415 without ``Content-Type: application/json`` (parameters such as ``; charset=utf-8`` allowed)."""
+        415 without ``Content-Type: application/json`` (parameters such as ``; charset=utf-8`` allowed).
+
+        ``answer_expect``: the request did not pass through the application, which answers ``Expect:
+        100-continue`` before its handlers run; a client that asked for it gets its "100 Continue" here.
+        """
         limit = self.config.max_body_bytes
         try:
             if request.content.is_eof():  # the whole body is here (nearly always): no timer to arm and cancel
@@ -157,6 +161,8 @@ class CoordinatorServer:
                 length = request.content_length
                 if length is not None and length > limit:  # refused before reading any of it
                     raise too_large(f"body: {length} bytes is over the {limit}-byte limit")
+                if answer_expect and request.headers.get("Expect", "").lower() == "100-continue":
+                    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 async with asyncio.timeout(self.config.body_timeout_s):
                     raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
