@@ -175,7 +175,10 @@ def main() -> Result:
             "member id's row is deleted and the new one written, two rows whatever the group's size; the protocol "
             "vote is kept as members come and go instead of being recounted. Coordinator on core 0, the restarting "
             "client and the bystander's load on core 1; CPU from clock ticks of 10 ms over 1,000 restarts. The "
-            "bystander's p99 during the roll covers a window inside it (load_window_seconds of roll_seconds)."
+            "bystander's p99 during the roll covers a window inside it (load_window_seconds of roll_seconds). Before "
+            "the per-member rows and the kept vote (the same benchmark, same machine): 0.54, 2.66 and 38.4 ms per "
+            "restart at 10, 1,000 and 10,000 members; the 10,000-member roll took 494 s and the bystander's p99 rose "
+            "from 1.4 to 51 ms."
         ),
     )
 
