@@ -24,6 +24,7 @@ BENCHMARKS = {
     "reload": "benchmarks.reload",
     "pipeline": "benchmarks.pipeline_bench",
     "kafka_scale_down": "benchmarks.kafka_scale_down",
+    "static_restart": "benchmarks.static_restart",
 }
 
 

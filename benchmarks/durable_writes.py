@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
+from benchmarks.goals import GOALS
 from benchmarks.heartbeat import form_groups
 
 CLIENTS = 64
@@ -65,7 +66,7 @@ def main() -> Result:
         name="durable_writes",
         title="Durable writes with 64 concurrent clients (fsync on)",
         command="python -m benchmarks durable_writes",
-        goal=">= 2,000 static replacements/s and >= 20,000 partition offsets/s",
+        goal=GOALS["durable_writes"],
         met=rep["median"] >= 2_000 and off["median"] >= 20_000,
         summary=f"{rep['median']:.0f} replacements/s, {off['median']:.0f} partition offsets/s",
         figures={

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Result, progress
+from benchmarks.goals import GOALS
 
 DEFAULT_SIZES = (1_000_000, 10_000_000)
 EVENTS_PER_GROUP = 500
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
         name="pipeline",
         title="berth-analyze over synthetic journals (local[2])",
         command="python -m benchmarks pipeline",
-        goal=f"events/s reported; {GOAL_EVENTS:,} events in < {GOAL_SECONDS} s from Parquet",
+        goal=GOALS["pipeline"],
         met=None if ten_million is None else ten_million["parquet_s"] < GOAL_SECONDS,
         summary=summary,
         figures={"master": MASTER, "runs": runs},

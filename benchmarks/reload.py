@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Coordinator, Result, progress, spread
+from benchmarks.goals import GOALS
 from berth.coordinator.core.group import STABLE, Group
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import Protocol
 from berth.coordinator.core.records import new_group_record
+from berth.coordinator.protocol import JoinProtocol as Protocol
 from berth.coordinator.store import GroupCommitWriter, SqliteStore
 
 GROUPS, MEMBERS = 1_000, 100
@@ -78,7 +79,7 @@ def main() -> Result:
         name="reload",
         title="Reload of 1,000 groups x 100 members",
         command="python -m benchmarks reload",
-        goal="< 2 s to /readyz 200; < 2 KiB per member",
+        goal=GOALS["reload"],
         met=ready_s["median"] < 2.0 and bytes_per["median"] < 2048,
         summary=f"ready in {ready_s['median']:.2f} s; {bytes_per['median']:.0f} bytes per member",
         figures={

@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarks.common import Coordinator, Result, progress, spread
 from benchmarks.fleet import Fleet
+from benchmarks.goals import GOALS
 from berth.coordinator.client import CoordinatorAdmin
 
 BEFORE, AFTER, PARTITIONS = 10, 7, 60
@@ -60,7 +61,7 @@ def main() -> Result:
         name="scale_down",
         title="Scale-down 10 -> 7 over 60 partitions",
         command="python -m benchmarks scale_down",
-        goal="batch leave <= 1 s after the processes exit (>= 40x faster than a 45 s session timeout)",
+        goal=GOALS["scale_down"],
         met=leave["median"] <= 1.0 and speedup >= 40,
         summary=f"batch leave {leave['median']:.2f} s vs {wait['median']:.1f} s waiting ({speedup:.0f}x)",
         figures={"batch_leave_s": leave, "session_timeout_wait_s": wait, "speedup": speedup, "session_ms": SESSION_MS},

@@ -1,4 +1,4 @@
-"""Benchmark 5: scale-up 7 -> 10 with and without pre-registration (expected members, API.md §4).
+"""Benchmark 5: scale-up 7 -> 10 with and without pre-registration (expected members, docs/api.md §7).
 
 The three newcomers start two seconds apart, as a StatefulSet with OrderedReady starts its pods. With
 pre-registration the first newcomer's join starts one rebalance that waits for the other two; without it each
@@ -15,6 +15,7 @@ from typing import Any
 
 from benchmarks.common import Coordinator, Result, progress
 from benchmarks.fleet import Fleet, journal_end, rebalances_since
+from benchmarks.goals import GOALS
 from berth.coordinator.client import CoordinatorAdmin
 
 BEFORE, AFTER, PARTITIONS = 7, 10, 60
@@ -55,7 +56,7 @@ def main() -> Result:
         name="scale_up",
         title="Scale-up 7 -> 10 with and without pre-registration",
         command="python -m benchmarks scale_up",
-        goal="1 rebalance with pre-registration, vs up to 3 without",
+        goal=GOALS["scale_up"],
         met=with_list["rebalances"] == 1,
         summary=f"{with_list['rebalances']} rebalance with, {without['rebalances']} without",
         figures={"with_pre_registration": with_list, "without": without, "stagger_s": STAGGER_S},

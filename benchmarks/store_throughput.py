@@ -3,7 +3,8 @@
 Each submitter is a task on one asyncio loop, as in the coordinator: it submits a write, waits for the
 writer thread's ``on_done`` (hopped back with ``call_soon_threadsafe``), then submits the next one.
 
-- (a) static replacements: each write rewrites a 50-member group record (64 groups) and journals 2 events.
+- (a) whole-group rewrites: each write rewrites a 50-member group (64 groups) and journals 2 events (a static
+  replacement in the coordinator writes a two-row delta instead: see benchmarks/static_restart.py).
 - (b) offset commits: each write carries 50 partition offsets (64 groups).
 - (c) reload: 1,000 groups x 100 members loaded from disk and replayed into a fresh ``Coordinator``.
 
@@ -21,9 +22,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from berth.coordinator.core import Coordinator, GroupRecord, OffsetAndMetadata, OffsetRecord, Write
+from berth.coordinator.core import (
+    Coordinator,
+    GroupMetadata,
+    GroupRecord,
+    MemberMetadata,
+    OffsetAndMetadata,
+    OffsetRecord,
+    Write,
+)
 from berth.coordinator.store import GroupCommitWriter, SqliteStore
 
 SUBMITTERS = 64
@@ -31,28 +39,31 @@ MEMBERS = 50
 PARTITIONS = 50
 
 
-def group_value(group_id: str, members: int, generation: int) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "protocol_type": "consumer",
-        "generation": generation,
-        "protocol": "range",
-        "leader": f"{group_id}-0-0b6a3f0e-5d4e-4a39-9c55-0c7a1b1d2e3f",
-        "current_state_timestamp": 1_700_000_000_000,
-        "members": [
-            {
-                "member_id": f"{group_id}-{i}-0b6a3f0e-5d4e-4a39-9c55-0c7a1b1d2e3f",
-                "group_instance_id": f"{group_id}-{i}",
-                "client_id": "orders-consumer",
-                "client_host": "10.42.3.17",
-                "rebalance_timeout_ms": 300_000,
-                "session_timeout_ms": 45_000,
-                "subscription": "eyJvd25lZF9wYXJ0aXRpb25zIjp7fSwidG9waWNzIjpbIm9yZGVycyJdLCJ2ZXJzaW9uIjoxfQ==",
-                "assignment": "eyJwYXJ0aXRpb25zIjp7Im9yZGVycyI6WzAsMSwyXX0sInZlcnNpb24iOjF9",
-            }
+def group_record(group_id: str, members: int, generation: int) -> GroupRecord:
+    """A whole-group record of ``members`` static members, as the core writes it after a sync."""
+    return GroupRecord(
+        group_id,
+        GroupMetadata(
+            protocol_type="consumer",
+            generation=generation,
+            protocol="range",
+            leader=f"{group_id}-0-0b6a3f0e-5d4e-4a39-9c55-0c7a1b1d2e3f",
+            current_state_timestamp=1_700_000_000_000,
+        ),
+        tuple(
+            MemberMetadata(
+                member_id=f"{group_id}-{i}-0b6a3f0e-5d4e-4a39-9c55-0c7a1b1d2e3f",
+                group_instance_id=f"{group_id}-{i}",
+                client_id="orders-consumer",
+                client_host="10.42.3.17",
+                rebalance_timeout_ms=300_000,
+                session_timeout_ms=45_000,
+                subscription=b'{"owned_partitions":{},"topics":["orders"],"version":1}',
+                assignment=b'{"partitions":{"orders":[0,1,2]},"version":1}',
+            )
             for i in range(members)
-        ],
-    }
+        ),
+    )
 
 
 def static_replacement(token: int, submitter: int) -> Write:
@@ -60,7 +71,7 @@ def static_replacement(token: int, submitter: int) -> Write:
     event = {"ts_ms": token, "group_id": group_id, "type": "static_member_replaced", "generation_id": 1}
     return Write(
         token,
-        [GroupRecord(group_id, group_value(group_id, MEMBERS, token))],
+        [group_record(group_id, MEMBERS, token)],
         [event, {**event, "type": "member_joined"}],
     )
 
@@ -70,7 +81,7 @@ def offset_commit(token: int, submitter: int) -> Write:
     return Write(
         token,
         [
-            OffsetRecord(group_id, "orders", p, OffsetAndMetadata(token, 3, "", 1_700_000_000_000))
+            OffsetRecord(group_id, "orders", p, OffsetAndMetadata(token, "", 3, 1_700_000_000_000))
             for p in range(PARTITIONS)
         ],
         [],
@@ -118,7 +129,7 @@ def measure_reload(data_dir: Path, groups: int = 1000, members: int = 100) -> tu
     """Seconds to load every record, and to load and replay them into a fresh Coordinator."""
     with SqliteStore(data_dir) as store, GroupCommitWriter(store, lambda outcomes: None) as writer:
         for g in range(groups):
-            writer.submit(Write(g, [GroupRecord(f"g{g}", group_value(f"g{g}", members, 1))], []))
+            writer.submit(Write(g, [group_record(f"g{g}", members, 1)], []))
     with SqliteStore(data_dir) as store:
         started = time.perf_counter()
         records = list(store.load())

@@ -1,4 +1,4 @@
-"""The transport's reading of API.md §1: which HTTP answers are retriable, and what an error carries.
+"""The transport's reading of docs/api.md §5: which HTTP answers are retriable, and what an error carries.
 
 A tiny in-process aiohttp server plays a coordinator misbehaving in each way the real one may (or must not).
 """
@@ -17,7 +17,10 @@ from berth.coordinator.client import (
     CoordinatorServerError,
     CoordinatorUnavailableError,
 )
-from berth.coordinator.client.transport import Transport, group_path
+from berth.coordinator.client.transport import MalformedResponseError, Transport, group_path
+from berth.coordinator.protocol import Error, HeartbeatRequest, HeartbeatResponse
+
+PING = HeartbeatRequest(1, "m")
 
 ANSWERS = {
     "/ok": (200, '{"error_code": 0, "error": "NONE"}'),
@@ -48,27 +51,27 @@ async def transport() -> AsyncIterator[Transport]:
     await runner.cleanup()
 
 
-async def test_a_200_answer_is_its_json_object(transport: Transport) -> None:
-    assert await transport.post("/ok", {}) == {"error_code": 0, "error": "NONE"}
-    with pytest.raises(CoordinatorHttpError, match="not a JSON object"):
-        await transport.get("/not-an-object")
+async def test_a_200_answer_is_decoded_as_the_declared_answer(transport: Transport) -> None:
+    assert await transport.request("POST", "/ok", HeartbeatResponse, body=PING) == HeartbeatResponse(Error.NONE)
+    with pytest.raises(MalformedResponseError, match="not what the contract promises"):
+        await transport.request("GET", "/not-an-object", HeartbeatResponse)
 
 
 async def test_refusals_carry_the_servers_error_and_message(transport: Transport) -> None:
     with pytest.raises(CoordinatorHttpError) as bad:
-        await transport.post("/bad", {})
+        await transport.request("POST", "/bad", HeartbeatResponse, body=PING)
     assert (bad.value.status, bad.value.error, bad.value.message) == (400, "INVALID_REQUEST", "member_id: is required")
     assert not isinstance(bad.value, CoordinatorUnavailableError)  # retrying a bad request cannot help
     with pytest.raises(AuthorizationError, match="token not allowed"):
-        await transport.get("/forbidden")
+        await transport.request("GET", "/forbidden", HeartbeatResponse)
 
 
 async def test_server_errors_are_retriable(transport: Transport) -> None:
     with pytest.raises(CoordinatorServerError) as stopping:
-        await transport.post("/stopping", {})
+        await transport.request("POST", "/stopping", HeartbeatResponse, body=PING)
     assert isinstance(stopping.value, CoordinatorUnavailableError) and stopping.value.status == 503
     with pytest.raises(CoordinatorServerError) as crashed:
-        await transport.get("/crashed")
+        await transport.request("GET", "/crashed", HeartbeatResponse)
     assert crashed.value.status == 500 and crashed.value.message == "Internal Server Error"
 
 
@@ -76,7 +79,7 @@ async def test_connection_refused_is_unavailable() -> None:
     client = Transport(f"http://127.0.0.1:{free_port()}")
     try:
         with pytest.raises(CoordinatorUnavailableError, match="unreachable"):
-            await client.get("/v1/groups")
+            await client.request("GET", "/v1/groups", HeartbeatResponse)
     finally:
         await client.close()
 

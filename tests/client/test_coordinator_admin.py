@@ -17,6 +17,8 @@ from berth.coordinator.client import (
     CoordinatorUnavailableError,
     Error,
     GroupError,
+    read_assignment,
+    read_subscription,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,8 +39,8 @@ async def test_describe_and_list_a_stable_group(api: Api, new_member: MemberFact
     assert described.leader == members[0].member_id
     assert described.instance_ids() == {"orders-0", "orders-1"}
     by_instance = {m.group_instance_id: m for m in described.members}
-    assert by_instance["orders-1"].assignment() == members[1].assignment
-    assert by_instance["orders-1"].subscription() is not None
+    assert read_assignment(by_instance["orders-1"].member_assignment) == members[1].assignment
+    assert read_subscription(by_instance["orders-1"].member_metadata) is not None
     assert [(g.group_id, g.state) for g in await admin.list_groups()] == [("orders", "Stable")]
     assert await admin.list_groups(["Empty"]) == ()
 

@@ -1,4 +1,4 @@
-"""Bearer tokens scoped to groups, admin-only routes, and tokens that never leak (API.md §7, §8 "Tokens")."""
+"""Bearer tokens scoped to groups, admin-only routes, and tokens that never leak (docs/api.md §10 "Tokens")."""
 
 from __future__ import annotations
 

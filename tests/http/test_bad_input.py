@@ -267,6 +267,42 @@ HTTP_REJECTIONS: list[tuple[str, tuple[Any, ...], int, str, str]] = [
         "UNSUPPORTED_VERSION",
         "api_version",
     ),
+    # A negative version in a query is as unsupported as in a body (Kafka's answer, docs/api.md §3).
+    (
+        "describe version negative",
+        _raw("GET", "/v1/groups/stable?api_version=-1", None),
+        400,
+        "UNSUPPORTED_VERSION",
+        "api_version",
+    ),
+    (
+        "fetch version negative",
+        _raw("GET", "/v1/groups/stable/offsets?api_version=-1", None),
+        400,
+        "UNSUPPORTED_VERSION",
+        "api_version",
+    ),
+    (
+        "list version negative",
+        _raw("GET", "/v1/groups?api_version=-1", None),
+        400,
+        "UNSUPPORTED_VERSION",
+        "api_version",
+    ),
+    (
+        "delete version negative",
+        _raw("DELETE", "/v1/groups/stable?api_version=-1", None),
+        400,
+        "UNSUPPORTED_VERSION",
+        "api_version",
+    ),
+    (
+        "describe version text",
+        _raw("GET", "/v1/groups/stable?api_version=x", None),
+        400,
+        "INVALID_REQUEST",
+        "api_version",
+    ),
     ("clock negative", _json("/v1/debug/clock", {"advance_ms": -1}), 400, "INVALID_REQUEST", "advance_ms"),
     ("clock missing", _json("/v1/debug/clock", {}), 400, "INVALID_REQUEST", "advance_ms"),
 ]

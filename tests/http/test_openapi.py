@@ -2,13 +2,14 @@
 every answer of a live coordinator must be no 5xx, have a documented status and content type, and match the
 documented response schema.
 
-Join and sync are long-polls: a generated join may legitimately wait for a rebalance, so a client-side timeout
-on those two counts as parked, not as a failure. Time moves for real here (no manual clock) with no initial
-rebalance delay, so most joins are answered at once.
+Join, sync and a journal read with ``wait_ms`` are long-polls: a generated join may legitimately wait for a
+rebalance, a journal read for an event, so a client-side timeout on those counts as parked, not as a failure.
+Time moves for real here (no manual clock) with no initial rebalance delay, so most joins are answered at once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +27,10 @@ from schemathesis.checks import (
 from support.coordinator import CoordinatorProcess
 from support.rawhttp import send
 
+from berth.coordinator.protocol.openapi import openapi_document, render
+
 pytestmark = pytest.mark.timeout(300)
-LONG_POLLS = {"join", "sync"}
+LONG_POLLS = {"join", "sync", "journal"}
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +98,16 @@ def test_the_document_describes_every_route(fuzzed: CoordinatorProcess) -> None:
     }  # fmt: skip
     join_body = document["components"]["schemas"]["JoinRequest"]
     assert set(join_body["required"]) == {"member_id", "session_timeout_ms", "protocol_type", "protocols"}
+
+
+def test_the_checked_in_document_is_the_one_the_code_generates() -> None:
+    """docs/openapi.json is generated from the declarations; regenerate it with
+    ``python -m berth.coordinator.protocol.openapi > docs/openapi.json`` when they change."""
+    checked_in = (Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text()
+    assert checked_in == render(openapi_document()), "docs/openapi.json drifted from the code: regenerate it"
+
+
+def test_the_served_document_is_the_checked_in_one_for_the_default_flags(fuzzed: CoordinatorProcess) -> None:
+    status, served = send(fuzzed.url, "GET", "/v1/openapi.json")
+    assert status == 200
+    assert served == json.loads(render(openapi_document()))

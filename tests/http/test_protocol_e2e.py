@@ -231,3 +231,68 @@ async def test_manual_clock_fires_timers_in_deadline_order(api: Api) -> None:
     assert now == start + 2_999 and not parked.done()
     await api.advance(1)
     assert (await parked)["error"] == "NONE"
+
+
+# ------------------------------------------------------------------------------------------ Kafka's answers
+
+
+async def test_a_leave_of_a_group_that_does_not_exist_is_unknown_member_id_per_member(api: Api) -> None:
+    status, left = await api.post(
+        api.group_path("nowhere", "/leave"),
+        {"api_version": 5, "members": [{"member_id": "", "group_instance_id": "a"}, {"member_id": "m-1"}]},
+    )
+    assert status == 200 and (left["error_code"], left["error"]) == (0, "NONE")
+    assert [(m["member_id"], m["group_instance_id"], m["error"]) for m in left["members"]] == [
+        ("", "a", "UNKNOWN_MEMBER_ID"),
+        ("m-1", None, "UNKNOWN_MEMBER_ID"),
+    ]
+    status, legacy = await api.post(api.group_path("nowhere", "/leave"), {"api_version": 2, "member_id": "m-1"})
+    assert status == 200 and legacy == {"error_code": 25, "error": "UNKNOWN_MEMBER_ID"}
+
+
+async def test_commit_metadata_up_to_the_advertised_limit_is_kept_and_beyond_it_refused_per_partition(
+    api: Api,
+) -> None:
+    """The id limit (1,024 bytes) does not apply to metadata: /v1/config's offset_metadata_max_bytes (4,096) does,
+    and only to the partition that carries too much (OFFSET_METADATA_TOO_LARGE), as in Kafka."""
+    status, config = await api.get("/v1/config")
+    assert status == 200 and config["offset_metadata_max_bytes"] == 4_096
+    fits, too_large = "é" * 2_048, "x" * 4_097  # 4,096 bytes of UTF-8; one byte over
+    status, committed = await api.post(
+        api.group_path("simple", "/offsets"),
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 5, "committed_metadata": fits},
+                        {"partition_index": 1, "committed_offset": 6, "committed_metadata": too_large},
+                    ],
+                }
+            ]
+        },
+    )
+    assert status == 200 and committed["error_code"] == 0
+    assert [(p["partition_index"], p["error"]) for p in committed["topics"][0]["partitions"]] == [
+        (0, "NONE"),
+        (1, "OFFSET_METADATA_TOO_LARGE"),
+    ]
+    status, fetched = await api.get(api.group_path("simple", "/offsets"))
+    assert status == 200
+    assert [(p["partition_index"], p["metadata"]) for p in fetched["topics"][0]["partitions"]] == [(0, fits)]
+
+
+async def test_a_client_that_expects_100_continue_gets_it_before_it_sends_the_body(api: Api) -> None:
+    """curl sends ``Expect: 100-continue`` with larger bodies and waits for it: the protocol routes answer it too."""
+    host, port = api.base_url.removeprefix("http://").split(":")
+    body = b'{"member_id": "x", "generation_id": 1}'
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"POST /v1/groups/orders/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(body)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.close()

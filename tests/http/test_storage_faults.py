@@ -1,5 +1,5 @@
 """A failing disk (injected under the store interface through ``/v1/debug/store``) reverts the in-memory change
-and answers COORDINATOR_NOT_AVAILABLE (API.md §3, §8); the coordinator carries on, and recovers with the disk."""
+and answers COORDINATOR_NOT_AVAILABLE (docs/api.md §10, §11); the coordinator carries on, and recovers with the disk."""
 
 from __future__ import annotations
 

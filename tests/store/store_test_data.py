@@ -11,41 +11,50 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetAndMetadata, OffsetRecord, Record, Write
+from berth.coordinator.core import (
+    ExpectedMembersRecord,
+    GroupMetadata,
+    GroupRecord,
+    MemberMetadata,
+    OffsetAndMetadata,
+    OffsetRecord,
+    Record,
+    Write,
+)
 from berth.coordinator.store import SqliteStore
 from berth.coordinator.store.segments import segment_paths
 
 
+def member(group_id: str, i: int) -> MemberMetadata:
+    return MemberMetadata(
+        member_id=f"{group_id}-{i}-uuid",
+        group_instance_id=f"{group_id}-{i}",
+        client_id="consumer",
+        client_host="10.0.0.1",
+        rebalance_timeout_ms=300_000,
+        session_timeout_ms=45_000,
+        subscription=b'{"topics":["orders"]}',
+        assignment=b'{"partitions":{}}',
+    )
+
+
 def group_snapshot(group_id: str, *, generation: int = 1, members: int = 3) -> GroupRecord:
-    """A group record shaped like the core's ``new_group_record``."""
+    """A whole-group record shaped like the core's ``new_group_record`` (members in member id order)."""
     return GroupRecord(
         group_id,
-        {
-            "version": 1,
-            "protocol_type": "consumer",
-            "generation": generation,
-            "protocol": "range",
-            "leader": f"{group_id}-0-uuid" if members else None,
-            "current_state_timestamp": 1_700_000_000_000,
-            "members": [
-                {
-                    "member_id": f"{group_id}-{i}-uuid",
-                    "group_instance_id": f"{group_id}-{i}",
-                    "client_id": "consumer",
-                    "client_host": "10.0.0.1",
-                    "rebalance_timeout_ms": 300_000,
-                    "session_timeout_ms": 45_000,
-                    "subscription": "eyJ0b3BpY3MiOlsib3JkZXJzIl19",
-                    "assignment": "eyJwYXJ0aXRpb25zIjp7fX0=",
-                }
-                for i in range(members)
-            ],
-        },
+        GroupMetadata(
+            protocol_type="consumer",
+            generation=generation,
+            protocol="range",
+            leader=f"{group_id}-0-uuid" if members else None,
+            current_state_timestamp=1_700_000_000_000,
+        ),
+        tuple(sorted((member(group_id, i) for i in range(members)), key=lambda m: m.member_id)),
     )
 
 
 def offset(group_id: str, topic: str, partition: int, committed: int, metadata: str = "") -> OffsetRecord:
-    return OffsetRecord(group_id, topic, partition, OffsetAndMetadata(committed, 7, metadata, 1_700_000_000_000))
+    return OffsetRecord(group_id, topic, partition, OffsetAndMetadata(committed, metadata, 7, 1_700_000_000_000))
 
 
 def expected_members(group_id: str, *ids: str) -> ExpectedMembersRecord:

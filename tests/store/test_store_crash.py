@@ -53,7 +53,7 @@ def assert_acknowledged_writes_survived(data_dir: Path, acknowledged: list[int])
         records = list(store.load())
         journal = whole_journal(store)
         segments = segment_events(data_dir)
-    groups = {r.group_id: r.value for r in records if isinstance(r, GroupRecord)}
+    groups = {r.group_id: r for r in records if isinstance(r, GroupRecord)}
     offsets = {(r.group_id, r.topic, r.partition): r.value for r in records if isinstance(r, OffsetRecord)}
     seqs_by_token: defaultdict[int, list[int]] = defaultdict(list)
     for e in journal:
@@ -63,7 +63,7 @@ def assert_acknowledged_writes_survived(data_dir: Path, acknowledged: list[int])
         expected = crash_test_write(token)
         own, _shared, *own_offsets = expected.records
         assert isinstance(own, GroupRecord)
-        assert groups.get(own.group_id) == own.value, f"acknowledged write {token}: group record lost"
+        assert groups.get(own.group_id) == own, f"acknowledged write {token}: group record lost"
         for record in own_offsets:
             assert isinstance(record, OffsetRecord)
             key = (record.group_id, record.topic, record.partition)
@@ -71,8 +71,9 @@ def assert_acknowledged_writes_survived(data_dir: Path, acknowledged: list[int])
         seqs = seqs_by_token[token]
         assert len(seqs) == 2, f"acknowledged write {token}: journal events lost"
         assert seqs[1] == seqs[0] + 1, f"acknowledged write {token}: journal events not adjacent"
-    assert groups["shared"] is not None
-    assert groups["shared"]["generation"] >= max(acknowledged), "the shared group lost an acknowledged snapshot"
+    shared = groups["shared"].value
+    assert shared is not None
+    assert shared.generation >= max(acknowledged), "the shared group lost an acknowledged snapshot"
     assert [e["seq"] for e in journal] == list(range(1, len(journal) + 1))
     assert segments == journal
 

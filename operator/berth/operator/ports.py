@@ -144,7 +144,7 @@ class EventSink(Protocol):
 
 
 class CoordinatorPort(Protocol):
-    """The coordinator's admin surface the operator uses (API.md §3, §4 and ``GET /v1/config``, or Kafka's)."""
+    """The coordinator's admin surface the operator uses (docs/api.md §4, §7 and ``GET /v1/config``, or Kafka's)."""
 
     @property
     def pre_registers(self) -> bool:
@@ -161,7 +161,7 @@ class CoordinatorPort(Protocol):
         ...
 
     async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
-        """Pre-register the group's static members (API.md §4); creates the group when it does not exist."""
+        """Pre-register the group's static members (docs/api.md §7); creates the group when it does not exist."""
         ...
 
     async def delete_expected_members(self, group_id: str) -> None:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 MAX_FLEET_NAME_LENGTH = 52
 #: The headless Service is named like the fleet, and Service names are DNS-1035 labels.
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-#: API.md §2 allows 1..255 bytes of UTF-8; the CRD narrows it to ASCII that reads the same in URLs, token globs
+#: docs/api.md §2 allows 1..255 bytes of UTF-8; the CRD narrows it to ASCII that reads the same in URLs, token globs
 #: and environment variables.
 MAX_GROUP_ID_LENGTH = 255
 _GROUP_ID = re.compile(r"^[A-Za-z0-9._-]+$")

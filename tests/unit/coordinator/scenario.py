@@ -10,7 +10,7 @@
   writes fail instead;
 - the records and journal events of durable writes are collected (``records``, ``journal``; events get a
   ``seq`` like the store's), failed writes are kept apart (``failed_writes``), ``write_log`` keeps the order;
-- ``advance(ms)`` is API.md §8 "Manual clock": it repeatedly pops the earliest timer due by the target (ties
+- ``advance(ms)`` is docs/api.md §9, the manual clock: it repeatedly pops the earliest timer due by the target (ties
   in scheduling order), sets ``now`` to its deadline, runs it, and finally sets ``now`` to the target;
 - ``reload()`` is a restart on the same data dir: a fresh core loads every durable record.
 
@@ -34,16 +34,19 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig, Group, GroupState, Record
-from berth.coordinator.core.effects import Effects, JournalEvent, Write
+from berth.coordinator.core.effects import Effects, JournalEvent, Response, Write
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import (
+from berth.coordinator.core.records import GroupDeltaRecord, GroupRecord, MemberMetadata
+from berth.coordinator.protocol import (
     CommitPartition,
     CommitTopic,
     DeleteResponse,
     DescribeResponse,
+    Error,
     ExpectedMembersResponse,
     HeartbeatRequest,
     HeartbeatResponse,
+    JoinProtocol,
     JoinRequest,
     JoinResponse,
     LeaveRequest,
@@ -53,13 +56,12 @@ from berth.coordinator.core.model import (
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchResponse,
-    Protocol,
-    Response,
     SyncAssignment,
     SyncRequest,
     SyncResponse,
 )
-from berth.coordinator.protocol import Error
+
+Protocol = JoinProtocol
 
 GROUP = "g"
 START_MS = 1_700_000_000_000
@@ -269,7 +271,7 @@ class Scenario:
         return handle
 
     def advance(self, ms: int) -> None:
-        """Move the clock ``ms`` forward, firing due timers at their own deadlines (API.md §8)."""
+        """Move the clock ``ms`` forward, firing due timers at their own deadlines (docs/api.md §9)."""
         assert ms >= 0
         target = self.now + ms
         while (due := self.core.pop_due_timer(target)) is not None:
@@ -326,23 +328,21 @@ class Scenario:
         client_id: str = "client",
         reason: str | None = None,
     ) -> Handle[JoinResponse]:
-        if rebalance_ms is None or version == 0:
-            rebalance_ms = session_ms  # v0 has no rebalance timeout (API.md §3)
+        if version == 0:
+            rebalance_ms = None  # v0 has no rebalance timeout: the session timeout stands in (docs/api.md §3)
         req = JoinRequest(
-            group,
-            member_id,
-            instance_id,
-            session_ms,
-            rebalance_ms,
-            protocol_type,
-            tuple(protocols),
-            version,
-            client_id,
-            "127.0.0.1",
-            reason,
+            member_id=member_id,
+            session_timeout_ms=session_ms,
+            protocol_type=protocol_type,
+            protocols=tuple(protocols),
+            api_version=version,
+            group_instance_id=instance_id,
+            rebalance_timeout_ms=rebalance_ms,
+            client_id=client_id,
+            reason=reason,
         )
         handle = self._handle("join", group, req, JoinResponse)
-        self._settle(self.core.join(req, handle.ticket, self.now))
+        self._settle(self.core.join(group, req, version, handle.ticket, self.now, "127.0.0.1"))
         return handle
 
     def join_dynamic(self, *, version: int = 9, **kwargs: Any) -> Handle[JoinResponse]:
@@ -371,34 +371,37 @@ class Scenario:
         if isinstance(protocol_name, _Unset):
             protocol_name = ((current and current.protocol_name) or RANGE.name) if version >= 5 else None
         req = SyncRequest(
-            group,
-            generation,
-            member_id,
-            instance_id,
-            protocol_type,
-            protocol_name,
-            tuple(SyncAssignment(m, a) for m, a in (assignments or {}).items()),
-            version,
+            generation_id=generation,
+            member_id=member_id,
+            assignments=tuple(SyncAssignment(m, a) for m, a in (assignments or {}).items()),
+            api_version=version,
+            group_instance_id=instance_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
         )
         handle = self._handle("sync", group, req, SyncResponse)
-        self._settle(self.core.sync(req, handle.ticket, self.now))
+        self._settle(self.core.sync(group, req, version, handle.ticket, self.now))
         return handle
 
     def heartbeat(
         self, member_id: str, generation: int, instance_id: str | None = None, *, group: str = GROUP, version: int = 4
     ) -> Handle[HeartbeatResponse]:
-        req = HeartbeatRequest(group, generation, member_id, instance_id, version)
+        req = HeartbeatRequest(generation, member_id, version, instance_id)
         handle = self._handle("heartbeat", group, req, HeartbeatResponse)
-        self._settle(self.core.heartbeat(req, handle.ticket, self.now))
+        self._settle(self.core.heartbeat(group, req, version, handle.ticket, self.now))
         return handle
 
     def leave(
         self, *members: tuple[str, str | None] | MemberIdentity, group: str = GROUP, version: int = 5
     ) -> Handle[LeaveResponse]:
         identities = tuple(m if isinstance(m, MemberIdentity) else MemberIdentity(m[0], m[1]) for m in members)
-        req = LeaveRequest(group, identities, version)
+        if version >= 3:
+            req = LeaveRequest(api_version=version, members=identities)
+        else:
+            assert len(identities) == 1, "a v0-2 leave names one member"
+            req = LeaveRequest(api_version=version, member_id=identities[0].member_id)
         handle = self._handle("leave", group, req, LeaveResponse)
-        self._settle(self.core.leave(req, handle.ticket, self.now))
+        self._settle(self.core.leave(group, req, version, handle.ticket, self.now))
         return handle
 
     def commit(
@@ -416,15 +419,14 @@ class Scenario:
         for (topic, partition), offset in (offsets if offsets is not None else {("t", 0): 1}).items():
             by_topic.setdefault(topic, []).append(CommitPartition(partition, offset, -1, metadata))
         req = OffsetCommitRequest(
-            group,
-            generation,
-            member_id,
-            instance_id,
-            tuple(CommitTopic(t, tuple(ps)) for t, ps in by_topic.items()),
-            version,
+            topics=tuple(CommitTopic(t, tuple(ps)) for t, ps in by_topic.items()),
+            api_version=version,
+            generation_id=generation,
+            member_id=member_id,
+            group_instance_id=instance_id,
         )
         handle = self._handle("commit", group, req, OffsetCommitResponse)
-        self._settle(self.core.commit_offsets(req, handle.ticket, self.now))
+        self._settle(self.core.commit_offsets(group, req, version, handle.ticket, self.now))
         return handle
 
     def fetch(self, group: str = GROUP, topics: Iterable[str] | None = None) -> OffsetFetchResponse:
@@ -569,6 +571,18 @@ class Scenario:
         ]
         assert joins, f"no join sent by {member_id}"
         return joins[-1]
+
+    def persisted_members(self, group: str = GROUP) -> dict[str, MemberMetadata]:
+        """The group's members as the durable records say: the last whole-group record, then its deltas."""
+        members: dict[str, MemberMetadata] = {}
+        for record in self.records:
+            if isinstance(record, GroupRecord) and record.group_id == group:
+                members = {m.member_id: m for m in record.members}
+            elif isinstance(record, GroupDeltaRecord) and record.group_id == group:
+                for member_id in record.removed:
+                    members.pop(member_id, None)
+                members.update((m.member_id, m) for m in record.upserted)
+        return members
 
     def parked(self) -> list[Handle[Any]]:
         return [self.handles[t] for t in sorted(self._parked)]

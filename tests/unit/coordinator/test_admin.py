@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups for classic groups (Java coordinator; API.md §2, §3, §8).
+"""DescribeGroups, ListGroups and DeleteGroups for classic groups (Java coordinator; docs/api.md §2, §3, §11).
 
 Describe: an unknown group is Dead with generation -1 and no leader; Empty shows its generation and no leader;
 Stable shows the protocol and each member's subscription and assignment; other states show no protocol, no
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import DeleteResponse, DescribedMember, ListedGroup
 from berth.coordinator.core.records import ExpectedMembersRecord, GroupRecord, OffsetRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import DeleteResponse, DescribedMember, Error, ListedGroup
 
 from .scenario import EMPTY, RANGE, REBALANCE_MS, SESSION_MS, STATES, Scenario, bring_to
 

@@ -1,4 +1,4 @@
-"""Berth's pre-registration of expected instance ids (API.md §4 and §8 "Pre-registration").
+"""Berth's pre-registration of expected instance ids (docs/api.md §7).
 
 While an expected instance id is not yet a member, a join phase does not complete early (the usual timers still
 bound it); once every expected id and every current member is awaiting the join, any join phase — the initial
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import ExpectedMembersResponse, JoinResponse
 from berth.coordinator.core.records import ExpectedMembersRecord, GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, ExpectedMembersResponse, JoinResponse
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, STABLE, Formed, Handle, Scenario
 

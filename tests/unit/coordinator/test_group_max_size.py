@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse
 
 from .scenario import COMPLETING, PREPARING, REBALANCE_MS, STABLE, Scenario, bring_to
 
@@ -48,7 +47,7 @@ def test_a_full_group_turns_new_members_away(small: Scenario, state: str, kind: 
 def test_a_full_group_accepts_its_members_but_not_a_static_restart(small: Scenario, state: str) -> None:
     """Kafka checks acceptJoiningMember with the request's member id: a static restart (empty member id) into a
     group at its max size is turned away like a newcomer, until the old member's session expires. Kept as in
-    Kafka (API.md defers to it); worth knowing when sizing ``--group-max-size`` to a fleet."""
+    Kafka (docs/api.md defers to it); worth knowing when sizing ``--group-max-size`` to a fleet."""
     formed = bring_to(small, state)
     assert formed is not None
     assert small.join(formed.member_ids[1], "i-1").error == Error.NONE

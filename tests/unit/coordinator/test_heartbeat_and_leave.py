@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import (
+from berth.coordinator.core.records import GroupRecord
+from berth.coordinator.protocol import (
+    Error,
     JoinResponse,
     LeaveMemberResult,
     LeaveResponse,
     MemberIdentity,
     SyncResponse,
 )
-from berth.coordinator.core.records import GroupRecord
-from berth.coordinator.protocol import Error
 
 from .scenario import COMPLETING, EMPTY, PREPARING, SESSION_MS, STABLE, STATES, Scenario, bring_to
 
@@ -98,10 +98,15 @@ def test_heartbeat_never_writes(ctx: Scenario) -> None:
 # ------------------------------------------------------------------------------------------------ leave
 
 
-def test_leave_of_an_unknown_group_is_unknown_member_id(ctx: Scenario) -> None:
+def test_leave_of_an_unknown_group_is_unknown_member_id_for_each_member(ctx: Scenario) -> None:
+    """Kafka: the request is fine (top-level NONE); no such group means no such member, per member."""
     handle = ctx.leave(("m", None), ("", "i-0"))
-    assert handle.result == LeaveResponse(Error.UNKNOWN_MEMBER_ID)
-    assert handle.result.legacy_error() == Error.UNKNOWN_MEMBER_ID
+    assert handle.result == LeaveResponse(
+        Error.NONE,
+        (LeaveMemberResult("m", None, Error.UNKNOWN_MEMBER_ID), LeaveMemberResult("", "i-0", Error.UNKNOWN_MEMBER_ID)),
+    )
+    assert handle.result.legacy_error() == Error.UNKNOWN_MEMBER_ID  # what a v0-2 leave answers
+    assert ctx.leave(("m", None), version=2).result.legacy_error() == Error.UNKNOWN_MEMBER_ID
     assert ctx.core.groups == {}
 
 
@@ -206,7 +211,7 @@ def test_the_last_member_leaving_empties_the_group_and_persists_it(ctx: Scenario
     assert ctx.event_types(since=mark) == ["member_left", "rebalance_started", "group_emptied"]
     record = ctx.records[-1]
     assert isinstance(record, GroupRecord) and record.value is not None
-    assert record.value["members"] == [] and record.value["generation"] == 2
+    assert record.members == () and record.value.generation == 2
     assert ctx.describe().leader is None
 
 
@@ -241,7 +246,7 @@ def test_leaving_a_parked_join_answers_it_unknown_member_id(ctx: Scenario) -> No
 
 
 def test_leaving_with_a_parked_sync_answers_it_unknown_member_id(ctx: Scenario) -> None:
-    """API.md §8: a removed member's parked sync is answered UNKNOWN_MEMBER_ID (Kafka leaves it hanging)."""
+    """docs/api.md §11: a removed member's parked sync is answered UNKNOWN_MEMBER_ID (Kafka leaves it hanging)."""
     formed = bring_to(ctx, "CompletingRebalance")
     assert formed is not None
     follower = formed.member_ids[1]
@@ -255,7 +260,8 @@ def test_leave_summary_per_state(ctx: Scenario, state: str) -> None:
     """The dynamic member leaves: what the group does next, per state."""
     formed = bring_to(ctx, state)
     if formed is None:
-        assert ctx.leave(("x", None)).error == Error.UNKNOWN_MEMBER_ID
+        result = ctx.leave(("x", None)).result
+        assert result.error == Error.NONE and result.members[0].error == Error.UNKNOWN_MEMBER_ID
         return
     dynamic = formed.member_ids[2]
     result = ctx.leave((dynamic, None)).result

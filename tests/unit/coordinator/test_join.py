@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinMember, JoinResponse, Protocol
 from berth.coordinator.core.records import GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinMember, JoinResponse
+from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import (
     COMPLETING,
@@ -132,7 +132,7 @@ def test_new_static_member_is_added_and_rebalances(ctx: Scenario, state: str, ve
 
 
 def test_member_ids_are_prefixed_by_instance_id_then_client_id_then_member(ctx: Scenario) -> None:
-    """API.md §8: ``<prefix>-<uuid4>``; an empty client id counts as absent."""
+    """docs/api.md §11: ``<prefix>-<uuid4>``; an empty client id counts as absent."""
     static = ctx.join("", "inst", client_id="cli")
     dynamic = ctx.join("", None, client_id="cli")
     anonymous = ctx.join("", None, client_id="")
@@ -337,7 +337,7 @@ def test_first_join_creates_and_persists_the_group_before_answering(ctx: Scenari
     assert handle.error == Error.MEMBER_ID_REQUIRED
     (record,) = ctx.records
     assert isinstance(record, GroupRecord) and record.group_id == "g"
-    assert record.value is not None and record.value["members"] == [] and record.value["generation"] == 0
+    assert record.value is not None and record.members == () and record.value.generation == 0
     assert ctx.event_types() == ["group_created", "member_id_required"]
 
 

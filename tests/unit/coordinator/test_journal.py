@@ -1,4 +1,4 @@
-"""The membership journal the core emits (API.md §5, §8 "Journal paging" and docs/formats.md).
+"""The membership journal the core emits (docs/api.md §8 and docs/formats.md).
 
 Events ride on the call's write: they are journaled only if it is durable, in the order the core made them.
 Covered: the field set of every type, every ``rebalance_started`` cause, ``static_member_replaced`` before the

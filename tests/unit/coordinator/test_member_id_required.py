@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, LeaveMemberResult
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, LeaveMemberResult
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, SESSION_MS, STABLE, Scenario, bring_to
 
@@ -45,7 +44,7 @@ def test_pending_ids_expire_after_the_session_timeout(ctx: Scenario) -> None:
 
 
 def test_a_pending_id_is_not_a_member(ctx: Scenario) -> None:
-    """Pending ids are never listed (API.md §3) and cannot heartbeat, sync or commit."""
+    """Pending ids are never listed (docs/api.md §4) and cannot heartbeat, sync or commit."""
     formed = ctx.form_group("i-0")
     member_id = pending_id(ctx)
     assert member_id not in {m.member_id for m in ctx.describe().members}
@@ -83,7 +82,7 @@ def test_leave_of_a_pending_id_in_an_empty_group(ctx: Scenario) -> None:
 
 
 def test_leave_of_only_a_pending_id_from_a_stable_group_starts_a_rebalance(ctx: Scenario) -> None:
-    """API.md §3 (Java coordinator): the pending member counts as a valid leaver."""
+    """docs/api.md §11 (Java coordinator): the pending member counts as a valid leaver."""
     ctx.form_group("i-0", "i-1")
     member_id = pending_id(ctx)
     mark = ctx.mark()

@@ -3,7 +3,7 @@
 Commit rows: a missing group is created by a simple commit (generation < 0) and otherwise answered
 GROUP_ID_NOT_FOUND (v9+) or ILLEGAL_GENERATION (v0-8); generation -1 on an Empty group is accepted as is; a
 member id, instance id or generation >= 0 is validated (25 / 82 / 22); an anonymous commit to a non-empty group
-is 25; CompletingRebalance is 27. Group-level errors are set on every partition and at the top (API.md §8).
+is 25; CompletingRebalance is 27. Group-level errors are set on every partition and at the top (docs/api.md §11).
 Per partition: metadata over the limit -> OFFSET_METADATA_TOO_LARGE. Commits in Stable/PreparingRebalance keep
 the session alive. Offsets become visible once durable.
 """
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import (
+from berth.coordinator.core.records import OffsetRecord
+from berth.coordinator.protocol import (
+    Error,
     FetchedPartition,
     FetchedTopic,
     OffsetCommitResponse,
@@ -20,8 +22,6 @@ from berth.coordinator.core.model import (
     PartitionResult,
     TopicResults,
 )
-from berth.coordinator.core.records import OffsetRecord
-from berth.coordinator.protocol import Error
 
 from .scenario import COMPLETING, EMPTY, PREPARING, SESSION_MS, STABLE, Scenario, bring_to
 
@@ -186,8 +186,8 @@ def test_commits_record_offset_epoch_metadata_and_time(ctx: Scenario) -> None:
     ctx.commit(offsets={("t", 3): 42}, metadata="hello")
     (record,) = ctx.records
     assert isinstance(record, OffsetRecord) and record.value is not None
-    assert (record.topic, record.partition, record.value.committed_offset) == ("t", 3, 42)
-    assert (record.value.metadata, record.value.commit_timestamp_ms, record.value.committed_leader_epoch) == (
+    assert (record.topic, record.partition, record.value.offset) == ("t", 3, 42)
+    assert (record.value.metadata, record.value.commit_timestamp_ms, record.value.leader_epoch) == (
         "hello",
         ctx.now,
         -1,

@@ -1,4 +1,4 @@
-"""Requests Kafka leaves unanswered, which Berth answers because an HTTP long-poll would otherwise hang (API.md §8).
+"""Requests Kafka leaves unanswered, which Berth answers since an HTTP long-poll would otherwise hang (docs/api.md §11).
 
 - a parked join superseded by a newer join from the same member -> REBALANCE_IN_PROGRESS (27);
 - a parked sync superseded likewise -> 27;
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, SyncResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, SyncResponse
 
 from .scenario import COMPLETING, PREPARING, ROUNDROBIN, Scenario, bring_to
 

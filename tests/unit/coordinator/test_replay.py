@@ -1,4 +1,4 @@
-"""Replay and reload (Kafka's GroupMetadataManager.replay and onLoaded; API.md §7).
+"""Replay and reload (Kafka's GroupMetadataManager.replay and onLoaded; docs/api.md §10).
 
 A group record rebuilds the group as Kafka does: Stable with its members (only the selected protocol's
 subscription) or Empty; nothing parked, no timers until ``on_loaded``, which arms every member's session and
@@ -11,8 +11,15 @@ from __future__ import annotations
 import pytest
 
 from berth.coordinator.core import Coordinator, RecordFormatError
-from berth.coordinator.core.records import ExpectedMembersRecord, GroupRecord, new_group_record
-from berth.coordinator.protocol import Error
+from berth.coordinator.core.records import (
+    ExpectedMembersRecord,
+    GroupDeltaRecord,
+    GroupMetadata,
+    GroupRecord,
+    MemberMetadata,
+    new_group_record,
+)
+from berth.coordinator.protocol import Error, MemberId
 
 from .scenario import EMPTY, PREPARING, RANGE, SESSION_MS, STABLE, Scenario, bring_to
 
@@ -115,9 +122,12 @@ def test_replay_keeps_the_expected_members_across_a_newer_group_record() -> None
     assert "other" not in core.groups
 
 
-def test_replay_refuses_a_record_it_cannot_read() -> None:
+def test_replay_reads_a_newer_record_version_and_refuses_a_malformed_one() -> None:
+    """Additive versioning: a newer writer's version is no reason to refuse; a record that cannot be is."""
     core = Coordinator()
-    with pytest.raises(RecordFormatError):
-        core.replay(GroupRecord("g", {"version": 99}))
-    with pytest.raises(RecordFormatError):
-        core.replay(GroupRecord("g", {"version": 1, "protocol_type": "consumer"}))
+    core.replay(GroupRecord("g", GroupMetadata(version=99, protocol_type="consumer", generation=3)))
+    assert core.groups["g"].generation_id == 3
+    with pytest.raises(RecordFormatError):  # a member, but no selected protocol to hold its subscription
+        core.replay(GroupRecord("h", GroupMetadata(protocol=None), (MemberMetadata(MemberId("m")),)))
+    with pytest.raises(RecordFormatError):  # a delta for a group no record created
+        core.replay(GroupDeltaRecord("nowhere", GroupMetadata()))

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig, Group
-from berth.coordinator.core.model import Protocol
 from berth.coordinator.core.records import GroupRecord
+from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import COMPLETING, EMPTY, PREPARING, RANGE, ROUNDROBIN, STABLE, Scenario
 
@@ -300,7 +300,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                     continue
                 if ok:
                     self.diverged.discard(record.group_id)
-                elif record.value is not None and not record.value["members"] and record.value["generation"] > 0:
+                elif record.value is not None and not record.members and record.value.generation > 0:
                     self.diverged.add(record.group_id)
         self.writes_checked = len(self.ctx.write_log)
 

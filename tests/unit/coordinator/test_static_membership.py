@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinMember, JoinResponse, Protocol
-from berth.coordinator.core.records import GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.core.records import GroupDeltaRecord, GroupRecord
+from berth.coordinator.protocol import Error, JoinMember, JoinResponse
+from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import (
     COMPLETING,
@@ -23,17 +23,14 @@ from .scenario import (
     SESSION_MS,
     STABLE,
     Scenario,
-    as_bytes,
     bring_to,
 )
 
 LONG_SESSION_MS = 2 * REBALANCE_MS  # sessions that outlive a rebalance timeout (Kafka's "long session" tests)
 
 
-def last_group_record(ctx: Scenario, group: str = "g") -> dict[str, object]:
-    record = next(r for r in reversed(ctx.records) if isinstance(r, GroupRecord) and r.group_id == group)
-    assert record.value is not None
-    return record.value
+def last_record(ctx: Scenario) -> GroupRecord | GroupDeltaRecord:
+    return next(r for r in reversed(ctx.records) if isinstance(r, GroupRecord | GroupDeltaRecord))
 
 
 # ------------------------------------------------------------------------------------- the six KIP cases
@@ -108,10 +105,13 @@ def test_static_follower_restart_in_stable_gets_a_new_id_and_the_old_assignment_
     replaced = ctx.events("static_member_replaced")[-1]
     assert replaced["old_member_id"] == old and replaced["member_id"] == new
     assert replaced["offline_ms"] == ctx.now - heard == 4_000 and replaced["rebalance"] is False
-    # The new id is persisted with the old assignment; its sync returns it.
-    members = last_group_record(ctx)["members"]
-    assert isinstance(members, list)
-    assert {m["member_id"] for m in members} == {formed.leader, new, formed.member_ids[2]}
+    # The new id is persisted with the old assignment, as a swap that costs the same in any group size; its
+    # sync returns the assignment.
+    delta = last_record(ctx)
+    assert isinstance(delta, GroupDeltaRecord)
+    assert ([m.member_id for m in delta.upserted], delta.removed) == ([new], (old,))
+    assert delta.upserted[0].assignment == formed.assignments[old]
+    assert set(ctx.persisted_members()) == {formed.leader, new, formed.member_ids[2]}
     sync = ctx.sync(new, 1, "i-1")
     assert sync.result.assignment == formed.assignments[old]
     # The replaced member is a zombie now.
@@ -165,10 +165,8 @@ def test_static_restart_with_new_metadata_for_the_same_protocol_persists_it_with
     ctx.form_group("i-0", "i-1")
     handle = ctx.join("", "i-1", protocols=(Protocol("range", b"new-range-subscription"), ROUNDROBIN))
     assert handle.error == Error.NONE and ctx.state() is STABLE
-    members = last_group_record(ctx)["members"]
-    assert isinstance(members, list)
-    by_id = {m["member_id"]: m for m in members}
-    assert as_bytes(by_id[ctx.member_of("i-1")]["subscription"]) == b"new-range-subscription"
+    stored = ctx.persisted_members()[ctx.member_of("i-1")]
+    assert stored.subscription == b"new-range-subscription"
 
 
 def test_static_restart_that_changes_the_selected_protocol_rebalances(ctx: Scenario) -> None:
@@ -332,6 +330,28 @@ def test_the_replaced_member_is_fenced_on_every_request(ctx: Scenario, request_k
     fenced = ctx.events("member_fenced")[-1]
     assert (fenced["member_id"], fenced["group_instance_id"]) == (zombie, "i-1")
     assert ctx.state() is STABLE and len(ctx.group().members) == 2
+
+
+def test_a_zombie_is_journaled_once_per_episode_not_per_request(ctx: Scenario) -> None:
+    """A duplicate that keeps heartbeating with a superseded member id is journaled once, not on every heartbeat
+    (each would be a durable write); a new takeover of the instance starts a new episode."""
+    formed = ctx.form_group("i-0", "i-1")
+    zombie = formed.member("i-1")
+    ctx.join("", "i-1")
+    mark = ctx.mark()
+    writes = len(ctx.write_log)
+    for _ in range(50):
+        assert ctx.heartbeat(zombie, 1, "i-1").error == Error.FENCED_INSTANCE_ID
+    assert ctx.commit(zombie, 1, "i-1").error == Error.FENCED_INSTANCE_ID
+    assert ctx.event_types(since=mark) == ["member_fenced"]
+    assert len(ctx.write_log) == writes + 1
+    # The instance changes hands again: the next zombie heartbeat is a new episode, journaled once more.
+    second = ctx.member_of("i-1")
+    ctx.join("", "i-1")
+    mark = ctx.mark()
+    for member_id in (zombie, second, zombie, second):
+        assert ctx.heartbeat(member_id, 1, "i-1").error == Error.FENCED_INSTANCE_ID
+    assert [e["member_id"] for e in ctx.journal[mark:] if e["type"] == "member_fenced"] == [zombie, second]
 
 
 # ------------------------------------------------------------------------------- absent static members

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import SyncResponse
 from berth.coordinator.core.records import GroupRecord
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, SyncResponse
 
 from .scenario import COMPLETING, PREPARING, SESSION_MS, STABLE, STATES, Formed, Scenario, as_bytes, bring_to
 
@@ -148,7 +147,7 @@ def test_followers_wait_for_the_leader_and_all_get_their_own_assignment(ctx: Sce
     }
     record = ctx.records[-1]
     assert isinstance(record, GroupRecord) and record.value is not None
-    assert record.value["generation"] == 2 and record.value["leader"] == leader
+    assert record.value.generation == 2 and record.value.leader == leader
 
 
 def test_members_the_leader_left_out_get_an_empty_assignment(ctx: Scenario) -> None:
@@ -168,7 +167,7 @@ def test_a_stable_sync_returns_the_stored_assignment_at_once(ctx: Scenario) -> N
 
 
 def test_a_stable_sync_does_not_refresh_the_session(ctx: Scenario) -> None:
-    """API.md §3 (Java coordinator): only heartbeats (and commits, joins) move the session deadline in Stable."""
+    """docs/api.md §11 (Java coordinator): only heartbeats (and commits, joins) move the session deadline in Stable."""
     formed = ctx.form_group("i-0", "i-1")
     follower = formed.member("i-1")
     deadline = ctx.timer_deadline("heartbeat", "g", follower)
@@ -228,7 +227,7 @@ def test_a_failed_leader_sync_of_the_last_generation_member_alone(ctx: Scenario)
 
 
 def test_a_parked_sync_superseded_by_a_newer_one_is_rebalance_in_progress(ctx: Scenario) -> None:
-    """API.md §8: Kafka overwrites the future and leaves the old request hanging; Berth answers it 27."""
+    """docs/api.md §11: Kafka overwrites the future and leaves the old request hanging; Berth answers it 27."""
     formed = bring_to(ctx, "CompletingRebalance")
     assert formed is not None
     follower = formed.member_ids[1]

@@ -2,15 +2,15 @@
 (group.initial.rebalance.delay.ms within the remaining rebalance budget), the rebalance timeout of a join
 phase, session expiry, the new-member join timeout (5 min), and the sync timeout.
 
-Time moves only through ``advance`` (API.md §8 "Manual clock").
+Time moves only through ``advance`` (docs/api.md §9).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.model import JoinResponse, Protocol, SyncResponse
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, JoinResponse, SyncResponse
+from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import COMPLETING, EMPTY, PREPARING, REBALANCE_MS, ROUNDROBIN, SESSION_MS, STABLE, Scenario, bring_to
 

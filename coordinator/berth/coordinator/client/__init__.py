@@ -2,20 +2,15 @@
 
 ``GroupMember`` takes part in a group (join, sync, heartbeat, commit) from a ``MemberConfig`` built from arguments
 or the ``BERTH_*`` environment; ``CoordinatorAdmin`` is the admin surface. Both speak HTTP/JSON to the coordinator
-(API.md) and import nothing of its insides. See docs/member-library.md.
+(docs/api.md) and import nothing of its insides but the contract's declarations (``berth.coordinator.protocol``):
+the results are the coordinator's declared answers, under the names this library has always used for them. See
+docs/member-library.md.
 """
 
 from berth.coordinator.client.admin import CoordinatorAdmin
-from berth.coordinator.client.admin_types import (
-    CoordinatorConfig,
-    DescribedMember,
-    GroupDescription,
-    GroupListing,
-    JournalPage,
-)
 from berth.coordinator.client.backoff import Backoff, BackoffPolicy
 from berth.coordinator.client.config import MemberConfig, parse_assignors, parse_topics
-from berth.coordinator.client.encoding import Assignment, Subscription
+from berth.coordinator.client.encoding import Assignment, Subscription, read_assignment, read_subscription
 from berth.coordinator.client.errors import (
     AuthorizationError,
     BerthClientError,
@@ -31,8 +26,26 @@ from berth.coordinator.client.errors import (
 )
 from berth.coordinator.client.member import GroupMember
 from berth.coordinator.client.state import AssignmentChange, MemberState, Phase
-from berth.coordinator.client.wire import CommittedOffset, MemberRemoval, OffsetAndMetadata, TopicPartition
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import (
+    ConfigResponse,
+    DescribedMember,
+    DescribeResponse,
+    Error,
+    FetchedPartition,
+    JournalResponse,
+    LeaveMemberResult,
+    ListedGroup,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+
+# The member library's names for the coordinator's answers (one declaration each, in the protocol package).
+CoordinatorConfig = ConfigResponse
+GroupDescription = DescribeResponse
+GroupListing = ListedGroup
+JournalPage = JournalResponse
+CommittedOffset = FetchedPartition
+MemberRemoval = LeaveMemberResult
 
 __all__ = [
     "Assignment",
@@ -68,4 +81,6 @@ __all__ = [
     "TopicPartition",
     "parse_assignors",
     "parse_topics",
+    "read_assignment",
+    "read_subscription",
 ]

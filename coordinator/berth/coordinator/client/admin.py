@@ -3,9 +3,9 @@
 Owns config, describe, list, delete, leave by instance ids, expected members, offset fetch and journal paging.
 Rules:
 
-- Results are typed (``admin_types``, ``wire``). Outcomes a caller decides on are returned, not raised: a
-  delete's NONE / GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, each member's result of a batch leave (UNKNOWN_MEMBER_ID
-  means "was not a member", e.g. already gone).
+- Results are the coordinator's declared answers (``berth.coordinator.protocol``). Outcomes a caller decides on
+  are returned, not raised: a delete's NONE / GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, each member's result of a
+  batch leave (UNKNOWN_MEMBER_ID means "was not a member", e.g. already gone, also when the group is).
 - Any other in-band error raises ``GroupError``; HTTP 4xx/5xx raise ``CoordinatorHttpError`` (401/403:
   ``AuthorizationError``, 5xx: ``CoordinatorServerError``) with the server's message.
 - Every call is retried on ``CoordinatorUnavailableError`` (connection errors, HTTP 5xx, in-band 14/15/16) for
@@ -17,24 +17,38 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
+import msgspec
 
-from berth.coordinator.client.admin_types import CoordinatorConfig, GroupDescription, GroupListing, JournalPage
 from berth.coordinator.client.backoff import BackoffPolicy
+from berth.coordinator.client.calls import GroupCalls
 from berth.coordinator.client.config import DEFAULT_COORDINATOR_URL
 from berth.coordinator.client.errors import GroupError
 from berth.coordinator.client.retry import raise_if_retriable, with_retries
-from berth.coordinator.client.transport import Transport, error_of, group_path
-from berth.coordinator.client.wire import (
-    CommittedOffset,
-    GroupCalls,
-    MalformedResponseError,
-    MemberRemoval,
+from berth.coordinator.client.transport import Transport
+from berth.coordinator.protocol import (
+    Answer,
+    ConfigResponse,
+    DeleteResponse,
+    DescribeResponse,
+    Error,
+    ExpectedMembersRequest,
+    ExpectedMembersResponse,
+    FetchedPartition,
+    InstanceId,
+    JournalResponse,
+    LeaveMemberResult,
+    ListedGroup,
+    ListResponse,
     TopicPartition,
+    newest,
 )
-from berth.coordinator.protocol import API_VERSIONS, Error
+from berth.coordinator.protocol.routes import ROUTES_BY_OPERATION, Route
+
+A = TypeVar("A", bound=Answer)
+T = TypeVar("T")
 
 _DELETE_OUTCOMES = frozenset({Error.NONE, Error.GROUP_ID_NOT_FOUND, Error.NON_EMPTY_GROUP})
 
@@ -72,40 +86,44 @@ class CoordinatorAdmin:
 
     # -------------------------------------------------------------------------------------------------- reading
 
-    async def config(self) -> CoordinatorConfig:
-        return CoordinatorConfig.from_wire(await self._call("GET", "/v1/config", what="config"))
+    async def config(self) -> ConfigResponse:
+        return await self._read(ROUTES_BY_OPERATION["config"], ConfigResponse)
 
-    async def describe_group(self, group_id: str) -> GroupDescription:
+    async def describe_group(self, group_id: str) -> DescribeResponse:
         """DescribeGroups v5; an unknown group is answered, as state ``Dead`` with generation -1."""
-        body = await self._call(
-            "GET", group_path(group_id), params=_version("describe"), what=f"describe group {group_id!r}"
+        return await self._answer(
+            ROUTES_BY_OPERATION["describe"], DescribeResponse, group_id, what=f"describe group {group_id!r}"
         )
-        return GroupDescription.from_wire(body)
 
-    async def list_groups(self, states: Iterable[str] = ()) -> tuple[GroupListing, ...]:
+    async def list_groups(self, states: Iterable[str] = ()) -> tuple[ListedGroup, ...]:
         """ListGroups, optionally only groups in ``states`` (e.g. ``["Stable"]``)."""
-        params = _version("list") + [("state", state) for state in states]
-        body = await self._call("GET", "/v1/groups", params=params, what="list groups")
-        return tuple(GroupListing.from_wire(group) for group in _objects(body, "groups"))
+        params = [("state", state) for state in states]
+        answer = await self._answer(ROUTES_BY_OPERATION["list"], ListResponse, params=params, what="list groups")
+        return answer.groups
 
     async def fetch_offsets(
         self, group_id: str, topics: Iterable[str] | None = None
-    ) -> dict[TopicPartition, CommittedOffset]:
+    ) -> dict[TopicPartition, FetchedPartition]:
         """Committed offsets of ``topics`` (all committed topics when None); an unknown group has none."""
         calls = GroupCalls(self._transport, group_id)
         wanted = list(topics) if topics is not None else None
 
-        async def attempt() -> dict[TopicPartition, CommittedOffset]:
+        async def attempt() -> dict[TopicPartition, FetchedPartition]:
             result = await calls.fetch(wanted)
             _raise_unless(result.error, {Error.NONE}, f"offset fetch from group {group_id!r}")
-            return dict(result.offsets)
+            return result.by_partition()
 
         return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
 
-    async def journal(self, after: int = 0, limit: int = 1000) -> JournalPage:
-        """Events with ``seq > after``, at most ``limit`` (≤ 10000)."""
+    async def journal(self, after: int = 0, limit: int = 1000, *, wait_ms: int = 0) -> JournalResponse:
+        """Events with ``seq > after``, at most ``limit`` (≤ 10000). With ``wait_ms``, a long-poll: when there is
+        no such event yet, the coordinator answers as soon as one is durable, or after ``wait_ms`` (≤ 30000)."""
         params = [("after", str(after)), ("limit", str(limit))]
-        return JournalPage.from_wire(await self._call("GET", "/v1/journal", params=params, what="journal"))
+        timeout_s = None
+        if wait_ms:
+            params.append(("wait_ms", str(wait_ms)))
+            timeout_s = self._transport.request_timeout_s + wait_ms / 1000
+        return await self._read(ROUTES_BY_OPERATION["journal"], JournalResponse, params=params, timeout_s=timeout_s)
 
     async def journal_events(self, after: int = 0, page_size: int = 1000) -> AsyncIterator[Mapping[str, Any]]:
         """Every event after ``after``, paging until the journal is caught up."""
@@ -121,77 +139,103 @@ class CoordinatorAdmin:
 
     async def delete_group(self, group_id: str) -> Error:
         """DeleteGroups: ``Error.NONE``, ``GROUP_ID_NOT_FOUND`` or ``NON_EMPTY_GROUP``; other errors raise."""
-        body = await self._call(
-            "DELETE",
-            group_path(group_id),
-            params=_version("delete"),
+        answer = await self._answer(
+            ROUTES_BY_OPERATION["delete"],
+            DeleteResponse,
+            group_id,
             what=f"delete group {group_id!r}",
             accept=_DELETE_OUTCOMES,
         )
-        return error_of(body)
+        return answer.error
 
     async def leave_instances(
         self, group_id: str, instance_ids: Sequence[str], *, reason: str | None = None
-    ) -> tuple[MemberRemoval, ...]:
+    ) -> tuple[LeaveMemberResult, ...]:
         """One LeaveGroup v5 batch removing static members by instance id (the admin path, member id ``""``).
 
         Per-member results come back in order; UNKNOWN_MEMBER_ID for an id means it was not a member (fine after
-        a scale-down that raced a restart), also for every id when the group does not exist. Any other
-        group-level error raises.
+        a scale-down that raced a restart), also for every id when the group does not exist (Kafka's answer).
+        Any group-level error raises.
         """
         if not instance_ids:
             return ()
         calls = GroupCalls(self._transport, group_id)
 
-        async def attempt() -> tuple[MemberRemoval, ...]:
+        async def attempt() -> tuple[LeaveMemberResult, ...]:
             result = await calls.leave([("", instance_id) for instance_id in instance_ids], reason=reason)
-            if result.error is Error.UNKNOWN_MEMBER_ID and not result.members:
-                # The group does not exist (Kafka 4's coordinator answers this at the top level): no id was a member.
-                return tuple(MemberRemoval("", instance_id, Error.UNKNOWN_MEMBER_ID) for instance_id in instance_ids)
             _raise_unless(result.error, {Error.NONE}, f"leave group {group_id!r}")
             return result.members
 
         return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
 
     async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> tuple[str, ...]:
-        """Pre-register the group's static members (API.md §4); creates the group if needed."""
-        body = await self._call(
-            "PUT",
-            group_path(group_id, "/expected-members"),
-            body={"group_instance_ids": list(instance_ids)},
+        """Pre-register the group's static members (docs/api.md §7); creates the group if needed."""
+        answer = await self._answer(
+            ROUTES_BY_OPERATION["expected_members_put"],
+            ExpectedMembersResponse,
+            group_id,
+            body=ExpectedMembersRequest(tuple(InstanceId(i) for i in instance_ids)),
             what=f"put expected members of group {group_id!r}",
         )
-        return _instance_ids(body)
+        return answer.group_instance_ids
 
     async def get_expected_members(self, group_id: str) -> tuple[str, ...]:
-        body = await self._call(
-            "GET", group_path(group_id, "/expected-members"), what=f"get expected members of group {group_id!r}"
+        answer = await self._answer(
+            ROUTES_BY_OPERATION["expected_members_get"],
+            ExpectedMembersResponse,
+            group_id,
+            what=f"get expected members of group {group_id!r}",
         )
-        return _instance_ids(body)
+        return answer.group_instance_ids
 
     async def delete_expected_members(self, group_id: str) -> None:
-        await self._call(
-            "DELETE",
-            group_path(group_id, "/expected-members"),
+        await self._answer(
+            ROUTES_BY_OPERATION["expected_members_delete"],
+            ExpectedMembersResponse,
+            group_id,
             what=f"delete expected members of group {group_id!r}",
         )
 
     # -------------------------------------------------------------------------------------------------- helpers
 
-    async def _call(
+    async def _answer(
         self,
-        method: str,
-        path: str,
+        route: Route,
+        answer: type[A],
+        group_id: str = "",
         *,
         what: str,
         params: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
+        body: msgspec.Struct | None = None,
         accept: frozenset[Error] = frozenset({Error.NONE}),
-    ) -> dict[str, Any]:
-        async def attempt() -> dict[str, Any]:
-            answer = await self._transport.request(method, path, params=params, body=body)
-            _raise_unless(error_of(answer), accept, what)
-            return answer
+    ) -> A:
+        """An in-band answer whose error must be in ``accept``; the route's newest version, retried when it may pass."""
+        if route.api is not None:
+            params = [("api_version", str(newest(route.api))), *params]
+
+        async def attempt() -> A:
+            result = await self._transport.request(
+                route.method, route.path_for(group_id), answer, params=params, body=body
+            )
+            _raise_unless(result.error, accept, what)
+            return result
+
+        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+
+    async def _read(
+        self,
+        route: Route,
+        answer: type[T],
+        *,
+        params: Sequence[tuple[str, str]] = (),
+        timeout_s: float | None = None,
+    ) -> T:
+        """A plain answer (no in-band error), retried when the coordinator is unavailable."""
+
+        async def attempt() -> T:
+            return await self._transport.request(
+                route.method, route.path_for(), answer, params=params, timeout_s=timeout_s
+            )
 
         return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
 
@@ -201,21 +245,3 @@ def _raise_unless(error: Error, accepted: Iterable[Error], what: str) -> None:
         return
     raise_if_retriable(error, what)
     raise GroupError(error, what)
-
-
-def _version(api: str) -> list[tuple[str, str]]:
-    return [("api_version", str(API_VERSIONS[api][1]))]
-
-
-def _objects(body: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    value = body.get(key)
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise MalformedResponseError(f"response field {key!r} should be a list of objects")
-    return value
-
-
-def _instance_ids(body: Mapping[str, Any]) -> tuple[str, ...]:
-    ids = body.get("group_instance_ids")
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise MalformedResponseError("expected-members answer lacks group_instance_ids")
-    return tuple(ids)

@@ -18,7 +18,7 @@ Rules, each Kafka's (AbstractCoordinator / ConsumerCoordinator, eager protocol):
   with backoff and retry the same call, keeping member id and generation. A retried sync is safe (the coordinator
   answers a sync of the current generation with the member's assignment), and unlike Kafka's rejoin it cannot
   turn a coordinator restart into a leader_rejoin rebalance.
-- Join and sync are long-polls with a timeout of the rebalance timeout plus ``LONG_POLL_MARGIN_MS`` (API.md §1).
+- Join and sync are long-polls with a timeout of the rebalance timeout plus ``LONG_POLL_MARGIN_MS`` (docs/api.md §1).
 - Any other error, or an HTTP 4xx (bad request, 401/403), is a ``MemberFatalError``: retrying cannot fix it.
 - Other tasks (commit) ask for a rejoin through ``request_rejoin``, tagged with the generation they saw, so an
   answer about an old generation never disturbs a newer one. Callbacks run inline: keep them short, they delay
@@ -36,6 +36,7 @@ from typing import Any, Final, TypeAlias
 
 from berth.coordinator.client.assignors import Assignor
 from berth.coordinator.client.backoff import Backoff, BackoffPolicy
+from berth.coordinator.client.calls import PROTOCOL_TYPE, GroupCalls, identity
 from berth.coordinator.client.config import MemberConfig
 from berth.coordinator.client.encoding import Assignment, EncodingError, decode_assignment, encode_subscription
 from berth.coordinator.client.errors import (
@@ -54,8 +55,7 @@ from berth.coordinator.client.state import (
     partitions_of,
 )
 from berth.coordinator.client.transport import RETRIABLE_ERRORS
-from berth.coordinator.client.wire import PROTOCOL_TYPE, GroupCalls, JoinResult, MemberIdentity, TopicPartition
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, HeartbeatRequest, JoinResponse, TopicPartition
 
 log = logging.getLogger("berth.client")
 
@@ -100,9 +100,9 @@ class GroupCoordination:
 
     # ------------------------------------------------------------------------------------------ what others use
 
-    def identity(self) -> MemberIdentity:
+    def identity(self) -> HeartbeatRequest:
         current = self.state.value
-        return MemberIdentity(current.member_id, current.generation_id, self.config.group_instance_id)
+        return identity(current.member_id, current.generation_id, self.config.group_instance_id)
 
     def request_rejoin(self, reason: str, *, generation_id: int, reset: bool = False) -> bool:
         """Ask the loop to rejoin (and with ``reset`` to forget its ids first) if still in ``generation_id``."""
@@ -187,7 +187,7 @@ class GroupCoordination:
             else:
                 raise self._fatal_error(joined.error, "join")
 
-    async def _sync(self, joined: JoinResult, backoff: Backoff) -> bool:
+    async def _sync(self, joined: JoinResponse, backoff: Backoff) -> bool:
         """Sync the generation ``joined`` completed; False when the member must join again."""
         protocol = joined.protocol_name
         if protocol is None or protocol not in self.assignors:
@@ -271,7 +271,7 @@ class GroupCoordination:
             if rejoin:
                 return
             try:
-                error = await self.calls.heartbeat(self.identity())
+                error = (await self.calls.heartbeat(self.identity())).error
             except CoordinatorUnavailableError as unavailable:
                 await self._wait_out(unavailable, backoff)
                 wait_s = 0

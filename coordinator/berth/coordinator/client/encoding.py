@@ -176,3 +176,20 @@ def _read_user_data(document: Mapping[str, object], kind: str) -> str | None:
 def _is_int(value: object) -> TypeGuard[int]:
     # bool is an int subclass in Python, but true/false are not partition numbers or versions.
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_subscription(data: bytes) -> Subscription | None:
+    """A subscription as described by the coordinator, or None when it is not the Berth encoding (never guessed)."""
+    try:
+        return decode_subscription(data)
+    except EncodingError:
+        return None
+
+
+def read_assignment(data: bytes) -> Assignment | None:
+    """An assignment as described by the coordinator (empty before the first sync), or None when it is not the
+    Berth encoding."""
+    try:
+        return decode_assignment(data)
+    except EncodingError:
+        return None

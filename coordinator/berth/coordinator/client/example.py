@@ -29,7 +29,7 @@ from berth.coordinator.client.config import ENV_GROUP_ID, ENV_TOPICS, MemberConf
 from berth.coordinator.client.errors import BerthClientError, CommitFailedError, ConfigError
 from berth.coordinator.client.member import GroupMember
 from berth.coordinator.client.state import AssignmentChange
-from berth.coordinator.client.wire import TopicPartition
+from berth.coordinator.protocol import TopicPartition
 
 #: Seconds between commits, unless ``BERTH_EXAMPLE_COMMIT_INTERVAL_S`` says otherwise.
 ENV_COMMIT_INTERVAL_S = "BERTH_EXAMPLE_COMMIT_INTERVAL_S"

@@ -137,7 +137,7 @@ async def _delete(admin: CoordinatorAdmin, group_id: str, as_json: bool) -> Outc
 
 async def _offsets(admin: CoordinatorAdmin, group_id: str, topics: list[str] | None, as_json: bool) -> Outcome:
     offsets = await admin.fetch_offsets(group_id, topics)
-    # An unknown group answers "no offsets" (API.md §8); tell that apart from an existing group without any.
+    # An unknown group answers "no offsets" (docs/api.md §11); tell that apart from an existing group without any.
     if not offsets and not (await admin.describe_group(group_id)).exists:
         raise CliError(f"group {group_id!r} does not exist")
     return Outcome(

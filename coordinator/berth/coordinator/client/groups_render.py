@@ -12,8 +12,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from berth.coordinator.client.admin_types import DescribedMember, GroupDescription, GroupListing
-from berth.coordinator.client.wire import CommittedOffset, MemberRemoval, TopicPartition
+from berth.coordinator.client.encoding import read_assignment, read_subscription
+from berth.coordinator.protocol import DescribedMember, ListedGroup, TopicPartition
+from berth.coordinator.protocol import DescribeResponse as GroupDescription
+from berth.coordinator.protocol import FetchedPartition as CommittedOffset
+from berth.coordinator.protocol import LeaveMemberResult as MemberRemoval
 
 
 def to_json(document: Any) -> str:
@@ -34,7 +37,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 # ---------------------------------------------------------------------------------------------------------- list
 
 
-def listing_json(groups: Sequence[GroupListing]) -> dict[str, Any]:
+def listing_json(groups: Sequence[ListedGroup]) -> dict[str, Any]:
     return {
         "groups": [
             {"group_id": g.group_id, "group_state": g.state, "protocol_type": g.protocol_type}
@@ -43,7 +46,7 @@ def listing_json(groups: Sequence[GroupListing]) -> dict[str, Any]:
     }
 
 
-def listing_table(groups: Sequence[GroupListing]) -> str:
+def listing_table(groups: Sequence[ListedGroup]) -> str:
     if not groups:
         return "no groups"
     rows = [[g.group_id, g.state, g.protocol_type or "-"] for g in sorted(groups, key=lambda g: g.group_id)]
@@ -87,8 +90,8 @@ def description_table(group: GroupDescription) -> str:
 
 
 def _member_json(member: DescribedMember) -> dict[str, Any]:
-    subscription = member.subscription()
-    assignment = member.assignment()
+    subscription = read_subscription(member.member_metadata)
+    assignment = read_assignment(member.member_assignment)
     return {
         "member_id": member.member_id,
         "group_instance_id": member.group_instance_id,
@@ -109,7 +112,7 @@ def _member_json(member: DescribedMember) -> dict[str, Any]:
 
 
 def _assignment_text(member: DescribedMember) -> str:
-    assignment = member.assignment()
+    assignment = read_assignment(member.member_assignment)
     if assignment is None:
         return f"<{len(member.member_assignment)} bytes, not the Berth encoding>"
     parts = [f"{topic}{_ranges(numbers)}" for topic, numbers in assignment.partitions.items() if numbers]
@@ -131,7 +134,7 @@ def _ranges(numbers: Sequence[int]) -> str:
 
 
 def _ordered(members: Sequence[DescribedMember]) -> list[DescribedMember]:
-    # The coordinator's member lists are unordered (API.md §1); show them in KIP-345 order.
+    # The coordinator's member lists are unordered (docs/api.md §1); show them in KIP-345 order.
     return sorted(members, key=lambda m: (m.group_instance_id is None, m.group_instance_id or "", m.member_id))
 
 

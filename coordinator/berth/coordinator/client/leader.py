@@ -22,7 +22,7 @@ from berth.coordinator.client.encoding import (
     decode_subscription,
     encode_assignment,
 )
-from berth.coordinator.client.wire import JoinedMember
+from berth.coordinator.protocol import JoinMember
 
 log = logging.getLogger("berth.client")
 
@@ -33,7 +33,7 @@ def subscription_for(topics: Mapping[str, int], owned: Assignment) -> Subscripti
 
 
 def assign_as_leader(
-    assignor: Assignor, members: Sequence[JoinedMember], partitions_per_topic: Mapping[str, int]
+    assignor: Assignor, members: Sequence[JoinMember], partitions_per_topic: Mapping[str, int]
 ) -> dict[str, bytes]:
     """Every member's encoded assignment, keyed by member id, as the leader's sync carries them."""
     assignor_members = [
@@ -43,7 +43,7 @@ def assign_as_leader(
     return {member_id: encode_assignment(assignment) for member_id, assignment in assignments.items()}
 
 
-def _decoded_subscription(member: JoinedMember) -> Subscription:
+def _decoded_subscription(member: JoinMember) -> Subscription:
     try:
         return decode_subscription(member.metadata)
     except EncodingError as error:

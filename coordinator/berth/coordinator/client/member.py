@@ -28,6 +28,7 @@ import aiohttp
 
 from berth.coordinator.client.assignors import Assignor, assignor_by_name
 from berth.coordinator.client.backoff import BackoffPolicy
+from berth.coordinator.client.calls import GroupCalls
 from berth.coordinator.client.config import MemberConfig
 from berth.coordinator.client.coordination import GroupCoordination, OnAssigned, OnRevoked
 from berth.coordinator.client.encoding import Assignment
@@ -41,13 +42,8 @@ from berth.coordinator.client.errors import (
 from berth.coordinator.client.retry import raise_if_retriable, with_retries
 from berth.coordinator.client.state import AssignmentChange, MemberState, Phase, Watched
 from berth.coordinator.client.transport import Transport
-from berth.coordinator.client.wire import (
-    CommittedOffset,
-    GroupCalls,
-    OffsetAndMetadata,
-    TopicPartition,
-)
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, OffsetAndMetadata, TopicPartition
+from berth.coordinator.protocol import FetchedPartition as CommittedOffset
 
 log = logging.getLogger("berth.client")
 
@@ -227,9 +223,12 @@ class GroupMember:
         async def attempt() -> dict[TopicPartition, Error]:
             result = await self._calls.commit(identity, normalized)
             raise_if_retriable(result.error, f"offset commit to group {self.config.group_id!r}")
-            for error in result.failed().values():
+            failed: dict[TopicPartition, Error] = {
+                tp: error for tp, error in result.errors_by_partition().items() if error is not Error.NONE
+            }
+            for error in failed.values():
                 raise_if_retriable(error, f"offset commit to group {self.config.group_id!r}")
-            return result.failed()
+            return failed
 
         failed = await with_retries(attempt, self._backoff.start(), timeout_s=timeout_s)
         if not failed:
@@ -264,7 +263,7 @@ class GroupMember:
             raise_if_retriable(result.error, f"offset fetch from group {self.config.group_id!r}")
             if result.error is not Error.NONE:
                 raise GroupError(result.error, f"offset fetch from group {self.config.group_id!r}")
-            return dict(result.offsets)
+            return result.by_partition()
 
         return await with_retries(attempt, self._backoff.start(), timeout_s=timeout_s)
 

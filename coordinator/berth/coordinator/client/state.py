@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from berth.coordinator.client.encoding import Assignment
-from berth.coordinator.client.wire import TopicPartition
+from berth.coordinator.protocol import TopicPartition
 
 T = TypeVar("T")
 

@@ -1,11 +1,12 @@
-"""HTTP to the coordinator: one aiohttp session, the bearer token, and API.md §1's error contract.
+"""HTTP to the coordinator: one aiohttp session, the bearer token, and docs/api.md §5's error contract.
 
 Owns ``Transport``. Rules:
 
-- A request either returns the JSON object of an HTTP 200 (protocol outcomes are in-band, read by the caller)
-  or raises: ``CoordinatorUnavailableError`` for what may pass (connection errors, timeouts; HTTP 5xx as its
-  subclass ``CoordinatorServerError``), ``AuthorizationError`` for 401/403, ``CoordinatorHttpError`` for every
-  other status. HTTP errors carry the server's ``error`` and ``message``.
+- A request either returns the HTTP 200 answer decoded into its declared type (``berth.coordinator.protocol``;
+  protocol outcomes are in-band, read by the caller) or raises: ``CoordinatorUnavailableError`` for what may pass
+  (connection errors, timeouts; HTTP 5xx as its subclass ``CoordinatorServerError``), ``AuthorizationError`` for
+  401/403, ``CoordinatorHttpError`` for every other status, ``MalformedResponseError`` for a 200 answer that is
+  not what the contract promises. HTTP errors carry the server's ``error`` and ``message``.
 - Group ids are percent-encoded into the path (every byte but unreserved ones), so any id round-trips.
 - Every request has a timeout: the caller's (long-polls size theirs from the rebalance timeout) or the default.
 - No retries here: retrying is the caller's decision (``backoff``), because only it knows what is idempotent.
@@ -14,21 +15,25 @@ Owns ``Transport``. Rules:
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
 from urllib.parse import quote
 
 import aiohttp
+import msgspec
 from yarl import URL
 
 from berth.coordinator.client.errors import (
     AuthorizationError,
+    BerthClientError,
     CoordinatorHttpError,
     CoordinatorServerError,
     CoordinatorUnavailableError,
 )
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, HttpErrorBody
+from berth.coordinator.protocol.codec import encode
+
+T = TypeVar("T")
 
 #: In-band errors that mean "ask again later": the coordinator is loading, failing to persist, or not ours.
 RETRIABLE_ERRORS = frozenset(
@@ -36,20 +41,16 @@ RETRIABLE_ERRORS = frozenset(
 )
 
 QueryParams = Sequence[tuple[str, str]]
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class MalformedResponseError(BerthClientError):
+    """A 200 answer lacks a field the contract promises, or has it with the wrong type."""
 
 
 def group_path(group_id: str, suffix: str = "") -> str:
     """``/v1/groups/{group_id}{suffix}`` with the id percent-encoded (``/`` included)."""
     return f"/v1/groups/{quote(group_id, safe='')}{suffix}"
-
-
-def error_of(body: Mapping[str, Any], key: str = "error_code") -> Error:
-    """The Kafka error in ``body[key]``; a code this library does not know reads as UNKNOWN_SERVER_ERROR."""
-    code = body.get(key, 0)
-    try:
-        return Error(code)
-    except ValueError:
-        return Error.UNKNOWN_SERVER_ERROR
 
 
 class Transport:
@@ -66,6 +67,7 @@ class Transport:
         self.base_url = base_url.rstrip("/")
         self.request_timeout_s = request_timeout_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._body_headers = {**self._headers, **_JSON_HEADERS}
         self._session = session
         self._owns_session = session is None
 
@@ -82,61 +84,52 @@ class Transport:
             self._session = aiohttp.ClientSession()
         return self._session
 
-    async def post(self, path: str, body: Mapping[str, Any], *, timeout_s: float | None = None) -> dict[str, Any]:
-        return await self.request("POST", path, body=body, timeout_s=timeout_s)
-
-    async def get(self, path: str, params: QueryParams = (), *, timeout_s: float | None = None) -> dict[str, Any]:
-        return await self.request("GET", path, params=params, timeout_s=timeout_s)
-
-    async def put(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.request("PUT", path, body=body)
-
-    async def delete(self, path: str, params: QueryParams = ()) -> dict[str, Any]:
-        return await self.request("DELETE", path, params=params)
-
     async def request(
         self,
         method: str,
         path: str,
+        answer: type[T],
         *,
-        body: Mapping[str, Any] | None = None,
+        body: msgspec.Struct | None = None,
         params: QueryParams = (),
         timeout_s: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> T:
+        """One request; the HTTP 200 answer decoded as ``answer`` (see the module rules for everything else)."""
         url = URL(self.base_url + path, encoded=True)
         if params:
             url = url.with_query(list(params))
         timeout = aiohttp.ClientTimeout(total=timeout_s if timeout_s is not None else self.request_timeout_s)
+        data = None if body is None else encode(body)
+        headers = self._headers if body is None else self._body_headers
         try:
-            async with self._client().request(
-                method, url, json=body, headers=self._headers, timeout=timeout
-            ) as response:
-                text = await response.text()
+            async with self._client().request(method, url, data=data, headers=headers, timeout=timeout) as response:
+                raw = await response.read()
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise CoordinatorUnavailableError(
                 f"coordinator at {self.base_url} unreachable ({method} {path}): {_describe(error)}"
             ) from error
-        return _read_answer(status, text, f"{method} {path}")
+        what = f"{method} {path}"
+        if status != 200:
+            raise _http_error(status, raw, what)
+        try:
+            return msgspec.json.decode(raw, type=answer)
+        except (msgspec.DecodeError, UnicodeDecodeError) as error:
+            raise MalformedResponseError(f"{what}: the answer is not what the contract promises: {error}") from None
 
 
-def _read_answer(status: int, text: str, what: str) -> dict[str, Any]:
+def _http_error(status: int, raw: bytes, what: str) -> CoordinatorHttpError:
     try:
-        document = json.loads(text) if text else {}
-    except ValueError:
-        document = {}
-    body: dict[str, Any] = document if isinstance(document, dict) else {}
-    if status == 200:
-        if not isinstance(document, dict):
-            raise CoordinatorHttpError(status, "INVALID_RESPONSE", "the answer is not a JSON object", path=what)
-        return body
-    error = str(body.get("error", "")) or f"HTTP_{status}"
-    message = str(body.get("message", "")) or (text.strip()[:200] if not body else "")
+        body: HttpErrorBody | None = msgspec.json.decode(raw, type=HttpErrorBody)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        body = None
+    error = (body.error if body else "") or f"HTTP_{status}"
+    message = body.message if body else raw.decode("utf-8", "replace").strip()[:200]
     if status >= 500:
-        raise CoordinatorServerError(status, error, message, path=what)
+        return CoordinatorServerError(status, error, message, path=what)
     if status in (401, 403):
-        raise AuthorizationError(status, error, message, path=what)
-    raise CoordinatorHttpError(status, error, message, path=what)
+        return AuthorizationError(status, error, message, path=what)
+    return CoordinatorHttpError(status, error, message, path=what)
 
 
 def _describe(error: BaseException) -> str:

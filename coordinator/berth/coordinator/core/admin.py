@@ -1,4 +1,4 @@
-"""DescribeGroups (15), ListGroups (16), DeleteGroups (42) and Berth's pre-registration (API.md §4).
+"""DescribeGroups (15), ListGroups (16), DeleteGroups (42) and Berth's pre-registration (docs/api.md §7).
 
 Pre-registration: a group's expected instance ids make a join phase wait for the missing ones before it may
 complete early (``Group.has_all_members_joined``); any change re-evaluates a waiting join phase at once.
@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from berth.coordinator.core.events import EventType
 from berth.coordinator.core.group import EMPTY, STABLE, Group
-from berth.coordinator.core.join import group_id_too_long
-from berth.coordinator.core.model import (
-    DeleteResponse,
-    DescribedMember,
-    DescribeResponse,
-    ExpectedMembersResponse,
-    ListedGroup,
-    ListResponse,
-)
 from berth.coordinator.core.rebalance import maybe_complete_join_phase
 from berth.coordinator.core.records import (
     ExpectedMembersRecord,
@@ -26,38 +18,49 @@ from berth.coordinator.core.records import (
     new_group_tombstone,
 )
 from berth.coordinator.core.state import CoreState, heartbeat_key, join_key, sync_key
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import (
+    DeleteResponse,
+    DescribedMember,
+    DescribeResponse,
+    Error,
+    ExpectedMembersResponse,
+    GroupId,
+    InstanceId,
+    ListedGroup,
+    ListResponse,
+    group_id_too_long,
+)
 
 
-def describe_group(core: CoreState, group_id: str) -> DescribeResponse:
+def describe_group(core: CoreState, group_id: GroupId) -> DescribeResponse:
     if group_id_too_long(group_id):
-        return DescribeResponse(Error.INVALID_GROUP_ID, group_id)
+        return DescribeResponse(Error.INVALID_GROUP_ID, group_id=group_id)
     group = core.groups.get(group_id)
     if group is None:
-        return DescribeResponse(Error.NONE, group_id)
+        return DescribeResponse(Error.NONE, group_id=group_id)
     stable = group.state is STABLE
     members = tuple(
         DescribedMember(
-            m.member_id,
-            m.group_instance_id,
-            m.client_id,
-            m.client_host,
-            m.session_timeout_ms,
-            m.rebalance_timeout_ms,
-            m.metadata(group.protocol_name) if stable else b"",
-            m.assignment,  # outside Stable too: the stored assignment (Java coordinator)
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            session_timeout_ms=m.session_timeout_ms,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            member_metadata=m.metadata(group.protocol_name) if stable else b"",
+            member_assignment=m.assignment,  # outside Stable too: the stored assignment (Java coordinator)
         )
         for m in group.members.values()
     )
     return DescribeResponse(
         Error.NONE,
-        group_id,
-        group.state.value,
-        group.protocol_type or "",
-        (group.protocol_name or "") if stable else "",
-        group.generation_id,
-        None if group.state is EMPTY else group.leader_id,
-        members,
+        group_id=group_id,
+        group_state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=(group.protocol_name or "") if stable else "",
+        generation_id=group.generation_id,
+        leader=None if group.state is EMPTY else group.leader_id,
+        members=members,
     )
 
 
@@ -65,7 +68,7 @@ def list_groups(core: CoreState, states: Iterable[str] = ()) -> ListResponse:
     wanted = {s.lower() for s in states}
     return ListResponse(
         Error.NONE,
-        tuple(
+        groups=tuple(
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in sorted(core.groups.values(), key=lambda g: g.group_id)
             if not wanted or g.state.value.lower() in wanted
@@ -73,7 +76,7 @@ def list_groups(core: CoreState, states: Iterable[str] = ()) -> ListResponse:
     )
 
 
-def handle_delete(core: CoreState, group_id: str, ticket: int) -> None:
+def handle_delete(core: CoreState, group_id: GroupId, ticket: int) -> None:
     if group_id_too_long(group_id):
         core.reply(ticket, DeleteResponse(Error.INVALID_GROUP_ID))
         return
@@ -97,7 +100,7 @@ def handle_delete(core: CoreState, group_id: str, ticket: int) -> None:
     core.persist(new_group_tombstone(group_id))
     if group.has_expected_instance_ids:
         core.persist(ExpectedMembersRecord(group_id, ()))
-    core.event(group, "group_deleted")
+    core.event(group, EventType.GROUP_DELETED)
 
     def on_failed() -> None:
         if group_id not in core.groups:
@@ -110,14 +113,14 @@ def handle_delete(core: CoreState, group_id: str, ticket: int) -> None:
     core.when_persist_failed(on_failed)
 
 
-def get_expected_members(core: CoreState, group_id: str) -> ExpectedMembersResponse:
+def get_expected_members(core: CoreState, group_id: GroupId) -> ExpectedMembersResponse:
     if group_id_too_long(group_id):
         return ExpectedMembersResponse(Error.INVALID_GROUP_ID)
     group = core.groups.get(group_id)
-    return ExpectedMembersResponse(Error.NONE, group.expected_instance_ids if group else ())
+    return ExpectedMembersResponse(Error.NONE, group_instance_ids=group.expected_instance_ids if group else ())
 
 
-def handle_put_expected_members(core: CoreState, group_id: str, ids: Iterable[str], ticket: int) -> None:
+def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterable[InstanceId], ticket: int) -> None:
     if group_id_too_long(group_id):
         core.reply(ticket, ExpectedMembersResponse(Error.INVALID_GROUP_ID))
         return
@@ -132,7 +135,7 @@ def handle_put_expected_members(core: CoreState, group_id: str, ids: Iterable[st
         core.persist(new_empty_group_record(group))
     previous = group.expected_instance_ids
     if previous == expected and not created:
-        core.reply(ticket, ExpectedMembersResponse(Error.NONE, expected))
+        core.reply(ticket, ExpectedMembersResponse(Error.NONE, group_instance_ids=expected))
         return
     _set_expected(core, group, expected)
     core.persist(ExpectedMembersRecord(group_id, expected))
@@ -145,10 +148,10 @@ def handle_put_expected_members(core: CoreState, group_id: str, ids: Iterable[st
                 _set_expected(core, group, previous)
         core.reply(ticket, ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE))
 
-    core.when_persisted(lambda: core.reply(ticket, ExpectedMembersResponse(Error.NONE, expected)))
+    core.when_persisted(lambda: core.reply(ticket, ExpectedMembersResponse(Error.NONE, group_instance_ids=expected)))
     core.when_persist_failed(on_failed)
 
 
-def _set_expected(core: CoreState, group: Group, ids: tuple[str, ...]) -> None:
+def _set_expected(core: CoreState, group: Group, ids: tuple[InstanceId, ...]) -> None:
     group.set_expected_instance_ids(ids)
     maybe_complete_join_phase(core, group)  # a change re-evaluates a waiting join phase at once

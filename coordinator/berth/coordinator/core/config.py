@@ -1,4 +1,4 @@
-"""The coordinator's group limits (API.md §3 defaults, §7 flags)."""
+"""The coordinator's group limits (docs/api.md §6 defaults, §10 flags)."""
 
 from __future__ import annotations
 

@@ -10,30 +10,21 @@ as Kafka's reload does (no rebalance, except a group over a lowered ``group_max_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Concatenate, ParamSpec
 
 from berth.coordinator.core import admin, join, membership, offsets, rebalance
 from berth.coordinator.core.config import CoordinatorConfig
 from berth.coordinator.core.effects import Effects
+from berth.coordinator.core.events import RebalanceCause
 from berth.coordinator.core.group import Group
-from berth.coordinator.core.model import (
-    DescribeResponse,
-    ExpectedMembersResponse,
-    HeartbeatRequest,
-    JoinRequest,
-    JoinResponse,
-    LeaveRequest,
-    ListResponse,
-    OffsetCommitRequest,
-    OffsetFetchResponse,
-    SyncRequest,
-    SyncResponse,
-)
 from berth.coordinator.core.records import (
     ExpectedMembersRecord,
+    GroupDeltaRecord,
     GroupRecord,
     OffsetRecord,
     Record,
+    RecordFormatError,
+    apply_delta,
     group_from_record,
 )
 from berth.coordinator.core.state import (
@@ -45,56 +36,88 @@ from berth.coordinator.core.state import (
     TimerPayload,
 )
 from berth.coordinator.core.timers import DueTimer
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import (
+    DescribeResponse,
+    Error,
+    ExpectedMembersResponse,
+    GroupId,
+    HeartbeatRequest,
+    InstanceId,
+    JoinRequest,
+    JoinResponse,
+    LeaveRequest,
+    ListResponse,
+    MemberId,
+    OffsetCommitRequest,
+    OffsetFetchResponse,
+    SyncRequest,
+    SyncResponse,
+)
+
+P = ParamSpec("P")
 
 
 class Coordinator(CoreState):
     def __init__(self, config: CoordinatorConfig | None = None, new_uuid: Callable[[], str] | None = None) -> None:
         super().__init__(config or CoordinatorConfig(), new_uuid)
 
-    def _call(self, now_ms: int, handler: Callable[..., None], *args: Any) -> Effects:
+    def _call(
+        self, now_ms: int, handler: Callable[Concatenate[CoreState, P], None], *args: P.args, **kwargs: P.kwargs
+    ) -> Effects:
+        """Frame one call: ``handler(self, *args)`` at ``now_ms``, returning everything it asked for."""
         self.begin(now_ms)
-        handler(self, *args)
+        handler(self, *args, **kwargs)
         return self.finish()
 
     # --------------------------------------------------------------------------------- group protocol
+    # ``version`` is the request's API version, resolved by the adapter (an absent one is the newest).
 
-    def join(self, req: JoinRequest, ticket: int, now_ms: int) -> Effects:
-        return self._call(now_ms, join.handle_join, req, ticket)
+    def join(
+        self, group_id: GroupId, req: JoinRequest, version: int, ticket: int, now_ms: int, client_host: str = ""
+    ) -> Effects:
+        return self._call(now_ms, join.handle_join, group_id, req, version, ticket, client_host)
 
-    def sync(self, req: SyncRequest, ticket: int, now_ms: int) -> Effects:
-        return self._call(now_ms, membership.handle_sync, req, ticket)
+    def sync(self, group_id: GroupId, req: SyncRequest, version: int, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, membership.handle_sync, group_id, req, version, ticket)
 
-    def heartbeat(self, req: HeartbeatRequest, ticket: int, now_ms: int) -> Effects:
-        return self._call(now_ms, membership.handle_heartbeat, req, ticket)
+    def heartbeat(self, group_id: GroupId, req: HeartbeatRequest, version: int, ticket: int, now_ms: int) -> Effects:
+        # The hottest call, framed by hand: a heartbeat only replies, unless it journals a fenced member.
+        self.now_ms = now_ms
+        error = membership.heartbeat(self, group_id, req)
+        if self._events is None:
+            return Effects([(ticket, membership.HEARTBEAT_ANSWERS[error])])
+        self.reply(ticket, membership.HEARTBEAT_ANSWERS[error])
+        return self.finish()
 
-    def leave(self, req: LeaveRequest, ticket: int, now_ms: int) -> Effects:
-        return self._call(now_ms, membership.handle_leave, req, ticket)
+    def leave(self, group_id: GroupId, req: LeaveRequest, version: int, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, membership.handle_leave, group_id, req, version, ticket)
 
-    def commit_offsets(self, req: OffsetCommitRequest, ticket: int, now_ms: int) -> Effects:
-        return self._call(now_ms, offsets.handle_commit, req, ticket)
+    def commit_offsets(
+        self, group_id: GroupId, req: OffsetCommitRequest, version: int, ticket: int, now_ms: int
+    ) -> Effects:
+        return self._call(now_ms, offsets.handle_commit, group_id, req, version, ticket)
 
-    def fetch_offsets(self, group_id: str, topics: tuple[str, ...] | None = None) -> OffsetFetchResponse:
+    def fetch_offsets(self, group_id: GroupId, topics: tuple[str, ...] | None = None) -> OffsetFetchResponse:
         return offsets.fetch_offsets(self, group_id, topics)
 
     # ------------------------------------------------------------------------------------------ admin
 
-    def describe(self, group_id: str) -> DescribeResponse:
+    def describe(self, group_id: GroupId) -> DescribeResponse:
         return admin.describe_group(self, group_id)
 
     def list_groups(self, states: Iterable[str] = ()) -> ListResponse:
         return admin.list_groups(self, states)
 
-    def delete_group(self, group_id: str, ticket: int, now_ms: int) -> Effects:
+    def delete_group(self, group_id: GroupId, ticket: int, now_ms: int) -> Effects:
         return self._call(now_ms, admin.handle_delete, group_id, ticket)
 
-    def get_expected_members(self, group_id: str) -> ExpectedMembersResponse:
+    def get_expected_members(self, group_id: GroupId) -> ExpectedMembersResponse:
         return admin.get_expected_members(self, group_id)
 
-    def put_expected_members(self, group_id: str, ids: Iterable[str], ticket: int, now_ms: int) -> Effects:
+    def put_expected_members(self, group_id: GroupId, ids: Iterable[InstanceId], ticket: int, now_ms: int) -> Effects:
         return self._call(now_ms, admin.handle_put_expected_members, group_id, tuple(ids), ticket)
 
-    def delete_expected_members(self, group_id: str, ticket: int, now_ms: int) -> Effects:
+    def delete_expected_members(self, group_id: GroupId, ticket: int, now_ms: int) -> Effects:
         return self._call(now_ms, admin.handle_put_expected_members, group_id, (), ticket)
 
     # ----------------------------------------------------------------------------------- time, writes
@@ -117,10 +140,10 @@ class Coordinator(CoreState):
 
     def on_write_done(self, token: int, ok: bool, now_ms: int) -> Effects:
         """The adapter reports a write durable (``ok``) or failed; run what the call left waiting on it."""
-        return self._call(now_ms, lambda core: core.run_continuations(token, ok))
+        return self._call(now_ms, CoreState.run_continuations, token, ok)
 
     def shutdown(self, now_ms: int) -> Effects:
-        """Answer every parked join and sync COORDINATOR_NOT_AVAILABLE (API.md §7, SIGTERM)."""
+        """Answer every parked join and sync COORDINATOR_NOT_AVAILABLE (docs/api.md §10, SIGTERM)."""
         return self._call(now_ms, _answer_all_parked)
 
     # -------------------------------------------------------------------------------------------- load
@@ -130,10 +153,15 @@ class Coordinator(CoreState):
         if isinstance(record, GroupRecord):
             previous = self.groups.pop(record.group_id, None)
             if record.value is not None:
-                group = group_from_record(record.group_id, record.value, self.now_ms)
+                group = group_from_record(record, self.now_ms)
                 if previous is not None:
                     group.set_expected_instance_ids(previous.expected_instance_ids)
                 self.groups[record.group_id] = group
+        elif isinstance(record, GroupDeltaRecord):
+            existing = self.groups.get(record.group_id)
+            if existing is None:
+                raise RecordFormatError(f"group {record.group_id!r}: a member delta without its group")
+            apply_delta(existing, record, self.now_ms)
         elif isinstance(record, OffsetRecord):
             if record.value is not None and record.group_id not in self.groups:
                 self.groups[record.group_id] = Group(record.group_id, self.now_ms)  # a simple group
@@ -167,10 +195,10 @@ class Coordinator(CoreState):
 def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
     key = due.key
     assert isinstance(key, tuple)
-    group_id: str = key[1]
+    group_id: GroupId = key[1]
     payload = due.payload
     if isinstance(payload, SessionExpiry):
-        rebalance.expire_heartbeat(core, group_id, key[2])
+        rebalance.expire_heartbeat(core, group_id, MemberId(key[2]))
         return
     group = core.groups.get(group_id)
     if group is None:
@@ -192,7 +220,7 @@ def _on_loaded(core: CoreState) -> None:
         if max_size is not None and len(group.members) > max_size:
             # The max size was lowered since the group formed: rebalance so the surplus members are turned
             # away as they rejoin (after a chance to commit offsets).
-            rebalance.prepare_rebalance(core, group, "group_max_size")
+            rebalance.prepare_rebalance(core, group, RebalanceCause.GROUP_MAX_SIZE)
 
 
 def _answer_all_parked(core: CoreState) -> None:

@@ -4,18 +4,19 @@ Every public call of the ``Coordinator`` returns one ``Effects``. Replies are ad
 adapter's handle for a waiting request). A ``Write`` bundles the records and journal events of one call; the
 adapter persists it and reports back with ``Coordinator.on_write_done(token, ok)``, which runs the call's
 continuation (Kafka's append-future callbacks) and may produce more effects. The adapter releases a reply
-only once every write handed to it before that reply is durable (API.md §7).
+only once every write handed to it before that reply is durable (docs/api.md §10, "Durability").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from berth.coordinator.core.model import Response
 from berth.coordinator.core.records import Record
+from berth.coordinator.protocol import Answer
 
 JournalEvent = dict[str, Any]  # JSON-ready, except that byte fields may stay bytes (base64 once encoded)
+Response = Answer
 
 
 @dataclass(slots=True)
@@ -25,14 +26,18 @@ class Write:
     events: list[JournalEvent]
 
 
-@dataclass(slots=True)
 class Effects:
-    replies: list[tuple[int, Response]] = field(default_factory=list)
-    writes: list[Write] = field(default_factory=list)
+    """The replies (ticket, answer) and writes of one call, in the order they were made."""
+
+    __slots__ = ("replies", "writes")
+
+    def __init__(self, replies: list[tuple[int, Response]] | None = None, writes: list[Write] | None = None) -> None:
+        self.replies = [] if replies is None else replies
+        self.writes = [] if writes is None else writes
+
+    def __repr__(self) -> str:
+        return f"Effects(replies={self.replies!r}, writes={self.writes!r})"
 
     def extend(self, other: Effects) -> None:
         self.replies.extend(other.replies)
         self.writes.extend(other.writes)
-
-    def reply_for(self, ticket: int) -> Response | None:
-        return next((r for t, r in self.replies if t == ticket), None)

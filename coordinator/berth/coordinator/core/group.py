@@ -1,8 +1,9 @@
 """The bookkeeping of one classic group (Kafka's ClassicGroup) plus Berth's expected instance ids.
 
 This module keeps the counters that make the hot paths O(1): members awaiting a join, per-protocol support
-counts, pending (KIP-394) and pending-sync member sets, and how many expected instance ids are members.
-It decides nothing about rebalances; ``rebalance`` and the handlers do.
+counts, the protocol vote (recounted only when the set of protocols every member supports changes), pending
+(KIP-394) and pending-sync member sets, how many expected instance ids are members, and which fenced member
+ids were already journaled. It decides nothing about rebalances; ``rebalance`` and the handlers do.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import JoinMember, Protocol
+from berth.coordinator.protocol import GroupId, InstanceId, JoinMember, JoinProtocol, MemberId
 
 
 class GroupState(Enum):
@@ -39,6 +40,10 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+#: Fenced member ids journaled per instance id and episode, at most (a hostile client could send any number).
+MAX_FENCED_NOTED = 16
+
+
 class IllegalTransition(AssertionError):
     pass
 
@@ -46,13 +51,13 @@ class IllegalTransition(AssertionError):
 class Group:
     def __init__(
         self,
-        group_id: str,
+        group_id: GroupId,
         now_ms: int,
         state: GroupState = EMPTY,
         generation_id: int = 0,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
-        leader_id: str | None = None,
+        leader_id: MemberId | None = None,
     ) -> None:
         self.group_id = group_id
         self.state = state
@@ -62,16 +67,22 @@ class Group:
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.leader_id = leader_id
-        self.members: dict[str, Member] = {}
-        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_join_members: set[str] = set()  # KIP-394 ids handed out, not yet joined
-        self.pending_sync_members: set[str] = set()
+        self.members: dict[MemberId, Member] = {}
+        self.static_members: dict[InstanceId, MemberId] = {}
+        self.pending_join_members: set[MemberId] = set()  # KIP-394 ids handed out, not yet joined
+        self.pending_sync_members: set[MemberId] = set()
         self.num_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()
         self.new_member_added = False
-        self.expected_instance_ids: tuple[str, ...] = ()
-        self._expected: frozenset[str] = frozenset()
+        self.expected_instance_ids: tuple[InstanceId, ...] = ()
+        self._expected: frozenset[InstanceId] = frozenset()
         self._expected_present = 0
+        # The protocol vote: each member's most preferred protocol among ``_vote_candidates`` (None: not counted).
+        self._vote_candidates: frozenset[str] | None = None
+        self._votes: Counter[str] = Counter()
+        self._voted: dict[MemberId, str] = {}
+        # Fenced member ids already journaled since the instance's current member took over (docs/api.md §8).
+        self._fenced_noted: dict[InstanceId, set[MemberId]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -80,9 +91,6 @@ class Group:
         )
 
     # -------------------------------------------------------------------------------------------- state
-
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
 
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
@@ -96,20 +104,17 @@ class Group:
 
     # ------------------------------------------------------------------------------------------ members
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
-    def is_leader(self, member_id: str) -> bool:
+    def is_leader(self, member_id: MemberId) -> bool:
         return self.leader_id is not None and self.leader_id == member_id
 
-    def is_pending(self, member_id: str) -> bool:
+    def is_pending(self, member_id: MemberId) -> bool:
         return member_id in self.pending_join_members
 
-    def add_pending(self, member_id: str) -> None:
+    def add_pending(self, member_id: MemberId) -> None:
         assert member_id not in self.members
         self.pending_join_members.add(member_id)
 
-    def static_member_id(self, group_instance_id: str) -> str | None:
+    def static_member_id(self, group_instance_id: InstanceId) -> MemberId | None:
         return self.static_members.get(group_instance_id)
 
     def add(self, member: Member, join_ticket: int | None = None) -> None:
@@ -126,21 +131,24 @@ class Group:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocol_names())
+        self._count_vote(member)
         member.join_ticket = join_ticket
         if join_ticket is not None:
             self.num_awaiting_join += 1
         self.pending_join_members.discard(member.member_id)
 
-    def remove(self, member_id: str) -> Member | None:
+    def remove(self, member_id: MemberId) -> Member | None:
         """Remove a member or a pending id; returns the member removed (None for a pending id)."""
         member = self.members.pop(member_id, None)
         if member is not None:
             self.supported_protocols.subtract(member.protocol_names())
+            self._uncount_vote(member_id)
             if member.is_awaiting_join:
                 self.num_awaiting_join -= 1
             iid = member.group_instance_id
             if iid is not None and self.static_members.get(iid) == member_id:
                 del self.static_members[iid]
+                self._fenced_noted.pop(iid, None)
                 if iid in self._expected:
                     self._expected_present -= 1
         if self.is_leader(member_id):
@@ -149,7 +157,9 @@ class Group:
         self.pending_sync_members.discard(member_id)
         return member
 
-    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+    def replace_static_member(
+        self, group_instance_id: InstanceId, old_member_id: MemberId, new_member_id: MemberId
+    ) -> Member:
         """Give an instance id's member a new member id, keeping everything else (KIP-345).
 
         The caller answers whatever the old member had parked (FENCED_INSTANCE_ID) before calling this.
@@ -170,6 +180,10 @@ class Group:
             old.last_heard_ms,
         )
         self.members[new_member_id] = new
+        vote = self._voted.pop(old_member_id, None)
+        if vote is not None:
+            self._voted[new_member_id] = vote
+        self._fenced_noted.pop(group_instance_id, None)  # a new episode: the old id may be fenced from now on
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         # Like Kafka, an old id still awaited in the sync phase stays there: if the replacement happens
@@ -180,14 +194,17 @@ class Group:
     def update_member(
         self,
         member: Member,
-        protocols: tuple[Protocol, ...],
+        protocols: tuple[JoinProtocol, ...],
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
         join_ticket: int | None,
     ) -> None:
-        self.supported_protocols.subtract(member.protocol_names())
-        member.protocols = protocols
-        self.supported_protocols.update(member.protocol_names())
+        if protocols != member.protocols:
+            self.supported_protocols.subtract(member.protocol_names())
+            self._uncount_vote(member.member_id)
+            member.protocols = protocols
+            self.supported_protocols.update(member.protocol_names())
+            self._count_vote(member)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         if join_ticket is not None and not member.is_awaiting_join:
@@ -250,12 +267,36 @@ class Group:
         return {name for name, n in self.supported_protocols.items() if n == size}
 
     def select_protocol(self) -> str:
-        """The protocol every member supports with the most first-preference votes (ties: by name)."""
+        """The protocol every member supports with the most first-preference votes (ties: by name).
+
+        The count is kept as members come, go and change protocols; it is recounted over every member only when
+        the set of protocols every member supports changed (a member with other protocols joined or left).
+        """
         if not self.members:
             raise ValueError(f"cannot select a protocol for the empty group {self.group_id}")
-        candidates = self.candidate_protocols()
-        votes = Counter(m.vote(candidates) for m in self.members.values())
-        return min(votes, key=lambda name: (-votes[name], name))
+        candidates = frozenset(self.candidate_protocols())
+        if candidates != self._vote_candidates:
+            self._vote_candidates = candidates
+            self._voted = {m.member_id: m.vote(candidates) for m in self.members.values()}
+            self._votes = Counter(self._voted.values())
+        votes = self._votes
+        return min((name for name, n in votes.items() if n > 0), key=lambda name: (-votes[name], name))
+
+    def _count_vote(self, member: Member) -> None:
+        candidates = self._vote_candidates
+        if candidates is None:
+            return
+        vote = next((p.name for p in member.protocols if p.name in candidates), None)
+        if vote is None:
+            self._vote_candidates = None  # the candidates shrink: recount on the next selection
+            return
+        self._voted[member.member_id] = vote
+        self._votes[vote] += 1
+
+    def _uncount_vote(self, member_id: MemberId) -> None:
+        vote = self._voted.pop(member_id, None)
+        if vote is not None:
+            self._votes[vote] -= 1
 
     def init_next_generation(self, now_ms: int) -> None:
         self.generation_id += 1
@@ -275,12 +316,22 @@ class Group:
 
     # ------------------------------------------------------------------------------- expected instance ids
 
-    def set_expected_instance_ids(self, ids: tuple[str, ...]) -> None:
+    # ------------------------------------------------------------------------------------ fenced members
+
+    def note_fenced(self, group_instance_id: InstanceId, member_id: MemberId) -> bool:
+        """Record that ``member_id`` was fenced; True the first time in this episode (journal it then)."""
+        noted = self._fenced_noted.setdefault(group_instance_id, set())
+        if member_id in noted or len(noted) >= MAX_FENCED_NOTED:
+            return False
+        noted.add(member_id)
+        return True
+
+    def set_expected_instance_ids(self, ids: tuple[InstanceId, ...]) -> None:
         self.expected_instance_ids = ids
         self._expected = frozenset(ids)
         self._expected_present = sum(1 for iid in self._expected if iid in self.static_members)
 
-    def missing_expected_instance_ids(self) -> list[str]:
+    def missing_expected_instance_ids(self) -> list[InstanceId]:
         return [iid for iid in self.expected_instance_ids if iid not in self.static_members]
 
     @property

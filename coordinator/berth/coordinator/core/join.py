@@ -10,8 +10,9 @@ empty id + instance id -> a new static member, or a replacement of the instance'
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
+from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -21,9 +22,9 @@ from berth.coordinator.core.group import (
     Group,
 )
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import JoinRequest, JoinResponse
 from berth.coordinator.core.rebalance import (
     fence_parked_requests,
+    journal_fenced,
     maybe_complete_join_phase,
     maybe_prepare_rebalance_or_complete_join,
     prepare_rebalance,
@@ -31,38 +32,47 @@ from berth.coordinator.core.rebalance import (
     supersede_parked_join,
     validate_member,
 )
-from berth.coordinator.core.records import new_empty_group_record, new_group_record
-from berth.coordinator.core.state import CoreState, SessionExpiry, heartbeat_key, join_key, sync_key
+from berth.coordinator.core.records import new_empty_group_record, new_static_replacement_record
+from berth.coordinator.core.state import SESSION_EXPIRY, CoreState, heartbeat_key, join_key, sync_key
 from berth.coordinator.protocol import (
     JOIN_MEMBER_ID_REQUIRED_VERSION,
     JOIN_SKIP_ASSIGNMENT_VERSION,
-    MAX_GROUP_ID_BYTES,
     Error,
+    GroupId,
+    JoinRequest,
+    JoinResponse,
+    MemberId,
+    group_id_too_long,
 )
 
 
-def group_id_too_long(group_id: str) -> bool:
-    # A character is at most 4 bytes of UTF-8: short ids need no encoding to be known short enough.
-    return len(group_id) * 4 > MAX_GROUP_ID_BYTES and len(group_id.encode("utf-8")) > MAX_GROUP_ID_BYTES
+class Join(msgspec.Struct, frozen=True, gc=False):
+    """A join as the core handles it: the request and what the adapter knows about it."""
+
+    group_id: GroupId
+    request: JoinRequest
+    version: int
+    client_host: str
 
 
-def handle_join(core: CoreState, req: JoinRequest, ticket: int) -> None:
+def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: int, ticket: int, host: str) -> None:
     cfg = core.config
-    if group_id_too_long(req.group_id):
+    if group_id_too_long(group_id):
         core.reply(ticket, JoinResponse(Error.INVALID_GROUP_ID, member_id=req.member_id))
         return
     if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
         core.reply(ticket, JoinResponse(Error.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
         return
 
+    join = Join(group_id, req, version, host)
     is_unknown_member = req.member_id == ""
-    group = core.groups.get(req.group_id)
+    group = core.groups.get(group_id)
     is_new_group = group is None
     if group is None:
         if not is_unknown_member:
             core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
             return
-        group = core.new_group(req.group_id)
+        group = core.new_group(group_id)
 
     if not accept_joining_member(core, group, req.member_id):
         removed = group.remove(req.member_id)
@@ -70,22 +80,22 @@ def handle_join(core: CoreState, req: JoinRequest, ticket: int) -> None:
             core.cancel(heartbeat_key(group.group_id, removed.member_id))
             core.event(
                 group,
-                "member_left",
+                EventType.MEMBER_LEFT,
                 member_id=removed.member_id,
                 group_instance_id=removed.group_instance_id,
-                via="group_max_size",
+                via=LeaveVia.GROUP_MAX_SIZE,
             )
         core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
     elif is_unknown_member:
-        join_new_member(core, req, group, ticket)
+        join_new_member(core, join, group, ticket)
     else:
-        join_existing_member(core, req, group, ticket)
+        join_existing_member(core, join, group, ticket)
 
     if is_new_group and not core.call_persists_records:
         persist_new_group(core, group, ticket)
 
 
-def accept_joining_member(core: CoreState, group: Group, member_id: str) -> bool:
+def accept_joining_member(core: CoreState, group: Group, member_id: MemberId) -> bool:
     """KIP-389: new members are accepted only up to ``group_max_size``."""
     max_size = core.config.group_max_size
     if max_size is None or group.state in (EMPTY, DEAD):
@@ -125,45 +135,49 @@ def persist_new_group(core: CoreState, group: Group, ticket: int) -> None:
     core.when_persist_failed(on_failed)
 
 
-def join_new_member(core: CoreState, req: JoinRequest, group: Group, ticket: int) -> None:
-    if not group.supports_protocols(req.protocol_type, (p.name for p in req.protocols)):
+def join_new_member(core: CoreState, join: Join, group: Group, ticket: int) -> None:
+    req = join.request
+    if not group.supports_protocols(req.protocol_type, req.protocol_names()):
         core.reply(ticket, JoinResponse(Error.INCONSISTENT_GROUP_PROTOCOL))
         return
     new_member_id = core.generate_member_id(req.client_id, req.group_instance_id)
     if req.group_instance_id is not None:
-        join_new_static_member(core, req, group, new_member_id, ticket)
+        join_new_static_member(core, join, group, new_member_id, ticket)
     else:
-        join_new_dynamic_member(core, req, group, new_member_id, ticket)
+        join_new_dynamic_member(core, join, group, new_member_id, ticket)
 
 
-def join_new_static_member(core: CoreState, req: JoinRequest, group: Group, new_member_id: str, ticket: int) -> None:
-    assert req.group_instance_id is not None
-    existing_member_id = group.static_member_id(req.group_instance_id)
+def join_new_static_member(core: CoreState, join: Join, group: Group, new_member_id: MemberId, ticket: int) -> None:
+    instance_id = join.request.group_instance_id
+    assert instance_id is not None
+    existing_member_id = group.static_member_id(instance_id)
     if existing_member_id is not None:
         replace_static_member_then_rebalance_or_complete_join(
-            core, req, group, existing_member_id, new_member_id, ticket
+            core, join, group, existing_member_id, new_member_id, ticket
         )
     else:
-        add_member_then_rebalance_or_complete_join(core, req, group, new_member_id, ticket)
+        add_member_then_rebalance_or_complete_join(core, join, group, new_member_id, ticket)
 
 
-def join_new_dynamic_member(core: CoreState, req: JoinRequest, group: Group, new_member_id: str, ticket: int) -> None:
-    if req.api_version < JOIN_MEMBER_ID_REQUIRED_VERSION:
-        add_member_then_rebalance_or_complete_join(core, req, group, new_member_id, ticket)
+def join_new_dynamic_member(core: CoreState, join: Join, group: Group, new_member_id: MemberId, ticket: int) -> None:
+    req = join.request
+    if join.version < JOIN_MEMBER_ID_REQUIRED_VERSION:
+        add_member_then_rebalance_or_complete_join(core, join, group, new_member_id, ticket)
         return
     if len(group.pending_join_members) >= core.config.max_pending_members_per_group:
         # Berth: KIP-394 bounds pending ids only by their expiry; a flood of anonymous joins is capped here.
         core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
         return
     group.add_pending(new_member_id)
-    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SessionExpiry())
-    core.event(group, "member_id_required", member_id=new_member_id, group_instance_id=None)
+    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SESSION_EXPIRY)
+    core.event(group, EventType.MEMBER_ID_REQUIRED, member_id=new_member_id, group_instance_id=None)
     core.reply(ticket, JoinResponse(Error.MEMBER_ID_REQUIRED, member_id=new_member_id))
 
 
-def join_existing_member(core: CoreState, req: JoinRequest, group: Group, ticket: int) -> None:
+def join_existing_member(core: CoreState, join: Join, group: Group, ticket: int) -> None:
+    req = join.request
     member_id = req.member_id
-    if not group.supports_protocols(req.protocol_type, (p.name for p in req.protocols)):
+    if not group.supports_protocols(req.protocol_type, req.protocol_names()):
         core.reply(ticket, JoinResponse(Error.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         return
     if group.is_pending(member_id):
@@ -172,7 +186,7 @@ def join_existing_member(core: CoreState, req: JoinRequest, group: Group, ticket
             # which reaches the client as UNKNOWN_SERVER_ERROR with nothing changed.
             core.reply(ticket, JoinResponse(Error.UNKNOWN_SERVER_ERROR, member_id=member_id))
             return
-        add_member_then_rebalance_or_complete_join(core, req, group, member_id, ticket)
+        add_member_then_rebalance_or_complete_join(core, join, group, member_id, ticket)
         return
 
     error = validate_member(core, group, member_id, req.group_instance_id)
@@ -182,27 +196,29 @@ def join_existing_member(core: CoreState, req: JoinRequest, group: Group, ticket
 
     member = group.members[member_id]
     member.last_heard_ms = core.now_ms
+    metadata_change = RebalanceCause.METADATA_CHANGE
     if group.state is PREPARING_REBALANCE:
-        update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+        update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, metadata_change)
     elif group.state is COMPLETING_REBALANCE:
         if member.matches(req.protocols):
             # The member lost the join response: hand it the current generation again.
             core.reply(ticket, current_generation_response(group, member_id, with_members=group.is_leader(member_id)))
         else:
-            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, metadata_change)
     elif group.state is STABLE:
         if group.is_leader(member_id):
             # The leader rejoins to make the group notice changes that affect assignment (topic metadata).
-            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "leader_rejoin")
+            cause = RebalanceCause.LEADER_REJOIN
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, cause)
         elif not member.matches(req.protocols):
-            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, "metadata_change")
+            update_member_then_rebalance_or_complete_join(core, req, group, member, ticket, metadata_change)
         else:
             core.reply(ticket, current_generation_response(group, member_id, with_members=False))
     else:
         core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=member_id))
 
 
-def current_generation_response(group: Group, member_id: str, with_members: bool) -> JoinResponse:
+def current_generation_response(group: Group, member_id: MemberId, with_members: bool) -> JoinResponse:
     return JoinResponse(
         Error.NONE,
         member_id=member_id,
@@ -215,22 +231,23 @@ def current_generation_response(group: Group, member_id: str, with_members: bool
 
 
 def update_member_then_rebalance_or_complete_join(
-    core: CoreState, req: JoinRequest, group: Group, member: Member, ticket: int, cause: str
+    core: CoreState, req: JoinRequest, group: Group, member: Member, ticket: int, cause: RebalanceCause
 ) -> None:
     supersede_parked_join(core, member)
-    group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
+    group.update_member(member, req.protocols, req.effective_rebalance_timeout_ms, req.session_timeout_ms, ticket)
     maybe_prepare_rebalance_or_complete_join(core, group, cause)
 
 
 def add_member_then_rebalance_or_complete_join(
-    core: CoreState, req: JoinRequest, group: Group, member_id: str, ticket: int
+    core: CoreState, join: Join, group: Group, member_id: MemberId, ticket: int
 ) -> None:
+    req = join.request
     member = Member(
         member_id,
         req.group_instance_id,
-        req.client_id,
-        req.client_host,
-        req.rebalance_timeout_ms,
+        req.client_id or "",
+        join.client_host,
+        req.effective_rebalance_timeout_ms,
         req.session_timeout_ms,
         req.protocol_type,
         req.protocols,
@@ -244,39 +261,46 @@ def add_member_then_rebalance_or_complete_join(
     reschedule_heartbeat(core, group, member, core.config.new_member_join_timeout_ms)
     core.event(
         group,
-        "member_joined",
+        EventType.MEMBER_JOINED,
         member_id=member_id,
         group_instance_id=req.group_instance_id,
         static=req.group_instance_id is not None,
-        client_id=req.client_id,
+        client_id=req.client_id or "",
     )
-    maybe_prepare_rebalance_or_complete_join(core, group, "new_member")
+    maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.NEW_MEMBER)
 
 
 def replace_static_member_then_rebalance_or_complete_join(
-    core: CoreState, req: JoinRequest, group: Group, old_member_id: str, new_member_id: str, ticket: int
+    core: CoreState, join: Join, group: Group, old_member_id: MemberId, new_member_id: MemberId, ticket: int
 ) -> None:
-    """A static member restarted (empty member id, known instance id): swap in its new member id (KIP-345)."""
+    """A static member restarted (empty member id, known instance id): swap in its new member id (KIP-345).
+
+    In a Stable group whose selected protocol stays, this costs the same in a group of 10 or 10,000: the
+    protocol vote is kept incrementally and only the swap is persisted (``new_static_replacement_record``).
+    """
+    req = join.request
     instance_id = req.group_instance_id
     assert instance_id is not None
     current_leader = group.leader_id
     old_member = group.members[old_member_id]
     offline_ms = core.now_ms - old_member.last_heard_ms
-    fence_parked_requests(core, group, old_member)
+    fenced_parked = fence_parked_requests(core, group, old_member)
     new_member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+    if fenced_parked:
+        journal_fenced(core, group, instance_id, old_member_id)
     core.cancel(heartbeat_key(group.group_id, old_member_id))
     reschedule_heartbeat(core, group, new_member)
 
     old_protocols = new_member.protocols
     old_rebalance_timeout_ms = new_member.rebalance_timeout_ms
     old_session_timeout_ms = new_member.session_timeout_ms
-    group.update_member(new_member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
+    group.update_member(new_member, req.protocols, req.effective_rebalance_timeout_ms, req.session_timeout_ms, ticket)
     new_member.last_heard_ms = core.now_ms
 
     def journal_replacement(rebalance: bool) -> None:
         core.event(
             group,
-            "static_member_replaced",
+            EventType.STATIC_MEMBER_REPLACED,
             member_id=new_member_id,
             group_instance_id=instance_id,
             old_member_id=old_member_id,
@@ -288,8 +312,8 @@ def replace_static_member_then_rebalance_or_complete_join(
         if group.protocol_name == group.select_protocol():
             # The restart changes nothing the assignment depends on: no rebalance, just persist the new id.
             journal_replacement(rebalance=False)
-            core.persist(new_group_record(group))
-            skip_assignment_supported = req.api_version >= JOIN_SKIP_ASSIGNMENT_VERSION
+            core.persist(new_static_replacement_record(group, old_member_id, new_member))
+            skip_assignment_supported = join.version >= JOIN_SKIP_ASSIGNMENT_VERSION
 
             def on_persisted() -> None:
                 if group.members.get(new_member_id) is not new_member or group.state is not STABLE:
@@ -298,7 +322,7 @@ def replace_static_member_then_rebalance_or_complete_join(
                     # KIP-814: a restarted static leader learns it leads, with the member list, but must not
                     # compute a new assignment.
                     is_leader = group.is_leader(new_member_id)
-                    response = replace(
+                    response = msgspec.structs.replace(
                         current_generation_response(group, new_member_id, with_members=is_leader),
                         skip_assignment=is_leader,
                     )
@@ -341,11 +365,11 @@ def replace_static_member_then_rebalance_or_complete_join(
             core.when_persist_failed(on_failed)
         else:
             journal_replacement(rebalance=group.can_rebalance())
-            maybe_prepare_rebalance_or_complete_join(core, group, "static_replacement")
+            maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.STATIC_REPLACEMENT)
     elif group.state is COMPLETING_REBALANCE:
         # The leader may already be assigning for the old member id: the new id would get nothing. Rebalance.
         journal_replacement(rebalance=True)
-        prepare_rebalance(core, group, "static_replacement")
+        prepare_rebalance(core, group, RebalanceCause.STATIC_REPLACEMENT)
     else:
         journal_replacement(rebalance=False)
         maybe_complete_join_phase(core, group)

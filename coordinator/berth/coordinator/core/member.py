@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from berth.coordinator.core.model import Protocol
+from berth.coordinator.protocol import InstanceId, JoinProtocol, MemberId
 
 
 class Member:
@@ -30,14 +30,14 @@ class Member:
 
     def __init__(
         self,
-        member_id: str,
-        group_instance_id: str | None,
+        member_id: MemberId,
+        group_instance_id: InstanceId | None,
         client_id: str,
         client_host: str,
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
         protocol_type: str,
-        protocols: tuple[Protocol, ...],
+        protocols: tuple[JoinProtocol, ...],
         assignment: bytes = b"",
         last_heard_ms: int = 0,
     ) -> None:
@@ -85,7 +85,7 @@ class Member:
             return False
         return self.is_awaiting_join or self.is_awaiting_sync
 
-    def matches(self, protocols: tuple[Protocol, ...]) -> bool:
+    def matches(self, protocols: tuple[JoinProtocol, ...]) -> bool:
         return protocols == self.protocols
 
     def vote(self, candidates: Collection[str]) -> str:

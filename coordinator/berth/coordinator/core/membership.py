@@ -1,24 +1,17 @@
 """SyncGroup (14), Heartbeat (12) and LeaveGroup (13), as Kafka's classic coordinator handles them.
 
 Sync: the leader's assignment is persisted before anyone hears it (the group turns Stable only then).
-Heartbeat: never writes; it only moves the member's session deadline (O(1), see ``timers``).
+Heartbeat: moves the member's session deadline (O(1), see ``timers``) and writes nothing, except the journal
+event of a fenced member, once per episode (docs/api.md §8).
 Leave: a batch of member ids and/or instance ids (KIP-345), with per-member results; an entry with an empty
-member id and an instance id is the admin "remove members" path.
+member id and an instance id is the admin "remove members" path. A group that does not exist answers NONE at
+the top level and UNKNOWN_MEMBER_ID for each member, as Kafka does.
 """
 
 from __future__ import annotations
 
+from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
-from berth.coordinator.core.join import group_id_too_long
-from berth.coordinator.core.model import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    LeaveMemberResult,
-    LeaveRequest,
-    LeaveResponse,
-    SyncRequest,
-    SyncResponse,
-)
 from berth.coordinator.core.rebalance import (
     complete_stored_assignment,
     maybe_complete_join_phase,
@@ -32,7 +25,21 @@ from berth.coordinator.core.rebalance import (
 )
 from berth.coordinator.core.records import new_group_record
 from berth.coordinator.core.state import CoreState, heartbeat_key
-from berth.coordinator.protocol import SYNC_PROTOCOL_FIELDS_VERSION, Error
+from berth.coordinator.protocol import (
+    SYNC_PROTOCOL_FIELDS_VERSION,
+    Error,
+    GroupId,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    InstanceId,
+    LeaveMemberResult,
+    LeaveRequest,
+    LeaveResponse,
+    MemberId,
+    SyncRequest,
+    SyncResponse,
+    group_id_too_long,
+)
 
 # ------------------------------------------------------------------------------------------------- sync
 
@@ -41,14 +48,14 @@ def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-def handle_sync(core: CoreState, req: SyncRequest, ticket: int) -> None:
-    if group_id_too_long(req.group_id):
+def handle_sync(core: CoreState, group_id: GroupId, req: SyncRequest, version: int, ticket: int) -> None:
+    if group_id_too_long(group_id):
         core.reply(ticket, SyncResponse(Error.INVALID_GROUP_ID))
         return
-    if req.api_version >= SYNC_PROTOCOL_FIELDS_VERSION and (req.protocol_type is None or req.protocol_name is None):
+    if version >= SYNC_PROTOCOL_FIELDS_VERSION and (req.protocol_type is None or req.protocol_name is None):
         core.reply(ticket, SyncResponse(Error.INCONSISTENT_GROUP_PROTOCOL))  # KIP-559, checked by Kafka's API layer
         return
-    group = core.groups.get(req.group_id)
+    group = core.groups.get(group_id)
     if group is None or group.state is EMPTY:
         core.reply(ticket, SyncResponse(Error.UNKNOWN_MEMBER_ID))
         return
@@ -77,7 +84,15 @@ def handle_sync(core: CoreState, req: SyncRequest, ticket: int) -> None:
     elif group.state is STABLE:
         # A Stable sync returns the stored assignment and, as in the Java coordinator, leaves the session alone.
         remove_pending_sync_member(core, group, req.member_id)
-        core.reply(ticket, SyncResponse(Error.NONE, group.protocol_type, group.protocol_name, member.assignment))
+        core.reply(
+            ticket,
+            SyncResponse(
+                Error.NONE,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                assignment=member.assignment,
+            ),
+        )
 
 
 def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> None:
@@ -88,7 +103,7 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
     core.persist(new_group_record(group, assignment))
     core.event(
         group,
-        "assignment_stored",
+        EventType.ASSIGNMENT_STORED,
         member_id=req.member_id,
         assignments=[
             {
@@ -115,7 +130,7 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
     def on_failed() -> None:
         if still_waiting():
             reset_and_propagate_assignment_with_error(core, group, Error.COORDINATOR_NOT_AVAILABLE)
-            maybe_prepare_rebalance_or_complete_join(core, group, "persist_failure")
+            maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.PERSIST_FAILURE)
 
     core.when_persisted(on_persisted)
     core.when_persist_failed(on_failed)
@@ -124,19 +139,14 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
 # -------------------------------------------------------------------------------------------- heartbeat
 
 
-_HEARTBEAT_RESPONSES = {error: HeartbeatResponse(error) for error in Error}  # immutable: made once
+HEARTBEAT_ANSWERS = {error: HeartbeatResponse(error) for error in Error}  # never changed: made once
 
 
-def handle_heartbeat(core: CoreState, req: HeartbeatRequest, ticket: int) -> None:
-    core.reply(ticket, _HEARTBEAT_RESPONSES[heartbeat(core, req)])
-
-
-def heartbeat(core: CoreState, req: HeartbeatRequest) -> Error:
-    if group_id_too_long(req.group_id):
-        return Error.INVALID_GROUP_ID
-    group = core.groups.get(req.group_id)
+def heartbeat(core: CoreState, group_id: GroupId, req: HeartbeatRequest) -> Error:
+    """Kafka's classic heartbeat; the only effect besides the session timer is journaling a fenced member."""
+    group = core.groups.get(group_id)
     if group is None:
-        return Error.UNKNOWN_MEMBER_ID
+        return Error.INVALID_GROUP_ID if group_id_too_long(group_id) else Error.UNKNOWN_MEMBER_ID
     error = validate_member(core, group, req.member_id, req.group_instance_id)
     if error is not None:
         return error
@@ -155,36 +165,41 @@ def heartbeat(core: CoreState, req: HeartbeatRequest) -> Error:
 # ------------------------------------------------------------------------------------------------ leave
 
 
-def handle_leave(core: CoreState, req: LeaveRequest, ticket: int) -> None:
-    if group_id_too_long(req.group_id):
+def handle_leave(core: CoreState, group_id: GroupId, req: LeaveRequest, version: int, ticket: int) -> None:
+    if group_id_too_long(group_id):
         core.reply(ticket, LeaveResponse(Error.INVALID_GROUP_ID))
         return
-    group = core.groups.get(req.group_id)
+    leaving = req.leaving()
+    group = core.groups.get(group_id)
     if group is None:
-        core.reply(ticket, LeaveResponse(Error.UNKNOWN_MEMBER_ID))
+        # Kafka: no such group means no such member, for each of them; the request as such is fine.
+        unknown = tuple(LeaveMemberResult(m.member_id, m.group_instance_id, Error.UNKNOWN_MEMBER_ID) for m in leaving)
+        core.reply(ticket, LeaveResponse(Error.NONE, members=unknown))
         return
-    results = tuple(leave_one(core, group, identity.member_id, identity.group_instance_id) for identity in req.members)
+    results = tuple(leave_one(core, group, identity.member_id, identity.group_instance_id) for identity in leaving)
     if any(r.error == Error.NONE for r in results):
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            maybe_prepare_rebalance_or_complete_join(core, group, "member_left")
+            maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.MEMBER_LEFT)
         elif group.state is PREPARING_REBALANCE:
             maybe_complete_join_phase(core, group)
-    core.reply(ticket, LeaveResponse(Error.NONE, results))
+    core.reply(ticket, LeaveResponse(Error.NONE, members=results))
 
 
-def leave_one(core: CoreState, group: Group, member_id: str, instance_id: str | None) -> LeaveMemberResult:
+def leave_one(core: CoreState, group: Group, member_id: MemberId, instance_id: InstanceId | None) -> LeaveMemberResult:
     if member_id == "":
         # Admin removal by instance id (KIP-345's removeMembersFromConsumerGroup).
         static_member_id = group.static_member_id(instance_id) if instance_id is not None else None
         if static_member_id is None:
             return LeaveMemberResult(member_id, instance_id, Error.UNKNOWN_MEMBER_ID)
         remove_current_member(core, group, group.members[static_member_id])
-        core.event(group, "member_left", member_id=static_member_id, group_instance_id=instance_id, via="admin")
+        core.event(
+            group, EventType.MEMBER_LEFT, member_id=static_member_id, group_instance_id=instance_id, via=LeaveVia.ADMIN
+        )
         return LeaveMemberResult(member_id, instance_id, Error.NONE)
     if group.is_pending(member_id):
         group.remove(member_id)
         core.cancel(heartbeat_key(group.group_id, member_id))
-        core.event(group, "member_left", member_id=member_id, group_instance_id=instance_id, via="leave")
+        core.event(group, EventType.MEMBER_LEFT, member_id=member_id, group_instance_id=instance_id, via=LeaveVia.LEAVE)
         return LeaveMemberResult(member_id, instance_id, Error.NONE)
     error = validate_member(core, group, member_id, instance_id)
     if error is not None:
@@ -192,5 +207,11 @@ def leave_one(core: CoreState, group: Group, member_id: str, instance_id: str | 
     member = group.members[member_id]
     # A static member leaving by member id alone is the KIP-345 downgrade path: its instance mapping goes too.
     remove_current_member(core, group, member)
-    core.event(group, "member_left", member_id=member_id, group_instance_id=member.group_instance_id, via="leave")
+    core.event(
+        group,
+        EventType.MEMBER_LEFT,
+        member_id=member_id,
+        group_instance_id=member.group_instance_id,
+        via=LeaveVia.LEAVE,
+    )
     return LeaveMemberResult(member_id, instance_id, Error.NONE)

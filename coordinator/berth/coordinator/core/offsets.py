@@ -2,50 +2,45 @@
 
 Committed offsets become visible (to fetches) only once durable. A commit with generation -1 and no member
 id is a "simple" commit, accepted only while the group is Empty, and creates the group if it does not exist.
+Metadata longer than ``offset_metadata_max_bytes`` (UTF-8) is refused for its partition only
+(OFFSET_METADATA_TOO_LARGE), as Kafka does; the other partitions of the commit are accepted.
 """
 
 from __future__ import annotations
 
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
-from berth.coordinator.core.join import group_id_too_long
-from berth.coordinator.core.model import (
+from berth.coordinator.core.rebalance import reschedule_heartbeat, validate_member
+from berth.coordinator.core.records import OffsetRecord
+from berth.coordinator.core.state import CoreState
+from berth.coordinator.protocol import (
+    COMMIT_GROUP_ID_NOT_FOUND_VERSION,
+    Error,
     FetchedPartition,
     FetchedTopic,
+    GroupId,
+    OffsetAndMetadata,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchResponse,
     PartitionResult,
     TopicResults,
+    group_id_too_long,
 )
-from berth.coordinator.core.rebalance import reschedule_heartbeat, validate_member
-from berth.coordinator.core.records import OffsetAndMetadata, OffsetRecord
-from berth.coordinator.core.state import CoreState
-from berth.coordinator.protocol import COMMIT_GROUP_ID_NOT_FOUND_VERSION, Error
+
+commit_error_response = OffsetCommitResponse.refusing
 
 
-def commit_error_response(req: OffsetCommitRequest, error: Error) -> OffsetCommitResponse:
-    """A group-level error: set at the top level and on every partition (API.md §8)."""
-    return OffsetCommitResponse(
-        error,
-        tuple(
-            TopicResults(t.name, tuple(PartitionResult(p.partition_index, error) for p in t.partitions))
-            for t in req.topics
-        ),
-    )
-
-
-def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> None:
-    if group_id_too_long(req.group_id):
+def handle_commit(core: CoreState, group_id: GroupId, req: OffsetCommitRequest, version: int, ticket: int) -> None:
+    if group_id_too_long(group_id):
         core.reply(ticket, commit_error_response(req, Error.INVALID_GROUP_ID))
         return
-    group = core.groups.get(req.group_id)
+    group = core.groups.get(group_id)
     created = False
+    generation_id = req.effective_generation_id
     if group is None:
-        if req.generation_id >= 0:
+        if generation_id >= 0:
             missing = (
-                Error.GROUP_ID_NOT_FOUND
-                if req.api_version >= COMMIT_GROUP_ID_NOT_FOUND_VERSION
-                else (Error.ILLEGAL_GENERATION)
+                Error.GROUP_ID_NOT_FOUND if version >= COMMIT_GROUP_ID_NOT_FOUND_VERSION else Error.ILLEGAL_GENERATION
             )
             core.reply(ticket, commit_error_response(req, missing))
             return
@@ -57,7 +52,7 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
             core.reply(ticket, commit_error_response(req, error))
             return
     if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
-        member = group.members[req.member_id]
+        member = group.members[req.effective_member_id]
         member.last_heard_ms = core.now_ms
         reschedule_heartbeat(core, group, member)  # classic commits keep the session alive
 
@@ -67,20 +62,21 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
     for topic in req.topics:
         results = []
         for p in topic.partitions:
-            metadata = p.committed_metadata
-            if metadata is not None and len(metadata.encode("utf-8")) > max_bytes:
+            metadata = p.committed_metadata or ""
+            if len(metadata) > max_bytes // 4 and len(metadata.encode("utf-8")) > max_bytes:
                 results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
                 continue
             results.append(PartitionResult(p.partition_index, Error.NONE))
-            value = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata or "", core.now_ms)
-            accepted.append(OffsetRecord(req.group_id, topic.name, p.partition_index, value))
+            epoch = -1 if p.committed_leader_epoch is None else p.committed_leader_epoch
+            value = OffsetAndMetadata(p.committed_offset, metadata, epoch, core.now_ms)
+            accepted.append(OffsetRecord(group_id, topic.name, p.partition_index, value))
         topics.append(TopicResults(topic.name, tuple(results)))
-    response = OffsetCommitResponse(Error.NONE, tuple(topics))
+    response = OffsetCommitResponse(Error.NONE, topics=tuple(topics))
     if not accepted:
         core.reply(ticket, response)
         return
     if group is None:
-        group = core.new_group(req.group_id)
+        group = core.new_group(group_id)
         created = True
 
     for record in accepted:
@@ -92,8 +88,8 @@ def handle_commit(core: CoreState, req: OffsetCommitRequest, ticket: int) -> Non
         core.reply(ticket, response)
 
     def on_failed() -> None:
-        if created and core.groups.get(req.group_id) is group and _is_vacant(core, group):
-            del core.groups[req.group_id]
+        if created and core.groups.get(group_id) is group and _is_vacant(core, group):
+            del core.groups[group_id]
         core.reply(ticket, commit_error_response(req, Error.COORDINATOR_NOT_AVAILABLE))
 
     core.when_persisted(on_persisted)
@@ -111,13 +107,14 @@ def _is_vacant(core: CoreState, group: Group) -> bool:
 
 
 def validate_offset_commit(core: CoreState, group: Group, req: OffsetCommitRequest) -> Error | None:
-    if req.generation_id < 0 and group.state is EMPTY:
+    generation_id = req.effective_generation_id
+    if generation_id < 0 and group.state is EMPTY:
         return None  # admin client or a consumer without group management
-    if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-        error = validate_member(core, group, req.member_id, req.group_instance_id)
+    if generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+        error = validate_member(core, group, req.effective_member_id, req.group_instance_id)
         if error is not None:
             return error
-        if req.generation_id != group.generation_id:
+        if generation_id != group.generation_id:
             return Error.ILLEGAL_GENERATION
     elif group.state is not EMPTY:
         return Error.UNKNOWN_MEMBER_ID  # v0-style commits only while the group is empty
@@ -142,20 +139,25 @@ def apply_offset(core: CoreState, record: OffsetRecord) -> None:
     core.offsets.setdefault(record.group_id, {}).setdefault(record.topic, {})[record.partition] = record.value
 
 
-def fetch_offsets(core: CoreState, group_id: str, topics: tuple[str, ...] | None) -> OffsetFetchResponse:
+def fetch_offsets(core: CoreState, group_id: GroupId, topics: tuple[str, ...] | None) -> OffsetFetchResponse:
     if group_id_too_long(group_id):
         return OffsetFetchResponse(
-            Error.INVALID_GROUP_ID, tuple(FetchedTopic(t, ()) for t in dict.fromkeys(topics or ()))
+            Error.INVALID_GROUP_ID, topics=tuple(FetchedTopic(t, ()) for t in dict.fromkeys(topics or ()))
         )
     committed = core.offsets.get(group_id, {})
     names = sorted(committed) if topics is None else list(dict.fromkeys(topics))
     return OffsetFetchResponse(
         Error.NONE,
-        tuple(
+        topics=tuple(
             FetchedTopic(
                 name,
                 tuple(
-                    FetchedPartition(index, o.committed_offset, o.committed_leader_epoch, o.metadata)
+                    FetchedPartition(
+                        index,
+                        o.offset,
+                        -1 if o.leader_epoch is None else o.leader_epoch,
+                        o.metadata or "",
+                    )
                     for index, o in sorted(committed.get(name, {}).items())
                 ),
             )

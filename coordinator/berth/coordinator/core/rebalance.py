@@ -2,12 +2,14 @@
 
 Names follow Kafka's so the port can be checked line by line: ``prepare_rebalance``,
 ``maybe_complete_join_phase``, ``complete_join``, ``expire_heartbeat``, ``expire_pending_sync`` ...
-Berth's additions are marked: pre-registered instance ids gate early completion of a join phase (API.md §4),
-and requests Kafka would leave unanswered are answered (API.md §8).
+Berth's additions are marked: pre-registered instance ids gate early completion of a join phase (docs/api.md
+§7), requests Kafka would leave unanswered are answered, and a fenced member is journaled once per episode
+(docs/api.md §11).
 """
 
 from __future__ import annotations
 
+from berth.coordinator.core.events import EventType, ExpiryPhase, RebalanceCause
 from berth.coordinator.core.group import (
     COMPLETING_REBALANCE,
     EMPTY,
@@ -16,44 +18,56 @@ from berth.coordinator.core.group import (
     Group,
 )
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import JoinResponse, SyncResponse
 from berth.coordinator.core.records import new_group_record
 from berth.coordinator.core.state import (
+    SESSION_EXPIRY,
     CompleteJoin,
     CoreState,
     InitialRebalanceDelay,
-    SessionExpiry,
     SyncExpiry,
     heartbeat_key,
     join_key,
     sync_key,
 )
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, GroupId, InstanceId, JoinResponse, MemberId, SyncResponse
 
 FENCED_REASON = "a newer member joined with the same group.instance.id"
 
 # ------------------------------------------------------------------------------------------ member checks
 
 
-def validate_member(core: CoreState, group: Group, member_id: str, group_instance_id: str | None) -> Error | None:
+def validate_member(
+    core: CoreState, group: Group, member_id: MemberId, group_instance_id: InstanceId | None
+) -> Error | None:
     """Kafka's validateMember: the instance id must map to this member id, and the member must exist."""
     if group_instance_id is not None:
-        existing = group.static_member_id(group_instance_id)
+        existing = group.static_members.get(group_instance_id)
         if existing is None:
             return Error.UNKNOWN_MEMBER_ID
         if existing != member_id:
-            core.event(
-                group, "member_fenced", member_id=member_id, group_instance_id=group_instance_id, reason=FENCED_REASON
-            )
+            journal_fenced(core, group, group_instance_id, member_id)
             return Error.FENCED_INSTANCE_ID
     if member_id not in group.members:
         return Error.UNKNOWN_MEMBER_ID
     return None
 
 
+def journal_fenced(core: CoreState, group: Group, group_instance_id: InstanceId, member_id: MemberId) -> None:
+    """Journal a fenced member once per episode, not per request: a duplicate that keeps heartbeating with a
+    superseded member id would otherwise turn every heartbeat into a durable write."""
+    if group.note_fenced(group_instance_id, member_id):
+        core.event(
+            group,
+            EventType.MEMBER_FENCED,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            reason=FENCED_REASON,
+        )
+
+
 def reschedule_heartbeat(core: CoreState, group: Group, member: Member, timeout_ms: int | None = None) -> None:
     timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-    core.schedule(heartbeat_key(group.group_id, member.member_id), timeout, SessionExpiry())
+    core.timers.schedule(heartbeat_key(group.group_id, member.member_id), core.now_ms + timeout, SESSION_EXPIRY)
 
 
 def supersede_parked_join(core: CoreState, member: Member) -> None:
@@ -67,22 +81,18 @@ def supersede_parked_sync(core: CoreState, member: Member) -> None:
         core.reply(member.sync_ticket, SyncResponse(Error.REBALANCE_IN_PROGRESS))
 
 
-def fence_parked_requests(core: CoreState, group: Group, member: Member) -> None:
-    """Answer the parked join/sync of a member whose instance id was taken over (FENCED_INSTANCE_ID)."""
+def fence_parked_requests(core: CoreState, group: Group, member: Member) -> bool:
+    """Answer the parked join/sync of a member whose instance id was taken over (FENCED_INSTANCE_ID).
+
+    Returns whether anything was answered; the caller journals the fence once the new member is in place.
+    """
     parked_join = group.take_join_ticket(member)
     if parked_join is not None:
         core.reply(parked_join, JoinResponse(Error.FENCED_INSTANCE_ID, member_id=member.member_id))
     parked_sync = group.take_sync_ticket(member)
     if parked_sync is not None:
         core.reply(parked_sync, SyncResponse(Error.FENCED_INSTANCE_ID))
-    for _ in range((parked_join is not None) + (parked_sync is not None)):  # one event per answer carrying 82
-        core.event(
-            group,
-            "member_fenced",
-            member_id=member.member_id,
-            group_instance_id=member.group_instance_id,
-            reason=FENCED_REASON,
-        )
+    return parked_join is not None or parked_sync is not None
 
 
 def answer_parked_of_removed_member(core: CoreState, group: Group, member: Member) -> None:
@@ -98,14 +108,14 @@ def answer_parked_of_removed_member(core: CoreState, group: Group, member: Membe
 # ------------------------------------------------------------------------------------ starting rebalances
 
 
-def maybe_prepare_rebalance_or_complete_join(core: CoreState, group: Group, cause: str) -> None:
+def maybe_prepare_rebalance_or_complete_join(core: CoreState, group: Group, cause: RebalanceCause) -> None:
     if group.can_rebalance():
         prepare_rebalance(core, group, cause)
     else:
         maybe_complete_join_phase(core, group)
 
 
-def prepare_rebalance(core: CoreState, group: Group, cause: str) -> None:
+def prepare_rebalance(core: CoreState, group: Group, cause: RebalanceCause) -> None:
     if group.state is COMPLETING_REBALANCE:
         reset_and_propagate_assignment_with_error(core, group, Error.REBALANCE_IN_PROGRESS)
     remove_sync_expiration(core, group)
@@ -116,7 +126,7 @@ def prepare_rebalance(core: CoreState, group: Group, cause: str) -> None:
         core.schedule(join_key(group.group_id), delay, InitialRebalanceDelay(delay, remaining))
     group.transition_to(PREPARING_REBALANCE, core.now_ms)
     core.rebalances_by_cause[cause] += 1
-    core.event(group, "rebalance_started", cause=cause)
+    core.event(group, EventType.REBALANCE_STARTED, cause=cause)
     if is_initial:
         maybe_complete_join_phase(core, group)  # Berth: a fully joined pre-registered fleet forms at once
     else:
@@ -171,7 +181,13 @@ def complete_join(core: CoreState, group: Group) -> None:
     for member in [m for m in group.not_yet_rejoined() if not m.is_static]:
         group.remove(member.member_id)
         core.cancel(heartbeat_key(group.group_id, member.member_id))
-        core.event(group, "member_expired", member_id=member.member_id, group_instance_id=None, phase="rebalance")
+        core.event(
+            group,
+            EventType.MEMBER_EXPIRED,
+            member_id=member.member_id,
+            group_instance_id=None,
+            phase=ExpiryPhase.REBALANCE,
+        )
 
     if not group.maybe_elect_new_joined_leader() and group.members:
         # Nobody rejoined, only absent static members remain: wait another rebalance timeout for them
@@ -182,7 +198,7 @@ def complete_join(core: CoreState, group: Group) -> None:
     group.init_next_generation(core.now_ms)
     if group.state is EMPTY:
         core.persist(new_group_record(group))
-        core.event(group, "group_emptied")
+        core.event(group, EventType.GROUP_EMPTIED)
         return
 
     members = group.current_join_members()
@@ -207,7 +223,7 @@ def complete_join(core: CoreState, group: Group) -> None:
         group.pending_sync_members.add(member.member_id)
     core.event(
         group,
-        "rebalance_completed",
+        EventType.REBALANCE_COMPLETED,
         leader=group.leader_id,
         protocol_name=group.protocol_name,
         members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id} for m in members],
@@ -227,7 +243,7 @@ def remove_sync_expiration(core: CoreState, group: Group) -> None:
     core.cancel(sync_key(group.group_id))
 
 
-def remove_pending_sync_member(core: CoreState, group: Group, member_id: str) -> None:
+def remove_pending_sync_member(core: CoreState, group: Group, member_id: MemberId) -> None:
     group.pending_sync_members.discard(member_id)
     if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync_members:
         core.cancel(sync_key(group.group_id))
@@ -245,12 +261,12 @@ def expire_pending_sync(core: CoreState, group: Group, generation_id: int) -> No
             answer_parked_of_removed_member(core, group, member)
             core.event(
                 group,
-                "member_expired",
+                EventType.MEMBER_EXPIRED,
                 member_id=member_id,
                 group_instance_id=member.group_instance_id,
-                phase="sync",
+                phase=ExpiryPhase.SYNC,
             )
-    prepare_rebalance(core, group, "sync_timeout")
+    prepare_rebalance(core, group, RebalanceCause.SYNC_TIMEOUT)
 
 
 def propagate_assignment(core: CoreState, group: Group, error: Error) -> None:
@@ -259,7 +275,12 @@ def propagate_assignment(core: CoreState, group: Group, error: Error) -> None:
     for member in group.members.values():
         ticket = group.take_sync_ticket(member)
         if ticket is not None:
-            core.reply(ticket, SyncResponse(error, protocol_type, protocol_name, member.assignment))
+            core.reply(
+                ticket,
+                SyncResponse(
+                    error, protocol_type=protocol_type, protocol_name=protocol_name, assignment=member.assignment
+                ),
+            )
             # Kafka resets the session after answering a sync: an expiry that fired while the member
             # waited was ignored and scheduled nothing.
             reschedule_heartbeat(core, group, member)
@@ -272,14 +293,14 @@ def reset_and_propagate_assignment_with_error(core: CoreState, group: Group, err
     propagate_assignment(core, group, error)
 
 
-def set_and_propagate_assignment(core: CoreState, group: Group, assignment: dict[str, bytes]) -> None:
+def set_and_propagate_assignment(core: CoreState, group: Group, assignment: dict[MemberId, bytes]) -> None:
     assert group.state is COMPLETING_REBALANCE, group
     for member in group.members.values():
         member.assignment = assignment.get(member.member_id, b"")
     propagate_assignment(core, group, Error.NONE)
 
 
-def complete_stored_assignment(core: CoreState, group: Group, assignment: dict[str, bytes]) -> None:
+def complete_stored_assignment(core: CoreState, group: Group, assignment: dict[MemberId, bytes]) -> None:
     set_and_propagate_assignment(core, group, assignment)
     group.transition_to(STABLE, core.now_ms)
 
@@ -287,35 +308,42 @@ def complete_stored_assignment(core: CoreState, group: Group, assignment: dict[s
 # ------------------------------------------------------------------------------------------ expirations
 
 
-def expire_heartbeat(core: CoreState, group_id: str, member_id: str) -> None:
+def expire_heartbeat(core: CoreState, group_id: GroupId, member_id: MemberId) -> None:
     group = core.groups.get(group_id)
     if group is None:
         return
     if group.is_pending(member_id):
-        core.event(group, "member_expired", member_id=member_id, group_instance_id=None, phase="pending")
+        core.event(
+            group, EventType.MEMBER_EXPIRED, member_id=member_id, group_instance_id=None, phase=ExpiryPhase.PENDING
+        )
         remove_pending_member_and_update_group(core, group, member_id)
         return
     member = group.members.get(member_id)
     if member is None or member.has_satisfied_heartbeat():
         return
-    phase = "new_member_join" if member.is_new else "session"
-    remove_member_and_update_group(core, group, member, "member_expired", "member_expired", {"phase": phase})
+    phase = ExpiryPhase.NEW_MEMBER_JOIN if member.is_new else ExpiryPhase.SESSION
+    remove_member_and_update_group(core, group, member, phase)
 
 
-def remove_member_and_update_group(
-    core: CoreState, group: Group, member: Member, cause: str, event_type: str, fields: dict[str, object]
-) -> None:
+def remove_member_and_update_group(core: CoreState, group: Group, member: Member, phase: ExpiryPhase) -> None:
+    """A member's time ran out: it goes, and the group rebalances without it."""
     answer_parked_of_removed_member(core, group, member)
     group.remove(member.member_id)
     core.cancel(heartbeat_key(group.group_id, member.member_id))
-    core.event(group, event_type, member_id=member.member_id, group_instance_id=member.group_instance_id, **fields)
+    core.event(
+        group,
+        EventType.MEMBER_EXPIRED,
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id,
+        phase=phase,
+    )
     if group.state in (STABLE, COMPLETING_REBALANCE):
-        maybe_prepare_rebalance_or_complete_join(core, group, cause)
+        maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.MEMBER_EXPIRED)
     elif group.state is PREPARING_REBALANCE and group.has_all_members_joined():
         complete_join(core, group)
 
 
-def remove_pending_member_and_update_group(core: CoreState, group: Group, member_id: str) -> None:
+def remove_pending_member_and_update_group(core: CoreState, group: Group, member_id: MemberId) -> None:
     group.remove(member_id)
     if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
         complete_join(core, group)

@@ -1,155 +1,192 @@
-"""What the core persists, and how a group is rebuilt from it (Kafka's GroupMetadataValue and replay).
+"""What the core persists, and how a group is rebuilt from it (Kafka's group metadata records and replay).
 
-A group record is a full snapshot of the group as Kafka writes it: protocol type and name, generation, leader,
-and each member with only the selected protocol's subscription and its assignment. ``value is None`` is the
-tombstone of a deleted group. Records are plain dicts with a version field so that the store can persist them
-without understanding them, and a newer record format is refused at load instead of misread. Byte fields stay
-``bytes`` here: the store's writer thread turns them into base64 when it encodes the JSON, which keeps that
-O(members) work off the event loop; a loaded record carries base64 strings and ``group_from_record`` takes both.
+Formats (docs/formats.md "Group records"), each a typed value with Kafka-style additive versioning: a newer
+Berth may add optional fields with defaults; a reader ignores fields it does not know and fills in defaults for
+fields an older writer did not write, so older and newer code read each other's records. ``version`` says
+which fields the writer knew; it is never a reason to refuse a record.
+
+- ``GroupRecord``: a whole group, its own fields (``GroupMetadata``) and exactly these members
+  (``MemberMetadata``: only the selected protocol's subscription, and the assignment). ``value is None`` is the
+  tombstone of a deleted group. Written when a group is created, empties, or stores an assignment.
+- ``GroupDeltaRecord``: the group's own fields as they now are, and the members that changed since the last
+  record. Written by a static member's restart, so that its cost does not grow with the group.
+- ``OffsetRecord``: one partition's committed offset (``None``: deleted). ``ExpectedMembersRecord``: Berth's
+  pre-registration list (empty: cleared).
+
+Replaying the records in the order they were written rebuilds the groups (``Coordinator.replay``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-from dataclasses import dataclass
-from typing import Any
+import msgspec
 
 from berth.coordinator.core.group import EMPTY, STABLE, Group
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.model import Protocol
+from berth.coordinator.protocol import GroupId, InstanceId, JoinProtocol, MemberId, OffsetAndMetadata
 
-GROUP_RECORD_VERSION = 1
+#: The newest group record format this code writes (docs/formats.md "Group records").
+GROUP_RECORD_VERSION = 2
 
 
 class RecordFormatError(ValueError):
-    """A persisted record this version of Berth cannot read."""
+    """A persisted record this version of Berth cannot read (malformed, not merely newer)."""
 
 
-@dataclass(frozen=True, slots=True)
-class GroupRecord:
-    group_id: str
-    value: dict[str, Any] | None  # None: tombstone
+class MemberMetadata(msgspec.Struct, frozen=True, gc=False):
+    member_id: MemberId
+    group_instance_id: InstanceId | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 0
+    session_timeout_ms: int = 0
+    subscription: bytes = b""  # for the group's selected protocol
+    assignment: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    committed_offset: int
-    committed_leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
+class GroupMetadata(msgspec.Struct, frozen=True, gc=False):
+    version: int = GROUP_RECORD_VERSION
+    protocol_type: str = ""
+    generation: int = 0
+    protocol: str | None = None
+    leader: MemberId | None = None
+    current_state_timestamp: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetRecord:
-    group_id: str
+class GroupRecord(msgspec.Struct, frozen=True, gc=False):
+    group_id: GroupId
+    value: GroupMetadata | None  # None: tombstone
+    members: tuple[MemberMetadata, ...] = ()
+
+
+class GroupDeltaRecord(msgspec.Struct, frozen=True, gc=False):
+    group_id: GroupId
+    value: GroupMetadata
+    upserted: tuple[MemberMetadata, ...] = ()
+    removed: tuple[MemberId, ...] = ()
+
+
+class OffsetRecord(msgspec.Struct, frozen=True, gc=False):
+    group_id: GroupId
     topic: str
     partition: int
     value: OffsetAndMetadata | None  # None: tombstone
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectedMembersRecord:
-    group_id: str
-    group_instance_ids: tuple[str, ...]  # empty: the list is cleared
+class ExpectedMembersRecord(msgspec.Struct, frozen=True, gc=False):
+    group_id: GroupId
+    group_instance_ids: tuple[InstanceId, ...]  # empty: the list is cleared
 
 
-Record = GroupRecord | OffsetRecord | ExpectedMembersRecord
+Record = GroupRecord | GroupDeltaRecord | OffsetRecord | ExpectedMembersRecord
 
 
-def _unb64(text: str | bytes) -> bytes:
-    if isinstance(text, bytes):
-        return text  # a record fresh from the core, not yet through JSON
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise RecordFormatError(f"bad base64 in group record: {exc}") from exc
+# ------------------------------------------------------------------------------------------------ writing
 
 
-def new_group_record(group: Group, assignments: dict[str, bytes] | None = None) -> GroupRecord:
-    """Snapshot ``group``; ``assignments`` overrides the members' stored assignments (the leader's sync)."""
-    protocol = group.protocol_name
-    members = []
-    for m in group.members.values():
-        assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
-        members.append(
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "session_timeout_ms": m.session_timeout_ms,
-                "subscription": m.metadata(protocol),
-                "assignment": assignment,
-            }
-        )
-    return GroupRecord(
-        group.group_id,
-        {
-            "version": GROUP_RECORD_VERSION,
-            "protocol_type": group.protocol_type or "",
-            "generation": group.generation_id,
-            "protocol": protocol,
-            "leader": group.leader_id if members else None,
-            "current_state_timestamp": group.state_timestamp_ms,
-            "members": members,
-        },
+def group_metadata(group: Group, *, empty: bool = False) -> GroupMetadata:
+    return GroupMetadata(
+        protocol_type=group.protocol_type or "",
+        generation=0 if empty else group.generation_id,
+        protocol=None if empty else group.protocol_name,
+        leader=group.leader_id if group.members and not empty else None,
+        current_state_timestamp=group.state_timestamp_ms,
     )
+
+
+def member_metadata(member: Member, protocol: str | None, assignment: bytes | None = None) -> MemberMetadata:
+    return MemberMetadata(
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        session_timeout_ms=member.session_timeout_ms,
+        subscription=member.metadata(protocol),
+        assignment=member.assignment if assignment is None else assignment,
+    )
+
+
+def new_group_record(group: Group, assignments: dict[MemberId, bytes] | None = None) -> GroupRecord:
+    """The whole group; ``assignments`` overrides the members' stored assignments (the leader's sync)."""
+    protocol = group.protocol_name
+    members = tuple(
+        member_metadata(m, protocol, None if assignments is None else assignments.get(m.member_id, b""))
+        for m in group.members.values()
+    )
+    return GroupRecord(group.group_id, group_metadata(group), members)
 
 
 def new_empty_group_record(group: Group) -> GroupRecord:
     """What Kafka writes when a group is created: no members, generation 0."""
-    return GroupRecord(
+    return GroupRecord(group.group_id, group_metadata(group, empty=True))
+
+
+def new_static_replacement_record(group: Group, old_member_id: MemberId, new_member: Member) -> GroupDeltaRecord:
+    """A static member's new member id, in O(1): the group's fields (the leader may have moved) and one swap."""
+    return GroupDeltaRecord(
         group.group_id,
-        {
-            "version": GROUP_RECORD_VERSION,
-            "protocol_type": group.protocol_type or "",
-            "generation": 0,
-            "protocol": None,
-            "leader": None,
-            "current_state_timestamp": group.state_timestamp_ms,
-            "members": [],
-        },
+        group_metadata(group),
+        upserted=(member_metadata(new_member, group.protocol_name),),
+        removed=(old_member_id,),
     )
 
 
-def new_group_tombstone(group_id: str) -> GroupRecord:
+def new_group_tombstone(group_id: GroupId) -> GroupRecord:
     return GroupRecord(group_id, None)
 
 
-def group_from_record(group_id: str, value: dict[str, Any], now_ms: int) -> Group:
+# ------------------------------------------------------------------------------------------------ reading
+
+
+def group_from_record(record: GroupRecord, now_ms: int) -> Group:
     """Rebuild a group as Kafka's replay does: Stable with its members, or Empty; no timers, nothing parked."""
-    version = value.get("version")
-    if version != GROUP_RECORD_VERSION:
-        raise RecordFormatError(f"group {group_id!r}: record version {version!r} is not {GROUP_RECORD_VERSION}")
-    try:
-        protocol_type = value["protocol_type"] or None
-        protocol = value["protocol"]
-        raw_members = value["members"]
-        group = Group(
-            group_id,
-            now_ms=int(value.get("current_state_timestamp", now_ms)),
-            state=STABLE if raw_members else EMPTY,
-            generation_id=int(value["generation"]),
-            protocol_type=protocol_type,
-            protocol_name=protocol,
-            leader_id=value["leader"],
-        )
-        for raw in raw_members:
-            member = Member(
-                raw["member_id"],
-                raw["group_instance_id"],
-                raw["client_id"],
-                raw["client_host"],
-                int(raw["rebalance_timeout_ms"]),
-                int(raw["session_timeout_ms"]),
-                protocol_type or "",
-                (Protocol(protocol, _unb64(raw["subscription"])),),
-                _unb64(raw["assignment"]),
-                last_heard_ms=now_ms,
-            )
-            group.add(member)
-    except (KeyError, TypeError) as exc:
-        raise RecordFormatError(f"group {group_id!r}: malformed record ({exc!r})") from exc
+    value = record.value
+    assert value is not None, "a tombstone rebuilds no group"
+    group = Group(
+        record.group_id,
+        now_ms=value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms,
+        state=STABLE if record.members else EMPTY,
+        generation_id=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+    )
+    for stored in record.members:
+        add_stored_member(group, stored, now_ms)
     return group
+
+
+def apply_delta(group: Group, record: GroupDeltaRecord, now_ms: int) -> None:
+    """Replay a delta onto the group rebuilt from the records before it."""
+    for member_id in record.removed:
+        group.remove(member_id)
+    for stored in record.upserted:
+        group.remove(stored.member_id)
+        add_stored_member(group, stored, now_ms)
+    value = record.value
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    group.leader_id = value.leader
+    group.state = STABLE if group.members else EMPTY
+
+
+def add_stored_member(group: Group, stored: MemberMetadata, now_ms: int) -> None:
+    if group.protocol_name is None:
+        raise RecordFormatError(f"group {group.group_id!r}: a member but no selected protocol")
+    member = Member(
+        stored.member_id,
+        stored.group_instance_id,
+        stored.client_id,
+        stored.client_host,
+        stored.rebalance_timeout_ms,
+        stored.session_timeout_ms,
+        group.protocol_type or "",
+        (JoinProtocol(group.protocol_name, stored.subscription),),
+        stored.assignment,
+        last_heard_ms=now_ms,
+    )
+    try:
+        group.add(member)
+    except AssertionError as exc:
+        raise RecordFormatError(f"group {group.group_id!r}: {exc}") from exc

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.coordinator.core.config import CoordinatorConfig
-from berth.coordinator.core.effects import Effects, JournalEvent, Write
+from berth.coordinator.core.effects import Effects, JournalEvent, Response, Write
+from berth.coordinator.core.events import EventType
 from berth.coordinator.core.group import Group
-from berth.coordinator.core.model import Response
-from berth.coordinator.core.records import OffsetAndMetadata, Record
+from berth.coordinator.core.records import Record
 from berth.coordinator.core.timers import TimerQueue
+from berth.coordinator.protocol import GroupId, InstanceId, MemberId, OffsetAndMetadata
 
 
 # Timer payloads: what to do when a timer key falls due.
@@ -44,18 +45,22 @@ class SessionExpiry:
     """A member's (or pending id's) session, or a new member's join timeout, ran out."""
 
 
+#: Session expiries carry nothing: one payload serves every session timer (a heartbeat allocates none).
+SESSION_EXPIRY = SessionExpiry()
+
+
 TimerPayload = CompleteJoin | InitialRebalanceDelay | SyncExpiry | SessionExpiry
 
 
-def join_key(group_id: str) -> tuple[str, str]:
+def join_key(group_id: GroupId) -> tuple[str, str]:
     return ("join", group_id)
 
 
-def sync_key(group_id: str) -> tuple[str, str]:
+def sync_key(group_id: GroupId) -> tuple[str, str]:
     return ("sync", group_id)
 
 
-def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+def heartbeat_key(group_id: GroupId, member_id: MemberId) -> tuple[str, str, str]:
     return ("heartbeat", group_id, member_id)
 
 
@@ -66,38 +71,35 @@ class CoreState:
     def __init__(self, config: CoordinatorConfig, new_uuid: Callable[[], str] | None = None) -> None:
         self.config = config
         self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self.groups: dict[GroupId, Group] = {}
+        self.offsets: dict[GroupId, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self.timers: TimerQueue[TimerPayload] = TimerQueue()
         self.now_ms = 0
         self.rebalances_by_cause: Counter[str] = Counter()
         self._next_token = 1
         self._continuations: dict[int, tuple[list[Continuation], list[Continuation]]] = {}
-        self._reset_call()
-
-    # ------------------------------------------------------------------------------------ call framing
-
-    def _reset_call(self) -> None:
-        # Most calls (heartbeats) only reply: the write-side lists are created on first use.
-        self._fx = Effects()
+        # One call's accumulators. Most calls (heartbeats) only reply: everything is created on first use.
+        self._fx: Effects | None = None
         self._records: list[Record] | None = None
         self._events: list[JournalEvent] | None = None
         self._on_ok: list[Continuation] | None = None
         self._on_fail: list[Continuation] | None = None
 
+    # ------------------------------------------------------------------------------------ call framing
+
     def begin(self, now_ms: int) -> None:
         self.now_ms = now_ms
-        self._reset_call()
 
     def finish(self) -> Effects:
-        fx = self._fx
+        fx = self._fx or Effects()
+        self._fx = None
         if self._records or self._events:
             token = self._next_token
             self._next_token += 1
             if self._on_ok or self._on_fail:
                 self._continuations[token] = (self._on_ok or [], self._on_fail or [])
             fx.writes.append(Write(token, self._records or [], self._events or []))
-        self._reset_call()
+            self._records = self._events = self._on_ok = self._on_fail = None
         return fx
 
     def run_continuations(self, token: int, ok: bool) -> None:
@@ -112,10 +114,16 @@ class CoreState:
     # ------------------------------------------------------------------------------------------ effects
 
     def reply(self, ticket: int, response: Response) -> None:
-        self._fx.replies.append((ticket, response))
+        fx = self._fx
+        if fx is None:
+            self._fx = Effects([(ticket, response)])
+        else:
+            fx.replies.append((ticket, response))
 
     def withdraw_reply(self, ticket: int) -> Response | None:
         """Take back a reply made earlier in this call (to hold it until the call's write is durable)."""
+        if self._fx is None:
+            return None
         for i, (t, response) in enumerate(self._fx.replies):
             if t == ticket:
                 del self._fx.replies[i]
@@ -141,8 +149,8 @@ class CoreState:
             self._on_fail = []
         self._on_fail.append(fn)
 
-    def event(self, group: Group | str, event_type: str, **fields: Any) -> None:
-        """Append a journal event (API.md §5); the store assigns its ``seq`` when it commits."""
+    def event(self, group: Group | GroupId, event_type: EventType, **fields: Any) -> None:
+        """Append a journal event (docs/formats.md "Journal events"); the store assigns its ``seq`` at commit."""
         if isinstance(group, Group):
             event: JournalEvent = {
                 "ts_ms": self.now_ms,
@@ -167,12 +175,13 @@ class CoreState:
 
     # ------------------------------------------------------------------------------------------- groups
 
-    def new_group(self, group_id: str) -> Group:
+    def new_group(self, group_id: GroupId) -> Group:
         group = Group(group_id, self.now_ms)
         self.groups[group_id] = group
-        self.event(group, "group_created")
+        self.event(group, EventType.GROUP_CREATED)
         return group
 
-    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+    def generate_member_id(self, client_id: str | None, group_instance_id: InstanceId | None) -> MemberId:
+        """``<prefix>-<uuid4>``: the instance id, else the client id, else ``member`` (docs/api.md §11)."""
         prefix = group_instance_id if group_instance_id is not None else (client_id or "member")
-        return f"{prefix}-{self.new_uuid()}"
+        return MemberId(f"{prefix}-{self.new_uuid()}")

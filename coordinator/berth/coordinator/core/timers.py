@@ -2,7 +2,7 @@
 
 Rules:
 - ``schedule(key, deadline)`` replaces any timer with that key; ``cancel(key)`` drops it.
-- Due timers pop in deadline order; ties pop in the order they were (last) scheduled (API.md §8 "Manual clock").
+- Due timers pop in deadline order; ties pop in the order they were (last) scheduled (docs/api.md §9).
 - Rescheduling a key to a *later* deadline is O(1): the key keeps its one heap entry (its "anchor"), and when
   the anchor surfaces the entry is re-pushed at its current deadline. Session timers move later on every
   heartbeat, so the heartbeat path never touches the heap. Moving a key earlier pushes a new anchor.
@@ -27,13 +27,15 @@ class DueTimer(Generic[P]):
 
 
 class TimerQueue(Generic[P]):
-    __slots__ = ("_anchor", "_entries", "_heap", "_seq")
+    __slots__ = ("_anchor", "_entries", "_heap", "_seq", "pushes")
 
     def __init__(self) -> None:
         self._entries: dict[Hashable, tuple[int, int, P]] = {}
         self._anchor: dict[Hashable, tuple[int, int]] = {}
         self._heap: list[tuple[int, int, Hashable]] = []
         self._seq = count()
+        # Counts anchors pushed by ``schedule``: while it stands still, ``next_deadline`` has not moved earlier.
+        self.pushes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -52,6 +54,7 @@ class TimerQueue(Generic[P]):
         if anchor is None or deadline_ms < anchor[0]:
             self._anchor[key] = (deadline_ms, seq)
             heapq.heappush(self._heap, (deadline_ms, seq, key))
+            self.pushes += 1
 
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)

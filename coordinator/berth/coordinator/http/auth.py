@@ -1,4 +1,4 @@
-"""Bearer tokens scoped to groups (API.md §7 ``--tokens-file``).
+"""Bearer tokens scoped to groups (docs/api.md §10 ``--tokens-file``).
 
 A tokens file (YAML or JSON) lists ``{"token", "groups": [glob...], "admin": bool}``. Presented tokens are
 compared by SHA-256 digest with ``hmac.compare_digest``, so neither timing nor logs ever expose a token;

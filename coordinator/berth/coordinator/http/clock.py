@@ -1,4 +1,4 @@
-"""Clocks for the adapter: the system clock, and the manual clock that only moves when told (API.md §6).
+"""Clocks for the adapter: the system clock, and the manual clock that only moves when told (docs/api.md §9).
 
 Both give milliseconds since the Unix epoch. The system clock is wall time at start plus monotonic time
 elapsed, so a wall-clock jump never fires a session timer early or late.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from berth.coordinator.core import CoordinatorConfig
 from berth.coordinator.http.auth import TokenSet
-from berth.coordinator.http.decode import Limits
+from berth.coordinator.protocol import Limits
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,15 @@
 Rules it keeps:
 - Every request that waits for an answer holds a ticket; the core answers tickets through ``Effects``.
 - A reply is released only once every write that touched its group and was handed to the writer before the
-  reply is durable (API.md §7: "a response is sent only after what it reveals is durable"). Groups are
+  reply is durable (docs/api.md §10: "a response is sent only after what it reveals is durable"). Groups are
   independent, so a group's replies never wait on another group's writes: a flood of writes in one group
   does not slow the heartbeats of the others, and a group with nothing in flight is answered at once.
 - Writes complete in submission order; each completion runs the core's continuation for that write.
 - With the system clock, one asyncio timer is armed at the core's next deadline. With the manual clock,
   time moves only in ``advance``, which fires due timers one by one and lets each one's work (writes,
   continuations, replies) finish before the next.
+- After every batch of completed writes, ``on_durable`` hears that the journal grew (long-polls wake on it).
+- ``shutdown`` answers what is parked and lets in-flight writes land (idempotent); ``close`` stops the writer.
 """
 
 from __future__ import annotations
@@ -20,13 +22,26 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from berth.coordinator.core import Coordinator, Effects, Write
-from berth.coordinator.core.model import Response
+from berth.coordinator.core import Coordinator, Effects, Response, Write
 from berth.coordinator.http.clock import Clock, ManualClock
+from berth.coordinator.protocol import GroupId
 
 log = logging.getLogger("berth.coordinator")
 
 WritesDone = Callable[[list[tuple[int, bool]]], None]
+
+
+class FaultInjector(Protocol):
+    """Store fault injection for tests (``/v1/debug/store``, docs/api.md §9)."""
+
+    @property
+    def injected(self) -> int: ...
+
+    def fail_next(self, n: int = 1) -> None: ...
+
+    def set_failing(self, failing: bool) -> None: ...
+
+    def set_stalled(self, stalled: bool) -> None: ...
 
 
 class WriterPort(Protocol):
@@ -36,6 +51,9 @@ class WriterPort(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def faults(self) -> FaultInjector | None: ...
+
 
 class Engine:
     def __init__(
@@ -44,26 +62,30 @@ class Engine:
         clock: Clock,
         make_writer: Callable[[WritesDone], WriterPort],
         on_write_failure: Callable[[], None] = lambda: None,
+        on_durable: Callable[[], None] = lambda: None,
     ) -> None:
         self.core = core
         self.clock = clock
         self._loop = asyncio.get_running_loop()
         self.writer = make_writer(self._writes_done_threadsafe)
         self._on_write_failure = on_write_failure
+        self._on_durable = on_durable
         self._futures: dict[int, asyncio.Future[Response]] = {}
         self._answered: dict[int, Response] = {}
-        self._unavailable: dict[int, Response] = {}  # every live ticket, with its shutdown answer
+        self._unavailable: dict[int, Callable[[], Response]] = {}  # every live ticket, with its shutdown answer
         self._next_ticket = 1
         self._submitted = 0
         self._completed = 0
         self._write_offsets: dict[int, int] = {}
         self._gated: dict[int, list[tuple[int, Response]]] = {}  # write offset -> replies waiting for it
-        self._group_last_write: dict[str, int] = {}  # group id -> offset of its latest write
-        self._ticket_group: dict[int, str | None] = {}
+        self._group_last_write: dict[GroupId, int] = {}  # group id -> offset of its latest write
+        self._ticket_group: dict[int, GroupId | None] = {}
         self._settled = asyncio.Event()
         self._settled.set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        self._timers = core.timers
+        self._timer_pushes_seen = -1  # the timer queue's push count when the asyncio timer was last armed
         self._advance_lock = asyncio.Lock()
         self.ready = False
         self.closing = False
@@ -71,19 +93,32 @@ class Engine:
     # ---------------------------------------------------------------------------------------- tickets
 
     async def call(
-        self, invoke: Callable[[int, int], Effects], unavailable: Response, group_id: str | None = None
+        self,
+        invoke: Callable[[int, int], Effects],
+        unavailable: Callable[[], Response],
+        group_id: GroupId | None = None,
     ) -> Response:
         """Run one core call under a fresh ticket and wait for the ticket's (durable) answer.
 
-        ``unavailable`` answers the ticket if the coordinator shuts down first. A request answered within
+        ``unavailable()`` answers the ticket if the coordinator shuts down first. A request answered within
         its own call, with nothing in flight (every heartbeat), never allocates a future.
         """
         ticket = self._next_ticket
         self._next_ticket += 1
+        fx = invoke(ticket, self.clock.now_ms())
+        if not fx.writes and len(fx.replies) == 1:
+            # The common case (every heartbeat): answered at once, nothing written. Its answer may go out now
+            # unless a write of its group is still in flight.
+            answered_ticket, response = fx.replies[0]
+            needed = self._submitted if group_id is None else self._group_last_write.get(group_id, 0)
+            if answered_ticket == ticket and needed <= self._completed:
+                if self._timers.pushes != self._timer_pushes_seen and not self.clock.manual:
+                    self._arm_timer()  # a member back from a parked request has a new, maybe earlier, deadline
+                return response
         self._unavailable[ticket] = unavailable
         self._ticket_group[ticket] = group_id
         try:
-            self.apply(invoke(ticket, self.clock.now_ms()))
+            self.apply(fx)
         except BaseException:
             self._unavailable.pop(ticket, None)
             self._ticket_group.pop(ticket, None)
@@ -158,6 +193,7 @@ class Engine:
             self._settled.set()
             if len(self._group_last_write) > 10_000:  # forget groups whose writes are all durable
                 self._group_last_write = {g: o for g, o in self._group_last_write.items() if o > self._completed}
+        self._on_durable()
 
     async def settle(self) -> None:
         """Wait until every write submitted so far (and every write their continuations made) is done."""
@@ -168,6 +204,7 @@ class Engine:
     # ----------------------------------------------------------------------------------------- timers
 
     def _arm_timer(self) -> None:
+        self._timer_pushes_seen = self._timers.pushes
         deadline = self.core.next_deadline()
         if deadline is None:
             return
@@ -188,7 +225,7 @@ class Engine:
             self._arm_timer()
 
     async def advance(self, ms: int) -> int:
-        """Move the manual clock (API.md §6, §8): fire due timers in order, each at its own deadline."""
+        """Move the manual clock (docs/api.md §9): fire due timers in order, each at its own deadline."""
         clock = self.clock
         assert isinstance(clock, ManualClock)
         async with self._advance_lock:
@@ -204,12 +241,17 @@ class Engine:
     # --------------------------------------------------------------------------------------- lifecycle
 
     async def shutdown(self) -> None:
-        """Answer parked requests COORDINATOR_NOT_AVAILABLE, let in-flight writes land, stop the writer."""
+        """Answer parked requests COORDINATOR_NOT_AVAILABLE and let in-flight writes land (once)."""
+        if self.closing:
+            return
         self.closing = True
         if self._timer is not None:
             self._timer.cancel()
         self.apply(self.core.shutdown(self.clock.now_ms()))
         await self.settle()
-        for ticket in list(self._unavailable):
-            self._resolve(ticket, self._unavailable[ticket])
+        for ticket, unavailable in list(self._unavailable.items()):
+            self._resolve(ticket, unavailable())
+
+    async def close(self) -> None:
+        """Stop the writer once everything submitted is on disk (after ``shutdown``)."""
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)

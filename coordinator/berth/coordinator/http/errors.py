@@ -1,4 +1,4 @@
-"""HTTP-level failures (API.md §1): requests the coordinator could not process as protocol requests.
+"""HTTP-level failures (docs/api.md §5): requests the coordinator could not process as protocol requests.
 
 Each carries the HTTP status and the JSON body to send; ``message`` always names the offending field.
 Protocol outcomes never use these: they are HTTP 200 with an in-band ``error_code``.
@@ -6,9 +6,7 @@ Protocol outcomes never use these: they are HTTP 200 with an in-band ``error_cod
 
 from __future__ import annotations
 
-from typing import Any
-
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, HttpErrorBody, InvalidRequest, UnsupportedVersion
 
 
 class HttpError(Exception):
@@ -22,13 +20,15 @@ class HttpError(Exception):
         self.message = message
         self.error_code = error_code
 
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {}
-        if self.error_code is not None:
-            body["error_code"] = self.error_code
-        body["error"] = self.error
-        body["message"] = self.message
-        return body
+    def body(self) -> HttpErrorBody:
+        return HttpErrorBody(self.error, self.message, self.error_code)
+
+
+def from_invalid(exc: InvalidRequest) -> HttpError:
+    """The HTTP answer to a request the protocol codec refused."""
+    if isinstance(exc, UnsupportedVersion):
+        return unsupported_version(str(exc))
+    return bad_request(str(exc))
 
 
 def bad_request(message: str) -> HttpError:

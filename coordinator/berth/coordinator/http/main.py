@@ -1,4 +1,4 @@
-"""``berth-coordinator``: run the coordinator (API.md §7).
+"""``berth-coordinator``: run the coordinator (docs/api.md §10).
 
 Exit status 2 with one line on stderr for bad flags, an unusable data dir or a bad tokens file. The line
 ``listening on http://HOST:PORT`` goes to stdout once ``/readyz`` answers 200. SIGTERM (or SIGINT): stop
@@ -13,21 +13,19 @@ import gc
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, cast
-
-from aiohttp import web
+from typing import NoReturn
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig
-from berth.coordinator.http.app import SERVER, create_app
 from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig
-from berth.coordinator.http.decode import Limits
 from berth.coordinator.http.engine import WritesDone
+from berth.coordinator.http.server import Listening, create_app
+from berth.coordinator.http.uuids import RandomUuids
+from berth.coordinator.protocol import Limits
 from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
 
 log = logging.getLogger("berth.coordinator")
@@ -120,7 +118,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
 
 async def serve(config: ServerConfig, store: SqliteStore) -> None:
     clock: Clock = ManualClock() if config.manual_clock else SystemClock()
-    core = Coordinator(config.core)
+    core = Coordinator(config.core, new_uuid=RandomUuids())
 
     def make_writer(on_done: WritesDone) -> GroupCommitWriter:
         return GroupCommitWriter(store, on_done)
@@ -129,86 +127,26 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
         for record in store.load():
             target.replay(record)
 
-    app = create_app(config, clock, core, make_writer, load_records, store.journal_page)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=10, keepalive_timeout=config.idle_timeout_s)
-    await runner.setup()
-    # A deep backlog: a fleet restarting at once opens thousands of connections together.
-    site = CappedTCPSite(runner, config.host, config.port, reuse_address=True, backlog=4096)
-    site.max_connections = config.max_connections
+    app = create_app(config, clock, core, make_writer, load_records, store)
     try:
-        await site.start()
+        server = await Listening.start(app, config)
     except OSError as exc:
-        await runner.cleanup()
         fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    server = app[SERVER]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    ready = asyncio.create_task(server.loaded.wait())
+    ready = asyncio.create_task(server.state.loaded.wait())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if ready.done():
-        host, port = _bound_address(site)
+        host, port = server.address
         print(f"listening on http://{host}:{port}", flush=True)
         log.info("ready: listening on http://%s:%d (manual clock: %s)", host, port, config.manual_clock)
     await stopping
+    ready.cancel()
     log.info("stopping: answering parked requests and flushing the store")
-    await runner.cleanup()
-
-
-class _Refuse(asyncio.Protocol):
-    """Answers a connection over ``--max-connections`` with a 503 and closes it, reading nothing it is sent.
-
-    It half-closes after the answer and discards what the client still sends for a moment before closing, so
-    the client reads the 503 instead of a reset.
-    """
-
-    BODY = b'{"error":"TOO_MANY_CONNECTIONS","message":"connections: the coordinator is at its connection limit"}'
-
-    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, base_transport)  # uvloop's transports are not registered subclasses
-        transport.write(
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            + f"Content-Length: {len(self.BODY)}\r\n\r\n".encode()
-            + self.BODY
-        )
-        if transport.can_write_eof():
-            transport.write_eof()
-        asyncio.get_running_loop().call_later(1.0, transport.close)
-
-    def data_received(self, data: bytes) -> None:
-        pass  # discarded: this connection gets nothing but the 503
-
-
-class CappedTCPSite(web.TCPSite):
-    """A TCPSite whose server refuses connections beyond ``max_connections`` (slowloris and floods)."""
-
-    max_connections = 10_000
-
-    async def start(self) -> None:
-        runner_server = self._runner.server
-        assert runner_server is not None
-        limit = self.max_connections
-
-        def protocol() -> asyncio.Protocol:
-            if len(runner_server.connections) >= limit:
-                return _Refuse()
-            return runner_server()
-
-        self._runner._server = protocol  # type: ignore[assignment]
-        try:
-            await super().start()
-        finally:
-            self._runner._server = runner_server
-
-
-def _bound_address(site: web.TCPSite) -> tuple[str, int]:
-    server = site._server
-    assert server is not None
-    sockets: list[socket.socket] = list(getattr(server, "sockets", []) or [])
-    host, port = sockets[0].getsockname()[:2]
-    return str(host), int(port)
+    await server.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,39 +4,53 @@ Rules:
 - A write is all or nothing. One whose content cannot be stored (text that is not valid UTF-8, an integer
   outside SQLite's 64 bits, an event that is not JSON) is rejected alone, before the transaction, so a
   malformed request never fails its neighbours' writes.
-- Within a batch the last record per key wins: group records are full snapshots, so only the last one per
-  group is encoded and written; offsets and expected members collapse the same way. A tombstone is a delete.
+- Within a batch the records of one group fold in order: a whole-group record replaces the group's row and
+  every member row, a delta replaces the group's row and upserts or deletes the member rows it names, a
+  tombstone deletes them all. Only the result is encoded and written. Offsets and expected members collapse
+  to the last record per key. A tombstone is a delete.
 - Journal events keep submission order. Each event is encoded here without ``seq``; ``number_events``
   splices the seq in first when the transaction knows where it starts, so a rolled-back batch costs no
   re-encoding and its seq numbers are simply reused.
+- Records and events are encoded with msgspec (bytes as base64): the writer thread holds the interpreter lock
+  while it encodes, so encoding is kept cheap and proportional to what changed.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetAndMetadata, OffsetRecord, Write
+import msgspec
+
+from berth.coordinator.core import (
+    GroupDeltaRecord,
+    GroupMetadata,
+    GroupRecord,
+    MemberMetadata,
+    OffsetAndMetadata,
+    OffsetRecord,
+    Record,
+    Write,
+)
 
 log = logging.getLogger(__name__)
 
-
-def _bytes_as_base64(value: object) -> str:
-    """The core hands byte fields over raw; on disk (and in the journal) they are standard base64."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=_bytes_as_base64).encode  # ASCII
+_encode = msgspec.json.Encoder().encode
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
 OffsetKey = tuple[str, str, int]
+
+
+@dataclass(slots=True)
+class _GroupChange:
+    """What one batch does to one group: its row, and whether it replaces or patches the member rows."""
+
+    value: GroupMetadata | None
+    replace_members: bool
+    members: dict[str, MemberMetadata | None]  # member id -> new row, None: delete
 
 
 @dataclass(slots=True)
@@ -45,7 +59,10 @@ class PreparedBatch:
 
     outcomes: list[tuple[int, bool]] = field(default_factory=list)  # (token, accepted) in submission order
     group_rows: list[tuple[str, str]] = field(default_factory=list)
-    group_deletes: list[tuple[str]] = field(default_factory=list)
+    group_deletes: list[tuple[str]] = field(default_factory=list)  # the group row and all its member rows
+    member_clears: list[tuple[str]] = field(default_factory=list)  # all member rows of a group (then re-added)
+    member_rows: list[tuple[str, str, str]] = field(default_factory=list)
+    member_deletes: list[tuple[str, str]] = field(default_factory=list)
     offset_rows: list[tuple[str, str, int, int, int, str, int]] = field(default_factory=list)
     offset_deletes: list[OffsetKey] = field(default_factory=list)
     expected_rows: list[tuple[str, str]] = field(default_factory=list)
@@ -59,7 +76,7 @@ class PreparedBatch:
 
 def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
     batch = PreparedBatch()
-    groups: dict[str, dict[str, Any] | None] = {}
+    groups: dict[str, _GroupChange] = {}
     offsets: dict[OffsetKey, OffsetAndMetadata | None] = {}
     expected: dict[str, tuple[str, ...]] = {}
     for write in writes:
@@ -67,13 +84,22 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
             bodies = [encode_event(event) for event in write.events]
             for record in write.records:
                 check_storable(record)
-        except (TypeError, ValueError, RecursionError) as exc:  # incl. UnicodeEncodeError, OverflowError
+        except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:  # incl. UnicodeEncodeError
             log.error("store: rejected write %d, its content cannot be stored: %s", write.token, exc)
             batch.outcomes.append((write.token, False))
             continue
         for record in write.records:
             if isinstance(record, GroupRecord):
-                groups[record.group_id] = record.value
+                groups[record.group_id] = _GroupChange(
+                    record.value, True, {m.member_id: m for m in record.members} if record.value else {}
+                )
+            elif isinstance(record, GroupDeltaRecord):
+                change = groups.setdefault(record.group_id, _GroupChange(record.value, False, {}))
+                change.value = record.value
+                for member_id in record.removed:
+                    change.members[member_id] = None
+                for member in record.upserted:
+                    change.members[member.member_id] = member
             elif isinstance(record, OffsetRecord):
                 offsets[(record.group_id, record.topic, record.partition)] = record.value
             else:
@@ -81,11 +107,19 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
         batch.event_bodies.extend(bodies)
         batch.outcomes.append((write.token, True))
 
-    for group_id, value in groups.items():
-        if value is None:
+    for group_id, change in groups.items():
+        if change.value is None:
             batch.group_deletes.append((group_id,))
-        else:
-            batch.group_rows.append((group_id, _encode(value)))
+            continue
+        batch.group_rows.append((group_id, _encode(change.value).decode()))
+        if change.replace_members:
+            batch.member_clears.append((group_id,))
+        for changed_id, row in change.members.items():
+            if row is None:
+                if not change.replace_members:
+                    batch.member_deletes.append((group_id, changed_id))
+            else:
+                batch.member_rows.append((group_id, changed_id, _encode(row).decode()))
     for key, offset in offsets.items():
         if offset is None:
             batch.offset_deletes.append(key)
@@ -93,15 +127,15 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
             batch.offset_rows.append(
                 (
                     *key,
-                    offset.committed_offset,
-                    offset.committed_leader_epoch,
-                    offset.metadata,
+                    offset.offset,
+                    -1 if offset.leader_epoch is None else offset.leader_epoch,
+                    offset.metadata or "",
                     offset.commit_timestamp_ms,
                 )
             )
     for group_id, ids in expected.items():
         if ids:
-            batch.expected_rows.append((group_id, _encode(list(ids))))
+            batch.expected_rows.append((group_id, _encode(list(ids)).decode()))
         else:
             batch.expected_deletes.append((group_id,))
     return batch
@@ -111,7 +145,7 @@ def encode_event(event: dict[str, Any]) -> str:
     """The event as compact JSON without ``seq`` (the store owns seq; a stray one is dropped)."""
     if "seq" in event:
         event = {k: v for k, v in event.items() if k != "seq"}
-    return _encode(event)
+    return _encode(event).decode()
 
 
 def number_events(bodies: Sequence[str], first_seq: int) -> list[tuple[int, str]]:
@@ -122,16 +156,16 @@ def number_events(bodies: Sequence[str], first_seq: int) -> list[tuple[int, str]
     return lines
 
 
-def check_storable(record: GroupRecord | OffsetRecord | ExpectedMembersRecord) -> None:
+def check_storable(record: Record) -> None:
     """Raise ValueError for text SQLite cannot take as UTF-8 or integers beyond 64 bits."""
     _check_text(record.group_id)
     if isinstance(record, OffsetRecord):
         _check_text(record.topic)
         _check_int(record.partition)
         if record.value is not None:
-            _check_text(record.value.metadata)
-            _check_int(record.value.committed_offset)
-            _check_int(record.value.committed_leader_epoch)
+            _check_text(record.value.metadata or "")
+            _check_int(record.value.offset)
+            _check_int(-1 if record.value.leader_epoch is None else record.value.leader_epoch)
             _check_int(record.value.commit_timestamp_ms)
 
 

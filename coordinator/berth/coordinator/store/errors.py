@@ -1,7 +1,7 @@
 """The store's one error type, for everything that makes the data dir unusable.
 
 Rule: a ``StoreError`` message is a single line that names the path and what is wrong with it, because the
-``berth-coordinator`` command prints it as is and exits 2 (API.md §7). Lower-level exceptions are chained.
+``berth-coordinator`` command prints it as is and exits 2 (docs/api.md §10). Lower-level exceptions are chained.
 """
 
 

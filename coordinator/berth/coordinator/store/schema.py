@@ -4,23 +4,28 @@ Rules:
 - One file, ``<data_dir>/berth.db``, in WAL mode with ``synchronous=FULL``: a COMMIT returns only once the
   WAL is fsynced, so an acknowledged write survives kill -9 and power loss.
 - ``meta.schema_version`` says which layout the file has. A file written by a newer Berth is refused, never
-  misread; a file without it that already has tables is not ours and is refused too.
-- Group records are stored as the core's JSON snapshot (it carries its own ``version``); offsets as columns;
-  expected members as a JSON array; journal events as the exact JSON line the segments hold.
+  misread; a file without it that already has tables is not ours and is refused too. An older layout is
+  migrated in one transaction when the file is opened (``MIGRATIONS``).
+- A group is one row of its own fields (``groups.record``) and one row per member (``group_members``), each the
+  JSON of the core's typed record (docs/formats.md "Group records"), so a static member's restart rewrites two
+  small rows instead of the whole group. Offsets are columns; expected members a JSON array; journal events the
+  exact JSON line the segments hold.
 - Every failure to open turns into a one-line ``StoreError`` naming the path.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from berth.coordinator.store.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_FILENAME = "berth.db"
 LOCK_FILENAME = "berth.lock"
 
@@ -31,8 +36,14 @@ CREATE TABLE meta (
 ) WITHOUT ROWID;
 CREATE TABLE groups (
     group_id TEXT PRIMARY KEY,
-    record   TEXT NOT NULL            -- the core's group snapshot as JSON (versioned by its "version" field)
+    record   TEXT NOT NULL            -- the group's own fields as JSON (GroupMetadata, versioned by "version")
 );
+CREATE TABLE group_members (
+    group_id  TEXT NOT NULL,
+    member_id TEXT NOT NULL,
+    record    TEXT NOT NULL,          -- one member as JSON (MemberMetadata)
+    PRIMARY KEY (group_id, member_id)
+) WITHOUT ROWID;
 CREATE TABLE offsets (
     group_id            TEXT NOT NULL,
     topic               TEXT NOT NULL,
@@ -146,5 +157,41 @@ def _check_version(conn: sqlite3.Connection, db_path: Path) -> None:
             f"database {db_path} has schema version {version}, newer than this Berth supports ({SCHEMA_VERSION});"
             " upgrade Berth"
         )
-    if version < SCHEMA_VERSION:  # no older layouts exist yet; a migration would go here
-        raise StoreError(f"database {db_path} has unknown old schema version {version}")
+    while version < SCHEMA_VERSION:
+        migrate = MIGRATIONS.get(version)
+        if migrate is None:
+            raise StoreError(f"database {db_path} has unknown old schema version {version}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                migrate(conn)
+                version += 1
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(
+                f"database {db_path} could not be migrated to schema version {version + 1}: {exc}"
+            ) from exc
+
+
+def _members_into_their_own_rows(conn: sqlite3.Connection) -> None:
+    """1 -> 2: a group row held the whole group, members included; move each member into its own row."""
+    conn.execute(
+        "CREATE TABLE group_members (group_id TEXT NOT NULL, member_id TEXT NOT NULL, record TEXT NOT NULL,"
+        " PRIMARY KEY (group_id, member_id)) WITHOUT ROWID"
+    )
+    for group_id, text in conn.execute("SELECT group_id, record FROM groups").fetchall():
+        whole = json.loads(text)
+        members = whole.pop("members", [])
+        conn.execute("UPDATE groups SET record = ? WHERE group_id = ?", (json.dumps(whole), group_id))
+        conn.executemany(
+            "INSERT INTO group_members (group_id, member_id, record) VALUES (?, ?, ?)",
+            [(group_id, member["member_id"], json.dumps(member)) for member in members],
+        )
+
+
+#: Schema version -> the migration from it to the next one, run inside one transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _members_into_their_own_rows}

@@ -26,7 +26,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetAndMetadata, OffsetRecord, Record
+import msgspec
+
+from berth.coordinator.core import (
+    ExpectedMembersRecord,
+    GroupMetadata,
+    GroupRecord,
+    MemberMetadata,
+    OffsetAndMetadata,
+    OffsetRecord,
+    Record,
+)
 from berth.coordinator.store.batch import PreparedBatch, number_events
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.schema import DB_FILENAME, connect, ensure_schema, lock_data_dir, prepare_data_dir
@@ -38,6 +48,11 @@ JOURNAL_DIRNAME = "journal"
 
 _UPSERT_GROUP = "INSERT OR REPLACE INTO groups (group_id, record) VALUES (?, ?)"
 _DELETE_GROUP = "DELETE FROM groups WHERE group_id = ?"
+_DELETE_GROUP_MEMBERS = "DELETE FROM group_members WHERE group_id = ?"
+_UPSERT_MEMBER = "INSERT OR REPLACE INTO group_members (group_id, member_id, record) VALUES (?, ?, ?)"
+_DELETE_MEMBER = "DELETE FROM group_members WHERE group_id = ? AND member_id = ?"
+_decode_group = msgspec.json.Decoder(GroupMetadata).decode
+_decode_member = msgspec.json.Decoder(MemberMetadata).decode
 _UPSERT_OFFSET = (
     "INSERT OR REPLACE INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, metadata,"
     " commit_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -75,28 +90,40 @@ class SqliteStore:
     # ------------------------------------------------------------------------------------------ reading
 
     def load(self) -> Iterator[Record]:
-        """Every record for replay: all group records, then all offsets, then all expected-members lists."""
+        """Every record for replay: one whole-group record per group, then all offsets, then all expected-members
+        lists. Fields a newer Berth added are ignored; fields an older one lacked get their defaults."""
         conn = connect(self.db_path)
-        loads = json.loads
         try:
-            conn.execute("BEGIN")  # one read snapshot across the three tables
-            for group_id, text in conn.execute("SELECT group_id, record FROM groups"):
-                yield GroupRecord(group_id, loads(text))
+            conn.execute("BEGIN")  # one read snapshot across the tables
+            members = conn.execute("SELECT group_id, record FROM group_members ORDER BY group_id, member_id")
+            pending = next(members, None)
+            for group_id, text in conn.execute("SELECT group_id, record FROM groups ORDER BY group_id"):
+                while pending is not None and pending[0] < group_id:
+                    pending = next(members, None)  # a member row without its group (cannot be written)
+                own: list[MemberMetadata] = []
+                while pending is not None and pending[0] == group_id:
+                    own.append(_decode_member(pending[1]))
+                    pending = next(members, None)
+                yield GroupRecord(group_id, _decode_group(text), tuple(own))
             for group_id, topic, partition, offset, epoch, metadata, ts in conn.execute(
                 "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms"
                 " FROM offsets"
             ):
-                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, epoch, metadata, ts))
+                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
             for group_id, text in conn.execute("SELECT group_id, group_instance_ids FROM expected_members"):
-                yield ExpectedMembersRecord(group_id, tuple(loads(text)))
-        except (sqlite3.Error, ValueError) as exc:
+                yield ExpectedMembersRecord(group_id, tuple(json.loads(text)))
+        except (sqlite3.Error, ValueError, msgspec.DecodeError) as exc:
             raise StoreError(f"database {self.db_path} cannot be read: {exc}") from exc
         finally:
             conn.close()
 
     def journal_page(self, after: int, limit: int) -> list[dict[str, Any]]:
         """Events with seq > after, ascending, at most ``limit``; safe to call while the writer commits."""
-        return [json.loads(line) for _, line in self._read(_page_query, after, limit)]
+        return [json.loads(line) for line in self.journal_lines(after, limit)]
+
+    def journal_lines(self, after: int, limit: int) -> list[str]:
+        """The same events as their JSON lines ("seq" first), as the segments hold them."""
+        return [line for _, line in self._read(_page_query, after, limit)]
 
     def journal_lines_after(self, after: int) -> Iterator[tuple[int, str]]:
         """Every event with seq > after as (seq, line), in pages (used to reconcile the segments)."""
@@ -123,8 +150,12 @@ class SqliteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for sql, rows in (
-                (_UPSERT_GROUP, batch.group_rows),
                 (_DELETE_GROUP, batch.group_deletes),
+                (_DELETE_GROUP_MEMBERS, batch.group_deletes),
+                (_DELETE_GROUP_MEMBERS, batch.member_clears),
+                (_UPSERT_GROUP, batch.group_rows),
+                (_DELETE_MEMBER, batch.member_deletes),
+                (_UPSERT_MEMBER, batch.member_rows),
                 (_UPSERT_OFFSET, batch.offset_rows),
                 (_DELETE_OFFSET, batch.offset_deletes),
                 (_UPSERT_EXPECTED, batch.expected_rows),

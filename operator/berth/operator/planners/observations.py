@@ -1,7 +1,7 @@
 """What the operator observes of the coordinator, as plain immutable values.
 
 The coordinator port returns these and the planners consume them, so neither depends on the other's module.
-``from_wire`` helpers read the coordinator's JSON (API.md §3 describe, §8 ``GET /v1/config``) for adapters that
+``from_wire`` helpers read the coordinator's JSON (docs/api.md §4: describe, ``GET /v1/config``) for adapters that
 get raw responses; they raise ``ValueError`` on a response that does not have the documented shape.
 """
 

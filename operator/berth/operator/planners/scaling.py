@@ -17,9 +17,10 @@ restarts anywhere resumes from status and observations alone. Rules:
   ONE batch leave by instance id for all of them — except that a pod stuck Terminating longer than its grace period
   plus ``stuck_allowance`` (its node is likely gone) holds nobody any longer: it leaves with those already gone, a
   Warning says so, and the departing pods still running leave in a later batch; :func:`record_scale_down` then
-  writes ``lastScaleDown`` and clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already gone: fine). The leave names each
-  departing pod's id and every member id the group lists as ``<pod>-<digits>`` (Kafka Streams, Camel and others
-  append a thread index to ``group.instance.id``); it never names an id of a pod that stays, and is never empty.
+  writes ``lastScaleDown`` and clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already
+  gone: fine). The leave names each departing pod's id and every member id the group lists as ``<pod>-<digits>``
+  (Kafka Streams, Camel and others append a thread index to ``group.instance.id``); it never names an id of a pod
+  that stays, and is never empty.
 - A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
   group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group

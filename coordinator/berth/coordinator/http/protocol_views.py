@@ -1,0 +1,157 @@
+"""The group protocol's POST routes (join, sync, heartbeat, leave, offsets), served by one view.
+
+``protocol_view``: group id -> auth -> body -> decode (400, or in-band 35) -> loading? (in-band 14) -> shutting
+down? (503) -> the core call under a ticket -> the durable answer, encoded for the request's version (docs/api.md
+§3-§5). ``PROTOCOL_ROUTES`` says, per route, how to decode it, which core method answers it and how it is refused.
+The low-level front serves these routes; the application registers them too and answers them identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import unquote_to_bytes
+
+from aiohttp import web
+
+from berth.coordinator.core import Coordinator, Effects
+from berth.coordinator.http.errors import bad_request, from_invalid
+from berth.coordinator.http.responses import answer_response
+from berth.coordinator.http.state import CoordinatorServer
+from berth.coordinator.protocol import (
+    Answer,
+    Body,
+    Error,
+    GroupId,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    InvalidRequest,
+    JoinRequest,
+    JoinResponse,
+    LeaveRequest,
+    LeaveResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncRequest,
+    SyncResponse,
+)
+from berth.coordinator.protocol.codec import CarriesTooNew, RequestCodec
+from berth.coordinator.protocol.routes import ROUTES_BY_OPERATION, Access, Route
+
+B = TypeVar("B", bound=Body)
+B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
+
+
+def group_id_of(raw_segment: str) -> GroupId:
+    """The group id, percent-decoded from its raw path segment: a group id may hold any UTF-8, '/' included."""
+    if raw_segment.isascii() and "%" not in raw_segment:
+        return GroupId(raw_segment)
+    try:
+        return GroupId(unquote_to_bytes(raw_segment).decode("utf-8"))
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        raise bad_request("group_id: not valid UTF-8 after percent-decoding") from None
+
+
+class CoreCall(Protocol[B_contra]):
+    """A core method of the group protocol, unbound: ``Coordinator.heartbeat`` and its siblings."""
+
+    def __call__(
+        self, core: Coordinator, group_id: GroupId, request: B_contra, version: int, ticket: int, now_ms: int, /
+    ) -> Effects: ...
+
+
+class HostCall(Protocol[B_contra]):
+    """A core method that also records the member's address (``Coordinator.join``)."""
+
+    def __call__(
+        self,
+        core: Coordinator,
+        group_id: GroupId,
+        request: B_contra,
+        version: int,
+        ticket: int,
+        now_ms: int,
+        /,
+        client_host: str,
+    ) -> Effects: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolRoute(Generic[B]):
+    """One of the five POST routes of the group protocol: how to decode it, call the core, and refuse it."""
+
+    route: Route
+    codec: RequestCodec[B]
+    call: CoreCall[B]
+    refuse: Callable[[B, Error], Answer]  # the route's answer carrying just an error
+    host_call: HostCall[B] | None = None  # the peer's address is looked up only for the call that records it
+
+
+async def protocol_view(
+    state: CoordinatorServer,
+    request: web.BaseRequest,
+    protocol: ProtocolRoute[B],
+    group_id: GroupId,
+    *,
+    answer_expect: bool = False,
+) -> web.Response:
+    if state.config.tokens is not None:
+        state.authorize(request.headers, Access.GROUP, group_id)
+    raw = await state.read_body(request, answer_expect=answer_expect)
+    try:
+        req, version = protocol.codec.decode(raw, state.config.limits)
+    except CarriesTooNew as exc:
+        refused: B = exc.request  # type: ignore[assignment]  # decoded by this route's codec
+        return answer_response(protocol.refuse(refused, Error.UNSUPPORTED_VERSION), exc.version)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
+    engine = state.running_engine
+    if engine is None or not engine.ready or engine.closing:
+        state.refuse_if_closed()
+        return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    # partial, not lambdas: one Python frame less per request, and nothing built twice.
+    if protocol.host_call is not None:
+        invoke = partial(protocol.host_call, state.core, group_id, req, version, client_host=request.remote or "")
+    else:
+        invoke = partial(protocol.call, state.core, group_id, req, version)
+    answer = await engine.call(invoke, partial(protocol.refuse, req, Error.COORDINATOR_NOT_AVAILABLE), group_id)
+    return answer_response(answer, version)
+
+
+_HEARTBEAT_ANSWERS = {error: HeartbeatResponse(error) for error in Error}
+
+PROTOCOL_ROUTES: dict[str, ProtocolRoute[Any]] = {
+    "join": ProtocolRoute(
+        ROUTES_BY_OPERATION["join"],
+        RequestCodec(JoinRequest, "join"),
+        Coordinator.join,
+        lambda req, error: JoinResponse(error, member_id=req.member_id),
+        host_call=Coordinator.join,
+    ),
+    "sync": ProtocolRoute(
+        ROUTES_BY_OPERATION["sync"],
+        RequestCodec(SyncRequest, "sync"),
+        Coordinator.sync,
+        lambda _, error: SyncResponse(error),
+    ),
+    "heartbeat": ProtocolRoute(
+        ROUTES_BY_OPERATION["heartbeat"],
+        RequestCodec(HeartbeatRequest, "heartbeat"),
+        Coordinator.heartbeat,
+        lambda _, error: _HEARTBEAT_ANSWERS[error],
+    ),
+    "leave": ProtocolRoute(
+        ROUTES_BY_OPERATION["leave"],
+        RequestCodec(LeaveRequest, "leave"),
+        Coordinator.leave,
+        lambda _, error: LeaveResponse(error),
+    ),
+    "offsets": ProtocolRoute(
+        ROUTES_BY_OPERATION["offsets"],
+        RequestCodec(OffsetCommitRequest, "offsets"),
+        Coordinator.commit_offsets,
+        OffsetCommitResponse.refusing,
+    ),
+}

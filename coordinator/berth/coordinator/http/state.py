@@ -1,0 +1,192 @@
+"""The coordinator server's state and the steps every request shares (docs/api.md §5, §10).
+
+``CoordinatorServer`` owns the core, the engine, the clock, metrics, the journal reader and its long-polls,
+and the start-up: ``lifecycle`` is the application's ``cleanup_ctx``. It starts the engine, loads the persisted
+state in a task it keeps (and cancels if the server stops first), and on the way out stops the writer.
+``shutdown`` (``on_shutdown``) answers what is parked. The request steps: ``authorize`` (401/403),
+``read_body`` (413/408/400/415), ``refuse_if_closed`` (503) and ``loading`` (in-band 14).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol
+
+from aiohttp import web
+from multidict import CIMultiDictProxy
+
+from berth.coordinator.core import Coordinator
+from berth.coordinator.http.auth import Principal
+from berth.coordinator.http.clock import Clock
+from berth.coordinator.http.config import ServerConfig
+from berth.coordinator.http.engine import Engine, FaultInjector, WriterPort, WritesDone
+from berth.coordinator.http.errors import (
+    bad_request,
+    forbidden,
+    request_timeout,
+    shutting_down,
+    too_large,
+    unauthorized,
+    unsupported_media_type,
+)
+from berth.coordinator.http.journal import JournalWaiters
+from berth.coordinator.http.metrics import Metrics
+from berth.coordinator.protocol.routes import Access
+
+log = logging.getLogger("berth.coordinator")
+
+
+class JournalReader(Protocol):
+    """The durable journal as the server reads it (the store)."""
+
+    def last_seq(self) -> int: ...
+
+    def journal_lines(self, after: int, limit: int) -> list[str]: ...
+
+
+class CoordinatorServer:
+    def __init__(
+        self,
+        config: ServerConfig,
+        clock: Clock,
+        core: Coordinator,
+        make_writer: Callable[[WritesDone], WriterPort],
+        load_records: Callable[[Coordinator], None],
+        journal: JournalReader,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.core = core
+        self.metrics = Metrics()
+        self.journal = journal
+        self.journal_polls = JournalWaiters(clock)
+        self.loaded = asyncio.Event()
+        self._make_writer = make_writer
+        self._load_records = load_records
+        self.running_engine: Engine | None = None  # started by ``lifecycle``
+        self._loader: asyncio.Task[None] | None = None
+
+    @property
+    def engine(self) -> Engine:
+        assert self.running_engine is not None, "the engine starts with the application"
+        return self.running_engine
+
+    @property
+    def started(self) -> bool:
+        return self.running_engine is not None
+
+    @property
+    def faults(self) -> FaultInjector | None:
+        return self.engine.writer.faults
+
+    # --------------------------------------------------------------------------------------------- lifecycle
+
+    async def lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
+        """The application's ``cleanup_ctx``: start the engine and the loader task; on exit cancel the loader
+        if it is still running and stop the writer."""
+        self.running_engine = Engine(
+            self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew
+        )
+        self._loader = asyncio.create_task(self._load(), name="berth-load")
+        try:
+            yield
+        finally:
+            if not self._loader.done():
+                self._loader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loader
+            await self.shutdown()
+            await self.engine.close()
+
+    async def shutdown(self, _app: web.Application | None = None) -> None:
+        """``on_shutdown``: answer parked requests and long-polls, let in-flight writes land (idempotent)."""
+        self.journal_polls.release_all()
+        if self.running_engine is not None:
+            await self.running_engine.shutdown()
+
+    async def _load(self) -> None:
+        started = time.perf_counter()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._load_records, self.core)
+        except Exception:
+            log.exception("loading persisted state failed")
+            raise
+        self.engine.apply(self.core.load((), self.clock.now_ms()))
+        self.engine.ready = True
+        self.loaded.set()
+        log.info(
+            "loaded %d groups, %d members in %.2f s",
+            len(self.core.groups),
+            self.core.member_count(),
+            time.perf_counter() - started,
+        )
+
+    def _count_write_failure(self) -> None:
+        self.metrics.write_failures += 1
+
+    def _journal_grew(self) -> None:
+        self.journal_polls.notify(self.journal.last_seq())
+
+    # ------------------------------------------------------------------------------------------ request steps
+
+    def authorize(self, headers: CIMultiDictProxy[str], access: Access, group_id: str | None = None) -> None:
+        """docs/api.md §10 "Tokens": 401 without a valid token, 403 when the token may not do this."""
+        tokens = self.config.tokens
+        if tokens is None or access is Access.OPEN:
+            return
+        principal: Principal | None = tokens.authenticate(headers.get("Authorization"))
+        if principal is None:
+            raise unauthorized("Authorization: a valid 'Bearer <token>' header is required")
+        if access is Access.ADMIN and not principal.admin:
+            raise forbidden(f"Authorization: token {principal.fingerprint} is not an admin token")
+        if group_id is not None and not principal.may_use_group(group_id):
+            raise forbidden(f"Authorization: token {principal.fingerprint} may not use this group")
+
+    async def read_body(self, request: web.BaseRequest, *, answer_expect: bool = False) -> bytes:
+        """The request's JSON body as bytes: 413 over the size limit, 408 when it is late, 400 when empty,
+        415 without ``Content-Type: application/json`` (parameters such as ``; charset=utf-8`` allowed).
+
+        ``answer_expect``: the request did not pass through the application, which answers ``Expect:
+        100-continue`` before its handlers run; a client that asked for it gets its "100 Continue" here.
+        """
+        limit = self.config.max_body_bytes
+        try:
+            if request.content.is_eof():  # the whole body is here (nearly always): no timer to arm and cancel
+                raw = await request.read()  # over the limit: HTTPRequestEntityTooLarge
+            else:
+                length = request.content_length
+                if length is not None and length > limit:  # refused before reading any of it
+                    raise too_large(f"body: {length} bytes is over the {limit}-byte limit")
+                if answer_expect and request.headers.get("Expect", "").lower() == "100-continue":
+                    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                async with asyncio.timeout(self.config.body_timeout_s):
+                    raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise too_large(f"body: over the {limit}-byte limit") from None
+        except TimeoutError:
+            raise request_timeout(f"body: not received within {self.config.body_timeout_s:g} s") from None
+        if not raw:
+            raise bad_request("body: empty, expected a JSON object")
+        content_type = request.headers.get("Content-Type")
+        if content_type is None or (
+            content_type != "application/json" and content_type.split(";", 1)[0].strip().lower() != "application/json"
+        ):
+            raise unsupported_media_type("Content-Type: must be application/json")
+        return raw
+
+    def refuse_if_closed(self) -> None:
+        if self.running_engine is not None and self.running_engine.closing:
+            raise shutting_down()
+
+    def loading(self) -> bool:
+        """True while persisted state is still loading (answer in-band 14); raises 503 when shutting down."""
+        self.refuse_if_closed()
+        return self.running_engine is None or not self.running_engine.ready
+
+
+#: Where the application keeps its ``CoordinatorServer``.
+STATE: web.AppKey[CoordinatorServer] = web.AppKey("state", CoordinatorServer)

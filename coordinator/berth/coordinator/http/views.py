@@ -1,0 +1,311 @@
+"""The application's views: one per route of ``protocol.routes.ROUTES``, each a thin translation to the core and
+back (the group protocol's POST routes come from ``protocol_views``). ``VIEWS`` maps operation ids to views.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from berth.coordinator.http.errors import from_invalid, not_found
+from berth.coordinator.http.protocol_views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
+from berth.coordinator.http.responses import answer_response, json_response, struct_response
+from berth.coordinator.http.state import STATE, CoordinatorServer
+from berth.coordinator.protocol import (
+    API_VERSIONS,
+    Body,
+    ClockRequest,
+    ClockResponse,
+    ConfigResponse,
+    DeleteResponse,
+    DescribeResponse,
+    Error,
+    ExpectedMembersRequest,
+    ExpectedMembersResponse,
+    GroupId,
+    InvalidRequest,
+    ListResponse,
+    OffsetFetchResponse,
+    StatusResponse,
+    StoreFaultsRequest,
+    StoreFaultsResponse,
+)
+from berth.coordinator.protocol.codec import RequestCodec, encode, query_api_version, query_int
+from berth.coordinator.protocol.openapi import openapi_document
+from berth.coordinator.protocol.routes import (
+    JOURNAL_DEFAULT_LIMIT,
+    JOURNAL_MAX_LIMIT,
+    JOURNAL_MAX_WAIT_MS,
+    Access,
+)
+
+B = TypeVar("B", bound=Body)
+B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
+View = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _protocol_app_view(protocol: ProtocolRoute[Any]) -> View:
+    async def view(request: web.Request) -> web.Response:
+        state = request.app[STATE]
+        return await protocol_view(state, request, protocol, group_id_of(raw_group_segment(request)))
+
+    return view
+
+
+# ------------------------------------------------------------------------------------------ group reads, admin
+
+
+def raw_group_segment(request: web.BaseRequest) -> str:
+    return request.raw_path.split("?", 1)[0].split("/")[3]
+
+
+def _group_route(request: web.Request, access: Access = Access.GROUP) -> tuple[CoordinatorServer, GroupId]:
+    state = request.app[STATE]
+    group_id = group_id_of(raw_group_segment(request))
+    state.authorize(request.headers, access, group_id)
+    return state, group_id
+
+
+def _version(request: web.Request, api: str) -> int:
+    try:
+        return query_api_version(request.query.get("api_version"), api)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
+
+
+def _query_int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    try:
+        return query_int(request.query.get(name, str(default)), name, lo=lo, hi=hi)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
+
+
+async def _decoded(state: CoordinatorServer, request: web.Request, codec: RequestCodec[B]) -> B:
+    raw = await state.read_body(request)
+    try:
+        body, _ = codec.decode(raw, state.config.limits)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
+    return body
+
+
+async def fetch_offsets(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request)
+    version = _version(request, "offset_fetch")
+    topics = tuple(request.query.getall("topic", [])) or None
+    if state.loading():
+        return answer_response(OffsetFetchResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    return answer_response(state.core.fetch_offsets(group_id, topics), version)
+
+
+async def describe(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request)
+    version = _version(request, "describe")
+    if state.loading():
+        loading = DescribeResponse(Error.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id, group_state="")
+        return answer_response(loading, version)
+    return answer_response(state.core.describe(group_id), version)
+
+
+async def list_groups(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.authorize(request.headers, Access.ADMIN)
+    version = _version(request, "list")
+    if state.loading():
+        return answer_response(ListResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    return answer_response(state.core.list_groups(request.query.getall("state", [])), version)
+
+
+async def delete_group(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    version = _version(request, "delete")
+    if state.loading():
+        return answer_response(DeleteResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    core = state.core
+    answer = await state.engine.call(
+        lambda ticket, now: core.delete_group(group_id, ticket, now),
+        lambda: DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
+    )
+    return answer_response(answer, version)
+
+
+_EXPECTED_MEMBERS = RequestCodec(ExpectedMembersRequest)
+
+
+async def put_expected_members(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    ids = (await _decoded(state, request, _EXPECTED_MEMBERS)).group_instance_ids
+    if state.loading():
+        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    core = state.core
+    answer = await state.engine.call(
+        lambda ticket, now: core.put_expected_members(group_id, ids, ticket, now),
+        lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
+    )
+    return answer_response(answer, 0)
+
+
+async def get_expected_members(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    if state.loading():
+        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    return answer_response(state.core.get_expected_members(group_id), 0)
+
+
+async def delete_expected_members(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    if state.loading():
+        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    core = state.core
+    answer = await state.engine.call(
+        lambda ticket, now: core.delete_expected_members(group_id, ticket, now),
+        lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
+    )
+    return answer_response(answer, 0)
+
+
+# ------------------------------------------------------------------------------------- config, docs, journal
+
+
+async def get_config(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.authorize(request.headers, Access.TOKEN)
+    c = state.config.core
+    return struct_response(
+        ConfigResponse(
+            group_min_session_timeout_ms=c.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=c.group_max_session_timeout_ms,
+            group_max_size=c.group_max_size,
+            group_initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            new_member_join_timeout_ms=c.new_member_join_timeout_ms,
+            offset_metadata_max_bytes=c.offset_metadata_max_bytes,
+            api_versions=dict(API_VERSIONS),
+        )
+    )
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.authorize(request.headers, Access.TOKEN)
+    config = state.config
+    document = openapi_document(manual_clock=config.manual_clock, auth=config.tokens is not None, limits=config.limits)
+    return struct_response(document)
+
+
+async def journal(request: web.Request) -> web.Response:
+    """A page of the journal; with ``wait_ms`` and nothing after ``after``, a long-poll (docs/api.md §8)."""
+    state = request.app[STATE]
+    state.authorize(request.headers, Access.ADMIN)
+    after = _query_int(request, "after", 0, 0, 2**63 - 1)
+    limit = _query_int(request, "limit", JOURNAL_DEFAULT_LIMIT, 0, JOURNAL_MAX_LIMIT)
+    wait_ms = _query_int(request, "wait_ms", 0, 0, JOURNAL_MAX_WAIT_MS)
+    state.refuse_if_closed()
+    if wait_ms and state.journal.last_seq() <= after:
+        await state.journal_polls.wait(after, wait_ms)
+    lines = await asyncio.get_running_loop().run_in_executor(None, state.journal.journal_lines, after, limit)
+    last = _seq_of(lines[-1]) if lines else after
+    return json_response(b'{"events":[' + ",".join(lines).encode() + b'],"next":' + str(last).encode() + b"}")
+
+
+def _seq_of(line: str) -> int:
+    # A journal line starts with its seq: {"seq":123,...} (docs/formats.md "Journal events").
+    return int(line[7 : line.index(",", 7)] if "," in line else line[7:-1])
+
+
+# ---------------------------------------------------------------------------------------- tests, operations
+
+_CLOCK = RequestCodec(ClockRequest)
+_FAULTS = RequestCodec(StoreFaultsRequest)
+
+
+async def debug_clock(request: web.Request) -> web.Response:
+    """Advance the manual clock (docs/api.md §9): every due timer fires, its work is done, then the answer."""
+    state = request.app[STATE]
+    advance_ms = (await _decoded(state, request, _CLOCK)).advance_ms
+    state.refuse_if_closed()
+    await state.loaded.wait()
+    now_ms = await state.engine.advance(advance_ms)
+    state.journal_polls.expire(now_ms)
+    return struct_response(ClockResponse(now_ms))
+
+
+async def debug_store(request: web.Request) -> web.Response:
+    """Tests only (with ``--manual-clock``): make the disk fail, stay failed, or stall (docs/api.md §9)."""
+    state = request.app[STATE]
+    wanted = await _decoded(state, request, _FAULTS)
+    faults = state.faults
+    if faults is None:
+        raise not_found("path: this store has no fault injection")
+    if wanted.fail_next is not None:
+        faults.fail_next(wanted.fail_next)
+    if wanted.failing is not None:
+        faults.set_failing(wanted.failing)
+    if wanted.stalled is not None:
+        faults.set_stalled(wanted.stalled)
+    return struct_response(StoreFaultsResponse(faults.injected))
+
+
+_OK = encode(StatusResponse("ok"))
+_READY = encode(StatusResponse("ready"))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response(_OK)
+
+
+async def readyz(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if state.started and state.engine.ready and not state.engine.closing:
+        return json_response(_READY)
+    return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.Response(text=state.metrics.render(lambda: _gauges(state)), content_type="text/plain", charset="utf-8")
+
+
+def _gauges(state: CoordinatorServer) -> list[tuple[str, str, dict[str, str], float]]:
+    core = state.core
+    by_state = core.groups_by_state()
+    rows: list[tuple[str, str, dict[str, str], float]] = [
+        ("berth_groups", "gauge", {"state": name}, float(by_state.get(name, 0)))
+        for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
+    ]
+    rows.append(("berth_members", "gauge", {}, float(core.member_count())))
+    rows.extend(
+        ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
+        for cause, n in sorted(core.rebalances_by_cause.items())
+    )
+    if state.started:
+        rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
+        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
+    rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
+    rows.append(("berth_ready", "gauge", {}, 1.0 if state.loaded.is_set() else 0.0))
+    return rows
+
+
+VIEWS: dict[str, View] = {
+    **{operation: _protocol_app_view(protocol) for operation, protocol in PROTOCOL_ROUTES.items()},
+    "offset_fetch": fetch_offsets,
+    "describe": describe,
+    "delete": delete_group,
+    "expected_members_put": put_expected_members,
+    "expected_members_get": get_expected_members,
+    "expected_members_delete": delete_expected_members,
+    "list": list_groups,
+    "config": get_config,
+    "openapi": get_openapi,
+    "journal": journal,
+    "debug_clock": debug_clock,
+    "debug_store": debug_store,
+    "healthz": healthz,
+    "readyz": readyz,
+    "metrics": metrics,
+}

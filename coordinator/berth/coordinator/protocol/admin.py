@@ -1,0 +1,146 @@
+"""The admin and operations messages: DescribeGroups (15), ListGroups (16), DeleteGroups (42), Berth's
+expected members, config, journal, test-only routes, health, and the body of an HTTP error (docs/api.md §4-§9).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from berth.coordinator.protocol.base import Answer, Body, Int32
+from berth.coordinator.protocol.ids import GroupId, InstanceId, MemberId
+from berth.coordinator.protocol.versions import DESCRIBE_INSTANCE_ID_VERSION, Since
+
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+# --------------------------------------------------------------------------------------------------- describe
+
+
+class DescribedMember(msgspec.Struct, frozen=True, gc=False):
+    member_id: MemberId
+    group_instance_id: Annotated[InstanceId | None, Since(DESCRIBE_INSTANCE_ID_VERSION)] = None
+    client_id: str = ""
+    client_host: Annotated[str, Meta(description="the member's IP address as text")] = ""
+    session_timeout_ms: int = 0
+    rebalance_timeout_ms: int = 0
+    member_metadata: Annotated[bytes, Meta(description="subscription for the selected protocol; Stable only")] = b""
+    member_assignment: bytes = b""
+
+
+class DescribeResponse(Answer):
+    """DescribeGroups with Berth's ``generation_id`` and ``leader``; an unknown group is ``Dead``."""
+
+    group_id: GroupId = GroupId("")
+    group_state: Annotated[str, Meta(description=", ".join(GROUP_STATES))] = "Dead"
+    protocol_type: str = ""
+    protocol_data: Annotated[str, Meta(description="the selected protocol (assignor); Stable only")] = ""
+    generation_id: Int32 = -1
+    leader: Annotated[str | None, Meta(description="the leader's member id; null when Empty or Dead")] = None
+    members: tuple[DescribedMember, ...] = ()
+
+    @property
+    def state(self) -> str:
+        return self.group_state
+
+    @property
+    def protocol(self) -> str:
+        return self.protocol_data
+
+    @property
+    def exists(self) -> bool:
+        return self.group_state != "Dead"
+
+    def instance_ids(self) -> frozenset[str]:
+        return frozenset(m.group_instance_id for m in self.members if m.group_instance_id is not None)
+
+
+# ------------------------------------------------------------------------------------------------ list, delete
+
+
+class ListedGroup(msgspec.Struct, frozen=True, gc=False):
+    group_id: GroupId
+    protocol_type: str
+    group_state: str
+
+    @property
+    def state(self) -> str:
+        return self.group_state
+
+
+class ListResponse(Answer):
+    groups: tuple[ListedGroup, ...] = ()
+
+
+class DeleteResponse(Answer):
+    pass
+
+
+# ------------------------------------------------------------------------------------------- expected members
+
+
+class ExpectedMembersRequest(Body, frozen=True):
+    group_instance_ids: Annotated[tuple[InstanceId, ...], Meta(description="[] is the same as DELETE")]
+
+
+class ExpectedMembersResponse(Answer):
+    group_instance_ids: tuple[InstanceId, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------- config, journal
+
+
+class ConfigResponse(msgspec.Struct, frozen=True, gc=False):
+    """``GET /v1/config``: the coordinator's effective limits and the API versions it speaks."""
+
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_max_size: Annotated[int | None, Meta(description="null: unlimited")]
+    group_initial_rebalance_delay_ms: int
+    new_member_join_timeout_ms: int
+    offset_metadata_max_bytes: int
+    api_versions: Annotated[
+        dict[str, Annotated[tuple[int, ...], Meta(min_length=2, max_length=2)]],
+        Meta(description="route family -> [lowest, highest]"),
+    ]
+
+
+class JournalResponse(msgspec.Struct, frozen=True, gc=False):
+    """One page of the journal: events in ``seq`` order, and ``next`` to pass as ``after`` for the next page."""
+
+    events: Annotated[tuple[dict[str, Any], ...], Meta(description="docs/formats.md, journal events")]
+    next: Annotated[int, Meta(description="the last seq returned, or after when the page is empty")]
+
+
+# ----------------------------------------------------------------------------------------- tests, operations
+
+
+class ClockRequest(Body, frozen=True):
+    advance_ms: Annotated[int, Meta(ge=0, le=100 * 365 * 24 * 3600 * 1000)]
+
+
+class ClockResponse(msgspec.Struct, frozen=True, gc=False):
+    now_ms: int
+
+
+class StoreFaultsRequest(Body, frozen=True):
+    fail_next: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
+    failing: bool | None = None
+    stalled: bool | None = None
+
+
+class StoreFaultsResponse(msgspec.Struct, frozen=True, gc=False):
+    injected: int
+
+
+class StatusResponse(msgspec.Struct, frozen=True, gc=False):
+    status: str
+
+
+class HttpErrorBody(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """The body of every answer other than HTTP 200 (docs/api.md §5); ``message`` names the offending field."""
+
+    error: str
+    message: str = ""
+    error_code: Annotated[int | None, Meta(description="42, 35, 30 or 15 where a Kafka code applies")] = None

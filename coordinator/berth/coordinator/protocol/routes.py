@@ -1,0 +1,170 @@
+"""The routes of the coordinator's HTTP API, declared once (docs/api.md §2).
+
+Each ``Route`` names its method and path, its request and answer types, the API version family it speaks, who
+may call it (``Access``, docs/api.md §10 "Tokens") and its query parameters. The server registers its views by
+``operation``; the OpenAPI document is generated from this table; the member library builds its paths from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+from urllib.parse import quote
+
+from berth.coordinator.protocol.admin import (
+    ClockRequest,
+    ClockResponse,
+    ConfigResponse,
+    DeleteResponse,
+    DescribeResponse,
+    ExpectedMembersRequest,
+    ExpectedMembersResponse,
+    JournalResponse,
+    ListResponse,
+    StatusResponse,
+    StoreFaultsRequest,
+    StoreFaultsResponse,
+)
+from berth.coordinator.protocol.base import Body
+from berth.coordinator.protocol.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinRequest,
+    JoinResponse,
+    LeaveRequest,
+    LeaveResponse,
+    SyncRequest,
+    SyncResponse,
+)
+from berth.coordinator.protocol.offsets import OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse
+
+#: Journal paging (docs/api.md §8): ``limit`` defaults to 1,000 and may be at most 10,000; a long-poll parks for
+#: at most ``JOURNAL_MAX_WAIT_MS``.
+JOURNAL_DEFAULT_LIMIT = 1_000
+JOURNAL_MAX_LIMIT = 10_000
+JOURNAL_MAX_WAIT_MS = 30_000
+
+GROUP_PATH = "/v1/groups/{group_id}"
+
+
+class Access(Enum):
+    """Who may call a route when the coordinator has a tokens file (docs/api.md §10)."""
+
+    OPEN = "open"  # no token needed (health, metrics, test-only routes)
+    TOKEN = "token"  # any valid token
+    GROUP = "group"  # a token whose group patterns match the group (or an admin token)
+    ADMIN = "admin"  # an admin token
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    name: str
+    schema: dict[str, Any]
+    repeated: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    operation: str
+    method: str
+    path: str
+    summary: str
+    answer: type | None  # the HTTP 200 body; None: Prometheus text
+    request: type[Body] | None = None
+    api: str | None = None  # the API version family (docs/api.md §3)
+    access: Access = Access.GROUP
+    query: tuple[Query, ...] = ()
+    long_poll: bool = False
+    test_only: bool = False  # exists only with --manual-clock
+    documented: bool = True
+
+    @property
+    def takes_group(self) -> bool:
+        return "{group_id}" in self.path
+
+    def path_for(self, group_id: str = "") -> str:
+        """The path with ``group_id`` percent-encoded (every byte but unreserved ones, ``/`` included)."""
+        return self.path.replace("{group_id}", quote(group_id, safe=""))
+
+
+_TOPICS = Query("topic", {"type": "string"}, repeated=True, description="a topic to fetch; none: every topic")
+_STATES = Query("state", {"type": "string"}, repeated=True, description="only groups in this state")
+_AFTER = Query("after", {"type": "integer", "minimum": 0}, description="exclusive; default 0")
+_LIMIT = Query(
+    "limit",
+    {"type": "integer", "minimum": 0, "maximum": JOURNAL_MAX_LIMIT},
+    description=f"default {JOURNAL_DEFAULT_LIMIT}",
+)
+_WAIT = Query(
+    "wait_ms",
+    {"type": "integer", "minimum": 0, "maximum": JOURNAL_MAX_WAIT_MS},
+    description="with no event after `after`, wait up to this long for one (long-poll); default 0",
+)
+
+ROUTES: tuple[Route, ...] = (
+    # Registration order is match order: the hottest first.
+    Route(
+        "heartbeat", "POST", f"{GROUP_PATH}/heartbeat", "Heartbeat",
+        HeartbeatResponse, HeartbeatRequest, api="heartbeat",
+    ),
+    Route(
+        "offsets", "POST", f"{GROUP_PATH}/offsets", "OffsetCommit",
+        OffsetCommitResponse, OffsetCommitRequest, api="offsets",
+    ),
+    Route(
+        "join", "POST", f"{GROUP_PATH}/join", "JoinGroup (long-poll)",
+        JoinResponse, JoinRequest, api="join", long_poll=True,
+    ),
+    Route(
+        "sync", "POST", f"{GROUP_PATH}/sync", "SyncGroup (long-poll)",
+        SyncResponse, SyncRequest, api="sync", long_poll=True,
+    ),
+    Route("leave", "POST", f"{GROUP_PATH}/leave", "LeaveGroup", LeaveResponse, LeaveRequest, api="leave"),
+    Route(
+        "offset_fetch", "GET", f"{GROUP_PATH}/offsets", "OffsetFetch",
+        OffsetFetchResponse, api="offset_fetch", query=(_TOPICS,),
+    ),
+    Route("describe", "GET", GROUP_PATH, "DescribeGroups", DescribeResponse, api="describe"),
+    Route("delete", "DELETE", GROUP_PATH, "DeleteGroups (admin)", DeleteResponse, api="delete", access=Access.ADMIN),
+    Route(
+        "expected_members_put", "PUT", f"{GROUP_PATH}/expected-members",
+        "Pre-register the group's static members (admin, docs/api.md §7)",
+        ExpectedMembersResponse, ExpectedMembersRequest, access=Access.ADMIN,
+    ),
+    Route(
+        "expected_members_get", "GET", f"{GROUP_PATH}/expected-members", "The group's expected members (admin)",
+        ExpectedMembersResponse, access=Access.ADMIN,
+    ),
+    Route(
+        "expected_members_delete", "DELETE", f"{GROUP_PATH}/expected-members",
+        "Clear the group's expected members (admin)", ExpectedMembersResponse, access=Access.ADMIN,
+    ),
+    Route(
+        "list", "GET", "/v1/groups", "ListGroups (admin)",
+        ListResponse, api="list", access=Access.ADMIN, query=(_STATES,),
+    ),
+    Route("config", "GET", "/v1/config", "Effective limits and API versions", ConfigResponse, access=Access.TOKEN),
+    Route("openapi", "GET", "/v1/openapi.json", "This document", dict, access=Access.TOKEN, documented=False),
+    Route(
+        "journal", "GET", "/v1/journal", "The membership journal, paged, or a long-poll (admin, docs/api.md §8)",
+        JournalResponse, access=Access.ADMIN, query=(_AFTER, _LIMIT, _WAIT),
+    ),
+    Route(
+        "debug_clock", "POST", "/v1/debug/clock", "Advance the manual clock (tests only, docs/api.md §9)",
+        ClockResponse, ClockRequest, access=Access.OPEN, test_only=True,
+    ),
+    Route(
+        "debug_store", "POST", "/v1/debug/store", "Inject store faults (tests only, docs/api.md §9)",
+        StoreFaultsResponse, StoreFaultsRequest, access=Access.OPEN, test_only=True,
+    ),
+    Route("healthz", "GET", "/healthz", "Liveness", StatusResponse, access=Access.OPEN),
+    Route(
+        "readyz", "GET", "/readyz", "Readiness: 503 while loading persisted state or stopping",
+        StatusResponse, access=Access.OPEN,
+    ),
+    Route("metrics", "GET", "/metrics", "Prometheus text", None, access=Access.OPEN),
+)  # fmt: skip
+
+ROUTES_BY_OPERATION: dict[str, Route] = {route.operation: route for route in ROUTES}
