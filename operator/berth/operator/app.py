@@ -125,9 +125,12 @@ async def run_operator(
     )
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))
+    reconciler = FleetReconciler(
+        context, fleets, poll_s=poll_s, journal_source=coordinators.port if options.follow_journal else None
+    )
     register_fleet_handlers(
         registry,
-        FleetReconciler(context, fleets, poll_s=poll_s),
+        reconciler,
         defaults=options.defaults,
         interval_s=interval,
         poll_s=poll_s,
@@ -144,5 +147,6 @@ async def run_operator(
             ready_flag=ready_flag,
         )
     finally:
+        await reconciler.close()
         await coordinators.close()
         api_client.close()  # type: ignore[no-untyped-call]

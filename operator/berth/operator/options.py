@@ -57,6 +57,8 @@ class OperatorOptions:
     trusted_coordinators: tuple[str, ...] = ()
     #: Seconds a departing pod may stay Terminating past its grace period before its id leaves anyway.
     stuck_terminating_s: float = 120.0
+    #: Follow each Berth coordinator's journal, so status follows a group within ~1 s (else: the timer's pace).
+    follow_journal: bool = True
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -103,6 +105,8 @@ class OperatorOptions:
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
             f"reconcile interval: {self.reconcile_interval_s:g} s; log format: {self.log_format}",
+            "status follows each coordinator's journal"
+            + (" (one long-poll per coordinator)" if self.follow_journal else ": off (--no-follow-journal)"),
         ]
 
 
@@ -141,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="how long past its grace period a departing pod stuck Terminating holds its batch leave; then it leaves"
         " anyway, with a Warning Event (default 120)",
+    )
+    parser.add_argument(
+        "--follow-journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="follow each Berth coordinator's journal (one long-poll per coordinator) so status follows a group"
+        " within about a second; --no-follow-journal leaves it to the reconcile interval (default: on)",
     )
     parser.add_argument(
         "--heartbeat-interval-ms",
@@ -227,6 +238,7 @@ def parse_options(
         kafka_trusted=trusted,
         trusted_coordinators=tuple(trusted_coordinators),
         stuck_terminating_s=args.stuck_terminating_s,
+        follow_journal=args.follow_journal,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),

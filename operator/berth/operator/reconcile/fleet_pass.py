@@ -85,6 +85,8 @@ class RetryLater(Exception):
 class PassResult:
     waiting: str | None = None  # what the fleet still waits for (the next pass continues); None: converged
     refused: bool = False  # the fleet was refused (invalid, or its group is another fleet's)
+    #: The Berth coordinator URL and group id whose journal this fleet's status follows (None: none, e.g. Kafka).
+    follows: tuple[str, str] | None = None
 
 
 @dataclass
@@ -272,7 +274,8 @@ class FleetPass:
         await self._write_view(fleet, planned.workload.selector, view, description, coordinator)
         if reachable_before == "False":
             self.events.info("CoordinatorReachable", f"the coordinator at {target} answers again")
-        return PassResult(waiting=plan.waiting)
+        follows = (target.url, fleet.spec.group_id) if isinstance(target, BerthTarget) else None
+        return PassResult(waiting=plan.waiting, follows=follows)
 
     def _plan(
         self,
