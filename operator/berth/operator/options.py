@@ -59,6 +59,7 @@ class OperatorOptions:
     stuck_terminating_s: float = 120.0
     #: Follow each Berth coordinator's journal, so status follows a group within ~1 s (else: the timer's pace).
     follow_journal: bool = True
+    max_replicas: int = 1_000  # the largest spec.replicas acted on
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -70,6 +71,7 @@ class OperatorOptions:
             kafka=self.kafka,
             kafka_trusted=self.kafka_trusted,
             coordinators_trusted=self.trusted_coordinators,
+            max_replicas=self.max_replicas,
             preferred_heartbeat_interval_ms=self.heartbeat_interval_ms,
         )
 
@@ -154,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         " within about a second; --no-follow-journal leaves it to the reconcile interval (default: on)",
     )
     parser.add_argument(
+        "--max-replicas",
+        type=int,
+        default=1_000,
+        help="the largest spec.replicas the operator acts on; a fleet asking for more is refused (default 1000; the"
+        " CRD allows at most 10000)",
+    )
+    parser.add_argument(
         "--heartbeat-interval-ms",
         type=int,
         default=3_000,
@@ -219,6 +228,8 @@ def parse_options(
     # Timers below a tenth of a second would keep the API server busy for nothing.
     if not args.reconcile_interval_s >= 0.1:
         raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if not 1 <= args.max_replicas <= 10_000:
+        raise OptionsError(f"--max-replicas: {args.max_replicas} is outside 1..10000 (the CRD's maximum)")
     if not 0 <= args.stuck_terminating_s <= 86_400:
         raise OptionsError(f"--stuck-terminating-s: {args.stuck_terminating_s} is outside 0..86400")
     if args.namespace is not None and not args.namespace:
@@ -239,6 +250,7 @@ def parse_options(
         trusted_coordinators=tuple(trusted_coordinators),
         stuck_terminating_s=args.stuck_terminating_s,
         follow_journal=args.follow_journal,
+        max_replicas=args.max_replicas,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),
