@@ -74,6 +74,8 @@ def measure(
         str(work / "admin-token"),
         "--liveness-port",
         "0",
+        "--metrics-port",
+        "0",
         "--namespace",
         namespace,
         "--follow-journal" if follow else "--no-follow-journal",

@@ -60,6 +60,7 @@ class OperatorOptions:
     #: Follow each Berth coordinator's journal, so status follows a group within ~1 s (else: the timer's pace).
     follow_journal: bool = True
     max_replicas: int = 1_000  # the largest spec.replicas acted on
+    metrics_port: int = 8081  # GET /metrics; 0: off
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -106,6 +107,7 @@ class OperatorOptions:
             f"computed session timeouts kept within {self.session_min_ms}..{self.session_max_ms} ms",
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
+            f"metrics: {f'port {self.metrics_port} /metrics' if self.metrics_port else 'off'}",
             f"reconcile interval: {self.reconcile_interval_s:g} s; log format: {self.log_format}",
             "status follows each coordinator's journal"
             + (" (one long-poll per coordinator)" if self.follow_journal else ": off (--no-follow-journal)"),
@@ -161,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1_000,
         help="the largest spec.replicas the operator acts on; a fleet asking for more is refused (default 1000; the"
         " CRD allows at most 10000)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8081,
+        help="Prometheus metrics (GET /metrics, berth_operator_*) on this port; 0 turns them off (default 8081)",
     )
     parser.add_argument(
         "--heartbeat-interval-ms",
@@ -223,6 +231,8 @@ def parse_options(
             raise OptionsError(f"{flag}: {value} is outside {low}..{high}")
     if args.session_min_ms > args.session_max_ms:
         raise OptionsError(f"--session-min-ms {args.session_min_ms} is above --session-max-ms {args.session_max_ms}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise OptionsError(f"--metrics-port: {args.metrics_port} is not a port number (0 turns it off)")
     if not 0 <= args.liveness_port <= 65535:
         raise OptionsError(f"--liveness-port: {args.liveness_port} is not a port number (0 turns it off)")
     # Timers below a tenth of a second would keep the API server busy for nothing.
@@ -251,6 +261,7 @@ def parse_options(
         stuck_terminating_s=args.stuck_terminating_s,
         follow_journal=args.follow_journal,
         max_replicas=args.max_replicas,
+        metrics_port=args.metrics_port,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),

@@ -84,9 +84,21 @@ class FleetReconciler:
         body = await self.fleets.read(key.namespace, key.name)
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
             return PassResult()
-        result = await FleetPass(self.context, body, claims).run()
+        try:
+            result = await FleetPass(self.context, body, claims).run()
+        except (CoordinatorUnavailable, RetryLater):
+            self._count(key, "retry")
+            raise
+        except Exception:
+            self._count(key, "error")
+            raise
+        self._count(key, "refused" if result.refused else "waiting" if result.waiting else "converged")
         self._follow(key, result.follows)
         return result
+
+    def _count(self, key: FleetKey, outcome: str) -> None:
+        if self.context.metrics is not None:
+            self.context.metrics.pass_done(key.namespace, key.name, outcome)
 
     # ---------------------------------------------------------------------------------------- following
 
@@ -150,6 +162,8 @@ class FleetReconciler:
             if waiting is None:
                 self._locks.pop(key, None)
                 self._follows.pop(key, None)
+                if self.context.metrics is not None:
+                    self.context.metrics.forget(key.namespace, key.name)
                 uid = str((body or {}).get("metadata", {}).get("uid") or "")
                 self.context.last_waiting.pop(uid, None)
                 if self.context.evidence is not None:
