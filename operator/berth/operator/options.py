@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from berth.operator.cli import HelpFormatter, add_version
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,
@@ -124,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="berth-operator",
         description="The Kubernetes operator for ConsumerFleets (Kopf, standalone: run exactly one replica).",
+        formatter_class=HelpFormatter,
     )
+    add_version(parser)
     parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
     parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
     parser.add_argument(
@@ -136,13 +139,30 @@ def build_parser() -> argparse.ArgumentParser:
         " BERTH_TRUSTED_COORDINATORS, separated by ','); the admin token is sent to these and the default only",
     )
     parser.add_argument("--token-file", type=Path, help="file holding the coordinator admin token (env BERTH_TOKEN)")
-    parser.add_argument("--session-min-ms", type=int, default=DEFAULT_SESSION_MIN_MS)
-    parser.add_argument("--session-max-ms", type=int, default=DEFAULT_SESSION_MAX_MS)
+    parser.add_argument(
+        "--session-min-ms",
+        type=int,
+        default=DEFAULT_SESSION_MIN_MS,
+        help="lower bound for the session timeouts the operator computes (policy Auto)",
+    )
+    parser.add_argument(
+        "--session-max-ms",
+        type=int,
+        default=DEFAULT_SESSION_MAX_MS,
+        help="upper bound for the session timeouts the operator computes (30 minutes is KIP-345's cap)",
+    )
     parser.add_argument("--advice-configmap", help="ConfigMap (key advice.json) in the operator's own namespace")
     parser.add_argument("--advice-file", type=Path, help="an advice.json written by berth-analyze")
     parser.add_argument("--liveness-port", type=int, default=8080, help="GET /healthz on this port; 0 turns it off")
-    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
-    parser.add_argument("--reconcile-interval-s", type=float, default=DEFAULT_RECONCILE_INTERVAL_S)
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="json (one object a line) for collectors, or text"
+    )
+    parser.add_argument(
+        "--reconcile-interval-s",
+        type=float,
+        default=DEFAULT_RECONCILE_INTERVAL_S,
+        help="every fleet's timer: retries, and its status where the coordinator's journal is not followed",
+    )
     parser.add_argument(
         "--stuck-terminating-s",
         type=float,

@@ -120,3 +120,33 @@ async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
     created = next(line for line in lines if line["message"].startswith("Created: created StatefulSet"))
     assert created["object"]["name"] == "orders" and created["severity"] == "info"
     assert SECRET not in log.read_text()
+
+
+@pytest.mark.parametrize(("command", "build"), [("berth-operator", "options"), ("berth-demo", "demo")])
+def test_version_and_help_with_a_text_and_default_for_every_flag(command: str, build: str) -> None:
+    from berth.operator.local.demo import build_parser as demo_parser
+    from berth.operator.options import build_parser as operator_parser
+
+    version = subprocess.run([str(Path(sys.executable).parent / command), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith(f"{command} ")
+    parser = operator_parser() if build == "options" else demo_parser()
+    for action in parser._actions:
+        if action.option_strings and action.dest not in ("help", "version"):
+            assert action.help, f"{command} {action.option_strings[0]} has no help text"
+    text = parser.format_help()
+    assert "``" not in text, "reST markup in --help"
+    assert "(default: 10000)" in text if build == "demo" else "(default: 6000)" in text
+
+
+def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    from berth.operator.cli import EXIT_CLOSED_PIPE, quiet_on_closed_pipe
+
+    def writes_into_a_closed_pipe() -> int:
+        raise BrokenPipeError
+
+    saved = os.dup(sys.stdout.fileno())  # the helper points stdout at /dev/null: give the test its own back
+    try:
+        assert quiet_on_closed_pipe(writes_into_a_closed_pipe) == EXIT_CLOSED_PIPE
+    finally:
+        os.dup2(saved, sys.stdout.fileno())
+        os.close(saved)
