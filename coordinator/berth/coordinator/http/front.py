@@ -36,9 +36,11 @@ class ProtocolFront:
         }
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
-        # The connection's request head is complete: its header timeout no longer runs (connections.py).
-        connection = request.protocol
-        connection.request_started()  # type: ignore[attr-defined]  # a BerthConnection; no cast() on this path
+        # The connection's request head is complete: its header timeout stops (BerthConnection.request_started,
+        # inlined: this runs for every request).
+        connection: Any = request.protocol
+        connection.head_started_at = 0.0
+        connection.in_request = True
         try:
             if request.method == "POST":
                 # /v1/groups/{group_id}/{action}, the group id percent-encoded: a query string or any other shape
@@ -50,7 +52,8 @@ class ProtocolFront:
                         return await self._serve(request, route[0], route[1], parts[3])
             return await self.app_handler(cast(web.Request, request))  # made by the application's request factory
         finally:
-            connection.request_done()  # type: ignore[attr-defined]
+            connection.head_started_at = 0.0
+            connection.in_request = False
 
     async def _serve(
         self, request: web.BaseRequest, protocol: ProtocolRoute[Any], stats: RouteStats, segment: str
