@@ -2,8 +2,9 @@
 
 Kinds: ``anonymous_joins`` (KIP-394 joins with empty member ids, as fast as answers come), ``oversized``
 (bodies over the size limit), ``deep_json`` (nested arrays), ``huge_lists`` (a leave naming 200,000 ids),
-``slowloris`` (connections that send a request head one byte at a time and never finish). Prints a JSON line
-with what the coordinator answered.
+``slowloris`` (connections that send a request head one byte at a time and never finish), ``slowloris_at_cap``
+(10,000 such connections from many client addresses, each reconnecting when it is closed, to hold the coordinator
+at its connection limit). Prints a JSON line with what the coordinator answered.
 """
 
 from __future__ import annotations
@@ -81,7 +82,45 @@ async def slowloris(url: str, seconds: float, connections: int = 1000) -> Counte
     return answers
 
 
-async def main(kind: str, url: str, seconds: float) -> dict[str, object]:
+async def slowloris_at_cap(url: str, seconds: float, connections: int, sources: int) -> Counter[str]:
+    """``connections`` dripping clients spread over ``sources`` loopback addresses (127.0.1.1, ...: other hosts,
+    as far as the per-client limit can tell), one header byte a second each; every one that is answered or closed
+    reconnects at once, so the coordinator stays at its connection limit for the whole flood."""
+    parts = urlsplit(url)
+    answers: Counter[str] = Counter()
+    deadline = time.monotonic() + seconds
+    head = b"POST /v1/groups/g/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: "
+
+    async def drip(source: str) -> None:
+        while time.monotonic() < deadline:
+            try:
+                reader, writer = await asyncio.open_connection(parts.hostname, parts.port, local_addr=(source, 0))
+            except OSError:
+                answers["connect-failed"] += 1
+                await asyncio.sleep(1.0)
+                continue
+            answers["opened"] += 1
+            sent = 0
+            while time.monotonic() < deadline:
+                writer.write(head[sent : sent + 1] if sent < len(head) else b"a")
+                sent += 1
+                try:
+                    answer = await asyncio.wait_for(reader.read(64), 1.0)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    answers["reset"] += 1
+                    break
+                answers[answer[9:12].decode() if answer else "closed"] += 1
+                break
+            writer.close()
+
+    addresses = [f"127.0.1.{1 + i % sources}" for i in range(connections)]
+    await asyncio.gather(*(drip(address) for address in addresses))
+    return answers
+
+
+async def main(kind: str, url: str, seconds: float, *extra: str) -> dict[str, object]:
     if kind == "anonymous_joins":
         body = json.dumps(
             {
@@ -101,10 +140,13 @@ async def main(kind: str, url: str, seconds: float) -> dict[str, object]:
         answers = await hammer(url, seconds, post("/v1/groups/flooded/leave", ids))
     elif kind == "slowloris":
         answers = await slowloris(url, seconds)
+    elif kind == "slowloris_at_cap":
+        connections, sources = (int(extra[0]), int(extra[1])) if extra else (10_000, 11)
+        answers = await slowloris_at_cap(url, seconds, connections, sources)
     else:
         raise SystemExit(f"unknown flood {kind}")
     return {"kind": kind, "answers": dict(answers)}
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))), flush=True)
+    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), *sys.argv[4:]))), flush=True)

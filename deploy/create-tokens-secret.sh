@@ -7,9 +7,10 @@
 #   deploy/create-tokens-secret.sh berth                              # the admin token only
 #   deploy/create-tokens-secret.sh berth 'orders=orders,orders-*'     # plus a token for the orders groups
 #
-# The Secret "berth-coordinator-tokens" gets the keys the manifests mount: "admin-token" (the operator's and
-# the analytics job's token), "token-NAME" per NAME=GLOBS argument, and "tokens.yaml" (the coordinator's
-# --tokens-file listing all of them). Tokens are 64 hex characters (256 random bits); only DRY_RUN=1 prints
+# The Secret "berth-coordinator-tokens" gets the keys the manifests mount: "admin-token" (the operator's token,
+# named "admin"), "analytics-token" (the analytics job's, named "analytics", with the scope journal:read only),
+# "token-NAME" per NAME=GLOBS argument (named NAME), and "tokens.yaml" (the coordinator's --tokens-file listing all
+# of them; the names are what the coordinator's logs and journal call each token). Tokens are 64 hex characters (256 random bits); only DRY_RUN=1 prints
 # them (base64-encoded, as the Secret).
 #
 # Environment: KUBECTL (default: kubectl); SECRET_NAME (default: berth-coordinator-tokens);
@@ -29,8 +30,10 @@ trap 'rm -rf "$work"' EXIT
 new_token() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 
 new_token > "$work/admin-token"
-entries="{\"token\": \"$(cat "$work/admin-token")\", \"groups\": [\"*\"], \"admin\": true}"
-from_files=(--from-file="admin-token=$work/admin-token")
+new_token > "$work/analytics-token"
+entries="{\"name\": \"admin\", \"token\": \"$(cat "$work/admin-token")\", \"groups\": [\"*\"], \"admin\": true}"
+entries="$entries, {\"name\": \"analytics\", \"token\": \"$(cat "$work/analytics-token")\", \"groups\": [], \"admin\": false, \"scopes\": [\"journal:read\"]}"
+from_files=(--from-file="admin-token=$work/admin-token" --from-file="analytics-token=$work/analytics-token")
 
 for spec in "$@"; do
   name="${spec%%=*}"
@@ -41,7 +44,7 @@ for spec in "$@"; do
   fi
   new_token > "$work/token-$name"
   groups_json="$(printf '%s' "$globs" | sed 's/\\/\\\\/g; s/"/\\"/g; s/,/", "/g')"
-  entries="$entries, {\"token\": \"$(cat "$work/token-$name")\", \"groups\": [\"$groups_json\"], \"admin\": false}"
+  entries="$entries, {\"name\": \"$name\", \"token\": \"$(cat "$work/token-$name")\", \"groups\": [\"$groups_json\"], \"admin\": false}"
   from_files+=(--from-file="token-$name=$work/token-$name")
 done
 

@@ -16,6 +16,8 @@ import yaml
 from chart_helpers import ROOT, Obj, find, load_all, one
 from support.kube import Kube
 
+from berth.coordinator.http.auth import TokenSet
+
 pytestmark = [pytest.mark.tools, pytest.mark.usefixtures("helm_bin")]
 
 MANIFESTS = ROOT / "deploy" / "manifests"
@@ -83,15 +85,23 @@ def test_tokens_script_creates_the_secret_the_manifests_mount(kubectl_bin: str) 
         "berth",
     )
     data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    assert set(data) == {"admin-token", "token-orders", "token-ops", "tokens.yaml"}
-    for key in ("admin-token", "token-orders", "token-ops"):
+    assert set(data) == {"admin-token", "analytics-token", "token-orders", "token-ops", "tokens.yaml"}
+    for key in ("admin-token", "analytics-token", "token-orders", "token-ops"):
         assert re.fullmatch(r"[0-9a-f]{64}", data[key]), f"{key} is not 256 random bits in hex"
     tokens = yaml.safe_load(data["tokens.yaml"])["tokens"]
     assert tokens == [
-        {"token": data["admin-token"], "groups": ["*"], "admin": True},
-        {"token": data["token-orders"], "groups": ["orders", "orders-*"], "admin": False},
-        {"token": data["token-ops"], "groups": ["*"], "admin": False},
+        {"name": "admin", "token": data["admin-token"], "groups": ["*"], "admin": True},
+        {
+            "name": "analytics",
+            "token": data["analytics-token"],
+            "groups": [],
+            "admin": False,
+            "scopes": ["journal:read"],
+        },
+        {"name": "orders", "token": data["token-orders"], "groups": ["orders", "orders-*"], "admin": False},
+        {"name": "ops", "token": data["token-ops"], "groups": ["*"], "admin": False},
     ]
+    assert len(TokenSet.from_document(yaml.safe_load(data["tokens.yaml"]))) == 4  # the coordinator accepts it
     again = yaml.safe_load(run_tokens_script("berth", kubectl=kubectl_bin).stdout)
     assert again["data"]["admin-token"] != secret["data"]["admin-token"], "tokens must be fresh every run"
 

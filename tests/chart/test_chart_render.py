@@ -32,6 +32,7 @@ from chart_helpers import (
 )
 from support.kube import Kube
 
+from berth.coordinator.http.auth import TokenSet
 from berth.operator.planners.statefulset import pod_labels
 from berth.pipeline.main import analyze_parser
 
@@ -79,7 +80,7 @@ def check_defaults(docs: list[Obj]) -> None:
     ]
     assert not find(docs, "CronJob") and not find(docs, "ServiceMonitor")
     service = one(docs, "Service", "berth-coordinator")
-    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094)]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094), ("probes", 9095)]
     args = operator_args(docs)
     assert args[0] == "berth-operator"
     assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
@@ -88,7 +89,12 @@ def check_defaults(docs: list[Obj]) -> None:
     assert coordinator[0] == "berth-coordinator"
     # The coordinator's default host (127.0.0.1) would be unreachable from other pods.
     assert arg_after(coordinator, "--host") == "0.0.0.0"
-    assert "--group-max-size" not in coordinator
+    assert "--group-max-size" not in coordinator and "--tls-cert-file" not in coordinator
+    assert (arg_after(coordinator, "--probe-port"), arg_after(coordinator, "--max-connections-per-client")) == (
+        "9095",
+        "1000",
+    )
+    assert not find(docs, "Certificate")
     # Drains stay possible: a healthy coordinator may be evicted, and an unhealthy one never blocks.
     pdb = one(docs, "PodDisruptionBudget", "berth-coordinator")
     assert pdb["spec"]["maxUnavailable"] == 1
@@ -171,7 +177,7 @@ def check_analytics(docs: list[Obj]) -> None:
         "--journal-url",
         "http://berth-coordinator.berth:9094",
         "--token-file",
-        "/etc/berth/admin/token",
+        "/etc/berth/analytics/token",
         "--out",
         "/tmp/berth-analytics",
         "--publish-configmap",
@@ -215,7 +221,10 @@ def check_service_monitor(docs: list[Obj]) -> None:
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items(), "the ServiceMonitor selects no Service"
     ports = {p["name"] for p in service["spec"]["ports"]}
-    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("http", "/metrics")]
+    # The probe port: plain HTTP whatever the API speaks, and answered when the API port is full.
+    assert [(e["port"], e["path"], e["scheme"]) for e in monitor["spec"]["endpoints"]] == [
+        ("probes", "/metrics", "http")
+    ]
     assert monitor["spec"]["endpoints"][0]["port"] in ports
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     pod_monitor = one(docs, "PodMonitor", "berth-operator")
@@ -235,12 +244,24 @@ def check_existing_secret(docs: list[Obj]) -> None:
 
 def check_group_tokens(docs: list[Obj]) -> None:
     data = secret_strings(one(docs, "Secret", "berth-coordinator-tokens"))
-    assert set(data) == {"admin-token", "token-orders", "token-ops", "tokens.yaml"}
+    assert set(data) == {"admin-token", "analytics-token", "token-orders", "token-ops", "tokens.yaml"}
     tokens = yaml.safe_load(data["tokens.yaml"])["tokens"]
-    assert {"token": data["admin-token"], "groups": ["*"], "admin": True} in tokens
-    assert {"token": data["token-orders"], "groups": ["orders", "orders-*"], "admin": False} in tokens
-    assert {"token": data["token-ops"], "groups": ["*"], "admin": True} in tokens
-    assert len({t["token"] for t in tokens}) == 3, "tokens must differ"
+    assert {"name": "admin", "token": data["admin-token"], "groups": ["*"], "admin": True} in tokens
+    assert {
+        "name": "analytics",
+        "token": data["analytics-token"],
+        "groups": [],
+        "admin": False,
+        "scopes": ["journal:read"],
+    } in tokens
+    assert {"name": "orders", "token": data["token-orders"], "groups": ["orders", "orders-*"], "admin": False} in tokens
+    assert {"name": "ops", "token": data["token-ops"], "groups": ["*"], "admin": True} in tokens
+    assert len({t["token"] for t in tokens}) == 4, "tokens must differ"
+    # The coordinator reads the file as the chart writes it: names, scopes and all.
+    parsed = TokenSet.from_document(yaml.safe_load(data["tokens.yaml"]))
+    analytics = parsed.authenticate(f"Bearer {data['analytics-token']}")
+    assert analytics is not None and analytics.name == "analytics" and not analytics.admin
+    assert analytics.has_scope("journal:read") and not analytics.may_use_group("orders")
 
 
 def check_external_coordinator(docs: list[Obj]) -> None:
@@ -297,6 +318,95 @@ def check_no_user_roles(docs: list[Obj]) -> None:
     assert not [d for d in find(docs, "ClusterRole") if "consumerfleets-" in d["metadata"]["name"]]
 
 
+def check_tls_from_a_secret(docs: list[Obj]) -> None:
+    """The coordinator serves HTTPS from the given Secret; every client uses https and verifies with the CA, which
+    comes from the same Secret's ca.crt and nothing else of it."""
+    coordinator = container(docs, "StatefulSet", "berth-coordinator")
+    args = coordinator["args"]
+    assert (arg_after(args, "--tls-cert-file"), arg_after(args, "--tls-key-file")) == (
+        "/etc/berth/tls/tls.crt",
+        "/etc/berth/tls/tls.key",
+    )
+    pod = one(docs, "StatefulSet", "berth-coordinator")["spec"]["template"]["spec"]
+    tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+    assert tls["secretName"] == "coordinator-cert"
+    assert {(i["key"], i["path"]) for i in tls["items"]} == {("tls.crt", "tls.crt"), ("tls.key", "tls.key")}
+    mount = next(m for m in coordinator["volumeMounts"] if m["name"] == "tls")
+    assert mount["mountPath"] == "/etc/berth/tls" and "subPath" not in mount  # a subPath never sees a renewal
+    # Probes stay on the plain probe port: the kubelet needs no CA.
+    assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert arg_after(operator_args(docs), "--coordinator-url") == "https://berth-coordinator.berth:9094"
+    operator = container(docs, "Deployment", "berth-operator")
+    assert {"name": "BERTH_CA_FILE", "value": "/etc/berth/ca/ca.crt"} in operator["env"]
+    for name, spec in pod_specs(docs):
+        if name.startswith("StatefulSet/"):
+            continue
+        ca = next(v for v in spec["volumes"] if v["name"] == "coordinator-ca")["secret"]
+        assert ca["secretName"] == "coordinator-cert", name
+        assert ca["items"] == [{"key": "ca.crt", "path": "ca.crt"}], f"{name}: only the CA, never the key"
+        mounts = {m["name"]: m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        assert mounts["coordinator-ca"] == "/etc/berth/ca", name
+    analyze = container(docs, "CronJob", "berth-analytics")["args"]
+    assert arg_after(analyze, "--journal-url") == "https://berth-coordinator.berth:9094"
+    assert arg_after(analyze, "--ca-file") == "/etc/berth/ca/ca.crt"
+    analyze_parser().parse_args(analyze[1:])
+    test_pod = one(docs, "Pod", "berth-coordinator-test")["spec"]
+    test = test_pod["containers"][0]["args"]
+    assert arg_after(test, "--ca-file") == "/etc/berth/ca/ca.crt" and test[-1] == "list"
+    assert test_pod["volumes"] == [
+        {
+            "name": "coordinator-ca",
+            "secret": {
+                "secretName": "coordinator-cert",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                "defaultMode": 0o444,
+            },
+        }
+    ]
+    assert one(docs, "Service", "berth-coordinator")["spec"]["ports"][0]["appProtocol"] == "https"
+
+
+def check_tls_from_cert_manager(docs: list[Obj]) -> None:
+    certificate = one(docs, "Certificate", "berth-coordinator")
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    spec = certificate["spec"]
+    assert spec["secretName"] == "berth-coordinator-tls"
+    # Every name a client may use for the Service.
+    assert spec["dnsNames"] == [
+        "berth-coordinator",
+        "berth-coordinator.berth",
+        "berth-coordinator.berth.svc",
+        "berth-coordinator.berth.svc.cluster.local",
+    ]
+    assert spec["issuerRef"] == {"name": "berth-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert spec["privateKey"]["rotationPolicy"] == "Always"
+    pod = one(docs, "StatefulSet", "berth-coordinator")["spec"]["template"]["spec"]
+    assert next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]["secretName"] == "berth-coordinator-tls"
+    operator = one(docs, "Deployment", "berth-operator")["spec"]["template"]["spec"]
+    ca = next(v for v in operator["volumes"] if v["name"] == "coordinator-ca")["secret"]
+    assert ca == {
+        "secretName": "berth-coordinator-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+        "defaultMode": 0o444,
+    }
+    check_service_monitor(docs)
+
+
+def check_external_coordinator_over_tls(docs: list[Obj]) -> None:
+    assert not find(docs, "StatefulSet") and not find(docs, "Certificate")
+    assert arg_after(operator_args(docs), "--coordinator-url") == "https://coordinator.example.net:9094"
+    operator = one(docs, "Deployment", "berth-operator")["spec"]["template"]["spec"]
+    ca = next(v for v in operator["volumes"] if v["name"] == "coordinator-ca")["secret"]
+    assert ca["secretName"] == "coordinator-ca-bundle" and ca["items"] == [{"key": "bundle.pem", "path": "ca.crt"}]
+
+
+def check_probes_open_to_prometheus(docs: list[Obj]) -> None:
+    rules = one(docs, "NetworkPolicy", "berth-coordinator")["spec"]["ingress"]
+    assert [r["ports"] for r in rules] == [[{"port": 9094, "protocol": "TCP"}], [{"port": 9095, "protocol": "TCP"}]]
+    assert rules[1]["from"] == [PROMETHEUS]  # the probe port: nobody else, fleet pods included
+    assert PROMETHEUS in rules[0]["from"]
+
+
 def check_fullname_override(docs: list[Obj]) -> None:
     assert one(docs, "Deployment", "shop-operator")
     assert one(docs, "StatefulSet", "shop-coordinator")
@@ -332,6 +442,7 @@ GROUP_TOKENS = [
     {"name": "ops", "groups": ["*"], "admin": True},
 ]
 SERVICE_MONITOR = {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}}
+PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
 
 CASES = [
     Case("defaults", {}, check_defaults),
@@ -416,6 +527,41 @@ CASES = [
     Case("no-user-roles", {"rbac": {"aggregateToDefaultRoles": False}}, check_no_user_roles),
     Case("fullname-override", {"fullnameOverride": "shop"}, check_fullname_override),
     Case(
+        "tls-from-a-secret",
+        {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}, "analytics": {"enabled": True}},
+        check_tls_from_a_secret,
+    ),
+    Case(
+        "tls-from-cert-manager",
+        {
+            "coordinator": {
+                "tls": {
+                    "enabled": True,
+                    "certManager": {"enabled": True, "issuerRef": {"name": "berth-ca", "kind": "ClusterIssuer"}},
+                }
+            },
+            "metrics": SERVICE_MONITOR,
+        },
+        check_tls_from_cert_manager,
+    ),
+    Case(
+        "external-coordinator-over-tls",
+        {
+            "coordinator": {
+                "enabled": False,
+                "tls": {"enabled": True, "caSecretName": "coordinator-ca-bundle", "caKey": "bundle.pem"},
+            },
+            "operator": {"coordinatorUrl": "https://coordinator.example.net:9094"},
+            "auth": {"existingSecret": "external-coordinator-token"},
+        },
+        check_external_coordinator_over_tls,
+    ),
+    Case(
+        "probes-open-to-prometheus",
+        {"networkPolicy": {"coordinator": {"extraIngressFrom": [PROMETHEUS]}}},
+        check_probes_open_to_prometheus,
+    ),
+    Case(
         "everything",
         {
             "operator": {"scope": "namespace"},
@@ -429,8 +575,12 @@ CASES = [
 ]
 IDS = [case.id for case in CASES]
 
-#: Kinds the tests' API server does not serve (no Prometheus Operator); check_service_monitor checks it instead.
-NOT_SERVED = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor")}
+#: Kinds the tests' API server does not serve (no Prometheus Operator, no cert-manager); their checks look instead.
+NOT_SERVED = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("cert-manager.io/v1", "Certificate"),
+}
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition"}
 STANDARD_LABELS = {
     "app.kubernetes.io/name",
@@ -512,19 +662,28 @@ def test_pod_security_check_finds_a_violation() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_file_argument_is_mounted_from_the_right_secret_key(case: Case) -> None:
-    """--token-file and --tokens-file point into a Secret volume that projects the key they need."""
-    wanted = {"--token-file": "admin-token", "--tokens-file": "tokens.yaml"}
+    """Every file argument points into a Secret volume that projects the key it needs."""
+    wanted = {
+        "--token-file": {"/etc/berth/admin/token": "admin-token", "/etc/berth/analytics/token": "analytics-token"},
+        "--tokens-file": {"/etc/berth/tokens/tokens.yaml": "tokens.yaml"},
+        "--tls-cert-file": {"/etc/berth/tls/tls.crt": "tls.crt"},
+        "--tls-key-file": {"/etc/berth/tls/tls.key": "tls.key"},
+        "--ca-file": {
+            "/etc/berth/ca/ca.crt": (case.values.get("coordinator") or {}).get("tls", {}).get("caKey", "ca.crt")
+        },
+    }
     for name, spec in pod_specs(render(case.values)):
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
         for c in spec["containers"]:
             mounts = {m["mountPath"]: volumes[m["name"]] for m in c.get("volumeMounts", []) if m["name"] in volumes}
-            for flag, key in wanted.items():
+            for flag, keys in wanted.items():
                 path = arg_after(c["args"], flag)
                 if path is None:
                     continue
+                assert path in keys, f"{name}: {flag} {path} is not a documented place"
                 directory, _, filename = path.rpartition("/")
                 secret = mounts[directory]["secret"]
-                assert {"key": key, "path": filename} in secret["items"], f"{name}: {flag} {path}"
+                assert {"key": keys[path], "path": filename} in secret["items"], f"{name}: {flag} {path}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -532,9 +691,13 @@ def test_probes_use_the_documented_endpoints(case: Case) -> None:
     docs = render(case.values)
     for statefulset in find(docs, "StatefulSet"):
         coordinator = container(docs, "StatefulSet", statefulset["metadata"]["name"])
-        assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-        assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert {p["name"] for p in coordinator["ports"]} == {"http"}
+        # The probe listener: answered while the API port is at its connection limit (docs/api.md §10 "Probes").
+        assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+        assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+        assert coordinator["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+        assert {p["name"] for p in coordinator["ports"]} == {"http", "probes"}
+        probes = next(p["containerPort"] for p in coordinator["ports"] if p["name"] == "probes")
+        assert arg_after(coordinator["args"], "--probe-port") == str(probes)
     operator = container(docs, "Deployment", operator_name(docs))
     ports = {p["name"]: p["containerPort"] for p in operator.get("ports", [])}
     if arg_after(operator["args"], "--liveness-port") != "0":

@@ -125,6 +125,48 @@ BAD_VALUES = [
         'auth.groupTokens: the name "orders" appears twice',
     ),
     Bad(
+        "tls-without-a-certificate",
+        {"coordinator": {"tls": {"enabled": True}}},
+        "coordinator.tls.enabled needs the certificate: coordinator.tls.secretName",
+    ),
+    Bad(
+        "cert-manager-without-an-issuer",
+        {"coordinator": {"tls": {"enabled": True, "certManager": {"enabled": True}}}},
+        "coordinator.tls.certManager.issuerRef.name is required",
+    ),
+    Bad(
+        "cert-manager-without-tls",
+        {"coordinator": {"tls": {"certManager": {"enabled": True, "issuerRef": {"name": "ca"}}}}},
+        "coordinator.tls.certManager.enabled needs coordinator.tls.enabled",
+    ),
+    Bad(
+        "external-coordinator-over-tls-without-its-ca",
+        {
+            "coordinator": {"enabled": False, "tls": {"enabled": True}},
+            "operator": {"coordinatorUrl": "https://c:9094"},
+            "auth": {"existingSecret": "tokens"},
+        },
+        "needs coordinator.tls.caSecretName",
+    ),
+    Bad(
+        "tls-with-an-http-url",
+        {
+            "coordinator": {"tls": {"enabled": True, "secretName": "cert"}},
+            "operator": {"coordinatorUrl": "http://c:9094"},
+        },
+        "coordinator.tls.enabled: operator.coordinatorUrl must be https://",
+    ),
+    Bad(
+        "issuer-kind",
+        {"coordinator": {"tls": {"certManager": {"issuerRef": {"name": "x", "kind": "Signer", "group": "g"}}}}},
+        "at '/coordinator/tls/certManager/issuerRef/kind'",
+    ),
+    Bad(
+        "per-client-negative",
+        {"coordinator": {"maxConnectionsPerClient": -1}},
+        "at '/coordinator/maxConnectionsPerClient': minimum: got -1, want 0",
+    ),
+    Bad(
         "service-monitor-without-coordinator",
         {
             "coordinator": {"enabled": False},

@@ -13,7 +13,7 @@ from support.net import free_port
 
 from berth.coordinator.client import (
     AuthorizationError,
-    CoordinatorHttpError,
+    CoordinatorRefusedError,
     CoordinatorServerError,
     CoordinatorUnavailableError,
 )
@@ -57,13 +57,15 @@ async def test_a_200_answer_is_decoded_as_the_declared_answer(transport: Transpo
         await transport.request("GET", "/not-an-object", HeartbeatResponse)
 
 
-async def test_refusals_carry_the_servers_error_and_message(transport: Transport) -> None:
-    with pytest.raises(CoordinatorHttpError) as bad:
+async def test_refusals_carry_the_status_and_error_and_keep_the_servers_text_aside(transport: Transport) -> None:
+    with pytest.raises(CoordinatorRefusedError) as bad:
         await transport.request("POST", "/bad", HeartbeatResponse, body=PING)
-    assert (bad.value.status, bad.value.error, bad.value.message) == (400, "INVALID_REQUEST", "member_id: is required")
+    assert (bad.value.status, bad.value.error, bad.value.detail) == (400, "INVALID_REQUEST", "member_id: is required")
+    assert str(bad.value) == "HTTP 400 INVALID_REQUEST from POST /bad"
     assert not isinstance(bad.value, CoordinatorUnavailableError)  # retrying a bad request cannot help
-    with pytest.raises(AuthorizationError, match="token not allowed"):
+    with pytest.raises(AuthorizationError) as forbidden:
         await transport.request("GET", "/forbidden", HeartbeatResponse)
+    assert isinstance(forbidden.value, CoordinatorRefusedError) and forbidden.value.detail == "token not allowed"
 
 
 async def test_server_errors_are_retriable(transport: Transport) -> None:
@@ -72,7 +74,8 @@ async def test_server_errors_are_retriable(transport: Transport) -> None:
     assert isinstance(stopping.value, CoordinatorUnavailableError) and stopping.value.status == 503
     with pytest.raises(CoordinatorServerError) as crashed:
         await transport.request("GET", "/crashed", HeartbeatResponse)
-    assert crashed.value.status == 500 and crashed.value.message == "Internal Server Error"
+    assert crashed.value.status == 500 and crashed.value.detail == "Internal Server Error"
+    assert crashed.value.error == "HTTP_500"
 
 
 async def test_connection_refused_is_unavailable() -> None:

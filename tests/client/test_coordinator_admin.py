@@ -14,7 +14,7 @@ from support.net import free_port
 from berth.coordinator.client import (
     AuthorizationError,
     CoordinatorAdmin,
-    CoordinatorHttpError,
+    CoordinatorRefusedError,
     CoordinatorUnavailableError,
     Error,
     GroupError,
@@ -103,10 +103,12 @@ async def test_config_reports_limits_and_versions(admin: CoordinatorAdmin) -> No
     assert config.api_versions["join"] == (0, 9)
 
 
-async def test_refusals_raise_with_the_servers_message(admin: CoordinatorAdmin) -> None:
-    with pytest.raises(CoordinatorHttpError, match="limit") as bad:
+async def test_refusals_raise_with_the_status_and_the_servers_text_aside(admin: CoordinatorAdmin) -> None:
+    with pytest.raises(CoordinatorRefusedError) as bad:
         await admin.journal(limit=20_000)
     assert bad.value.status == 400 and bad.value.error == "INVALID_REQUEST"
+    assert str(bad.value).startswith("HTTP 400 INVALID_REQUEST from GET /v1/journal")
+    assert "limit" in bad.value.detail
     with pytest.raises(GroupError) as invalid:
         await admin.describe_group("x" * 300)
     assert invalid.value.error is Error.INVALID_GROUP_ID
@@ -144,4 +146,4 @@ async def test_tokens_are_sent_and_refusals_are_authorization_errors(secured: Co
     async with CoordinatorAdmin(secured.url) as anonymous:
         with pytest.raises(AuthorizationError) as unauthorized:
             await anonymous.describe_group("orders")
-        assert unauthorized.value.status == 401 and unauthorized.value.message
+        assert unauthorized.value.status == 401 and unauthorized.value.detail

@@ -60,8 +60,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def no_berth_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BERTH_COORDINATOR_URL", raising=False)
-    monkeypatch.delenv("BERTH_TOKEN", raising=False)
+    for variable in ("BERTH_COORDINATOR_URL", "BERTH_TOKEN", "BERTH_TOKEN_FILE", "BERTH_CA_FILE"):
+        monkeypatch.delenv(variable, raising=False)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -215,7 +215,8 @@ def test_missing_token_is_a_401_with_a_hint(secured_url: str, capsys: pytest.Cap
     code, out, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
     assert code == 1 and out == ""
     assert err.startswith("berth-groups: error: HTTP 401 GROUP_AUTHORIZATION_FAILED")
-    assert err.rstrip().endswith("(no token given: pass --token or set BERTH_TOKEN)") and err.count("\n") == 1
+    assert err.rstrip().endswith("(no token given: pass --token-file or set BERTH_TOKEN or BERTH_TOKEN_FILE)")
+    assert err.count("\n") == 1
 
 
 def test_token_without_the_right_is_a_403(
@@ -223,8 +224,94 @@ def test_token_without_the_right_is_a_403(
 ) -> None:
     code, out, err = run(capsys, "--coordinator", secured_url, "--token", "orders-app-secret", "list")
     assert code == 1 and out == ""
-    assert err.startswith("berth-groups: error: HTTP 403 GROUP_AUTHORIZATION_FAILED") and err.count("\n") == 1
+    warning, error = err.splitlines()
+    assert warning.startswith("berth-groups: warning: --token shows the token to every user of this machine (ps")
+    assert error.startswith("berth-groups: error: HTTP 403 GROUP_AUTHORIZATION_FAILED from GET /v1/groups")
+    assert error.endswith("(the coordinator said: Authorization: token 'tokens[0]' is not an admin token)")
 
     monkeypatch.setenv("BERTH_TOKEN", "orders-app-secret")  # the default token, allowed on its own group:
     code, _, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
     assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")  # authorised, and empty
+
+
+def test_the_token_comes_from_a_file_and_never_from_the_command_line(
+    secured_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("orders-app-secret\n")
+    code, _, err = run(capsys, "--coordinator", secured_url, "--token-file", str(token_file), "describe", "orders")
+    assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")  # authorised, no warning
+    monkeypatch.setenv("BERTH_TOKEN_FILE", str(token_file))
+    code, _, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
+    assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")
+    with pytest.raises(SystemExit) as usage:
+        main(["--token", "x", "--token-file", str(token_file), "list"])
+    assert usage.value.code == 2
+
+
+# ------------------------------------------------------------------------------------------ untrusted output
+
+
+HOSTILE_GROUP = "evil\x1b[2J\nberth-groups: all clear\u202e"
+HOSTILE_CLIENT = "\x1b]0;pwned\x07client"
+
+
+@pytest.fixture(scope="module")
+def hostile(url: str) -> str:
+    """A group whose id and member's client id carry terminal escapes, a newline and a bidi override."""
+
+    async def create() -> None:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, url)
+            await api.request(
+                "PUT", api.group_path(HOSTILE_GROUP, "/expected-members"), {"group_instance_ids": ["h-0"]}
+            )
+            joined = await api.join(HOSTILE_GROUP, instance_id="h-0", client_id=HOSTILE_CLIENT)
+            assert joined["error"] == "NONE", joined
+
+    asyncio.run(create())
+    return url
+
+
+@pytest.mark.parametrize("argv", [["list"], ["describe", HOSTILE_GROUP]], ids=["list", "describe"])
+def test_what_the_coordinator_sent_is_escaped_in_tables(
+    hostile: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, _ = run(capsys, "--coordinator", hostile, *argv)
+    assert code == 0
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "\nberth-groups: all clear" not in out  # no forged line
+    assert "evil\\x1b[2J\\x0aberth-groups: all clear\\u202e" in out
+    if argv[0] == "describe":
+        assert "\\x1b]0;pwned\\x07client" in out
+
+
+def test_json_output_stays_json_with_every_character_escaped(hostile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--coordinator", hostile, "-o", "json", "describe", HOSTILE_GROUP)
+    assert code == 0 and "\x1b" not in out and "\u202e" not in out
+    described = json.loads(out)
+    assert described["group_id"] == HOSTILE_GROUP and described["members"][0]["client_id"] == HOSTILE_CLIENT
+
+
+# ------------------------------------------------------------------------------------------------ CLI habits
+
+
+def test_version_and_a_capped_answer(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as version:
+        main(["--version"])
+    assert version.value.code == 0 and capsys.readouterr().out.startswith("berth-groups ")
+    code, out, err = run(capsys, "--coordinator", url, "--max-response-bytes", "100", "list")
+    assert code == 1 and out == ""
+    assert "over the client's 100-byte cap (max_response_bytes)" in err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(url: str) -> None:
+    script = Path(sys.executable).with_name("berth-groups")
+    process = subprocess.Popen(
+        [str(script), "--coordinator", url, "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first line is written (| head -0)
+    err = process.stderr.read().decode()
+    assert process.wait(30) == 141
+    assert err == ""

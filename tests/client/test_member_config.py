@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from support.certs import make_ca, openssl_or_skip
 
 from berth.coordinator.client import ConfigError, MemberConfig, parse_topics
 
@@ -104,3 +107,39 @@ def test_direct_construction_checks_arguments_by_name() -> None:
 
 def test_parse_topics_keeps_the_order_given() -> None:
     assert list(parse_topics("b:1,a:2")) == ["b", "a"]
+
+
+# ----------------------------------------------------------------------------- token file, CA file, answer cap
+
+
+def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("file-s3cret\n")
+    env = {k: v for k, v in OPERATOR_ENV.items() if k != "BERTH_TOKEN"}
+    assert MemberConfig.from_env({**env, "BERTH_TOKEN_FILE": str(token_file)}).token == "file-s3cret"
+    with pytest.raises(ConfigError, match=r"^BERTH_TOKEN_FILE and BERTH_TOKEN are both set"):
+        MemberConfig.from_env({**OPERATOR_ENV, "BERTH_TOKEN_FILE": str(token_file)})
+    token_file.write_text("  \n")
+    with pytest.raises(ConfigError, match=r"^BERTH_TOKEN_FILE .* which is empty"):
+        MemberConfig.from_env({**env, "BERTH_TOKEN_FILE": str(token_file)})
+
+
+def test_a_ca_file_goes_with_an_https_coordinator_and_must_be_pem(tmp_path: Path) -> None:
+    openssl_or_skip()
+    ca = make_ca(tmp_path)
+    https = {**OPERATOR_ENV, "BERTH_COORDINATOR_URL": "https://berth-coordinator.berth:9094"}
+    assert MemberConfig.from_env({**https, "BERTH_CA_FILE": str(ca.cert)}).ca_file == str(ca.cert)
+    with pytest.raises(ConfigError, match=r"^BERTH_CA_FILE is set but .* is not https://: the token would go in clear"):
+        MemberConfig.from_env({**OPERATOR_ENV, "BERTH_CA_FILE": str(ca.cert)})
+    with pytest.raises(ConfigError, match=r"^BERTH_CA_FILE names .* which does not exist"):
+        MemberConfig.from_env({**https, "BERTH_CA_FILE": str(tmp_path / "missing.crt")})
+    (tmp_path / "junk.crt").write_text("not a certificate")
+    with pytest.raises(ConfigError, match=r"^BERTH_CA_FILE names .* which is not a PEM file"):
+        MemberConfig.from_env({**https, "BERTH_CA_FILE": str(tmp_path / "junk.crt")})
+
+
+def test_the_answer_cap_has_a_default_and_a_variable() -> None:
+    assert MemberConfig.from_env(OPERATOR_ENV).max_response_bytes == 8 * 1024 * 1024
+    assert MemberConfig.from_env({**OPERATOR_ENV, "BERTH_MAX_RESPONSE_BYTES": "65536"}).max_response_bytes == 65536
+    with pytest.raises(ConfigError, match=r"^BERTH_MAX_RESPONSE_BYTES"):
+        MemberConfig.from_env({**OPERATOR_ENV, "BERTH_MAX_RESPONSE_BYTES": "8M"})

@@ -139,6 +139,9 @@ def test_tokens_never_appear_in_logs_metrics_or_journal(secured: CoordinatorProc
         ("tokens: [{token: long-enough-token, groups: orders}]", "tokens[0].groups"),
         ("tokens: [ {token: long-enough-token}, {token: long-enough-token} ]", "twice"),
         ("tokens: [", "not valid"),
+        ("tokens: [{token: long-enough-token, scopes: ['journal:write']}]", "tokens[0].scopes"),
+        ("tokens: [{token: long-enough-token, name: 'two words'}]", "tokens[0].name"),
+        ("tokens: [{token: long-enough-1, name: ops}, {token: long-enough-2, name: ops}]", "'ops'"),
     ],
 )
 def test_a_bad_tokens_file_is_refused_at_start(tmp_path: Path, document: str, complaint: str) -> None:

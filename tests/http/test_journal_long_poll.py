@@ -54,8 +54,8 @@ async def test_a_poll_is_answered_as_soon_as_an_event_is_durable(api: Api) -> No
 
     status, page = await asyncio.wait_for(waiting, 10)  # the clock did not move: the event woke it
     assert status == 200
-    assert [e["type"] for e in page["events"]] == ["group_created"]
-    assert page["next"] == page["events"][-1]["seq"] == seq + 1
+    assert [e["type"] for e in page["events"]] == ["group_created", "expected_members_changed"]
+    assert page["next"] == page["events"][-1]["seq"] == seq + 2
 
 
 async def test_a_poll_with_nothing_to_read_ends_when_the_clock_passes_its_wait(api: Api) -> None:

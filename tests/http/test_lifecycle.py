@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (("--data-dir", "{tmp}", "--group-min-session-timeout-ms", "9", "--group-max-session-timeout-ms", "5"), "min"),
         (("--data-dir", "{file}"), "not a directory"),
         (("--data-dir", "{tmp}", "--tokens-file", "{missing}"), "tokens file"),
+        (("--data-dir", "{tmp}", "--tls-cert-file", "{file}"), "--tls-key-file"),
+        (("--data-dir", "{tmp}", "--tls-cert-file", "{missing}", "--tls-key-file", "{file}"), "missing.yaml"),
+        (("--data-dir", "{tmp}", "--header-timeout-s", "0"), "--header-timeout-s"),
+        (("--data-dir", "{tmp}", "--probe-port", "70000"), "--probe-port"),
     ],
 )
 def test_bad_flags_or_data_dir_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...], complaint: str) -> None:
@@ -44,6 +49,36 @@ def test_bad_flags_or_data_dir_exit_2_with_one_line(tmp_path: Path, args: tuple[
     assert len(lines) == 1, result.stderr
     assert complaint in lines[0]
     assert result.stdout == ""
+
+
+def test_version_and_help_with_every_flags_default() -> None:
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("berth-coordinator ")
+    shown = run_cli("--help")
+    assert shown.returncode == 0
+    options = shown.stdout.split("options:", 1)[1]
+    entries = re.split(r"\n  (?=-)", "\n" + options.strip("\n"))[1:]  # one per flag: its names, then its help
+    assert len(entries) > 25
+    for entry in entries:
+        words = " ".join(entry.split()).split()
+        described = [w for w in words if not w.startswith("-") and not w.isupper() and not w.startswith("{")]
+        assert len(described) >= 3, f"{entry.split()[0]} has no help text"
+    text = " ".join(shown.stdout.split())
+    for default in ("(default: 9094)", "(default: 10000)", "(default: 1000)", "(default: 10.0)", "(default: 200)"):
+        assert default in text, default
+    assert "default: off" in text and "(default: unlimited)" in text
+
+
+def test_help_into_a_closed_pipe_is_quiet() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "berth.coordinator.http.main", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # `berth-coordinator --help | head -0`
+    assert process.stderr.read() == b""
+    assert process.wait(30) in (0, 141)
 
 
 async def test_sigterm_answers_parked_requests_and_exits_0(coordinator: CoordinatorProcess, api: Api) -> None:

@@ -28,13 +28,54 @@ longest suffix ("-coordinator-tokens") within Kubernetes' 63-character label val
 {{- end -}}
 
 {{/* Where the operator (and the analytics job) find the coordinator. Namespace-qualified, because fleets in other
-namespaces inherit it as their default coordinator URL. */}}
+namespaces inherit it as their default coordinator URL. https with coordinator.tls.enabled. */}}
 {{- define "berth.coordinatorUrl" -}}
 {{- if .Values.operator.coordinatorUrl -}}
 {{- .Values.operator.coordinatorUrl -}}
 {{- else -}}
-http://{{ include "berth.coordinatorName" . }}.{{ .Release.Namespace }}:{{ .Values.coordinator.port }}
+{{ if .Values.coordinator.tls.enabled }}https{{ else }}http{{ end }}://{{ include "berth.coordinatorName" . }}.{{ .Release.Namespace }}:{{ .Values.coordinator.port }}
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret with the coordinator's certificate (tls.crt, tls.key): the given one, else the chart's
+Certificate's. */}}
+{{- define "berth.coordinatorTlsSecretName" -}}
+{{- default (printf "%s-coordinator-tls" (include "berth.prefix" .)) .Values.coordinator.tls.secretName -}}
+{{- end -}}
+
+{{/* The Secret with the CA clients verify the coordinator against. */}}
+{{- define "berth.coordinatorCaSecretName" -}}
+{{- default (include "berth.coordinatorTlsSecretName" .) .Values.coordinator.tls.caSecretName -}}
+{{- end -}}
+
+{{/* Where every client of the coordinator finds its CA. */}}
+{{- define "berth.caFile" -}}/etc/berth/ca/ca.crt{{- end -}}
+
+{{/* The CA volume of a client pod: only the CA's key is projected, never a private key of the same Secret. */}}
+{{- define "berth.caVolume" -}}
+- name: coordinator-ca
+  secret:
+    secretName: {{ include "berth.coordinatorCaSecretName" . }}
+    items:
+      - key: {{ .Values.coordinator.tls.caKey }}
+        path: ca.crt
+    defaultMode: 0444
+{{- end -}}
+
+{{- define "berth.caVolumeMount" -}}
+- name: coordinator-ca
+  mountPath: /etc/berth/ca
+  readOnly: true
+{{- end -}}
+
+{{/* The shape of the generated tokens file without its secrets (names, groups, scopes): hashed into the coordinator
+pod's annotations, so that it restarts exactly when it has new token entries to learn. */}}
+{{- define "berth.tokenEntriesShape" -}}
+{{- $shape := list (dict "name" "admin" "admin" true) (dict "name" "analytics" "scopes" (list "journal:read")) -}}
+{{- range .Values.auth.groupTokens -}}
+{{- $shape = append $shape (dict "name" .name "groups" .groups "admin" (default false .admin)) -}}
+{{- end -}}
+{{- toJson $shape -}}
 {{- end -}}
 
 {{- define "berth.image" -}}
@@ -129,6 +170,26 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- fail (printf "auth.groupTokens: the name %q appears twice; each name becomes one Secret key" .name) -}}
 {{- end -}}
 {{- $_ := set $names .name true -}}
+{{- end -}}
+{{- with .Values.coordinator.tls -}}
+{{- if and .enabled $.Values.coordinator.enabled (not .secretName) (not .certManager.enabled) -}}
+{{- fail "coordinator.tls.enabled needs the certificate: coordinator.tls.secretName (a kubernetes.io/tls Secret) or coordinator.tls.certManager.enabled" -}}
+{{- end -}}
+{{- if and .enabled (not $.Values.coordinator.enabled) (not .caSecretName) -}}
+{{- fail "coordinator.tls.enabled with an external coordinator (coordinator.enabled false) needs coordinator.tls.caSecretName: the Secret with the CA that coordinator's certificate chains to" -}}
+{{- end -}}
+{{- if and .certManager.enabled (not .enabled) -}}
+{{- fail "coordinator.tls.certManager.enabled needs coordinator.tls.enabled" -}}
+{{- end -}}
+{{- if and .certManager.enabled (not .certManager.issuerRef.name) -}}
+{{- fail "coordinator.tls.certManager.issuerRef.name is required: the Issuer or ClusterIssuer that signs the coordinator's certificate" -}}
+{{- end -}}
+{{- if and .certManager.enabled .secretName -}}
+{{- fail "coordinator.tls.secretName and coordinator.tls.certManager.enabled: choose one (the Certificate writes its own Secret)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.operator.coordinatorUrl .Values.coordinator.tls.enabled (not (hasPrefix "https://" .Values.operator.coordinatorUrl)) -}}
+{{- fail "coordinator.tls.enabled: operator.coordinatorUrl must be https://" -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.coordinator.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs coordinator.enabled: the ServiceMonitor scrapes the coordinator this chart installs" -}}

@@ -77,7 +77,13 @@ def analyze_parser() -> argparse.ArgumentParser:
         "--journal-url", help="a running coordinator's base URL: download its journal (GET /v1/journal) first"
     )
     parser.add_argument(
-        "--token-file", help="file holding the admin bearer token for --journal-url (without it: no token is sent)"
+        "--token-file",
+        help="file holding a bearer token for --journal-url: an admin token or one with the journal:read scope "
+        "(without it: no token is sent)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        help="PEM CA bundle an https --journal-url is verified against (default: the system's CAs)",
     )
     parser.add_argument(
         "--staging-dir",

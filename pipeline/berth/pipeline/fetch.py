@@ -6,15 +6,17 @@ pages through the journal over HTTP with an admin token instead. Rules:
   empty; events are written as the coordinator writes them, one compact JSON object per line, in segments named
   like the coordinator's (``segment-<first seq, 20 digits>.jsonl``) of at most ``SEGMENT_EVENTS`` events.
 - Standard library only (this runs before Spark starts; the pipeline imports no Berth service).
-- The token is sent as a bearer token and never printed. Every failure (unreachable, 401/403, a body that is not
-  a journal page) is one ``JournalError`` line naming the URL, with the coordinator's own error message when
-  it gave one.
+- The token is sent as a bearer token and never printed; it needs the ``journal:read`` scope (or admin). Redirects
+  are not followed, so the token goes to the given URL only. An https URL is verified against ``--ca-file`` (else
+  the system's CAs). Every failure (unreachable, 401/403, a body that is not a journal page) is one
+  ``JournalError`` line naming the URL, with the coordinator's own error message when it gave one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,21 +42,42 @@ def read_token_file(path: str) -> str:
     return token
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an error: urllib would send the Authorization header on to wherever the answer points."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+def opener_for(ca_file: str | None) -> urllib.request.OpenerDirector:
+    """URL opening without redirects, verifying https against ``ca_file`` (else the system's CAs)."""
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+    if ca_file is not None:
+        try:
+            context = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ValueError) as e:
+            raise JournalError(f"--ca-file {ca_file}: {getattr(e, 'strerror', None) or e}") from e
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers)
+
+
 def download_journal(
     base_url: str,
     token: str | None,
     directory: str,
     on_page: Callable[[int], None] = lambda _events: None,
+    ca_file: str | None = None,
 ) -> int:
     """Write every event of the coordinator at ``base_url`` into segments under ``directory``; returns the count.
 
     ``on_page`` is told the running total after each page (progress output for long downloads)."""
+    opener = opener_for(ca_file)
     os.makedirs(directory, exist_ok=True)
     total = 0
     segment: TextIO | None = None
     in_segment = 0
     try:
-        for event_line, seq in _journal_lines(base_url, token, on_page):
+        for event_line, seq in _journal_lines(opener, base_url, token, on_page):
             if segment is None or in_segment >= SEGMENT_EVENTS:
                 if segment is not None:
                     segment.close()
@@ -69,11 +92,13 @@ def download_journal(
     return total
 
 
-def _journal_lines(base_url: str, token: str | None, on_page: Callable[[int], None]) -> Iterator[tuple[str, int]]:
+def _journal_lines(
+    opener: urllib.request.OpenerDirector, base_url: str, token: str | None, on_page: Callable[[int], None]
+) -> Iterator[tuple[str, int]]:
     after = 0
     received = 0
     while True:
-        events = _page(base_url, token, after)
+        events = _page(opener, base_url, token, after)
         if not events:
             return
         for event in events:
@@ -83,14 +108,14 @@ def _journal_lines(base_url: str, token: str | None, on_page: Callable[[int], No
         on_page(received)
 
 
-def _page(base_url: str, token: str | None, after: int) -> list[dict[str, Any]]:
+def _page(opener: urllib.request.OpenerDirector, base_url: str, token: str | None, after: int) -> list[dict[str, Any]]:
     query = urllib.parse.urlencode({"after": after, "limit": PAGE_LIMIT})
     url = f"{base_url.rstrip('/')}/v1/journal?{query}"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with opener.open(request, timeout=TIMEOUT_S) as response:
             body = response.read()
     except urllib.error.HTTPError as e:
         raise JournalError(f"journal {url}: HTTP {e.code}{_coordinator_message(e.read())}") from e

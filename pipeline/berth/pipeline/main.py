@@ -64,6 +64,8 @@ def analyze_main(argv: Sequence[str]) -> int:
         parser.error("--token-file goes with --journal-url")
     if args.staging_dir and not args.journal_url:
         parser.error("--staging-dir goes with --journal-url")
+    if args.ca_file and not args.journal_url:
+        parser.error("--ca-file goes with --journal-url")
     try:
         settings = AdviceSettings(
             percentile=args.percentile,
@@ -174,7 +176,11 @@ def _download(args: argparse.Namespace, directory: str, progress: Progress) -> s
     token = read_token_file(args.token_file) if args.token_file else None
     progress.say(f"downloading the journal from {args.journal_url}")
     events = download_journal(
-        args.journal_url, token, directory, on_page=lambda n: progress.say(f"  {count(n)} events so far")
+        args.journal_url,
+        token,
+        directory,
+        on_page=lambda n: progress.say(f"  {count(n)} events so far"),
+        ca_file=args.ca_file,
     )
     if events == 0:
         raise JournalError(f"journal is empty: the coordinator at {args.journal_url} has no events yet")

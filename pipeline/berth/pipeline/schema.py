@@ -31,6 +31,7 @@ REBALANCE_COMPLETED = "rebalance_completed"
 ASSIGNMENT_STORED = "assignment_stored"
 GROUP_EMPTIED = "group_emptied"
 GROUP_DELETED = "group_deleted"
+EXPECTED_MEMBERS_CHANGED = "expected_members_changed"
 
 # The departures after which a rejoin of the same instance counts as a restart: a member that asked to leave, or
 # one whose session ran out. Admin removals and KIP-389 refusals are scale-downs, not restarts.

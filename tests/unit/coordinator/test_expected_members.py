@@ -29,7 +29,28 @@ def test_put_creates_the_group_and_persists_the_list(ctx: Scenario) -> None:
     assert ctx.get_expected() == ExpectedMembersResponse(Error.NONE, ("f-0", "f-1"))
     assert [type(r) for r in ctx.records] == [GroupRecord, ExpectedMembersRecord]
     assert ctx.records[-1] == ExpectedMembersRecord("g", ("f-0", "f-1"))
-    assert ctx.event_types() == ["group_created"]
+    assert ctx.event_types() == ["group_created", "expected_members_changed"]
+    (changed,) = ctx.events("expected_members_changed")
+    assert (changed["count"], changed["added"], changed["removed"]) == (2, ["f-0", "f-1"], [])
+
+
+def test_every_change_of_the_list_is_journaled_with_what_came_and_went_bounded(ctx: Scenario) -> None:
+    """The audit trail of pre-registration (issue 12, item 17): each change says which ids came and went; a huge
+    change names the first 100 of each and counts them all, so one PUT cannot write a megabyte event."""
+    ctx.put_expected(*FLEET)
+    ctx.put_expected("f-0", "f-1", "f-3")
+    ctx.delete_expected()
+    big = [f"f-{i}" for i in range(5_000)]
+    ctx.put_expected(*big)
+    events = ctx.events("expected_members_changed")
+    assert [(e["count"], e["added"], e["removed"]) for e in events[:3]] == [
+        (3, list(FLEET), []),
+        (3, ["f-3"], ["f-2"]),
+        (0, [], ["f-0", "f-1", "f-3"]),
+    ]
+    assert (events[3]["count"], events[3]["added_count"], len(events[3]["added"])) == (5_000, 5_000, 100)
+    assert ctx.put_expected(*big).result.group_instance_ids == tuple(big)
+    assert len(ctx.events("expected_members_changed")) == 4  # the same list again changes nothing
 
 
 def test_get_of_a_missing_group_answers_an_empty_list_and_creates_nothing(ctx: Scenario) -> None:

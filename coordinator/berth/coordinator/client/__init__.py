@@ -17,12 +17,15 @@ from berth.coordinator.client.errors import (
     CommitFailedError,
     ConfigError,
     CoordinatorHttpError,
+    CoordinatorRefusedError,
     CoordinatorServerError,
     CoordinatorUnavailableError,
     FencedInstanceError,
     GroupError,
     MemberClosedError,
     MemberFatalError,
+    RequestTooLargeError,
+    ResponseTooLargeError,
 )
 from berth.coordinator.client.member import GroupMember
 from berth.coordinator.client.state import AssignmentChange, MemberState, Phase
@@ -60,6 +63,7 @@ __all__ = [
     "CoordinatorAdmin",
     "CoordinatorConfig",
     "CoordinatorHttpError",
+    "CoordinatorRefusedError",
     "CoordinatorServerError",
     "CoordinatorUnavailableError",
     "DescribedMember",
@@ -77,6 +81,8 @@ __all__ = [
     "MemberState",
     "OffsetAndMetadata",
     "Phase",
+    "RequestTooLargeError",
+    "ResponseTooLargeError",
     "Subscription",
     "TopicPartition",
     "parse_assignors",

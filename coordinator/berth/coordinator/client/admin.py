@@ -6,8 +6,12 @@ Rules:
 - Results are the coordinator's declared answers (``berth.coordinator.protocol``). Outcomes a caller decides on
   are returned, not raised: a delete's NONE / GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, each member's result of a
   batch leave (UNKNOWN_MEMBER_ID means "was not a member", e.g. already gone, also when the group is).
-- Any other in-band error raises ``GroupError``; HTTP 4xx/5xx raise ``CoordinatorHttpError`` (401/403:
-  ``AuthorizationError``, 5xx: ``CoordinatorServerError``) with the server's message.
+- Any other in-band error raises ``GroupError``; HTTP 4xx raise ``CoordinatorRefusedError`` (401/403
+  ``AuthorizationError``, 413 ``RequestTooLargeError``), 5xx ``CoordinatorServerError``; messages carry the status
+  and the contract's error name, never the server's text (``transport``).
+- HTTPS is verified against ``ca_file``; without one, against ``$BERTH_CA_FILE`` when set (so a process given the
+  CA in its environment, as the chart does for the operator, verifies without code of its own), else the system's
+  CAs. Answers are capped at ``max_response_bytes``.
 - Every call is retried on ``CoordinatorUnavailableError`` (connection errors, HTTP 5xx, in-band 14/15/16) for
   ``attempts`` attempts with backoff; all of them are idempotent (a repeated leave or delete answers "already
   done": UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND).
@@ -15,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -27,7 +32,8 @@ from berth.coordinator.client.calls import GroupCalls
 from berth.coordinator.client.config import DEFAULT_COORDINATOR_URL
 from berth.coordinator.client.errors import GroupError
 from berth.coordinator.client.retry import raise_if_retriable, with_retries
-from berth.coordinator.client.transport import Transport
+from berth.coordinator.client.tls import ENV_CA_FILE
+from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, Transport
 from berth.coordinator.protocol import (
     Answer,
     ConfigResponse,
@@ -65,11 +71,20 @@ class CoordinatorAdmin:
         attempts: int = 3,
         backoff: BackoffPolicy | None = None,
         session: aiohttp.ClientSession | None = None,
+        ca_file: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, got {attempts}")
         self.url = url
-        self._transport = Transport(url, token=token, request_timeout_s=request_timeout_s, session=session)
+        self._transport = Transport(
+            url,
+            token=token,
+            request_timeout_s=request_timeout_s,
+            session=session,
+            ca_file=ca_file if ca_file is not None else os.environ.get(ENV_CA_FILE) or None,
+            max_response_bytes=max_response_bytes,
+        )
         self._attempts = attempts
         self._backoff = backoff or BackoffPolicy()
 

@@ -11,6 +11,10 @@ Owns ``MemberConfig`` and its parsing. Rules:
   ``sticky,range``) becomes the join's protocols, in that order.
 - Defaults are Kafka's consumer defaults (session 45 s, rebalance 300 s, heartbeat 3 s, retry backoff 100 ms
   growing to 1 s), and the heartbeat interval must be below the session timeout.
+- The token comes from ``BERTH_TOKEN`` or, read once at start, the file ``BERTH_TOKEN_FILE`` names (never both).
+  An https coordinator is verified against ``BERTH_CA_FILE`` when set (else the system's CAs); a CA file with an
+  http:// URL is refused, since the token would then travel in clear. Answers over ``BERTH_MAX_RESPONSE_BYTES``
+  (8 MiB) are refused.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Final
 
 from berth.coordinator.client.assignors import ASSIGNORS
 from berth.coordinator.client.errors import ConfigError
+from berth.coordinator.client.tls import ENV_CA_FILE, verifying_context
+from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
 from berth.coordinator.protocol import MAX_GROUP_ID_BYTES
 
 ENV_GROUP_ID: Final = "BERTH_GROUP_ID"
@@ -39,6 +45,8 @@ ENV_CLIENT_ID: Final = "BERTH_CLIENT_ID"
 ENV_REQUEST_TIMEOUT_MS: Final = "BERTH_REQUEST_TIMEOUT_MS"
 ENV_RETRY_BACKOFF_MS: Final = "BERTH_RETRY_BACKOFF_MS"
 ENV_RETRY_BACKOFF_MAX_MS: Final = "BERTH_RETRY_BACKOFF_MAX_MS"
+ENV_TOKEN_FILE: Final = "BERTH_TOKEN_FILE"
+ENV_MAX_RESPONSE_BYTES: Final = "BERTH_MAX_RESPONSE_BYTES"
 
 DEFAULT_COORDINATOR_URL: Final = "http://127.0.0.1:9094"
 DEFAULT_ASSIGNORS: Final = ("sticky", "range")
@@ -68,6 +76,10 @@ class MemberConfig:
     request_timeout_ms: int = 30_000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1_000
+    #: A PEM file of the CAs an https coordinator's certificate must chain to; None: the system's CAs.
+    ca_file: str | None = None
+    #: Answers larger than this are refused unread (a coordinator cannot make the member hold more).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
         _check_group_id("group_id", self.group_id)
@@ -82,8 +94,10 @@ class MemberConfig:
             "request_timeout_ms",
             "retry_backoff_ms",
             "retry_backoff_max_ms",
+            "max_response_bytes",
         ):
             _check_positive(name, getattr(self, name))
+        _check_ca_file("ca_file", self.ca_file, self.coordinator_url)
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 "heartbeat_interval_ms",
@@ -124,6 +138,8 @@ class MemberConfig:
         backoff_max = _env_int(env, ENV_RETRY_BACKOFF_MAX_MS, max(backoff, defaults.retry_backoff_max_ms))
         if backoff_max < backoff:
             raise ConfigError(ENV_RETRY_BACKOFF_MAX_MS, f"({backoff_max}) must be at least {ENV_RETRY_BACKOFF_MS}")
+        ca_file = env.get(ENV_CA_FILE) or None
+        _check_ca_file(ENV_CA_FILE, ca_file, url)
         return cls(
             group_id=group_id,
             topics=parse_topics(_required(env, ENV_TOPICS), source=ENV_TOPICS),
@@ -133,12 +149,34 @@ class MemberConfig:
             rebalance_timeout_ms=_env_int(env, ENV_REBALANCE_TIMEOUT_MS, defaults.rebalance_timeout_ms),
             heartbeat_interval_ms=heartbeat,
             assignors=parse_assignors(env.get(ENV_ASSIGNORS, ""), source=ENV_ASSIGNORS),
-            token=env.get(ENV_TOKEN) or None,
+            token=token_from_env(env),
             client_id=env.get(ENV_CLIENT_ID) or defaults.client_id,
             request_timeout_ms=_env_int(env, ENV_REQUEST_TIMEOUT_MS, defaults.request_timeout_ms),
             retry_backoff_ms=backoff,
             retry_backoff_max_ms=backoff_max,
+            ca_file=ca_file,
+            max_response_bytes=_env_int(env, ENV_MAX_RESPONSE_BYTES, defaults.max_response_bytes),
         )
+
+
+def token_from_env(env: Mapping[str, str]) -> str | None:
+    """``BERTH_TOKEN``, or the contents of the file ``BERTH_TOKEN_FILE`` names (stripped); not both."""
+    inline, path = env.get(ENV_TOKEN) or None, env.get(ENV_TOKEN_FILE) or None
+    if inline is not None and path is not None:
+        raise ConfigError(ENV_TOKEN_FILE, f"and {ENV_TOKEN} are both set: keep one")
+    return inline if path is None else read_token_file(path, source=ENV_TOKEN_FILE)
+
+
+def read_token_file(path: str, *, source: str) -> str:
+    """The token in ``path``, surrounding whitespace removed; ``ConfigError`` naming ``source`` if unusable."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            token = file.read().strip()
+    except OSError as exc:
+        raise ConfigError(source, f"names {path!r}, which cannot be read: {exc.strerror or exc}") from None
+    if not token:
+        raise ConfigError(source, f"names {path!r}, which is empty")
+    return token
 
 
 def parse_topics(text: str, *, source: str = ENV_TOPICS) -> Mapping[str, int]:
@@ -227,6 +265,14 @@ def _check_group_id(name: str, value: object) -> None:
 def _check_kafka_name(source: str, value: str, *, what: str = "group.instance.id") -> None:
     if not _KAFKA_NAME.match(value):
         raise ConfigError(source, f"{what} {value!r} is not 1 to 249 characters of [a-zA-Z0-9._-]")
+
+
+def _check_ca_file(name: str, ca_file: str | None, url: str) -> None:
+    if ca_file is None:
+        return
+    if not url.startswith("https://"):
+        raise ConfigError(name, f"is set but the coordinator URL {url!r} is not https://: the token would go in clear")
+    verifying_context(ca_file, source=name)
 
 
 def _check_url(name: str, url: str) -> None:

@@ -5,9 +5,15 @@ Rules:
 - Retriable conditions (the coordinator could not be reached, answered HTTP 5xx, or answered in-band
   COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR) are ``CoordinatorUnavailableError``:
   the library retries them with backoff and only surfaces one when its caller's patience ran out.
-- HTTP statuses other than 200 are ``CoordinatorHttpError`` carrying the server's ``error`` and ``message``
-  (401/403 as ``AuthorizationError``, 5xx as the retriable ``CoordinatorServerError``); in-band protocol errors
-  the caller must see are ``GroupError`` carrying the Kafka ``Error``.
+- HTTP statuses other than 200 are ``CoordinatorHttpError`` carrying the status and the contract's ``error`` name:
+  every 4xx is a ``CoordinatorRefusedError`` (401/403 ``AuthorizationError``, 413 ``RequestTooLargeError``) —
+  asking again cannot help, and it is not "unreachable"; 5xx is the retriable ``CoordinatorServerError``. In-band
+  protocol errors the caller must see are ``GroupError`` carrying the Kafka ``Error``.
+- The coordinator's answers are not trusted: a message never contains text the server sent, only the HTTP status
+  and an ``error`` name of the contract's shape (``[A-Z][A-Z0-9_]*``; anything else is ``HTTP_<status>``). What the
+  server said is kept in ``detail``, escaped and cut short, for a tool that chooses to show it; the operator puts
+  ``str(exc)`` in a fleet's status and Events, so a hostile endpoint cannot write there.
+- An answer larger than the client's cap is ``ResponseTooLargeError``, naming the cap; it is never read whole.
 - ``MemberFatalError`` ends a member: it stops heartbeating and surfaces from ``wait_*``, ``assignments()`` and
   ``run()``. ``FencedInstanceError`` is the one a duplicate ``group.instance.id`` causes (KIP-345).
 - Messages are one line and name what was involved (the group, the instance id, the variable).
@@ -15,9 +21,13 @@ Rules:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from berth.coordinator.protocol import Error
+
+_ERROR_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+DETAIL_LIMIT = 200
 
 
 class BerthClientError(Exception):
@@ -36,16 +46,60 @@ class CoordinatorUnavailableError(BerthClientError):
     """The coordinator could not answer (connection error, timeout, HTTP 5xx, in-band 14/15/16)."""
 
 
-class CoordinatorHttpError(BerthClientError):
-    """The coordinator answered with an HTTP status other than 200, with its ``error`` and ``message``."""
+def contract_error_name(status: int, error: str | None) -> str:
+    """The server's ``error`` when it has the contract's shape, else ``HTTP_<status>`` (never server text as is)."""
+    return error if error and _ERROR_NAME.match(error) else f"HTTP_{status}"
 
-    def __init__(self, status: int, error: str, message: str, *, path: str) -> None:
-        detail = f": {message}" if message else ""
-        super().__init__(f"HTTP {status} {error} from {path}{detail}")
+
+def untrusted_text(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """Text from the server made safe to show: one line, control characters escaped, at most ``limit`` long."""
+    flat = " ".join(text.split())
+    if not flat.isprintable():
+        flat = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in flat)
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+class CoordinatorHttpError(BerthClientError):
+    """The coordinator answered with an HTTP status other than 200.
+
+    ``str()`` names the status, the contract's ``error`` name and the request (``HTTP 413 PAYLOAD_TOO_LARGE from
+    PUT /v1/groups/orders/expected-members``); ``detail`` is what the server said, escaped and cut short.
+    """
+
+    def __init__(self, status: int, error: str, detail: str = "", *, path: str) -> None:
         self.status = status
-        self.error = error
-        self.message = message
+        self.error = contract_error_name(status, error)
+        self.detail = untrusted_text(detail)
         self.path = path
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        return f"HTTP {self.status} {self.error} from {self.path}"
+
+
+class CoordinatorRefusedError(CoordinatorHttpError):
+    """HTTP 4xx: the coordinator refused this request as it is; sending it again cannot help."""
+
+
+class RequestTooLargeError(CoordinatorRefusedError):
+    """HTTP 413: the request is over the coordinator's ``--max-body-bytes``."""
+
+    def describe(self) -> str:
+        return f"the coordinator refused {self.path} as too large (HTTP 413 {self.error})"
+
+
+class ResponseTooLargeError(BerthClientError):
+    """An answer over the client's ``max_response_bytes``: refused before it was read whole."""
+
+    def __init__(self, path: str, limit: int, declared: int | None = None) -> None:
+        size = f"{declared} bytes" if declared is not None else "more"
+        super().__init__(
+            f"the answer to {path} is {size}, over the client's {limit}-byte cap (max_response_bytes); "
+            "raise the cap if the coordinator really has that much to say"
+        )
+        self.path = path
+        self.limit = limit
+        self.declared = declared
 
 
 class CoordinatorServerError(CoordinatorHttpError, CoordinatorUnavailableError):
@@ -55,7 +109,7 @@ class CoordinatorServerError(CoordinatorHttpError, CoordinatorUnavailableError):
     """
 
 
-class AuthorizationError(CoordinatorHttpError):
+class AuthorizationError(CoordinatorRefusedError):
     """HTTP 401 (no or unknown token) or 403 (token not allowed on this group or route)."""
 
 

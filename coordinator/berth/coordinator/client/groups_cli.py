@@ -2,12 +2,17 @@
 
 Owns the command line (``main``). Rules:
 
-- ``--coordinator`` defaults to ``BERTH_COORDINATOR_URL``, then ``http://127.0.0.1:9094``; ``--token`` to
-  ``BERTH_TOKEN``. Options may come before or after the subcommand.
-- Output goes to stdout: aligned tables by default, ``--output json`` for scripts.
+- ``--coordinator`` defaults to ``BERTH_COORDINATOR_URL``, then ``http://127.0.0.1:9094``. The token comes from
+  ``--token-file`` (or ``BERTH_TOKEN_FILE``) or ``BERTH_TOKEN``: not from the command line, where every user of the
+  machine reads it (``ps``); ``--token`` still works for old scripts, with a warning. ``--ca-file`` (or
+  ``BERTH_CA_FILE``) is the CA an https coordinator is verified against. Options may come before or after the
+  subcommand.
+- Output goes to stdout: aligned tables by default, ``--output json`` for scripts. Everything the coordinator said
+  is shown escaped (``groups_render``): a group id cannot move the cursor, clear the screen or forge a line.
 - Any failure — unknown group, a member that was not in the group, 401/403, connection refused — is one line on
   stderr (``berth-groups: error: ...``) and exit status 1 (2 for usage errors, as argparse does). A partial
   result (some members removed, some not members) is still printed before the error.
+- A closed stdout (``berth-groups list | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -18,14 +23,28 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 from berth.coordinator.client import groups_render as render
 from berth.coordinator.client.admin import CoordinatorAdmin
-from berth.coordinator.client.config import DEFAULT_COORDINATOR_URL, ENV_COORDINATOR_URL, ENV_TOKEN
-from berth.coordinator.client.errors import AuthorizationError, BerthClientError
+from berth.coordinator.client.config import (
+    DEFAULT_COORDINATOR_URL,
+    ENV_COORDINATOR_URL,
+    ENV_TOKEN,
+    ENV_TOKEN_FILE,
+    read_token_file,
+)
+from berth.coordinator.client.errors import AuthorizationError, BerthClientError, CoordinatorHttpError, untrusted_text
+from berth.coordinator.client.tls import ENV_CA_FILE
+from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
 from berth.coordinator.protocol import Error
 
 PROG = "berth-groups"
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
+TOKEN_IN_ARGV_WARNING = (
+    f"{PROG}: warning: --token shows the token to every user of this machine (ps, /proc); "
+    f"use --token-file or {ENV_TOKEN} instead"
+)
 
 
 class CliError(Exception):
@@ -41,14 +60,30 @@ class Outcome:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and keep Python's exit flush from complaining too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.token is not None and args.token_file is not None:
+        parser.error("--token and --token-file: give one")
+    if args.token is not None:
+        print(TOKEN_IN_ARGV_WARNING, file=sys.stderr)
     try:
         outcome = asyncio.run(run(args))
     except AuthorizationError as error:
-        return _fail(f"{error}{_token_hint(args)}")
+        return _fail(f"{_explained(error)}{_token_hint(args)}")
+    except CoordinatorHttpError as error:
+        return _fail(_explained(error))
     except (BerthClientError, CliError) as error:
         return _fail(str(error))
-    print(outcome.text)
+    print(outcome.text, flush=True)
     if outcome.error is not None:
         return _fail(outcome.error)
     return 0
@@ -56,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Inspect and manage groups on a Berth coordinator.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     _add_common_options(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -83,9 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> Outcome:
     url = args.coordinator or os.environ.get(ENV_COORDINATOR_URL) or DEFAULT_COORDINATOR_URL
-    token = args.token if args.token is not None else os.environ.get(ENV_TOKEN) or None
     as_json = args.output == "json"
-    async with CoordinatorAdmin(url, token=token, request_timeout_s=args.timeout) as admin:
+    admin = CoordinatorAdmin(
+        url,
+        token=_token(args),
+        request_timeout_s=args.timeout,
+        ca_file=args.ca_file or os.environ.get(ENV_CA_FILE) or None,
+        max_response_bytes=args.max_response_bytes,
+    )
+    async with admin:
         if args.command == "list":
             groups = await admin.list_groups(args.state)
             return Outcome(render.to_json(render.listing_json(groups)) if as_json else render.listing_table(groups))
@@ -152,6 +194,29 @@ def _instance_ids(text: str) -> list[str]:
     return ids
 
 
+def _token(args: argparse.Namespace) -> str | None:
+    """--token-file, --token, $BERTH_TOKEN_FILE, $BERTH_TOKEN: the first one given."""
+    if args.token_file is not None:
+        return read_token_file(args.token_file, source="--token-file")
+    if args.token is not None:
+        return str(args.token)
+    if os.environ.get(ENV_TOKEN_FILE):
+        return read_token_file(os.environ[ENV_TOKEN_FILE], source=ENV_TOKEN_FILE)
+    return os.environ.get(ENV_TOKEN) or None
+
+
+def _explained(error: CoordinatorHttpError) -> str:
+    """The error, and what the coordinator said about it (escaped, cut short: it is the server's text)."""
+    return f"{error} (the coordinator said: {error.detail})" if error.detail else str(error)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("berth")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def _subcommand(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
 ) -> argparse.ArgumentParser:
@@ -171,19 +236,51 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         default=default(None),
         help=f"coordinator URL (default: ${ENV_COORDINATOR_URL} or {DEFAULT_COORDINATOR_URL})",
     )
-    parser.add_argument("--token", default=default(None), help=f"bearer token (default: ${ENV_TOKEN})")
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=default(None),
+        help=f"file holding the bearer token (default: ${ENV_TOKEN_FILE}, else the token in ${ENV_TOKEN})",
+    )
+    parser.add_argument(
+        "--token", default=default(None), help=f"bearer token; visible in ps: prefer --token-file or ${ENV_TOKEN}"
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        default=default(None),
+        help=f"PEM CA bundle to verify an https coordinator with (default: ${ENV_CA_FILE}, else the system's CAs)",
+    )
     parser.add_argument("--output", "-o", choices=["table", "json"], default=default("table"), help="output format")
     parser.add_argument("--timeout", type=float, default=default(10.0), help="seconds per request (default 10)")
+    parser.add_argument(
+        "--max-response-bytes",
+        type=_positive,
+        metavar="N",
+        default=default(DEFAULT_MAX_RESPONSE_BYTES),
+        help=f"refuse answers larger than this (default {DEFAULT_MAX_RESPONSE_BYTES})",
+    )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text!r}")
+    return int(text)
 
 
 def _token_hint(args: argparse.Namespace) -> str:
-    if args.token is None and not os.environ.get(ENV_TOKEN):
-        return f" (no token given: pass --token or set {ENV_TOKEN})"
-    return ""
+    if _token_given(args):
+        return ""
+    return f" (no token given: pass --token-file or set {ENV_TOKEN} or {ENV_TOKEN_FILE})"
+
+
+def _token_given(args: argparse.Namespace) -> bool:
+    given = args.token is not None or args.token_file is not None
+    return given or bool(os.environ.get(ENV_TOKEN_FILE) or os.environ.get(ENV_TOKEN))
 
 
 def _fail(message: str) -> int:
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{PROG}: error: {untrusted_text(message, limit=2000)}", file=sys.stderr)
     return 1
 
 

@@ -3,6 +3,11 @@
 Owns ``to_json`` (one document per result, stable keys) and the ``*_table`` renderers. Rules: pure functions from
 typed results to text; no I/O. Assignments and subscriptions are shown decoded when they are the Berth encoding
 and as a byte count otherwise (never guessed at).
+
+Every string the coordinator sent (group, member, instance and client ids, hosts, topic names, metadata) is
+untrusted: a table shows it through ``shown``, which escapes control and format characters (``\x1b``, ``\n``,
+``\u202e``) and the backslash itself, so a group id can neither drive the terminal nor pass for another one; JSON
+escapes control characters by itself, and ``to_json`` escapes format characters too.
 """
 
 from __future__ import annotations
@@ -20,7 +25,25 @@ from berth.coordinator.protocol import LeaveMemberResult as MemberRemoval
 
 
 def to_json(document: Any) -> str:
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    # Format characters (bidi overrides, ...) can only be inside strings here: \uXXXX keeps the JSON the same.
+    return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
+
+
+def shown(text: str) -> str:
+    """Server text as a table shows it: printable characters as they are, everything else (and ``\\``) escaped."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_shown_char(c) for c in text)
+
+
+def _shown_char(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -49,7 +72,10 @@ def listing_json(groups: Sequence[ListedGroup]) -> dict[str, Any]:
 def listing_table(groups: Sequence[ListedGroup]) -> str:
     if not groups:
         return "no groups"
-    rows = [[g.group_id, g.state, g.protocol_type or "-"] for g in sorted(groups, key=lambda g: g.group_id)]
+    rows = [
+        [shown(g.group_id), shown(g.state), shown(g.protocol_type) or "-"]
+        for g in sorted(groups, key=lambda g: g.group_id)
+    ]
     return table(["GROUP", "STATE", "PROTOCOL TYPE"], rows)
 
 
@@ -71,17 +97,17 @@ def description_json(group: GroupDescription) -> dict[str, Any]:
 def description_table(group: GroupDescription) -> str:
     protocol = f"{group.protocol_type}/{group.protocol}" if group.protocol else group.protocol_type or "-"
     header = (
-        f"group {group.group_id}  state {group.state}  generation {group.generation_id}  "
-        f"protocol {protocol}  members {len(group.members)}"
+        f"group {shown(group.group_id)}  state {shown(group.state)}  generation {group.generation_id}  "
+        f"protocol {shown(protocol)}  members {len(group.members)}"
     )
     if not group.members:
         return header
     rows = [
         [
-            member.group_instance_id or "-",
-            member.member_id + (" (leader)" if member.member_id == group.leader else ""),
-            member.client_id or "-",
-            member.client_host or "-",
+            shown(member.group_instance_id or "-"),
+            shown(member.member_id) + (" (leader)" if member.member_id == group.leader else ""),
+            shown(member.client_id or "-"),
+            shown(member.client_host or "-"),
             _assignment_text(member),
         ]
         for member in _ordered(group.members)
@@ -115,7 +141,7 @@ def _assignment_text(member: DescribedMember) -> str:
     assignment = read_assignment(member.member_assignment)
     if assignment is None:
         return f"<{len(member.member_assignment)} bytes, not the Berth encoding>"
-    parts = [f"{topic}{_ranges(numbers)}" for topic, numbers in assignment.partitions.items() if numbers]
+    parts = [f"{shown(topic)}{_ranges(numbers)}" for topic, numbers in assignment.partitions.items() if numbers]
     return " ".join(parts) or "-"
 
 
@@ -152,7 +178,7 @@ def removals_json(group_id: str, removals: Sequence[MemberRemoval]) -> dict[str,
 
 
 def removals_table(removals: Sequence[MemberRemoval]) -> str:
-    rows = [[r.group_instance_id or "-", r.member_id or "-", _result_text(r)] for r in removals]
+    rows = [[shown(r.group_instance_id or "-"), shown(r.member_id or "-"), _result_text(r)] for r in removals]
     return table(["INSTANCE ID", "MEMBER ID", "RESULT"], rows)
 
 
@@ -186,9 +212,9 @@ def offsets_json(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset
 
 def offsets_table(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> str:
     if not offsets:
-        return f"group {group_id} has no committed offsets"
+        return f"group {shown(group_id)} has no committed offsets"
     rows = [
-        [topic, str(partition), str(committed.offset), committed.metadata or "-"]
+        [shown(topic), str(partition), str(committed.offset), shown(committed.metadata or "-")]
         for (topic, partition), committed in sorted(offsets.items())
     ]
     return table(["TOPIC", "PARTITION", "OFFSET", "METADATA"], rows)

@@ -76,6 +76,8 @@ class GroupMember:
             token=config.token,
             request_timeout_s=config.request_timeout_ms / 1000,
             session=session,
+            ca_file=config.ca_file,
+            max_response_bytes=config.max_response_bytes,
         )
         self._calls = GroupCalls(self._transport, config.group_id)
         self._stable = asyncio.Event()

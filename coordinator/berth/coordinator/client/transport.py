@@ -4,9 +4,14 @@ Owns ``Transport``. Rules:
 
 - A request either returns the HTTP 200 answer decoded into its declared type (``berth.coordinator.protocol``;
   protocol outcomes are in-band, read by the caller) or raises: ``CoordinatorUnavailableError`` for what may pass
-  (connection errors, timeouts; HTTP 5xx as its subclass ``CoordinatorServerError``), ``AuthorizationError`` for
-  401/403, ``CoordinatorHttpError`` for every other status, ``MalformedResponseError`` for a 200 answer that is
-  not what the contract promises. HTTP errors carry the server's ``error`` and ``message``.
+  (connection errors, timeouts, an answer that is not HTTP; HTTP 5xx as its subclass ``CoordinatorServerError``),
+  ``CoordinatorRefusedError`` for 4xx (``AuthorizationError`` 401/403, ``RequestTooLargeError`` 413),
+  ``CoordinatorHttpError`` for any other status, ``MalformedResponseError`` for a 200 answer that is not what the
+  contract promises, ``ResponseTooLargeError`` for an answer over ``max_response_bytes``.
+- Answers are untrusted (errors.py): no exception message carries the server's text; bodies are read only up to
+  ``max_response_bytes`` (a declared length over it is refused unread), never decompressed (``Accept-Encoding:
+  identity``; an encoded answer is malformed), and redirects are not followed (the token stays with the URL given).
+- HTTPS is verified against ``ca_file`` when given, else the system's CAs (``tls``).
 - Group ids are percent-encoded into the path (every byte but unreserved ones), so any id round-trips.
 - Every request has a timeout: the caller's (long-polls size theirs from the rebalance timeout) or the default.
 - No retries here: retrying is the caller's decision (``backoff``), because only it knows what is idempotent.
@@ -15,6 +20,7 @@ Owns ``Transport``. Rules:
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Sequence
 from typing import TypeVar
 from urllib.parse import quote
@@ -27,9 +33,14 @@ from berth.coordinator.client.errors import (
     AuthorizationError,
     BerthClientError,
     CoordinatorHttpError,
+    CoordinatorRefusedError,
     CoordinatorServerError,
     CoordinatorUnavailableError,
+    RequestTooLargeError,
+    ResponseTooLargeError,
+    untrusted_text,
 )
+from berth.coordinator.client.tls import verifying_context
 from berth.coordinator.protocol import Error, HttpErrorBody
 from berth.coordinator.protocol.codec import encode
 
@@ -40,12 +51,22 @@ RETRIABLE_ERRORS = frozenset(
     {Error.COORDINATOR_LOAD_IN_PROGRESS, Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR}
 )
 
+#: The most an answer may be, by default: a describe of a thousand-member group or a journal page fits many times.
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
 QueryParams = Sequence[tuple[str, str]]
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class MalformedResponseError(BerthClientError):
-    """A 200 answer lacks a field the contract promises, or has it with the wrong type."""
+    """A 200 answer lacks a field the contract promises, has it with the wrong type, or is encoded.
+
+    The message says what was asked; ``detail`` is the decoder's complaint (escaped: it may quote the answer).
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = untrusted_text(detail)
 
 
 def group_path(group_id: str, suffix: str = "") -> str:
@@ -63,10 +84,16 @@ class Transport:
         token: str | None = None,
         request_timeout_s: float = 30.0,
         session: aiohttp.ClientSession | None = None,
+        ca_file: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.request_timeout_s = request_timeout_s
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.max_response_bytes = max_response_bytes
+        self._ssl: ssl.SSLContext | bool = verifying_context(ca_file) or True
+        self._headers = {"Accept-Encoding": "identity"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
         self._body_headers = {**self._headers, **_JSON_HEADERS}
         self._session = session
         self._owns_session = session is None
@@ -81,7 +108,7 @@ class Transport:
             if not self._owns_session:
                 raise RuntimeError("the transport was closed")
             # Created lazily so that a Transport can be built outside a running event loop.
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(auto_decompress=False)
         return self._session
 
     async def request(
@@ -101,21 +128,43 @@ class Transport:
         timeout = aiohttp.ClientTimeout(total=timeout_s if timeout_s is not None else self.request_timeout_s)
         data = None if body is None else encode(body)
         headers = self._headers if body is None else self._body_headers
+        what = f"{method} {path}"
         try:
-            async with self._client().request(method, url, data=data, headers=headers, timeout=timeout) as response:
-                raw = await response.read()
+            async with self._client().request(
+                method, url, data=data, headers=headers, timeout=timeout, ssl=self._ssl, allow_redirects=False
+            ) as response:
+                raw = await _read_capped(response, self.max_response_bytes, what)
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise CoordinatorUnavailableError(
-                f"coordinator at {self.base_url} unreachable ({method} {path}): {_describe(error)}"
+                f"coordinator at {self.base_url} unreachable ({what}): {_describe(error)}"
             ) from error
-        what = f"{method} {path}"
         if status != 200:
             raise _http_error(status, raw, what)
         try:
             return msgspec.json.decode(raw, type=answer)
         except (msgspec.DecodeError, UnicodeDecodeError) as error:
-            raise MalformedResponseError(f"{what}: the answer is not what the contract promises: {error}") from None
+            raise MalformedResponseError(f"{what}: the answer is not what the contract promises", str(error)) from None
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
+    """The body, if it is at most ``limit`` bytes and not encoded; never more than ``limit`` bytes held."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise MalformedResponseError(f"{what}: the answer is content-encoded, which the client did not ask for")
+    declared = response.content_length
+    if declared is not None:
+        if declared > limit:
+            raise ResponseTooLargeError(what, limit, declared)
+        return await response.read()  # exactly the declared length: HTTP framing stops there
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLargeError(what, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _http_error(status: int, raw: bytes, what: str) -> CoordinatorHttpError:
@@ -123,16 +172,23 @@ def _http_error(status: int, raw: bytes, what: str) -> CoordinatorHttpError:
         body: HttpErrorBody | None = msgspec.json.decode(raw, type=HttpErrorBody)
     except (msgspec.DecodeError, UnicodeDecodeError):
         body = None
-    error = (body.error if body else "") or f"HTTP_{status}"
-    message = body.message if body else raw.decode("utf-8", "replace").strip()[:200]
+    error = body.error if body else ""
+    detail = body.message if body else raw[:400].decode("utf-8", "replace")
     if status >= 500:
-        return CoordinatorServerError(status, error, message, path=what)
+        return CoordinatorServerError(status, error, detail, path=what)
     if status in (401, 403):
-        return AuthorizationError(status, error, message, path=what)
-    return CoordinatorHttpError(status, error, message, path=what)
+        return AuthorizationError(status, error, detail, path=what)
+    if status == 413:
+        return RequestTooLargeError(status, error, detail, path=what)
+    if 400 <= status < 500:
+        return CoordinatorRefusedError(status, error, detail, path=what)
+    return CoordinatorHttpError(status, error, detail, path=what)
 
 
 def _describe(error: BaseException) -> str:
+    """What went wrong, in words that carry nothing the server sent (aiohttp's parser errors may quote it)."""
     if isinstance(error, asyncio.TimeoutError):
         return "timed out"
-    return str(error) or type(error).__name__
+    if isinstance(error, aiohttp.ClientConnectorError | aiohttp.ServerDisconnectedError | OSError):
+        return str(error) or type(error).__name__  # local facts: the address, the OS's or TLS library's reason
+    return f"the answer was not well-formed HTTP ({type(error).__name__})"

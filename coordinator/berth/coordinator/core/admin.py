@@ -139,6 +139,7 @@ def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterabl
         return
     _set_expected(core, group, expected)
     core.persist(ExpectedMembersRecord(group_id, expected))
+    _journal_expected_change(core, group, previous, expected)
 
     def on_failed() -> None:
         if core.groups.get(group_id) is group:
@@ -150,6 +151,28 @@ def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterabl
 
     core.when_persisted(lambda: core.reply(ticket, ExpectedMembersResponse(Error.NONE, group_instance_ids=expected)))
     core.when_persist_failed(on_failed)
+
+
+#: An ``expected_members_changed`` event names at most this many added and removed ids (it counts them all).
+EVENT_MAX_IDS = 100
+
+
+def _journal_expected_change(
+    core: CoreState, group: Group, previous: tuple[InstanceId, ...], expected: tuple[InstanceId, ...]
+) -> None:
+    """Journal a change of the expected members: how many there are now, and which ids came and went (bounded)."""
+    before, after = set(previous), set(expected)
+    added = [i for i in expected if i not in before]
+    removed = [i for i in previous if i not in after]
+    core.event(
+        group,
+        EventType.EXPECTED_MEMBERS_CHANGED,
+        count=len(expected),
+        added=added[:EVENT_MAX_IDS],
+        added_count=len(added),
+        removed=removed[:EVENT_MAX_IDS],
+        removed_count=len(removed),
+    )
 
 
 def _set_expected(core: CoreState, group: Group, ids: tuple[InstanceId, ...]) -> None:

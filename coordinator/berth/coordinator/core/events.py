@@ -22,6 +22,7 @@ class EventType(StrEnum):
     ASSIGNMENT_STORED = "assignment_stored"
     GROUP_EMPTIED = "group_emptied"
     GROUP_DELETED = "group_deleted"
+    EXPECTED_MEMBERS_CHANGED = "expected_members_changed"
 
 
 class RebalanceCause(StrEnum):

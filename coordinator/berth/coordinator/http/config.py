@@ -1,4 +1,4 @@
-"""The server's configuration: where it listens, its limits, auth, and the core's group settings."""
+"""The server's configuration: where it listens, its limits, auth, TLS, and the core's group settings."""
 
 from __future__ import annotations
 
@@ -23,3 +23,16 @@ class ServerConfig:
     tokens: TokenSet | None = None
     limits: Limits = field(default_factory=Limits)
     core: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    # --- the network edge (docs/api.md §6, §10): per-client limit, header timeout, probe listener, TLS, metrics
+    max_connections_per_client: int = 1_000  # from one IPv4 address or IPv6 /64; 0: no per-client limit
+    header_timeout_s: float = 10.0  # a request head must be complete this long after its first byte (else 408)
+    probe_port: int | None = None  # /healthz, /readyz and /metrics on a listener of their own (plain HTTP)
+    tls: TlsFiles | None = None  # serve HTTPS with this certificate, reloaded when the files change
+    metrics_max_groups: int = 200  # groups with per-group series; the rest only in the aggregates
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    cert_file: Path  # PEM: the certificate, then any intermediates
+    key_file: Path  # PEM: its private key
+    reload_interval_s: float = 10.0  # how often the files are checked for a new certificate

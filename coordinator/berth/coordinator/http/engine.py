@@ -10,7 +10,8 @@ Rules it keeps:
 - With the system clock, one asyncio timer is armed at the core's next deadline. With the manual clock,
   time moves only in ``advance``, which fires due timers one by one and lets each one's work (writes,
   continuations, replies) finish before the next.
-- After every batch of completed writes, ``on_durable`` hears that the journal grew (long-polls wake on it).
+- After every batch of completed writes, ``on_durable`` hears that the journal grew (long-polls wake on it);
+  ``on_write`` sees each write as it is submitted (per-group metrics count its events).
 - ``shutdown`` answers what is parked and lets in-flight writes land (idempotent); ``close`` stops the writer.
 """
 
@@ -63,6 +64,7 @@ class Engine:
         make_writer: Callable[[WritesDone], WriterPort],
         on_write_failure: Callable[[], None] = lambda: None,
         on_durable: Callable[[], None] = lambda: None,
+        on_write: Callable[[Write], None] = lambda _write: None,
     ) -> None:
         self.core = core
         self.clock = clock
@@ -70,6 +72,7 @@ class Engine:
         self.writer = make_writer(self._writes_done_threadsafe)
         self._on_write_failure = on_write_failure
         self._on_durable = on_durable
+        self._on_write = on_write
         self._futures: dict[int, asyncio.Future[Response]] = {}
         self._answered: dict[int, Response] = {}
         self._unavailable: dict[int, Callable[[], Response]] = {}  # every live ticket, with its shutdown answer
@@ -159,6 +162,7 @@ class Engine:
                 self._group_last_write[record.group_id] = offset
             for event in write.events:
                 self._group_last_write[event["group_id"]] = offset
+            self._on_write(write)
             self.writer.submit(write)
         if self._completed < self._submitted:
             self._settled.clear()

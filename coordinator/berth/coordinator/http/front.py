@@ -36,15 +36,24 @@ class ProtocolFront:
         }
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
-        if request.method == "POST":
-            # /v1/groups/{group_id}/{action}, the group id percent-encoded: a query string or any other shape
-            # misses the table below and goes to the application.
-            parts = request.raw_path.split("/")
-            if len(parts) == 5 and parts[2] == "groups" and parts[1] == "v1" and parts[3]:
-                route = self._routes.get(parts[4])
-                if route is not None:
-                    return await self._serve(request, route[0], route[1], parts[3])
-        return await self.app_handler(cast(web.Request, request))  # made by the application's request factory
+        # The connection's request head is complete: its header timeout stops (BerthConnection.request_started,
+        # inlined: this runs for every request).
+        connection: Any = request.protocol
+        connection.head_started_at = 0.0
+        connection.in_request = True
+        try:
+            if request.method == "POST":
+                # /v1/groups/{group_id}/{action}, the group id percent-encoded: a query string or any other shape
+                # misses the table below and goes to the application.
+                parts = request.raw_path.split("/")
+                if len(parts) == 5 and parts[2] == "groups" and parts[1] == "v1" and parts[3]:
+                    route = self._routes.get(parts[4])
+                    if route is not None:
+                        return await self._serve(request, route[0], route[1], parts[3])
+            return await self.app_handler(cast(web.Request, request))  # made by the application's request factory
+        finally:
+            connection.head_started_at = 0.0
+            connection.in_request = False
 
     async def _serve(
         self, request: web.BaseRequest, protocol: ProtocolRoute[Any], stats: RouteStats, segment: str

@@ -1,7 +1,8 @@
 """``berth-coordinator``: run the coordinator (docs/api.md §10).
 
-Exit status 2 with one line on stderr for bad flags, an unusable data dir or a bad tokens file. The line
-``listening on http://HOST:PORT`` goes to stdout once ``/readyz`` answers 200. SIGTERM (or SIGINT): stop
+Exit status 2 with one line on stderr for bad flags, an unusable data dir, a bad tokens file or a certificate
+that cannot be used. The line ``listening on http(s)://HOST:PORT`` goes to stdout once ``/readyz`` answers 200
+(after ``probes on http://HOST:PORT`` with ``--probe-port``); a closed stdout is not an error. SIGTERM (or SIGINT): stop
 accepting, answer parked requests COORDINATOR_NOT_AVAILABLE, flush the store, exit 0.
 """
 
@@ -15,15 +16,17 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig
 from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
-from berth.coordinator.http.config import ServerConfig
+from berth.coordinator.http.config import ServerConfig, TlsFiles
 from berth.coordinator.http.engine import WritesDone
 from berth.coordinator.http.server import Listening, create_app
+from berth.coordinator.http.tls import TlsError
 from berth.coordinator.http.uuids import RandomUuids
 from berth.coordinator.protocol import Limits
 from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
@@ -48,33 +51,121 @@ def _positive(text: str) -> int:
     return value
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every flag's help ends with its default (``(default: 9094)``); a flag that is off unless given says so."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "%(default)" in text or action.required or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="berth-coordinator", description="Berth's group coordinator (Kafka classic groups over HTTP).")
-    p.add_argument("--data-dir", required=True, type=Path, help="where the SQLite store and journal live")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=_positive, default=9094, help="0 picks a free port")
-    p.add_argument("--group-min-session-timeout-ms", type=_positive, default=6_000)
-    p.add_argument("--group-max-session-timeout-ms", type=_positive, default=1_800_000)
-    p.add_argument("--group-initial-rebalance-delay-ms", type=_positive, default=3_000)
-    p.add_argument("--group-max-size", type=_positive, default=None, help="KIP-389 cap on members per group")
-    p.add_argument("--group-new-member-join-timeout-ms", type=_positive, default=300_000)
-    p.add_argument("--offset-metadata-max-bytes", type=_positive, default=4_096)
+    p = _Parser(
+        prog="berth-coordinator",
+        description="Berth's group coordinator (Kafka classic groups over HTTP). See docs/api.md §10.",
+        formatter_class=_HelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"berth-coordinator {version()}")
+    p.add_argument("--data-dir", required=True, type=Path, help="where the SQLite store and journal live (required)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=_positive, default=9094, help="port of the API; 0 picks a free port")
+    p.add_argument(
+        "--group-min-session-timeout-ms",
+        type=_positive,
+        default=6_000,
+        help="shortest session timeout a member may ask for",
+    )
+    p.add_argument(
+        "--group-max-session-timeout-ms",
+        type=_positive,
+        default=1_800_000,
+        help="longest session timeout a member may ask for",
+    )
+    p.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=_positive,
+        default=3_000,
+        help="how long the first rebalance of an empty group waits for more members",
+    )
+    p.add_argument(
+        "--group-max-size", type=_positive, default=None, help="KIP-389 cap on members per group (default: unlimited)"
+    )
+    p.add_argument(
+        "--group-new-member-join-timeout-ms",
+        type=_positive,
+        default=300_000,
+        help="how long a new member's join may wait in a rebalance before it is dropped",
+    )
+    p.add_argument(
+        "--offset-metadata-max-bytes", type=_positive, default=4_096, help="longest commit metadata, in UTF-8 bytes"
+    )
     p.add_argument(
         "--max-pending-members-per-group",
         type=_positive,
         default=10_000,
         help="cap on KIP-394 pending ids per group (anonymous-join flood guard)",
     )
-    p.add_argument("--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth")
-    p.add_argument("--max-body-bytes", type=_positive, default=1_048_576)
+    p.add_argument(
+        "--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth (default: no auth)"
+    )
+    p.add_argument("--max-body-bytes", type=_positive, default=1_048_576, help="largest request body accepted")
     p.add_argument("--idle-timeout-s", type=float, default=120.0, help="close connections idle this long")
     p.add_argument("--body-timeout-s", type=float, default=30.0, help="a request body must arrive within this")
     p.add_argument("--max-connections", type=_positive, default=10_000, help="beyond this, 503 and close")
     p.add_argument("--max-id-bytes", type=_positive, default=1024, help="longest id/name accepted, in UTF-8 bytes")
     p.add_argument("--max-list-items", type=_positive, default=100_000, help="longest list accepted in a request")
     p.add_argument("--manual-clock", action="store_true", help="tests only: time moves via POST /v1/debug/clock")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="least severe line logged"
+    )
+    _add_edge_flags(p)
     return p
+
+
+def _add_edge_flags(p: argparse.ArgumentParser) -> None:
+    """The network edge: per-client limit, header timeout, the probe listener, TLS, per-group metrics."""
+    p.add_argument(
+        "--max-connections-per-client",
+        type=_positive,
+        default=1_000,
+        help="connections one client (an IPv4 address, an IPv6 /64) may hold; beyond it 503 and close; 0: no limit",
+    )
+    p.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=10.0,
+        help="a request head must be complete this long after its first byte",
+    )
+    p.add_argument(
+        "--probe-port",
+        type=_positive,
+        default=None,
+        help="also serve /healthz, /readyz and /metrics on this port, answered while the API port is at its "
+        "connection limit (plain HTTP; 0 picks a free port; default: off)",
+    )
+    p.add_argument("--tls-cert-file", type=Path, default=None, help="serve HTTPS with this PEM certificate (chain)")
+    p.add_argument("--tls-key-file", type=Path, default=None, help="the PEM private key of --tls-cert-file")
+    p.add_argument(
+        "--tls-reload-interval-s",
+        type=float,
+        default=10.0,
+        help="how often the certificate files are checked; a changed pair is loaded without closing the listener",
+    )
+    p.add_argument(
+        "--metrics-max-groups",
+        type=_positive,
+        default=200,
+        help="groups that get per-group series on /metrics; the rest appear only in the aggregates",
+    )
+
+
+def version() -> str:
+    try:
+        return metadata.version("berth")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
 
 
 def parse_config(argv: Sequence[str] | None) -> ServerConfig:
@@ -95,6 +186,11 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         fail("--idle-timeout-s and --body-timeout-s must be positive")
     if args.port > 65535:
         fail(f"--port {args.port} is not a TCP port")
+    tls = _tls_files(args)
+    if args.header_timeout_s <= 0:
+        fail("--header-timeout-s must be positive")
+    if args.probe_port is not None and args.probe_port > 65535:
+        fail(f"--probe-port {args.probe_port} is not a TCP port")
     tokens = None
     if args.tokens_file is not None:
         try:
@@ -113,7 +209,22 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         tokens=tokens,
         limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
         core=core,
+        max_connections_per_client=args.max_connections_per_client,
+        header_timeout_s=args.header_timeout_s,
+        probe_port=args.probe_port,
+        tls=tls,
+        metrics_max_groups=args.metrics_max_groups,
     )
+
+
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    if (args.tls_cert_file is None) != (args.tls_key_file is None):
+        fail("--tls-cert-file and --tls-key-file go together")
+    if args.tls_cert_file is None:
+        return None
+    if args.tls_reload_interval_s <= 0:
+        fail("--tls-reload-interval-s must be positive")
+    return TlsFiles(args.tls_cert_file, args.tls_key_file, args.tls_reload_interval_s)
 
 
 async def serve(config: ServerConfig, store: SqliteStore) -> None:
@@ -131,7 +242,9 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     try:
         server = await Listening.start(app, config)
     except OSError as exc:
-        fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
+        fail(f"cannot listen on {config.host}:{config.port} (or --probe-port): {exc.strerror or exc}")
+    except TlsError as exc:
+        fail(str(exc))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,17 +253,32 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if ready.done():
-        host, port = server.address
-        print(f"listening on http://{host}:{port}", flush=True)
-        log.info("ready: listening on http://%s:%d (manual clock: %s)", host, port, config.manual_clock)
+        probes = server.probe_address
+        if probes is not None:
+            say(f"probes on http://{probes[0]}:{probes[1]}")
+        say(f"listening on {server.url}")
+        log.info("ready: listening on %s (manual clock: %s)", server.url, config.manual_clock)
     await stopping
     ready.cancel()
     log.info("stopping: answering parked requests and flushing the store")
     await server.stop()
 
 
+def say(line: str) -> None:
+    """A line on stdout; a closed stdout (``| head``) is not an error for a server that keeps running."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # later writes (and the flush at exit) go nowhere, quietly
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_config(argv)
+    try:
+        config = parse_config(argv)
+    except BrokenPipeError:  # --help or --version into a closed pipe
+        say("")
+        return 0
     logging.basicConfig(
         level=config_log_level(argv),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -1,16 +1,59 @@
-"""Prometheus text exposition for ``/metrics``: request latency histograms and the coordinator's gauges.
+"""Prometheus text exposition for ``/metrics`` (docs/api.md §10 "Metrics"): every family declared once with its
+``# HELP`` and ``# TYPE``, request latency histograms, the network edge's counters, the coordinator's gauges and
+the bounded per-group series (``group_metrics``).
 
 Recording a request costs a bisect and three increments on its route's ``RouteStats`` (the low-level front keeps
 a reference to it per route); the gauges are computed at scrape time from the core (O(groups)), so nothing on the
-request path maintains them.
+request path maintains them. A family is rendered with its HELP and TYPE even when it has no sample yet, so a
+dashboard or an alert rule can rely on every documented name being there.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from berth.coordinator.http.group_metrics import GroupMetrics, Sample
 
 BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+#: name -> (type, help). The one list of what /metrics exports; docs/api.md §10 lists the same names.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "berth_ready": ("gauge", "1 once persisted state is loaded and requests are served, else 0"),
+    "berth_groups": ("gauge", "Groups by state"),
+    "berth_members": ("gauge", "Members of all groups"),
+    "berth_rebalances_total": ("counter", "Rebalances started, by cause"),
+    "berth_parked_requests": ("gauge", "Requests waiting for their answer (join and sync long-polls, durable writes)"),
+    "berth_store_writes_in_flight": ("gauge", "Writes handed to the store and not yet durable"),
+    "berth_parked_journal_polls": ("gauge", "Journal long-polls waiting for an event"),
+    "berth_store_write_failures_total": ("counter", "Store writes that failed (answered COORDINATOR_NOT_AVAILABLE)"),
+    "berth_http_responses_total": ("counter", "HTTP answers by route (OpenAPI operation id) and status"),
+    "berth_http_request_duration_seconds": ("histogram", "Time from a request's head to its answer, by route"),
+    "berth_http_connections": ("gauge", "Open HTTP connections, by listener (api, probes)"),
+    "berth_http_connections_refused_total": (
+        "counter",
+        "Connections refused and closed, by reason (max_connections, per_client)",
+    ),
+    "berth_http_header_timeouts_total": (
+        "counter",
+        "Connections closed because a request head was not complete in time",
+    ),
+    "berth_http_malformed_requests_total": ("counter", "Requests the HTTP parser refused (answered 4xx and closed)"),
+    "berth_auth_failures_total": ("counter", "Refused credentials, by reason (missing, malformed, unknown, forbidden)"),
+    "berth_tls_reloads_total": ("counter", "Certificate reloads after the files changed, by result (ok, failed)"),
+    "berth_tls_certificate_loaded_timestamp_seconds": ("gauge", "When the certificate being served was loaded"),
+    "berth_group_state": ("gauge", "1 for the group's current state (per-group series: bounded, see omitted)"),
+    "berth_group_members": ("gauge", "Members of the group"),
+    "berth_group_generation": ("gauge", "The group's generation"),
+    "berth_group_rebalances_total": ("counter", "Rebalances the group started, by cause"),
+    "berth_group_join_duration_seconds": ("histogram", "Time from a JoinGroup request to its answer (a long-poll)"),
+    "berth_group_sync_duration_seconds": ("histogram", "Time from a SyncGroup request to its answer (a long-poll)"),
+    "berth_metrics_groups_exported": ("gauge", "Groups that have per-group series (at most --metrics-max-groups)"),
+    "berth_metrics_groups_omitted": ("gauge", "Groups without per-group series because every slot is taken"),
+}
+
+_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 class RouteStats:
@@ -30,10 +73,42 @@ class RouteStats:
         statuses[status] = statuses.get(status, 0) + 1
 
 
+@dataclass
+class EdgeStats:
+    """What the network edge counts: connections, refusals, timeouts, malformed requests, auth and TLS."""
+
+    open_connections: dict[str, int] = field(default_factory=lambda: {"api": 0})
+    refused: dict[str, int] = field(default_factory=dict)
+    header_timeouts: int = 0
+    malformed: int = 0
+    auth_failures: dict[str, int] = field(default_factory=dict)
+    tls_reloads: dict[str, int] = field(default_factory=dict)
+    tls_loaded_at: float | None = None
+
+    def samples(self) -> list[Sample]:
+        rows: list[Sample] = [
+            ("berth_http_connections", {"listener": name}, n) for name, n in sorted(self.open_connections.items())
+        ]
+        rows += [("berth_http_connections_refused_total", {"reason": r}, n) for r, n in sorted(self.refused.items())]
+        rows.append(("berth_http_header_timeouts_total", {}, self.header_timeouts))
+        rows.append(("berth_http_malformed_requests_total", {}, self.malformed))
+        rows += [("berth_auth_failures_total", {"reason": r}, n) for r, n in sorted(self.auth_failures.items())]
+        rows += [("berth_tls_reloads_total", {"result": r}, n) for r, n in sorted(self.tls_reloads.items())]
+        if self.tls_loaded_at is not None:
+            rows.append(("berth_tls_certificate_loaded_timestamp_seconds", {}, self.tls_loaded_at))
+        return rows
+
+
+def count(counter: dict[str, int], key: str) -> None:
+    counter[key] = counter.get(key, 0) + 1
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, max_groups: int = 200) -> None:
         self.routes: dict[str, RouteStats] = {}
         self.write_failures = 0
+        self.edge = EdgeStats()
+        self.groups = GroupMetrics(max_groups)
 
     def route(self, name: str) -> RouteStats:
         stats = self.routes.get(name)
@@ -44,37 +119,55 @@ class Metrics:
     def observe_request(self, route: str, status: int, seconds: float) -> None:
         self.route(route).observe(status, seconds)
 
-    def render(self, gauges: Callable[[], list[tuple[str, str, dict[str, str], float]]]) -> str:
+    def render(self, gauges: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> str:
         """Text format 0.0.4. ``gauges`` yields (name, type, labels, value) for the coordinator's own figures."""
-        lines: list[str] = []
-        declared: set[str] = set()
+        by_family: dict[str, list[Sample]] = {name: [] for name in FAMILIES}
+        kinds = {name: kind for name, (kind, _) in FAMILIES.items()}
         for name, kind, labels, value in gauges():
-            if name not in declared:
-                lines.append(f"# TYPE {name} {kind}")
-                declared.add(name)
-            lines.append(f"{name}{_labels(labels)} {_number(value)}")
-        lines.append("# TYPE berth_http_responses_total counter")
+            family = _family(name)
+            by_family.setdefault(family, []).append((name, labels, value))
+            kinds.setdefault(family, kind)
+        failures: Sample = ("berth_store_write_failures_total", {}, self.write_failures)
+        for sample in [*self._request_samples(), *self.edge.samples(), failures]:
+            by_family[_family(sample[0])].append(sample)
+        lines: list[str] = []
+        for name, samples in by_family.items():
+            help_text = FAMILIES.get(name, ("", "(undocumented)"))[1]
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kinds[name]}")
+            lines.extend(f"{sample}{_labels(labels)} {_number(value)}" for sample, labels, value in samples)
+        return "\n".join(lines) + "\n"
+
+    def _request_samples(self) -> list[Sample]:
+        rows: list[Sample] = []
         for route, stats in sorted(self.routes.items()):
-            for status, count in sorted(stats.statuses.items()):
-                lines.append(f'berth_http_responses_total{{route="{route}",status="{status}"}} {count}')
-        lines.append("# TYPE berth_http_request_duration_seconds histogram")
+            for status, n in sorted(stats.statuses.items()):
+                rows.append(("berth_http_responses_total", {"route": route, "status": str(status)}, n))
         for route, h in sorted(self.routes.items()):
             cumulative = 0
-            for bound, count in zip((*BUCKETS_S, float("inf")), h.counts, strict=True):
-                cumulative += count
+            for bound, n in zip((*BUCKETS_S, float("inf")), h.counts, strict=True):
+                cumulative += n
                 le = "+Inf" if bound == float("inf") else repr(bound)
-                lines.append(f'berth_http_request_duration_seconds_bucket{{route="{route}",le="{le}"}} {cumulative}')
-            lines.append(f'berth_http_request_duration_seconds_sum{{route="{route}"}} {h.sum:.6f}')
-            lines.append(f'berth_http_request_duration_seconds_count{{route="{route}"}} {cumulative}')
-        lines.append("# TYPE berth_store_write_failures_total counter")
-        lines.append(f"berth_store_write_failures_total {self.write_failures}")
-        return "\n".join(lines) + "\n"
+                rows.append(("berth_http_request_duration_seconds_bucket", {"route": route, "le": le}, cumulative))
+            rows.append(("berth_http_request_duration_seconds_sum", {"route": route}, round(h.sum, 6)))
+            rows.append(("berth_http_request_duration_seconds_count", {"route": route}, cumulative))
+        return rows
+
+
+def _family(sample_name: str) -> str:
+    """The family a sample belongs to: a histogram's ``_bucket``/``_sum``/``_count`` samples belong to its name."""
+    if sample_name in FAMILIES:
+        return sample_name
+    for suffix in _SUFFIXES:
+        if sample_name.endswith(suffix) and sample_name[: -len(suffix)] in FAMILIES:
+            return sample_name[: -len(suffix)]
+    return sample_name
 
 
 def _labels(labels: dict[str, str]) -> str:
     if not labels:
         return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
     return "{" + inner + "}"
 
 

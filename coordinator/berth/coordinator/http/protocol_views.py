@@ -8,6 +8,7 @@ The low-level front serves these routes; the application registers them too and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -17,6 +18,7 @@ from urllib.parse import unquote_to_bytes
 from aiohttp import web
 
 from berth.coordinator.core import Coordinator, Effects
+from berth.coordinator.http.audit import acting_as
 from berth.coordinator.http.errors import bad_request, from_invalid
 from berth.coordinator.http.responses import answer_response
 from berth.coordinator.http.state import CoordinatorServer
@@ -87,6 +89,8 @@ class ProtocolRoute(Generic[B]):
     call: CoreCall[B]
     refuse: Callable[[B, Error], Answer]  # the route's answer carrying just an error
     host_call: HostCall[B] | None = None  # the peer's address is looked up only for the call that records it
+    audited: bool = False  # its journal events carry the acting token's name (an admin removal is a leave)
+    timed_per_group: bool = False  # its latency goes into the group's histogram (join, sync: the rebalance wait)
 
 
 async def protocol_view(
@@ -97,8 +101,8 @@ async def protocol_view(
     *,
     answer_expect: bool = False,
 ) -> web.Response:
-    if state.config.tokens is not None:
-        state.authorize(request.headers, Access.GROUP, group_id)
+    started = time.perf_counter() if protocol.timed_per_group else 0.0
+    principal = None if state.config.tokens is None else state.authorize(request, Access.GROUP, group_id)
     raw = await state.read_body(request, answer_expect=answer_expect)
     try:
         req, version = protocol.codec.decode(raw, state.config.limits)
@@ -112,11 +116,16 @@ async def protocol_view(
         state.refuse_if_closed()
         return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
+    invoke: Callable[[int, int], Effects]
     if protocol.host_call is not None:
         invoke = partial(protocol.host_call, state.core, group_id, req, version, client_host=request.remote or "")
     else:
         invoke = partial(protocol.call, state.core, group_id, req, version)
+    if protocol.audited and principal is not None:
+        invoke = acting_as(principal.name, invoke)
     answer = await engine.call(invoke, partial(protocol.refuse, req, Error.COORDINATOR_NOT_AVAILABLE), group_id)
+    if protocol.timed_per_group:
+        state.metrics.groups.observe(protocol.route.operation, group_id, time.perf_counter() - started)
     return answer_response(answer, version)
 
 
@@ -129,12 +138,14 @@ PROTOCOL_ROUTES: dict[str, ProtocolRoute[Any]] = {
         Coordinator.join,
         lambda req, error: JoinResponse(error, member_id=req.member_id),
         host_call=Coordinator.join,
+        timed_per_group=True,
     ),
     "sync": ProtocolRoute(
         ROUTES_BY_OPERATION["sync"],
         RequestCodec(SyncRequest, "sync"),
         Coordinator.sync,
         lambda _, error: SyncResponse(error),
+        timed_per_group=True,
     ),
     "heartbeat": ProtocolRoute(
         ROUTES_BY_OPERATION["heartbeat"],
@@ -147,6 +158,7 @@ PROTOCOL_ROUTES: dict[str, ProtocolRoute[Any]] = {
         RequestCodec(LeaveRequest, "leave"),
         Coordinator.leave,
         lambda _, error: LeaveResponse(error),
+        audited=True,
     ),
     "offsets": ProtocolRoute(
         ROUTES_BY_OPERATION["offsets"],

@@ -5,7 +5,8 @@
   parked in ``on_shutdown``. It serves every route by itself (tests use it so).
 - ``Listening.start`` serves it the way ``berth-coordinator`` does: the application set up by an ``AppRunner``,
   and a low-level ``web.Server`` whose handler (``front.ProtocolFront``) serves the protocol's POST routes and
-  passes the rest to the application, on a socket that answers 503 beyond ``--max-connections``.
+  passes the rest to the application, on a socket whose connections a ``ConnectionGuard`` bounds (the caps, the
+  header timeout; ``connections``), over TLS when configured (``tls``), and the probe listener (``probes``).
 - ``Listening.stop``: stop accepting, close idle connections, answer parked requests (``on_shutdown``), let
   in-flight requests finish, then clean the application up (the writer stops last).
 
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import cast
 
 from aiohttp import web
 
 from berth.coordinator.core import Coordinator
 from berth.coordinator.http.clock import Clock
 from berth.coordinator.http.config import ServerConfig
+from berth.coordinator.http.connections import ConnectionGuard
 from berth.coordinator.http.engine import WriterPort, WritesDone
 from berth.coordinator.http.front import ProtocolFront
 from berth.coordinator.http.middleware import contract_middleware
+from berth.coordinator.http.probes import PROBE_MAX_CONNECTIONS, PROBE_MAX_PER_CLIENT, PROBE_TIMEOUT_S, ProbeHandler
 from berth.coordinator.http.state import STATE, CoordinatorServer, JournalReader
+from berth.coordinator.http.tls import ServerTls
 from berth.coordinator.http.views import VIEWS
 from berth.coordinator.protocol.routes import ROUTES
 
@@ -53,38 +56,26 @@ def create_app(
     return app
 
 
-class _Refuse(asyncio.Protocol):
-    """Answers a connection over ``--max-connections`` with a 503 and closes it, reading nothing it is sent.
-
-    It half-closes after the answer and discards what the client still sends for a moment before closing, so
-    the client reads the 503 instead of a reset.
-    """
-
-    BODY = b'{"error":"TOO_MANY_CONNECTIONS","message":"connections: the coordinator is at its connection limit"}'
-
-    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, base_transport)  # uvloop's transports are not registered subclasses
-        transport.write(
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            + f"Content-Length: {len(self.BODY)}\r\n\r\n".encode()
-            + self.BODY
-        )
-        if transport.can_write_eof():
-            transport.write_eof()
-        asyncio.get_running_loop().call_later(1.0, transport.close)
-
-    def data_received(self, data: bytes) -> None:
-        pass  # discarded: this connection gets nothing but the 503
-
-
 class Listening:
-    """The application served on a socket, with the protocol front before it."""
+    """The application served on a socket, with the protocol front before it (and the probe listener)."""
 
-    def __init__(self, app: web.Application, runner: web.AppRunner, front: web.Server, listener: asyncio.Server):
+    def __init__(
+        self,
+        app: web.Application,
+        runner: web.AppRunner,
+        front: web.Server,
+        listener: asyncio.Server,
+        guards: list[ConnectionGuard],
+        tls: ServerTls | None = None,
+        probes: asyncio.Server | None = None,
+    ) -> None:
         self.app = app
         self.runner = runner
         self.front = front
         self.listener = listener
+        self.guards = guards
+        self.tls = tls
+        self.probes = probes
 
     @property
     def state(self) -> CoordinatorServer:
@@ -95,39 +86,92 @@ class Listening:
         host, port = self.listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
 
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{port}"
+
+    @property
+    def probe_address(self) -> tuple[str, int] | None:
+        if self.probes is None:
+            return None
+        host, port = self.probes.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
     @classmethod
     async def start(cls, app: web.Application, config: ServerConfig) -> Listening:
-        """Set the application up (its ``cleanup_ctx`` starts loading) and listen; raises ``OSError``."""
+        """Set the application up (its ``cleanup_ctx`` starts loading) and listen; raises ``OSError``, ``TlsError``."""
+        state = app[STATE]
+        tls = None if config.tls is None else ServerTls(config.tls, state.metrics.edge, state.quiet)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         inner = runner.server
         assert inner is not None
-        front = web.Server(
-            ProtocolFront(app[STATE], inner.request_handler),
-            request_factory=inner.request_factory,
-            access_log=None,
-            keepalive_timeout=config.idle_timeout_s,
+        loop = asyncio.get_running_loop()
+        front = web.Server(ProtocolFront(state, inner.request_handler), request_factory=inner.request_factory)
+        guard = ConnectionGuard(
+            "api",
+            max_connections=config.max_connections,
+            max_per_client=config.max_connections_per_client,
+            header_timeout_s=config.header_timeout_s,
+            stats=state.metrics.edge,
+            quiet=state.quiet,
         )
-        limit = config.max_connections
-
-        def connection() -> asyncio.Protocol:
-            if len(front.connections) >= limit:
-                return _Refuse()
-            return front()
-
+        options = {"loop": loop, "keepalive_timeout": config.idle_timeout_s, "access_log": None}
+        guards = [guard]
+        probes = None
         try:
             # A deep backlog: a fleet restarting at once opens thousands of connections together.
-            listener = await asyncio.get_running_loop().create_server(
-                connection, config.host, config.port, reuse_address=True, backlog=4096
+            listener = await loop.create_server(
+                lambda: guard.protocol(front, **options),
+                config.host,
+                config.port,
+                reuse_address=True,
+                backlog=4096,
+                ssl=None if tls is None else tls.listener_context,
+                ssl_handshake_timeout=None if tls is None else config.header_timeout_s,
             )
+            if config.probe_port is not None:
+                probes, probe_guard = await _probe_listener(state, config, loop)
+                guards.append(probe_guard)
         except OSError:
             await runner.cleanup()
             raise
-        return cls(app, runner, front, listener)
+        for each in guards:
+            each.start()
+        if tls is not None:
+            tls.start()
+        return cls(app, runner, front, listener, guards, tls, probes)
 
     async def stop(self) -> None:
         self.listener.close()
+        if self.tls is not None:
+            self.tls.stop()
+        for guard in self.guards:
+            guard.stop()
         self.front.pre_shutdown()  # idle keep-alive connections close; busy ones once their request is answered
         await self.app.shutdown()  # on_shutdown: parked requests are answered, in-flight writes land
         await self.front.shutdown(SHUTDOWN_TIMEOUT_S)
+        if self.probes is not None:
+            self.probes.close()  # probes answer until the end: a stopping coordinator says so on /readyz
+        self.state.quiet.close()
         await self.runner.cleanup()  # the cleanup_ctx exits: the loader is cancelled if still running, writer stops
+
+
+async def _probe_listener(
+    state: CoordinatorServer, config: ServerConfig, loop: asyncio.AbstractEventLoop
+) -> tuple[asyncio.Server, ConnectionGuard]:
+    server = web.Server(ProbeHandler(state))
+    guard = ConnectionGuard(
+        "probes",
+        max_connections=PROBE_MAX_CONNECTIONS,
+        max_per_client=PROBE_MAX_PER_CLIENT,
+        header_timeout_s=PROBE_TIMEOUT_S,
+        stats=state.metrics.edge,
+        quiet=state.quiet,
+    )
+    options = {"loop": loop, "keepalive_timeout": PROBE_TIMEOUT_S, "access_log": None}
+    listener = await loop.create_server(
+        lambda: guard.protocol(server, **options), config.host, config.probe_port, reuse_address=True
+    )
+    return listener, guard

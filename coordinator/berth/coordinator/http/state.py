@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from aiohttp import web
-from multidict import CIMultiDictProxy
 
-from berth.coordinator.core import Coordinator
-from berth.coordinator.http.auth import Principal
+from berth.coordinator.core import Coordinator, Write
+from berth.coordinator.core.events import EventType
+from berth.coordinator.http.audit import Audit
+from berth.coordinator.http.auth import JOURNAL_READ, AuthFailure, Principal
 from berth.coordinator.http.clock import Clock
 from berth.coordinator.http.config import ServerConfig
 from berth.coordinator.http.engine import Engine, FaultInjector, WriterPort, WritesDone
@@ -35,6 +36,7 @@ from berth.coordinator.http.errors import (
 )
 from berth.coordinator.http.journal import JournalWaiters
 from berth.coordinator.http.metrics import Metrics
+from berth.coordinator.http.quiet_log import QuietLog
 from berth.coordinator.protocol.routes import Access
 
 log = logging.getLogger("berth.coordinator")
@@ -61,7 +63,9 @@ class CoordinatorServer:
         self.config = config
         self.clock = clock
         self.core = core
-        self.metrics = Metrics()
+        self.metrics = Metrics(config.metrics_max_groups)
+        self.quiet = QuietLog(log)  # lines a client can provoke: rate-limited
+        self.audit = Audit(self.metrics.edge, self.quiet)
         self.journal = journal
         self.journal_polls = JournalWaiters(clock)
         self.loaded = asyncio.Event()
@@ -89,7 +93,7 @@ class CoordinatorServer:
         """The application's ``cleanup_ctx``: start the engine and the loader task; on exit cancel the loader
         if it is still running and stop the writer."""
         self.running_engine = Engine(
-            self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew
+            self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew, self._observe
         )
         self._loader = asyncio.create_task(self._load(), name="berth-load")
         try:
@@ -131,20 +135,29 @@ class CoordinatorServer:
     def _journal_grew(self) -> None:
         self.journal_polls.notify(self.journal.last_seq())
 
+    def _observe(self, write: Write) -> None:
+        """Count a write's rebalances per group (the bounded per-group series, ``group_metrics``)."""
+        for event in write.events:
+            if event["type"] == EventType.REBALANCE_STARTED:
+                self.metrics.groups.rebalance(event["group_id"], str(event.get("cause", "")))
+
     # ------------------------------------------------------------------------------------------ request steps
 
-    def authorize(self, headers: CIMultiDictProxy[str], access: Access, group_id: str | None = None) -> None:
-        """docs/api.md §10 "Tokens": 401 without a valid token, 403 when the token may not do this."""
+    def authorize(self, request: web.BaseRequest, access: Access, group_id: str | None = None) -> Principal | None:
+        """docs/api.md §10 "Tokens": 401 without a valid token, 403 when the token may not do this; the caller's
+        principal (None when the coordinator has no tokens or the route is open). Refusals are audited."""
         tokens = self.config.tokens
         if tokens is None or access is Access.OPEN:
-            return
-        principal: Principal | None = tokens.authenticate(headers.get("Authorization"))
-        if principal is None:
+            return None
+        found = tokens.identify(request.headers.get("Authorization"))
+        if not isinstance(found, Principal):
+            self.audit.refused(request, found)
             raise unauthorized("Authorization: a valid 'Bearer <token>' header is required")
-        if access is Access.ADMIN and not principal.admin:
-            raise forbidden(f"Authorization: token {principal.fingerprint} is not an admin token")
-        if group_id is not None and not principal.may_use_group(group_id):
-            raise forbidden(f"Authorization: token {principal.fingerprint} may not use this group")
+        refusal = _refusal(found, access, group_id)
+        if refusal is not None:
+            self.audit.refused(request, AuthFailure.FORBIDDEN, found.name)
+            raise forbidden(f"Authorization: token {found.name!r} {refusal}")
+        return found
 
     async def read_body(self, request: web.BaseRequest, *, answer_expect: bool = False) -> bytes:
         """The request's JSON body as bytes: 413 over the size limit, 408 when it is late, 400 when empty,
@@ -186,6 +199,17 @@ class CoordinatorServer:
         """True while persisted state is still loading (answer in-band 14); raises 503 when shutting down."""
         self.refuse_if_closed()
         return self.running_engine is None or not self.running_engine.ready
+
+
+def _refusal(principal: Principal, access: Access, group_id: str | None) -> str | None:
+    """Why ``principal`` may not make this call, or None when it may."""
+    if access is Access.ADMIN and not principal.admin:
+        return "is not an admin token"
+    if access is Access.JOURNAL and not principal.has_scope(JOURNAL_READ):
+        return f"may not read the journal (needs admin or the {JOURNAL_READ} scope)"
+    if group_id is not None and not principal.may_use_group(group_id):
+        return "may not use this group"
+    return None
 
 
 #: Where the application keeps its ``CoordinatorServer``.

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from berth.coordinator.http import health
+from berth.coordinator.http.audit import acting_as
 from berth.coordinator.http.errors import from_invalid, not_found
 from berth.coordinator.http.protocol_views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
 from berth.coordinator.http.responses import answer_response, json_response, struct_response
@@ -29,11 +31,10 @@ from berth.coordinator.protocol import (
     InvalidRequest,
     ListResponse,
     OffsetFetchResponse,
-    StatusResponse,
     StoreFaultsRequest,
     StoreFaultsResponse,
 )
-from berth.coordinator.protocol.codec import RequestCodec, encode, query_api_version, query_int
+from berth.coordinator.protocol.codec import RequestCodec, query_api_version, query_int
 from berth.coordinator.protocol.openapi import openapi_document
 from berth.coordinator.protocol.routes import (
     JOURNAL_DEFAULT_LIMIT,
@@ -62,11 +63,22 @@ def raw_group_segment(request: web.BaseRequest) -> str:
     return request.raw_path.split("?", 1)[0].split("/")[3]
 
 
+#: Where a request keeps the name of the token it was authorized with (the ``actor`` of its journal events).
+_ACTOR = "berth.actor"
+
+
 def _group_route(request: web.Request, access: Access = Access.GROUP) -> tuple[CoordinatorServer, GroupId]:
     state = request.app[STATE]
     group_id = group_id_of(raw_group_segment(request))
-    state.authorize(request.headers, access, group_id)
+    principal = state.authorize(request, access, group_id)
+    if principal is not None:
+        request[_ACTOR] = principal.name
     return state, group_id
+
+
+def _actor(request: web.Request) -> str | None:
+    actor: str | None = request.get(_ACTOR)
+    return actor
 
 
 def _version(request: web.Request, api: str) -> int:
@@ -112,7 +124,7 @@ async def describe(request: web.Request) -> web.Response:
 
 async def list_groups(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    state.authorize(request.headers, Access.ADMIN)
+    state.authorize(request, Access.ADMIN)
     version = _version(request, "list")
     if state.loading():
         return answer_response(ListResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
@@ -126,7 +138,7 @@ async def delete_group(request: web.Request) -> web.Response:
         return answer_response(DeleteResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
     core = state.core
     answer = await state.engine.call(
-        lambda ticket, now: core.delete_group(group_id, ticket, now),
+        acting_as(_actor(request), lambda ticket, now: core.delete_group(group_id, ticket, now)),
         lambda: DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
     )
@@ -143,7 +155,7 @@ async def put_expected_members(request: web.Request) -> web.Response:
         return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
     core = state.core
     answer = await state.engine.call(
-        lambda ticket, now: core.put_expected_members(group_id, ids, ticket, now),
+        acting_as(_actor(request), lambda ticket, now: core.put_expected_members(group_id, ids, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
     )
@@ -163,7 +175,7 @@ async def delete_expected_members(request: web.Request) -> web.Response:
         return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
     core = state.core
     answer = await state.engine.call(
-        lambda ticket, now: core.delete_expected_members(group_id, ticket, now),
+        acting_as(_actor(request), lambda ticket, now: core.delete_expected_members(group_id, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
     )
@@ -175,7 +187,7 @@ async def delete_expected_members(request: web.Request) -> web.Response:
 
 async def get_config(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    state.authorize(request.headers, Access.TOKEN)
+    state.authorize(request, Access.TOKEN)
     c = state.config.core
     return struct_response(
         ConfigResponse(
@@ -192,7 +204,7 @@ async def get_config(request: web.Request) -> web.Response:
 
 async def get_openapi(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    state.authorize(request.headers, Access.TOKEN)
+    state.authorize(request, Access.TOKEN)
     config = state.config
     document = openapi_document(manual_clock=config.manual_clock, auth=config.tokens is not None, limits=config.limits)
     return struct_response(document)
@@ -201,7 +213,7 @@ async def get_openapi(request: web.Request) -> web.Response:
 async def journal(request: web.Request) -> web.Response:
     """A page of the journal; with ``wait_ms`` and nothing after ``after``, a long-poll (docs/api.md §8)."""
     state = request.app[STATE]
-    state.authorize(request.headers, Access.ADMIN)
+    state.authorize(request, Access.JOURNAL)
     after = _query_int(request, "after", 0, 0, 2**63 - 1)
     limit = _query_int(request, "limit", JOURNAL_DEFAULT_LIMIT, 0, JOURNAL_MAX_LIMIT)
     wait_ms = _query_int(request, "wait_ms", 0, 0, JOURNAL_MAX_WAIT_MS)
@@ -251,44 +263,16 @@ async def debug_store(request: web.Request) -> web.Response:
     return struct_response(StoreFaultsResponse(faults.injected))
 
 
-_OK = encode(StatusResponse("ok"))
-_READY = encode(StatusResponse("ready"))
-
-
 async def healthz(request: web.Request) -> web.Response:
-    return json_response(_OK)
+    return health.liveness()
 
 
 async def readyz(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    if state.started and state.engine.ready and not state.engine.closing:
-        return json_response(_READY)
-    return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+    return health.readiness(request.app[STATE])
 
 
 async def metrics(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    return web.Response(text=state.metrics.render(lambda: _gauges(state)), content_type="text/plain", charset="utf-8")
-
-
-def _gauges(state: CoordinatorServer) -> list[tuple[str, str, dict[str, str], float]]:
-    core = state.core
-    by_state = core.groups_by_state()
-    rows: list[tuple[str, str, dict[str, str], float]] = [
-        ("berth_groups", "gauge", {"state": name}, float(by_state.get(name, 0)))
-        for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
-    ]
-    rows.append(("berth_members", "gauge", {}, float(core.member_count())))
-    rows.extend(
-        ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
-        for cause, n in sorted(core.rebalances_by_cause.items())
-    )
-    if state.started:
-        rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
-        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
-    rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
-    rows.append(("berth_ready", "gauge", {}, 1.0 if state.loaded.is_set() else 0.0))
-    return rows
+    return health.prometheus_text(request.app[STATE])
 
 
 VIEWS: dict[str, View] = {

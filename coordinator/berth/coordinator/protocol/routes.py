@@ -55,6 +55,7 @@ class Access(Enum):
     TOKEN = "token"  # any valid token
     GROUP = "group"  # a token whose group patterns match the group (or an admin token)
     ADMIN = "admin"  # an admin token
+    JOURNAL = "journal"  # an admin token or one with the journal:read scope (the analytics job's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +149,9 @@ ROUTES: tuple[Route, ...] = (
     Route("config", "GET", "/v1/config", "Effective limits and API versions", ConfigResponse, access=Access.TOKEN),
     Route("openapi", "GET", "/v1/openapi.json", "This document", dict, access=Access.TOKEN, documented=False),
     Route(
-        "journal", "GET", "/v1/journal", "The membership journal, paged, or a long-poll (admin, docs/api.md §8)",
-        JournalResponse, access=Access.ADMIN, query=(_AFTER, _LIMIT, _WAIT),
+        "journal", "GET", "/v1/journal",
+        "The membership journal, paged, or a long-poll (admin or journal:read, docs/api.md §8)",
+        JournalResponse, access=Access.JOURNAL, query=(_AFTER, _LIMIT, _WAIT),
     ),
     Route(
         "debug_clock", "POST", "/v1/debug/clock", "Advance the manual clock (tests only, docs/api.md §9)",

@@ -2,9 +2,10 @@
 
 It runs the command as a user would (a subprocess of this Python, never an import of the server), on a data
 directory and a free port (``--port 0`` unless ``extra_args`` name one: the last flag wins), and finds its URL in
-the ready line it prints once ``/readyz`` answers. ``stop()`` sends SIGTERM and returns the exit status,
-``kill()`` sends SIGKILL (crash tests), ``restart()`` starts it again on the same data directory. Its stderr is
-appended to ``<data_dir>.stderr.log``. ``cpu`` pins it to one core with ``taskset`` where that exists.
+the ready line it prints once ``/readyz`` answers (http or https; with ``--probe-port``, the probe listener's URL
+goes to ``probe_url``). ``stop()`` sends SIGTERM and returns the exit status, ``kill()`` sends SIGKILL (crash
+tests), ``restart()`` starts it again on the same data directory. Its stderr is appended to
+``<data_dir>.stderr.log``. ``cpu`` pins it to one core with ``taskset`` where that exists.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-READY_LINE = re.compile(r"^listening on (http://\S+)$")
+READY_LINE = re.compile(r"^listening on (https?://\S+)$")
+PROBES_LINE = re.compile(r"^probes on (http://\S+)$")
 
 
 class CoordinatorProcess:
@@ -30,6 +32,7 @@ class CoordinatorProcess:
         self.cpu = cpu
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
+        self.probe_url = ""  # with --probe-port: where /healthz, /readyz and /metrics are also served
         self.log_path = data_dir.parent / f"{data_dir.name}.stderr.log"
 
     @property
@@ -59,6 +62,9 @@ class CoordinatorProcess:
             line = self.proc.stdout.readline()
             if not line:
                 break
+            probes = PROBES_LINE.match(line.strip())
+            if probes:
+                self.probe_url = probes.group(1)
             match = READY_LINE.match(line.strip())
             if match:
                 self.url = match.group(1)

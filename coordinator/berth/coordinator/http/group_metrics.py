@@ -1,0 +1,120 @@
+"""Per-group Prometheus series with a bounded number of groups (docs/api.md §10 "Metrics").
+
+Owns ``GroupMetrics``: each group's state, member count, generation, rebalances by cause, and join and sync
+latency histograms. Rules:
+
+- Cardinality is bounded: at most ``max_groups`` groups have per-group series. A group takes a slot when it is
+  first seen (at start in load order, then when it first rebalances or is first scraped with a slot free) and keeps
+  it until it no longer exists (deleted or expired); then the slot goes to the next group. Groups without a slot
+  are counted in ``berth_metrics_groups_omitted`` and appear only in the aggregate series. A slot never moves
+  between live groups, so a series never jumps from one group to another between scrapes.
+- Recording is cheap (a dict lookup, a bisect); the gauges are read at scrape time from the caller's groups.
+- Nothing here knows the core: the caller hands in group ids and a way to read a group's figures.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+
+#: Join and sync answers wait for the rebalance: their buckets reach the rebalance timeout's range.
+GROUP_BUCKETS_S = (0.01, 0.05, 0.25, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0)
+
+Sample = tuple[str, dict[str, str], float]
+
+
+class Histogram:
+    __slots__ = ("buckets", "counts", "sum")
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.buckets, seconds)] += 1
+        self.sum += seconds
+
+    def samples(self, name: str, labels: dict[str, str]) -> list[Sample]:
+        rows: list[Sample] = []
+        cumulative = 0
+        for bound, count in zip((*self.buckets, float("inf")), self.counts, strict=True):
+            cumulative += count
+            rows.append(
+                (f"{name}_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, cumulative)
+            )
+        rows.append((f"{name}_sum", labels, self.sum))
+        rows.append((f"{name}_count", labels, cumulative))
+        return rows
+
+
+class GroupSeries:
+    """The counters of one group holding a slot."""
+
+    __slots__ = ("join", "rebalances", "sync")
+
+    def __init__(self) -> None:
+        self.rebalances: dict[str, int] = {}
+        self.join = Histogram(GROUP_BUCKETS_S)
+        self.sync = Histogram(GROUP_BUCKETS_S)
+
+
+#: (state, members, generation) of a live group, or None when it no longer exists.
+GroupFigures = Callable[[str], tuple[str, int, int] | None]
+
+
+class GroupMetrics:
+    def __init__(self, max_groups: int) -> None:
+        self.max_groups = max_groups
+        self.series: dict[str, GroupSeries] = {}
+        self.omitted = 0
+
+    def slot(self, group_id: str) -> GroupSeries | None:
+        """The group's series, taking a free slot if it has none; None when every slot is taken."""
+        series = self.series.get(group_id)
+        if series is None and len(self.series) < self.max_groups:
+            series = self.series[group_id] = GroupSeries()
+        return series
+
+    def rebalance(self, group_id: str, cause: str) -> None:
+        series = self.slot(group_id)
+        if series is not None:
+            series.rebalances[cause] = series.rebalances.get(cause, 0) + 1
+
+    def observe(self, operation: str, group_id: str, seconds: float) -> None:
+        """A join or sync answered after ``seconds``."""
+        series = self.slot(group_id)
+        if series is not None:
+            (series.join if operation == "join" else series.sync).observe(seconds)
+
+    def refresh(self, live: Iterable[str], count: int, figures: GroupFigures) -> None:
+        """At scrape time: free the slots of groups that are gone, give free slots to live groups in order."""
+        for group_id in [g for g in self.series if figures(g) is None]:
+            del self.series[group_id]
+        if len(self.series) < self.max_groups:
+            for group_id in live:
+                if len(self.series) >= self.max_groups:
+                    break
+                self.slot(group_id)
+        self.omitted = max(0, count - len(self.series))
+
+    def samples(self, figures: GroupFigures) -> list[Sample]:
+        rows: list[Sample] = []
+        for group_id, series in self.series.items():
+            current = figures(group_id)
+            if current is None:
+                continue
+            state, members, generation = current
+            group = {"group": group_id}
+            rows.append(("berth_group_state", {**group, "state": state}, 1))
+            rows.append(("berth_group_members", group, members))
+            rows.append(("berth_group_generation", group, generation))
+            rows.extend(
+                ("berth_group_rebalances_total", {**group, "cause": cause}, n)
+                for cause, n in sorted(series.rebalances.items())
+            )
+            rows.extend(series.join.samples("berth_group_join_duration_seconds", group))
+            rows.extend(series.sync.samples("berth_group_sync_duration_seconds", group))
+        rows.append(("berth_metrics_groups_exported", {}, len(self.series)))
+        rows.append(("berth_metrics_groups_omitted", {}, self.omitted))
+        return rows

@@ -1,0 +1,68 @@
+"""The operations answers: liveness, readiness and the Prometheus text (docs/api.md §2, §10 "Metrics").
+
+Shared by the application's views and the probe listener (``probes``), so ``/healthz``, ``/readyz`` and
+``/metrics`` answer the same on either port. The gauges are read from the core at scrape time; the per-group
+series are bounded by ``--metrics-max-groups`` (``group_metrics``).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from berth.coordinator.http.responses import json_response, struct_response
+from berth.coordinator.http.state import CoordinatorServer
+from berth.coordinator.protocol import StatusResponse
+from berth.coordinator.protocol.codec import encode
+
+_OK = encode(StatusResponse("ok"))
+_READY = encode(StatusResponse("ready"))
+
+Row = tuple[str, str, dict[str, str], float]
+
+
+def liveness() -> web.Response:
+    return json_response(_OK)
+
+
+def readiness(state: CoordinatorServer) -> web.Response:
+    if state.started and state.engine.ready and not state.engine.closing:
+        return json_response(_READY)
+    return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+
+
+def prometheus_text(state: CoordinatorServer) -> web.Response:
+    text = state.metrics.render(lambda: gauges(state))
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+def gauges(state: CoordinatorServer) -> list[Row]:
+    core = state.core
+    by_state = core.groups_by_state()
+    rows: list[Row] = [
+        ("berth_groups", "gauge", {"state": name}, float(by_state.get(name, 0)))
+        for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
+    ]
+    rows.append(("berth_members", "gauge", {}, float(core.member_count())))
+    rows.extend(
+        ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
+        for cause, n in sorted(core.rebalances_by_cause.items())
+    )
+    if state.started:
+        rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
+        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
+    rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
+    rows.append(("berth_ready", "gauge", {}, 1.0 if state.loaded.is_set() else 0.0))
+    rows.extend(per_group(state))
+    return rows
+
+
+def per_group(state: CoordinatorServer) -> list[Row]:
+    groups = state.core.groups
+
+    def figures(group_id: str) -> tuple[str, int, int] | None:
+        group = groups.get(group_id)  # type: ignore[call-overload]  # a GroupId is a str
+        return None if group is None else (group.state.value, len(group.members), group.generation_id)
+
+    tracked = state.metrics.groups
+    tracked.refresh(groups, len(groups), figures)
+    return [(name, "", labels, float(value)) for name, labels, value in tracked.samples(figures)]

@@ -1,0 +1,56 @@
+"""The probe listener (``--probe-port``): ``/healthz``, ``/readyz`` and ``/metrics`` on a port of their own.
+
+The API port can be filled to ``--max-connections`` by clients that hold their connections (slowloris); the
+kubelet's probes and Prometheus then still get their answers here, instead of a 503 that would restart a
+healthy coordinator. Rules: plain HTTP (probes carry no secrets), GET and HEAD only, the same answers as the API
+port (``health``); its own small connection caps and short timeouts, so it cannot become the next thing to fill.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import cast
+
+from aiohttp import web
+
+from berth.coordinator.http import health
+from berth.coordinator.http.connections import BerthConnection
+from berth.coordinator.http.errors import method_not_allowed, not_found
+from berth.coordinator.http.responses import error_response
+from berth.coordinator.http.state import CoordinatorServer
+
+#: The kubelet opens a connection per probe and Prometheus keeps one: a few dozen is plenty.
+PROBE_MAX_CONNECTIONS = 64
+PROBE_MAX_PER_CLIENT = 16
+PROBE_TIMEOUT_S = 5.0  # both the header timeout and the idle timeout on this listener
+
+
+class ProbeHandler:
+    """The probe listener's one handler (aiohttp's low-level ``web.Server``)."""
+
+    def __init__(self, state: CoordinatorServer) -> None:
+        self.state = state
+        self.answers: dict[str, tuple[str, Callable[[], web.Response]]] = {
+            "/healthz": ("healthz", health.liveness),
+            "/readyz": ("readyz", lambda: health.readiness(state)),
+            "/metrics": ("metrics", lambda: health.prometheus_text(state)),
+        }
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        connection = cast(BerthConnection, request.protocol)
+        connection.request_started()
+        started = time.perf_counter()
+        try:
+            found = self.answers.get(request.path)
+            route = "unmatched" if found is None else found[0]
+            if found is None:
+                response = error_response(not_found(f"path: the probe port serves only {', '.join(self.answers)}"))
+            elif request.method not in ("GET", "HEAD"):
+                response = error_response(method_not_allowed(f"method: {request.method} not allowed here"))
+            else:
+                response = found[1]()
+            self.state.metrics.observe_request(route, response.status, time.perf_counter() - started)
+            return response
+        finally:
+            connection.request_done()
