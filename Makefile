@@ -7,7 +7,7 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java etcd tools lint typecheck imports test test-fast demo soak bench clean
+.PHONY: install java etcd promtool tools lint typecheck imports test test-fast demo soak bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,9 +24,12 @@ java:
 etcd:
 	scripts/ensure-etcd.sh
 
+promtool:
+	scripts/ensure-promtool.sh
+
 tools: $(TOOLS)
 
-install: $(STAMP) $(TOOLS) java etcd
+install: $(STAMP) $(TOOLS) java etcd promtool
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
