@@ -33,6 +33,7 @@ from berth.operator.planners.coordinator_target import (
     BerthTarget,
     CoordinatorTarget,
 )
+from berth.operator.planners.disruption_budget import describe_budget
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.scaling import (
     BatchLeave,
@@ -45,6 +46,7 @@ from berth.operator.planners.scaling import (
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE
+from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, claims_on_deletion, report_retained_claims
 from berth.operator.ports import (
     Applied,
     ApplyResult,
@@ -192,7 +194,7 @@ class FleetPass:
                 if deleted
                 else (f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete)")
             )
-            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet")
+            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet{claims_on_deletion(fleet)}")
             return None
         self._announce_waiting(plan.waiting)
         return plan.waiting
@@ -349,6 +351,10 @@ class FleetPass:
             notes=coordinator_notes(fleet, coordinator),
         )
         await self._write(fleet_status.only_changes(self.status, patch))
+        claims = report_retained_claims(fleet, self.status, claims=view.claims, existing_pods=view.observation.existing)
+        await self._write(claims.patch)
+        if claims.event is not None:
+            self.events.info(CLAIMS_RETAINED_EVENT, claims.event)
         if was_refused:
             self.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
 
@@ -420,6 +426,9 @@ class FleetPass:
             self.events.info("Created", f"created headless Service {name}")
         elif applied.service is Applied.UPDATED:
             self.events.info("Updated", f"updated headless Service {name}")
+        budget = describe_budget(applied.disruption_budget, name, fleet.spec.stateful.disruption_budget)
+        if budget is not None:
+            self.events.info(*budget)
 
     def _announce_waiting(self, waiting: str | None) -> None:
         if waiting is None:
