@@ -192,3 +192,21 @@ def test_the_fleets_disruption_budget_follows_its_spec_and_claim_templates_canno
     wait_until(lambda: stage.get("pdb", "orders") is None, "the budget deleted")
     assert "deleted PodDisruptionBudget orders: spec.podDisruptionBudget.enabled is false" in stage.messages("Deleted")
     stage.ready_and_stable(2)
+
+
+def test_a_claim_template_the_api_server_refuses_can_be_corrected_before_the_statefulset_exists(stage: Stage) -> None:
+    """The CRD keeps a claim's spec as given, and Kubernetes checks a StatefulSet's claim templates only when its
+    controller makes the claims; the operator has the API server check one claim of each template (a dry run) before
+    it creates the StatefulSet. Refused, the fleet has no StatefulSet, so its templates may still change (a CEL rule
+    on the fleet could not allow that)."""
+    no_size = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    stage.apply(fleet_body("orders", 1, stage.group, volumeClaimTemplates=[no_size]))
+    refused = wait_until(lambda: (c := stage.condition("SpecValid")).get("status") == "False" and c, "refused")
+    assert refused["reason"] == "TemplateRejected"
+    message = refused["message"]
+    assert message.startswith("spec.volumeClaimTemplates[0]: the API server refuses its claims:"), message
+    assert "spec.resources[storage]: Required value" in message, message
+    assert stage.get("statefulset", "orders") is None
+    patch_fleet(stage, {"volumeClaimTemplates": [CLAIM]})
+    stage.ready_and_stable(1)
+    assert set(claims(stage)) == {"data-orders-0"}

@@ -10,6 +10,9 @@ per-pod volume claims. Rules:
   template, replaced whole (a JSON patch, so an entry removed from the fleet's template disappears from the pods
   too; a merge patch would keep it), the update strategy and the claim retention policy. The selector,
   serviceName and podManagementPolicy are set at creation only.
+- Before the StatefulSet is created, the API server checks one claim of each claim template (a dry-run create),
+  because Kubernetes itself checks them only when the StatefulSet controller makes the claims: a template it
+  refuses is the fleet's :class:`WorkloadRejected`, not a pod that never appears.
 - The claim templates are fixed at creation too: the StatefulSet carries a hash of those it was created with
   (``berth.dev/claim-templates-hash``; none recorded means none), and a plan with other templates is refused
   (:class:`WorkloadRejected`) before anything is written, instead of an update the API server would refuse.
@@ -51,6 +54,7 @@ from berth.operator.kube.owned_objects import planned_hash as planned_hash
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.instances import ordinal_of
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
+from berth.operator.planners.volume_claims import claim_name
 from berth.operator.ports import Applied, ApplyResult, WorkloadObservation, WorkloadRejected, WorkloadView
 
 
@@ -150,6 +154,7 @@ class StatefulSetWorkload:
         claims = claim_templates_hash(planned)
         live = await self._read_statefulset()
         if live is None:
+            await self._try_claims(planned)
             try:
                 body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted, CLAIM_TEMPLATES_HASH_ANNOTATION: claims})
                 await call_json(self.apps.create_namespaced_stateful_set, self.namespace, body)
@@ -178,6 +183,38 @@ class StatefulSetWorkload:
             self.apps.patch_namespaced_stateful_set, self.name, self.namespace, patch, _content_type=JSON_PATCH
         )
         return Applied.UPDATED
+
+    async def _try_claims(self, planned: Mapping[str, Any]) -> None:
+        """Let the API server check one claim of each template (a dry run) before the StatefulSet is created.
+
+        Kubernetes checks a StatefulSet's claim templates only when its controller creates the claims, and then a
+        refusal is an Event on the StatefulSet while the pod never appears; checked here, it is the fleet's
+        condition instead. A claim that exists already (kept from an earlier fleet of that name) is the one the
+        StatefulSet will use: nothing to check.
+        """
+        spec = planned["spec"]
+        for index, template in enumerate(spec.get("volumeClaimTemplates") or []):
+            metadata = template.get("metadata") or {}
+            labels = {**(metadata.get("labels") or {}), **spec["selector"]["matchLabels"]}
+            name = claim_name(str(metadata.get("name")), self.name, 0)
+            claim = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {**metadata, "name": name, "namespace": self.namespace, "labels": labels},
+                "spec": template.get("spec") or {},
+            }
+            try:
+                await call_json(
+                    self.core.create_namespaced_persistent_volume_claim, self.namespace, claim, dry_run="All"
+                )
+            except ApiException as error:
+                if error.status in (400, 422):
+                    raise WorkloadRejected(
+                        f"spec.volumeClaimTemplates[{index}]: the API server refuses its claims:"
+                        f" {api_error_text(error)}"
+                    ) from error
+                if error.status != 409:
+                    raise
 
     async def _ensure_service(self, planned: Mapping[str, Any]) -> Applied:
         wanted = planned_hash(planned)
