@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from berth.operator.planners.disruption_budget import describe_budget
-from berth.operator.planners.statefulset import plan_statefulset, updatable_spec
+from berth.operator.planners.statefulset import describe_rollout, plan_statefulset, updatable_spec
 from berth.operator.planners.volume_claims import (
     claims_on_deletion,
     report_retained_claims,
@@ -149,6 +149,18 @@ def test_an_update_sets_what_is_planned_and_puts_kubernetes_defaults_back_for_wh
     assert updates["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
     # The claim templates are fixed at creation: never part of an update.
     assert "volumeClaimTemplates" not in updates
+
+
+def test_the_updated_event_says_how_the_template_reaches_the_pods() -> None:
+    assert describe_rollout(None) == "its pods restart one at a time and rejoin as themselves, without a rebalance"
+    assert describe_rollout(UpdateStrategy(UpdateStrategyType.ROLLING_UPDATE, partition=0)) == describe_rollout(None)
+    assert describe_rollout(UpdateStrategy(UpdateStrategyType.ROLLING_UPDATE, partition=2)) == (
+        "its pods from ordinal 2 up restart one at a time and rejoin as themselves, without a rebalance; those below"
+        " keep the old template (partition 2)"
+    )
+    assert describe_rollout(UpdateStrategy(UpdateStrategyType.ON_DELETE)).startswith(
+        "each pod takes it when it is next deleted (updateStrategy OnDelete)"
+    )
 
 
 def test_a_disabled_budget_is_planned_as_none(fleet_body: FleetBody) -> None:

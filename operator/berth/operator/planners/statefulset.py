@@ -34,6 +34,7 @@ from berth.operator.planners.coordinator_target import KafkaTarget, resolve_targ
 from berth.operator.planners.disruption_budget import plan_disruption_budget
 from berth.operator.planners.sizing import heartbeat_interval_ms
 from berth.operator.spec import Fleet, OperatorDefaults, SpecError
+from berth.operator.spec_stateful import UpdateStrategy, UpdateStrategyType
 
 FLEET_API_VERSION = "berth.dev/v1alpha1"
 FLEET_KIND = "ConsumerFleet"
@@ -201,6 +202,19 @@ def _owned_metadata(fleet: Fleet, labels: Mapping[str, str]) -> dict[str, Any]:
             }
         ],
     }
+
+
+def describe_rollout(strategy: UpdateStrategy | None) -> str:
+    """How a changed pod template reaches the pods, for the ``Updated`` Event."""
+    rejoin = "rejoin as themselves, without a rebalance"
+    if strategy is not None and strategy.type is UpdateStrategyType.ON_DELETE:
+        return f"each pod takes it when it is next deleted (updateStrategy OnDelete), and its member will {rejoin}"
+    if strategy is not None and strategy.partition:
+        return (
+            f"its pods from ordinal {strategy.partition} up restart one at a time and {rejoin}; those below keep"
+            f" the old template (partition {strategy.partition})"
+        )
+    return f"its pods restart one at a time and {rejoin}"
 
 
 def _stateful_fields(fleet: Fleet) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from berth.operator.planners.scaling import (
     plan_scaling,
 )
 from berth.operator.planners.sizing import SessionTimeoutError
-from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
+from berth.operator.planners.statefulset import PlannedWorkload, describe_rollout, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, claims_on_deletion, report_retained_claims
 from berth.operator.ports import (
@@ -419,8 +419,8 @@ class FleetPass:
         elif applied.statefulset is Applied.UPDATED:
             self.events.info(
                 "Updated",
-                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms): its pods restart"
-                " one at a time and rejoin as themselves, without a rebalance",
+                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms):"
+                f" {describe_rollout(fleet.spec.stateful.update_strategy)}",
             )
         if applied.service is Applied.CREATED:
             self.events.info("Created", f"created headless Service {name}")
