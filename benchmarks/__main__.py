@@ -25,6 +25,7 @@ BENCHMARKS = {
     "pipeline": "benchmarks.pipeline_bench",
     "kafka_scale_down": "benchmarks.kafka_scale_down",
     "static_restart": "benchmarks.static_restart",
+    "status_lag": "benchmarks.status_lag",
 }
 
 

@@ -126,7 +126,12 @@ def check_network_policies(docs: list[Obj]) -> None:
     assert not any(selects(p["podSelector"], {"app": "anything-else"}) for p in peers)
     operator_policy = one(docs, "NetworkPolicy", "berth-operator")["spec"]
     assert selects(operator_policy["podSelector"], operator_pod)
-    assert operator_policy["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]
+    # Liveness from anywhere (the kubelet), metrics from any pod (networkPolicy.operator.metricsFrom narrows it).
+    assert operator_policy["ingress"] == [
+        {"ports": [{"port": 8080, "protocol": "TCP"}]},
+        {"ports": [{"port": 8081, "protocol": "TCP"}]},
+    ]
+    assert arg_after(operator_args(docs), "--metrics-port") == "8081"
 
 
 def check_trusted_coordinators(docs: list[Obj]) -> None:
@@ -213,6 +218,12 @@ def check_service_monitor(docs: list[Obj]) -> None:
     assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("http", "/metrics")]
     assert monitor["spec"]["endpoints"][0]["port"] in ports
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    pod_monitor = one(docs, "PodMonitor", "berth-operator")
+    operator = one(docs, "Deployment", "berth-operator")["spec"]["template"]
+    assert selects(pod_monitor["spec"]["selector"], operator["metadata"]["labels"]), "the PodMonitor selects no pod"
+    metrics_ports = {p["name"] for c in operator["spec"]["containers"] for p in c.get("ports", [])}
+    assert [e["port"] for e in pod_monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+    assert "metrics" in metrics_ports
 
 
 def check_existing_secret(docs: list[Obj]) -> None:
@@ -249,7 +260,7 @@ def check_maintenance_pdb(docs: list[Obj]) -> None:
 
 def check_liveness_off(docs: list[Obj]) -> None:
     operator = container(docs, "Deployment", "berth-operator")
-    assert "livenessProbe" not in operator and "ports" not in operator
+    assert "livenessProbe" not in operator and [p["name"] for p in operator["ports"]] == ["metrics"]
     assert arg_after(operator["args"], "--liveness-port") == "0"
 
 
@@ -419,7 +430,7 @@ CASES = [
 IDS = [case.id for case in CASES]
 
 #: Kinds the tests' API server does not serve (no Prometheus Operator); check_service_monitor checks it instead.
-NOT_SERVED = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+NOT_SERVED = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor")}
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition"}
 STANDARD_LABELS = {
     "app.kubernetes.io/name",
@@ -525,10 +536,13 @@ def test_probes_use_the_documented_endpoints(case: Case) -> None:
         assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
         assert {p["name"] for p in coordinator["ports"]} == {"http"}
     operator = container(docs, "Deployment", operator_name(docs))
+    ports = {p["name"]: p["containerPort"] for p in operator.get("ports", [])}
     if arg_after(operator["args"], "--liveness-port") != "0":
         assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
-        port = int(arg_after(operator["args"], "--liveness-port") or 0)
-        assert [p["containerPort"] for p in operator["ports"]] == [port]
+        assert ports.pop("liveness") == int(arg_after(operator["args"], "--liveness-port") or 0)
+    if arg_after(operator["args"], "--metrics-port") != "0":
+        assert ports.pop("metrics") == int(arg_after(operator["args"], "--metrics-port") or 0)
+    assert ports == {}
 
 
 def operator_name(docs: list[Obj]) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from chart_helpers import ROOT
+from support.net import free_port
 from test_chart_dockerfile import Stage, parse_dockerfile
 
 pytestmark = [pytest.mark.slow]
@@ -78,12 +78,6 @@ def missing_modules(venv: Path, modules: tuple[str, ...]) -> list[str]:
     probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
     found = subprocess.run([venv / "bin" / "python", "-c", probe, *modules], capture_output=True, text=True, check=True)
     return found.stdout.split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -95,12 +94,6 @@ async def group_journal(api: Api, group_id: str, after: int = 0) -> list[dict[st
 async def last_seq(api: Api) -> int:
     events = await api.journal()
     return int(events[-1]["seq"]) if events else 0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class CallbackLog:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
-from member_harness import free_port
+from support.net import free_port
 
 from berth.coordinator.client import (
     AuthorizationError,

@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from member_harness import MemberFactory, form_group, free_port
+from member_harness import MemberFactory, form_group
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.coordinator.client import (
     AuthorizationError,

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from member_harness import form_group, free_port, member_config
+from member_harness import form_group, member_config
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.coordinator.client import CoordinatorAdmin, GroupMember
 from berth.coordinator.client.groups_cli import main

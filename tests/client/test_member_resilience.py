@@ -16,7 +16,6 @@ from member_harness import (
     MemberFactory,
     RecordingSleep,
     form_group,
-    free_port,
     group_journal,
     member_config,
     recording_backoff,
@@ -24,6 +23,7 @@ from member_harness import (
 )
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.coordinator.client import GroupMember, Phase
 

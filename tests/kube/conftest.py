@@ -12,12 +12,12 @@ import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
-from support.kafka_broker import free_port
 from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
 from support.kafka_stage import KafkaStage
 from support.kube import Kube
 from support.kube_cluster import REPO
+from support.net import free_port
 from support.operator_process import OperatorProcess
 
 CHART = REPO / "charts" / "berth"
@@ -84,11 +84,14 @@ def running_operator(
         str(token_file),
         "--liveness-port",
         "0",
+        "--metrics-port",
+        str(metrics_port := free_port()),
         "--reconcile-interval-s",
         "2",
         *getattr(request.module, "OPERATOR_ARGS", ()),
     ]
     operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
+    operator.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     yield operator
     operator.stop()
     forbidden = operator.forbidden()
@@ -119,7 +122,8 @@ def stage(
     coordinator_for_operator: CoordinatorProcess,
 ) -> Iterator[Stage]:
     """A namespace with its kubelet, the module's operator and coordinator, and a group of its own."""
-    yield Stage(kube, namespace, kubelet, coordinator_for_operator, f"kube-orders-{next(_groups)}")
+    group = f"kube-orders-{next(_groups)}"
+    yield Stage(kube, namespace, kubelet, coordinator_for_operator, group, running_operator.metrics_url)
     assert running_operator.process is not None and running_operator.process.poll() is None, running_operator.log()
 
 
@@ -155,6 +159,8 @@ def kafka_stage(
         "--kafka-trusted-bootstrap",
         unreachable_kafka,
         "--liveness-port",
+        "0",
+        "--metrics-port",
         "0",
         "--reconcile-interval-s",
         "1",

@@ -119,6 +119,7 @@ def test_a_partial_session_timeout_is_completed_by_the_nested_defaults(kube: Kub
 #: (id, object, the field the message must name, words the message must contain)
 REFUSED: list[tuple[str, Obj, str, str]] = [
     ("negative-replicas", fleet(replicas=-1), "spec.replicas", "greater than or equal to 0"),
+    ("too-many-replicas", fleet(replicas=10_001), "spec.replicas", "less than or equal to 10000"),
     ("replicas-as-string", fleet(replicas="3"), "spec.replicas", "integer"),
     ("no-template", {**fleet(), "spec": {"replicas": 1}}, "spec.template", "Required value"),
     ("no-replicas", {**fleet(), "spec": {"template": fleet()["spec"]["template"]}}, "spec.replicas", "Required"),

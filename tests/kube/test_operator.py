@@ -76,6 +76,11 @@ def test_scale_down_sends_one_batch_leave_naming_exactly_the_departed_ids_after_
     assert after["generation_id"] == before["generation_id"] + 1
     assert stage.messages("LeftGroup") == ["left the group: orders-3, orders-4 (1 rebalance)"]
     assert "scaled to 3 replicas" in stage.messages("Scaled")
+    # The operator counts it: one batch leave, two members removed, none departing.
+    assert stage.metric("berth_operator_batch_leaves_total") == 1
+    assert stage.metric("berth_operator_members_left_total") == 2
+    assert stage.metric("berth_operator_departing_members") == 0
+    assert stage.metric("berth_operator_leave_delay_seconds_count") == 1
     # The survivors own every partition between them.
     owned = [set(stage.kubelet.assignments(pod)[-1]["partitions"]) for pod in ("orders-0", "orders-1", "orders-2")]
     assert set().union(*owned) == {f"orders:{p}" for p in range(12)}
@@ -124,6 +129,8 @@ def test_deleting_a_fleet_leaves_everyone_deletes_the_group_and_its_statefulset_
     # The garbage collector removes what the fleet owned.
     wait_until(lambda: stage.get("statefulset", "orders") is None, "the StatefulSet collected")
     wait_until(lambda: stage.get("service", "orders") is None, "the Service collected")
+    # A released fleet's metrics go with it (bounded cardinality).
+    assert stage.metric("berth_operator_fleet_ready") is None
 
 
 def test_refused_fleets_say_why_in_status_columns_and_warning_events(stage: Stage) -> None:

@@ -116,3 +116,15 @@ def test_an_alias_of_the_trusted_url_cannot_take_over_another_namespaces_group(s
     assert admin_leaves(stage.journal()) == []
     assert stage.members() == {"orders-0", "orders-1"}
     assert stage.describe()["generation_id"] == before["generation_id"]
+
+
+def test_a_fleet_asking_for_more_replicas_than_the_operator_allows_is_refused_and_creates_nothing(
+    stage: Stage, team_b: str
+) -> None:
+    """The CRD allows 10,000; this operator allows its default 1,000 (--max-replicas)."""
+    greedy = fleet_body("greedy", 5_000, "greedy")
+    stage.kube.apply(greedy, namespace=team_b)
+    ready = refusal(stage, team_b, "greedy")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "spec.replicas: 5000 is above the operator's maximum of 1000 (--max-replicas)" in ready["message"]
+    assert stage.kube.get("statefulset", "greedy", namespace=team_b) is None

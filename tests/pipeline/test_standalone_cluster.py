@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 from pyspark.sql import SparkSession
+from support.net import free_port
 
 from berth.pipeline.main import main
 
@@ -49,12 +50,6 @@ class Cluster:
         """A fresh ``berth-analyze`` process (a driver of its own) with this cluster as its master."""
         command = [sys.executable, "-m", "berth.pipeline.main", *args, "--master", self.master_url]
         return subprocess.run(command, env=self.environment, capture_output=True, text=True, timeout=240, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def workers_alive(web_port: int) -> int:

@@ -26,3 +26,11 @@ def coordinator_get(process: _CoordinatorProcess, path: str, token: str | None =
     request = urllib.request.Request(process.url + path, headers=headers)
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())
+
+
+def coordinator_post(process: _CoordinatorProcess, path: str, body: Any, token: str | None = None) -> Any:
+    """``POST path`` with a JSON body on a coordinator process; the decoded JSON answer."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(process.url + path, data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())

@@ -7,6 +7,7 @@ group's description and journal from the coordinator, so that tests read as scen
 
 from __future__ import annotations
 
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,17 @@ class Stage:
     kubelet: FakeKubelet
     coordinator: CoordinatorProcess
     group: str
+    operator_metrics_url: str = ""  # the module operator's GET /metrics
+
+    def metric(self, name: str, name_label: str = "orders") -> float | None:
+        """One sample of the operator's metrics for this stage's fleet ``name_label``; None when absent."""
+        with urllib.request.urlopen(self.operator_metrics_url, timeout=10) as answer:
+            text = answer.read().decode()
+        wanted = f'{name}{{fleet="{name_label}",namespace="{self.namespace}"}}'
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        return None
 
     def journal(self) -> list[Obj]:
         events = coordinator_get(self.coordinator, "/v1/journal?after=0&limit=10000", ADMIN_TOKEN)["events"]

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from support.kube_cluster import REPO
+from support.net import free_port
 
 DEFAULT_KFAKE = REPO.parent / "shared" / "tools" / "kafka" / "bin" / "kfake"
 HOW_TO_GET = (
@@ -32,12 +33,6 @@ def find_kfake() -> Path | None:
 
 def external_bootstrap() -> str | None:
     return os.environ.get("BERTH_KAFKA_BOOTSTRAP") or None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class KafkaBroker:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from support.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BIN_DIR = REPO.parent / "shared" / "tools" / "k8s" / "bin"
@@ -52,12 +53,6 @@ def find_binaries() -> Binaries | None:
                 return None
             return Binaries(apiserver, kcm, Path(etcd))
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _openssl(*args: str, cwd: Path) -> None:

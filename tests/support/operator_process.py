@@ -28,6 +28,7 @@ class OperatorProcess:
         self.args = list(args)
         self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
+        self.metrics_url = ""  # set by whoever gave it a --metrics-port
 
     def start(self) -> OperatorProcess:
         output = self.log_path.open("ab")

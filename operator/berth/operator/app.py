@@ -29,6 +29,7 @@ from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.identity import KubeIdentity, load_identity
 from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.workload import StatefulSetWorkload
+from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
 from berth.operator.reconcile.advice_source import AdviceSource
@@ -108,6 +109,7 @@ async def run_operator(
         metadata = body.get("metadata") or {}
         return FleetStatusWriter(fleets, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
 
+    metrics = OperatorMetrics()
     context = PassContext(
         status_for=status_for,
         workload_for=workload_for,
@@ -122,27 +124,33 @@ async def run_operator(
         secrets=SecretReader(api_client),
         evidence=EvidenceRecorder(evidence_journal(options, api_client)),
         stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
+        metrics=metrics,
     )
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))
+    reconciler = FleetReconciler(
+        context, fleets, poll_s=poll_s, journal_source=coordinators.port if options.follow_journal else None
+    )
     register_fleet_handlers(
         registry,
-        FleetReconciler(context, fleets, poll_s=poll_s),
+        reconciler,
         defaults=options.defaults,
         interval_s=interval,
         poll_s=poll_s,
     )
     try:
-        await kopf.operator(
-            registry=registry,
-            settings=build_settings(options),
-            standalone=True,
-            clusterwide=options.namespace is None,
-            namespaces=[options.namespace] if options.namespace else [],
-            liveness_endpoint=f"http://0.0.0.0:{options.liveness_port}/healthz" if options.liveness_port else None,
-            stop_flag=stop_flag,
-            ready_flag=ready_flag,
-        )
+        async with serving(metrics, options.metrics_port):
+            await kopf.operator(
+                registry=registry,
+                settings=build_settings(options),
+                standalone=True,
+                clusterwide=options.namespace is None,
+                namespaces=[options.namespace] if options.namespace else [],
+                liveness_endpoint=f"http://0.0.0.0:{options.liveness_port}/healthz" if options.liveness_port else None,
+                stop_flag=stop_flag,
+                ready_flag=ready_flag,
+            )
     finally:
+        await reconciler.close()
         await coordinators.close()
         api_client.close()  # type: ignore[no-untyped-call]

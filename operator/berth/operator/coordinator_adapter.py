@@ -70,5 +70,10 @@ class ClientCoordinatorPort:
             members=tuple(GroupMember(m.member_id, m.group_instance_id) for m in described.members),
         )
 
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
+        """A page of the journal after ``after`` (a long-poll with ``wait_ms``): the next cursor and its group ids."""
+        page = await self._ask("reading the journal", self.admin.journal(after, limit, wait_ms=wait_ms))
+        return page.next, {str(event.get("group_id")) for event in page.events}
+
     async def delete_group(self, group_id: str) -> str:
         return (await self._ask(f"deleting group {group_id}", self.admin.delete_group(group_id))).name

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from berth.operator.app import run_operator
+from berth.operator.cli import quiet_on_closed_pipe
 from berth.operator.kube.identity import KubeIdentityError, load_identity
 from berth.operator.logs import configure_logging
 from berth.operator.options import OptionsError, parse_options
@@ -22,6 +23,10 @@ logger = logging.getLogger("berth.operator")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return quiet_on_closed_pipe(lambda: run(argv))
+
+
+def run(argv: Sequence[str] | None) -> int:
     try:
         options = parse_options(sys.argv[1:] if argv is None else argv, os.environ)
         identity = load_identity()

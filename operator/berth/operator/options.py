@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from berth.operator.cli import HelpFormatter, add_version
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,
@@ -57,6 +58,10 @@ class OperatorOptions:
     trusted_coordinators: tuple[str, ...] = ()
     #: Seconds a departing pod may stay Terminating past its grace period before its id leaves anyway.
     stuck_terminating_s: float = 120.0
+    #: Follow each Berth coordinator's journal, so status follows a group within ~1 s (else: the timer's pace).
+    follow_journal: bool = True
+    max_replicas: int = 1_000  # the largest spec.replicas acted on
+    metrics_port: int = 8081  # GET /metrics; 0: off
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
@@ -68,6 +73,7 @@ class OperatorOptions:
             kafka=self.kafka,
             kafka_trusted=self.kafka_trusted,
             coordinators_trusted=self.trusted_coordinators,
+            max_replicas=self.max_replicas,
             preferred_heartbeat_interval_ms=self.heartbeat_interval_ms,
         )
 
@@ -102,7 +108,10 @@ class OperatorOptions:
             f"computed session timeouts kept within {self.session_min_ms}..{self.session_max_ms} ms",
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
+            f"metrics: {f'port {self.metrics_port} /metrics' if self.metrics_port else 'off'}",
             f"reconcile interval: {self.reconcile_interval_s:g} s; log format: {self.log_format}",
+            "status follows each coordinator's journal"
+            + (" (one long-poll per coordinator)" if self.follow_journal else ": off (--no-follow-journal)"),
         ]
 
 
@@ -116,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="berth-operator",
         description="The Kubernetes operator for ConsumerFleets (Kopf, standalone: run exactly one replica).",
+        formatter_class=HelpFormatter,
     )
+    add_version(parser)
     parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
     parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
     parser.add_argument(
@@ -128,19 +139,56 @@ def build_parser() -> argparse.ArgumentParser:
         " BERTH_TRUSTED_COORDINATORS, separated by ','); the admin token is sent to these and the default only",
     )
     parser.add_argument("--token-file", type=Path, help="file holding the coordinator admin token (env BERTH_TOKEN)")
-    parser.add_argument("--session-min-ms", type=int, default=DEFAULT_SESSION_MIN_MS)
-    parser.add_argument("--session-max-ms", type=int, default=DEFAULT_SESSION_MAX_MS)
+    parser.add_argument(
+        "--session-min-ms",
+        type=int,
+        default=DEFAULT_SESSION_MIN_MS,
+        help="lower bound for the session timeouts the operator computes (policy Auto)",
+    )
+    parser.add_argument(
+        "--session-max-ms",
+        type=int,
+        default=DEFAULT_SESSION_MAX_MS,
+        help="upper bound for the session timeouts the operator computes (30 minutes is KIP-345's cap)",
+    )
     parser.add_argument("--advice-configmap", help="ConfigMap (key advice.json) in the operator's own namespace")
     parser.add_argument("--advice-file", type=Path, help="an advice.json written by berth-analyze")
     parser.add_argument("--liveness-port", type=int, default=8080, help="GET /healthz on this port; 0 turns it off")
-    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
-    parser.add_argument("--reconcile-interval-s", type=float, default=DEFAULT_RECONCILE_INTERVAL_S)
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="json (one object a line) for collectors, or text"
+    )
+    parser.add_argument(
+        "--reconcile-interval-s",
+        type=float,
+        default=DEFAULT_RECONCILE_INTERVAL_S,
+        help="every fleet's timer: retries, and its status where the coordinator's journal is not followed",
+    )
     parser.add_argument(
         "--stuck-terminating-s",
         type=float,
         default=120.0,
         help="how long past its grace period a departing pod stuck Terminating holds its batch leave; then it leaves"
         " anyway, with a Warning Event (default 120)",
+    )
+    parser.add_argument(
+        "--follow-journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="follow each Berth coordinator's journal (one long-poll per coordinator) so status follows a group"
+        " within about a second; --no-follow-journal leaves it to the reconcile interval (default: on)",
+    )
+    parser.add_argument(
+        "--max-replicas",
+        type=int,
+        default=1_000,
+        help="the largest spec.replicas the operator acts on; a fleet asking for more is refused (default 1000; the"
+        " CRD allows at most 10000)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8081,
+        help="Prometheus metrics (GET /metrics, berth_operator_*) on this port; 0 turns them off (default 8081)",
     )
     parser.add_argument(
         "--heartbeat-interval-ms",
@@ -203,11 +251,15 @@ def parse_options(
             raise OptionsError(f"{flag}: {value} is outside {low}..{high}")
     if args.session_min_ms > args.session_max_ms:
         raise OptionsError(f"--session-min-ms {args.session_min_ms} is above --session-max-ms {args.session_max_ms}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise OptionsError(f"--metrics-port: {args.metrics_port} is not a port number (0 turns it off)")
     if not 0 <= args.liveness_port <= 65535:
         raise OptionsError(f"--liveness-port: {args.liveness_port} is not a port number (0 turns it off)")
     # Timers below a tenth of a second would keep the API server busy for nothing.
     if not args.reconcile_interval_s >= 0.1:
         raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if not 1 <= args.max_replicas <= 10_000:
+        raise OptionsError(f"--max-replicas: {args.max_replicas} is outside 1..10000 (the CRD's maximum)")
     if not 0 <= args.stuck_terminating_s <= 86_400:
         raise OptionsError(f"--stuck-terminating-s: {args.stuck_terminating_s} is outside 0..86400")
     if args.namespace is not None and not args.namespace:
@@ -227,6 +279,9 @@ def parse_options(
         kafka_trusted=trusted,
         trusted_coordinators=tuple(trusted_coordinators),
         stuck_terminating_s=args.stuck_terminating_s,
+        follow_journal=args.follow_journal,
+        max_replicas=args.max_replicas,
+        metrics_port=args.metrics_port,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         evidence_dir=args.evidence_dir
         or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),

@@ -44,6 +44,8 @@ MAX_GROUP_ID_LENGTH = 255
 _GROUP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Kafka carries counts and timeouts as int32.
 MAX_INT32 = 2**31 - 1
+#: The CRD's maximum of spec.replicas (the operator's --max-replicas may be lower).
+MAX_REPLICAS = 10_000
 #: The CRD's range for session timeouts (KIP-345 caps the broker's maximum at 30 minutes) and rebalance timeouts.
 SESSION_MS_RANGE = (1_000, 1_800_000)
 MIN_REBALANCE_TIMEOUT_MS = 1_000
@@ -163,6 +165,8 @@ class OperatorDefaults:
     kafka_trusted: tuple[str, ...] = ()
     #: URLs of the other Berth coordinators fleets may name (--trusted-coordinator), besides the default.
     coordinators_trusted: tuple[str, ...] = ()
+    #: The largest spec.replicas the operator acts on (--max-replicas); the CRD allows at most 10,000.
+    max_replicas: int = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +198,7 @@ def parse_fleet_spec(spec: Mapping[str, Any], *, fleet_name: str) -> FleetSpec:
         raise SpecError("spec.replicas", "is required")
     return FleetSpec(
         group_id=group_id,
-        replicas=_int(spec["replicas"], "spec.replicas", minimum=0, maximum=MAX_INT32),
+        replicas=_int(spec["replicas"], "spec.replicas", minimum=0, maximum=MAX_REPLICAS),
         coordinator=_coordinator(spec.get("coordinator")),
         session_timeout=_session_timeout(spec.get("sessionTimeout")),
         rebalance_timeout_ms=_int(

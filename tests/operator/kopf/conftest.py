@@ -81,7 +81,14 @@ async def start_operator(kubeconfig: Path) -> AsyncIterator[OperatorFactory]:
     started: list[OperatorThread] = []
 
     async def start(*extra: str, environ: dict[str, str] | None = None, namespaced: bool = True) -> OperatorThread:
-        argv: list[str] = ["--liveness-port", "0", "--reconcile-interval-s", RECONCILE_INTERVAL_S]
+        argv: list[str] = [
+            "--liveness-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--reconcile-interval-s",
+            RECONCILE_INTERVAL_S,
+        ]
         if namespaced:
             argv += ["--namespace", NAMESPACE]
         operator = OperatorThread([*argv, *extra], environ)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -225,13 +224,6 @@ def fleet_body(name: str, replicas: int, coordinator_url: str | None = None, **s
     if coordinator_url is not None:
         body["spec"]["coordinator"] = {"url": coordinator_url}
     return body
-
-
-def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1 (for a coordinator that must come back at the same URL)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def journal(session: aiohttp.ClientSession, url: str, group: str) -> list[dict[str, Any]]:

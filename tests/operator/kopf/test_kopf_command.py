@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from kopf_apiserver import ApiServer
 from kopf_harness import create_fleet, fleet_body, statefulset, until, until_async
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.operator.main import main
 
@@ -65,12 +65,6 @@ def test_the_console_script_exits_2_on_an_unknown_flag() -> None:
     assert result.stderr == "berth-operator: error: unrecognized arguments: --bogus" + NEWLINE
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:
     try:
         async with session.get(url) as response:
@@ -88,14 +82,23 @@ async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(SECRET + "\n")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "operator.log"
     with log.open("w") as output:
         # The coordinator here has no tokens file, so it ignores the token; the point is that none of it is logged.
         process = await asyncio.create_subprocess_exec(
             *COMMAND,
             *("--namespace", "shop", "--coordinator-url", coordinator.url, "--token-file", str(token_file)),
-            *("--liveness-port", str(port), "--log-format", "json", "--reconcile-interval-s", "0.5"),
+            *(
+                "--liveness-port",
+                str(port),
+                "--metrics-port",
+                "0",
+                "--log-format",
+                "json",
+                "--reconcile-interval-s",
+                "0.5",
+            ),
             stdout=output,
             stderr=subprocess.STDOUT,
             env={**os.environ, "KUBECONFIG": str(kubeconfig)},
@@ -117,3 +120,33 @@ async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
     created = next(line for line in lines if line["message"].startswith("Created: created StatefulSet"))
     assert created["object"]["name"] == "orders" and created["severity"] == "info"
     assert SECRET not in log.read_text()
+
+
+@pytest.mark.parametrize(("command", "build"), [("berth-operator", "options"), ("berth-demo", "demo")])
+def test_version_and_help_with_a_text_and_default_for_every_flag(command: str, build: str) -> None:
+    from berth.operator.local.demo import build_parser as demo_parser
+    from berth.operator.options import build_parser as operator_parser
+
+    version = subprocess.run([str(Path(sys.executable).parent / command), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith(f"{command} ")
+    parser = operator_parser() if build == "options" else demo_parser()
+    for action in parser._actions:
+        if action.option_strings and action.dest not in ("help", "version"):
+            assert action.help, f"{command} {action.option_strings[0]} has no help text"
+    text = parser.format_help()
+    assert "``" not in text, "reST markup in --help"
+    assert "(default: 10000)" in text if build == "demo" else "(default: 6000)" in text
+
+
+def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    from berth.operator.cli import EXIT_CLOSED_PIPE, quiet_on_closed_pipe
+
+    def writes_into_a_closed_pipe() -> int:
+        raise BrokenPipeError
+
+    saved = os.dup(sys.stdout.fileno())  # the helper points stdout at /dev/null: give the test its own back
+    try:
+        assert quiet_on_closed_pipe(writes_into_a_closed_pipe) == EXIT_CLOSED_PIPE
+    finally:
+        os.dup2(saved, sys.stdout.fileno())
+        os.close(saved)

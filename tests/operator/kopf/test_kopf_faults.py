@@ -33,7 +33,6 @@ from kopf_harness import (
     delete_fleet,
     events,
     fleet_status,
-    free_port,
     group_members,
     journal,
     left_by_admin,
@@ -52,6 +51,7 @@ from kopf_harness import (
 )
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.operator.kube.fleets import CONFLICT_ATTEMPTS
 

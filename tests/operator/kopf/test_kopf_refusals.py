@@ -16,7 +16,6 @@ from kopf_harness import (
     events,
     fleet_body,
     fleet_status,
-    free_port,
     messages,
     patch_fleet_spec,
     statefulset,
@@ -24,6 +23,7 @@ from kopf_harness import (
     until,
 )
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 from berth.operator.names import GROUP
 

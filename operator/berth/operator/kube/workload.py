@@ -27,7 +27,6 @@ per-pod volume claims. Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -52,6 +51,7 @@ from berth.operator.kube.owned_objects import (
 )
 from berth.operator.kube.owned_objects import planned_hash as planned_hash
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
+from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
 from berth.operator.planners.volume_claims import claim_name
@@ -113,7 +113,7 @@ class StatefulSetWorkload:
         terminating = {
             pod["metadata"]["name"]: deadline
             for pod in pods
-            if (deadline := _timestamp(pod["metadata"].get("deletionTimestamp"))) is not None
+            if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
         }
         if statefulset is None:
             return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
@@ -272,14 +272,3 @@ class StatefulSetWorkload:
 def _is_ready(pod: Mapping[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _timestamp(value: object) -> datetime | None:
-    """A metav1.Time (``2026-01-02T03:04:05Z``), or None when absent or unreadable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None

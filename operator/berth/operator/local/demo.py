@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
+from berth.operator.cli import HelpFormatter, add_version, quiet_on_closed_pipe
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo_support import LocalFleets, Tracker, local_context, reconcile_until_converged
 from berth.operator.local.fleet import LocalFleet
@@ -240,13 +241,22 @@ def run_pipeline_report(data_dir: Path, say: Any) -> bool:
     return True
 
 
+DESCRIPTION = (
+    "Static membership at work on one machine, in one command: an embedded coordinator and a fleet of member"
+    " processes reconciled by the operator's own loop, through a rolling restart (0 rebalances), a scale-down (one"
+    " batch leave), a scale-up with pre-registration (one rebalance) and, for contrast, dynamic members; then a table"
+    " and the Spark pipeline's report on the journal it produced."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="berth-demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(prog="berth-demo", description=DESCRIPTION, formatter_class=HelpFormatter)
+    add_version(p)
     p.add_argument("--data-dir", type=Path, default=None, help="the coordinator's data dir (default: a new temp dir)")
-    p.add_argument("--members", type=int, default=6)
+    p.add_argument("--members", type=int, default=6, help="static members in the fleet")
     p.add_argument("--scale-by", type=int, default=2, help="members removed in the scale-down and added back")
-    p.add_argument("--partitions", type=int, default=24)
-    p.add_argument("--session-timeout-ms", type=int, default=10_000)
+    p.add_argument("--partitions", type=int, default=24, help="partitions of the one topic the members consume")
+    p.add_argument("--session-timeout-ms", type=int, default=10_000, help="the members' session timeout")
     p.add_argument(
         "--heartbeat-interval-ms",
         type=int,
@@ -286,6 +296,10 @@ async def amain(args: argparse.Namespace) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return quiet_on_closed_pipe(lambda: run(argv))
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.members < 2 or not 0 < args.scale_by < args.members:
         print("berth-demo: error: need --members >= 2 and 0 < --scale-by < --members", file=sys.stderr)

@@ -41,6 +41,18 @@ def format_time(now: datetime) -> str:
     return now.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: object) -> datetime | None:
+    """A metav1.Time (``2026-01-02T03:04:05Z``) as an aware datetime; None when absent, unreadable or naive (a
+    hand-edited status must not stall anything that reads it)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
 def merge_conditions(
     previous: Sequence[Mapping[str, Any]] | None,
     updates: Iterable[Condition],

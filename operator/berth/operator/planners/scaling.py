@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berth.operator.planners.conditions import format_time
+from berth.operator.planners.conditions import format_time, parse_time
 from berth.operator.planners.instances import instance_ids, ordinal_of, pod_of_member, sorted_by_ordinal
 
 #: Per-id leave results meaning the id is no longer a member of the group.
@@ -333,13 +333,10 @@ def _departing_since(status: ScalingStatus, departing: Sequence[str], now: datet
 
 
 def _seconds_between(since: str | None, at: str) -> int:
-    try:
-        started = datetime.fromisoformat(since) if since else None
-    except ValueError:  # a hand-edited status; the duration is then unknown, not a reason to stall the leave
-        started = None
-    if started is None or started.tzinfo is None:
+    started, ended = parse_time(since), parse_time(at)
+    if started is None or ended is None:  # a hand-edited status: the duration is unknown, not a reason to stall
         return 0
-    return max(0, int((datetime.fromisoformat(at) - started).total_seconds()))
+    return max(0, int((ended - started).total_seconds()))
 
 
 def _ids(names: Sequence[str]) -> str:

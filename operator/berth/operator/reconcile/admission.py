@@ -1,11 +1,12 @@
 """Admission: whether a fleet may act at all, decided before anything is sent anywhere, and with whose credentials.
 
-The order is the rule: (1) the spec parses; (2) the endpoint it names is one the operator trusts (Kafka clusters,
-``planners.coordinator_target``; a Berth coordinator URL allow-list belongs here too); (3) the group is this
-fleet's (the claims index; ownership records kept at the coordinator belong here too). Then, for a Kafka fleet, the
-connection is made of the fleet's own principal (the Secret its spec names, read by name in its namespace).
-Nothing here talks to a coordinator; a :class:`Refusal` becomes SpecValid=False and a Warning Event, and a fleet
-being deleted is released without anything being touched. No secret value is ever part of a message.
+The order is the rule: (1) the spec parses and asks for no more replicas than ``--max-replicas``; (2) the endpoint
+it names is one the operator trusts (Berth coordinator URLs and Kafka clusters, ``planners.coordinator_target``);
+(3) the group is this fleet's (the claims index; ownership records kept at the coordinator belong here too). Then,
+for a Kafka fleet, the connection is made of the fleet's own principal (the Secret its spec names, read by name in
+its namespace). Nothing here talks to a coordinator; a :class:`Refusal` becomes SpecValid=False and a Warning
+Event, and a fleet being deleted is released without anything being touched. No secret value is ever part of a
+message.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def admit(
         return Refusal(
             fleet_status.UNTRUSTED_ENDPOINT, str(error), release=f"{error}: nothing of this fleet to clean up"
         )
+    if fleet.spec.replicas > defaults.max_replicas:
+        message = (
+            f"invalid spec: spec.replicas: {fleet.spec.replicas} is above the operator's maximum of"
+            f" {defaults.max_replicas} (--max-replicas)"
+        )
+        return Refusal(fleet_status.INVALID_SPEC, message, release=f"{message}: nothing of this fleet to clean up")
     holder = other_holder(fleet, target)
     if holder is not None:
         return Refusal(

@@ -29,6 +29,8 @@ from berth.operator.driver import GroupStillHasMembers, execute_plan
 from berth.operator.kafka.port import ConsumerProtocolGroup
 from berth.operator.kube.calls import ApiException, api_error_text
 from berth.operator.kube.workload import planned_hash
+from berth.operator.metrics import OperatorMetrics
+from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.coordinator_target import (
     BerthTarget,
     CoordinatorTarget,
@@ -45,7 +47,7 @@ from berth.operator.planners.scaling import (
 )
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, describe_rollout, plan_statefulset
-from berth.operator.planners.status import COORDINATOR_REACHABLE
+from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, claims_on_deletion, report_retained_claims
 from berth.operator.ports import (
     Applied,
@@ -87,6 +89,8 @@ class RetryLater(Exception):
 class PassResult:
     waiting: str | None = None  # what the fleet still waits for (the next pass continues); None: converged
     refused: bool = False  # the fleet was refused (invalid, or its group is another fleet's)
+    #: The Berth coordinator URL and group id whose journal this fleet's status follows (None: none, e.g. Kafka).
+    follows: tuple[str, str] | None = None
 
 
 @dataclass
@@ -111,6 +115,8 @@ class PassContext:
     evidence: EvidenceRecorder | None = None
     #: How long past its grace period a departing pod stuck Terminating is waited for (--stuck-terminating-s).
     stuck_allowance: timedelta = timedelta(minutes=2)
+    #: Where what the passes do is counted (None: not counted, e.g. berth-demo).
+    metrics: OperatorMetrics | None = None
 
 
 class FleetPass:
@@ -272,9 +278,11 @@ class FleetPass:
             # Kafka keeps no journal: what this describe shows, compared with the last, is the evidence.
             await self.ctx.evidence.observed(self.uid, description, int(self.ctx.now().timestamp() * 1000))
         await self._write_view(fleet, planned.workload.selector, view, description, coordinator)
+        self._count_state(refused=False)
         if reachable_before == "False":
             self.events.info("CoordinatorReachable", f"the coordinator at {target} answers again")
-        return PassResult(waiting=plan.waiting)
+        follows = (target.url, fleet.spec.group_id) if isinstance(target, BerthTarget) else None
+        return PassResult(waiting=plan.waiting, follows=follows)
 
     def _plan(
         self,
@@ -286,6 +294,7 @@ class FleetPass:
         deleting: bool,
     ) -> ScalingPlan:
         observed = view.observation
+        self.planned_at = self.ctx.now()
         return plan_scaling(
             ScalingObservation(
                 fleet_name=fleet.name,
@@ -312,6 +321,16 @@ class FleetPass:
         recorder = self.ctx.evidence if not coordinator.pre_registers else None
 
         async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
+            if self.ctx.metrics is not None:
+                answered = self.ctx.now()
+                started = parse_time(leave.departing_since)
+                self.ctx.metrics.left(
+                    self.namespace,
+                    self.name,
+                    removed=sum(1 for name in leave.member_ids if results.get(name) == "NONE"),
+                    delay_s=(answered - self.planned_at).total_seconds(),
+                    since_start_s=(answered - started).total_seconds() if started else None,
+                )
             if recorder is not None:
                 now_ms = int(self.ctx.now().timestamp() * 1000)
                 await recorder.removed(self.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=now_ms)
@@ -365,7 +384,14 @@ class FleetPass:
             self.status, reason=reason, message=message, now=self.ctx.now(), generation=self.generation
         )
         await self._write(fleet_status.only_changes(self.status, patch))
+        self._count_state(refused=True)
         return PassResult(refused=True)
+
+    def _count_state(self, *, refused: bool) -> None:
+        if self.ctx.metrics is not None:
+            ready = fleet_status.condition_status(self.status, READY) == "True"
+            departing = len(self.status.get("departing") or ())
+            self.ctx.metrics.state(self.namespace, self.name, ready=ready, refused=refused, departing=departing)
 
     async def _record_unreachable(self, endpoint: str, error: CoordinatorUnavailable) -> None:
         was = fleet_status.find_condition(self.status, COORDINATOR_REACHABLE) or {}

@@ -1,0 +1,69 @@
+"""The journal follower: one long-poll per coordinator, from the journal's end, handing each page's groups on, and
+backing off (without giving up) while the coordinator cannot be read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import pytest
+
+from berth.operator.reconcile.journal_follower import PAGE, WAIT_MS, JournalFollower
+
+
+class Journal:
+    """A scripted journal: pages to answer in order, then a stop."""
+
+    def __init__(self, answers: list[tuple[int, set[str]] | Exception]) -> None:
+        self.answers = deque(answers)
+        self.asked: list[tuple[int, int, int]] = []
+
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
+        self.asked.append((after, limit, wait_ms))
+        if not self.answers:
+            raise asyncio.CancelledError
+        answer = self.answers.popleft()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def follow(journal: Journal) -> tuple[list[tuple[str, set[str]]], list[float]]:
+    changes: list[tuple[str, set[str]]] = []
+    slept: list[float] = []
+
+    async def on_change(url: str, groups: set[str]) -> None:
+        changes.append((url, groups))
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    with pytest.raises(asyncio.CancelledError):
+        await JournalFollower("http://c:9094", journal, on_change, sleep=sleep).run()
+    return changes, slept
+
+
+async def test_it_starts_at_the_end_and_hands_each_pages_groups_on() -> None:
+    journal = Journal(
+        [
+            (10_000, {"old"}),
+            (12_345, {"old"}),
+            (12_345, set()),
+            (12_347, {"orders", "payments"}),
+            (12_347, set()),
+            (12_348, {"orders"}),
+        ]
+    )
+    changes, _ = await follow(journal)
+    # History (up to 12,345) is paged through once without a word; then long-polls from there.
+    assert journal.asked[:3] == [(0, 10_000, 0), (10_000, 10_000, 0), (12_345, 10_000, 0)]
+    assert journal.asked[3:6] == [(12_345, PAGE, WAIT_MS), (12_347, PAGE, WAIT_MS), (12_347, PAGE, WAIT_MS)]
+    assert changes == [("http://c:9094", {"orders", "payments"}), ("http://c:9094", {"orders"})]
+
+
+async def test_a_coordinator_that_cannot_be_read_is_retried_with_a_capped_backoff() -> None:
+    down = ConnectionRefusedError("refused")
+    journal = Journal([down, (5, set()), (5, set()), *[down] * 7, (9, {"orders"})])
+    changes, slept = await follow(journal)
+    assert slept == [1.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert changes == [("http://c:9094", {"orders"})]
