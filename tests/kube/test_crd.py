@@ -33,6 +33,14 @@ def fleet(name: str = "orders", **spec: Any) -> Obj:
     }
 
 
+#: A claim spec the API server accepts (no storage class: the cluster's default, if it has one).
+CLAIM_SPEC: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def claim_template(name: str) -> Obj:
+    return {"metadata": {"name": name}, "spec": CLAIM_SPEC}
+
+
 def dry_run_create(kube: Kube, obj: Obj, namespace: str) -> tuple[bool, str]:
     """Create ``obj`` with ``--dry-run=server``: every admission step runs, nothing is stored."""
     result = kube.kubectl(
@@ -82,6 +90,16 @@ def test_the_server_fills_in_the_designs_defaults(kube: Kube, namespace: str) ->
     assert (spec["rebalanceTimeoutMs"], spec["preRegister"], spec["leaveOnScaleDown"]) == (300000, True, True)
     # groupId and coordinator have no schema default: the operator falls back to the name and its own URL.
     assert "groupId" not in spec and "coordinator" not in spec
+    # A disruption budget by default; the StatefulSet's own fields are left to Kubernetes' defaults.
+    assert spec["podDisruptionBudget"] == {"enabled": True, "maxUnavailable": 1}
+    assert not {"volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy", "updateStrategy"} & spec.keys()
+
+
+def test_a_claim_templates_spec_is_kept_as_given(kube: Kube, namespace: str) -> None:
+    spec = {**CLAIM_SPEC, "storageClassName": "fast", "volumeMode": "Filesystem", "futureField": {"x": 1}}
+    kube.apply(fleet(volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": spec}]), namespace=namespace)
+    stored = kube.get("cf", "orders", namespace=namespace)["spec"]
+    assert stored["volumeClaimTemplates"] == [{"metadata": {"name": "data"}, "spec": spec}]
 
 
 def test_a_partial_session_timeout_is_completed_by_the_nested_defaults(kube: Kube, namespace: str) -> None:
@@ -231,6 +249,75 @@ REFUSED: list[tuple[str, Obj, str, str]] = [
     ("unknown-pod-management", fleet(podManagementPolicy="Burst"), "spec.podManagementPolicy", "Unsupported value"),
     ("name-starts-with-digit", fleet(name="1orders"), "metadata.name", "must be a DNS label"),
     ("name-too-long", fleet(name="o" * 53), "metadata.name", "at most 52 characters"),
+    # Stateful fleets.
+    (
+        "claim-template-without-name",
+        fleet(volumeClaimTemplates=[{"metadata": {}, "spec": CLAIM_SPEC}]),
+        "spec.volumeClaimTemplates[0].metadata.name",
+        "Required value",
+    ),
+    (
+        "claim-template-without-spec",
+        fleet(volumeClaimTemplates=[{"metadata": {"name": "data"}}]),
+        "spec.volumeClaimTemplates[0].spec",
+        "Required value",
+    ),
+    (
+        "claim-template-name-not-a-label",
+        fleet(volumeClaimTemplates=[claim_template("Data_1")]),
+        "spec.volumeClaimTemplates[0].metadata.name",
+        "should match",
+    ),
+    (
+        "claim-templates-sharing-a-name",
+        fleet(volumeClaimTemplates=[claim_template("data"), claim_template("data")]),
+        "spec.volumeClaimTemplates",
+        "each volume claim template needs a name of its own",
+    ),
+    (
+        "too-many-claim-templates",
+        fleet(volumeClaimTemplates=[claim_template(f"d{i}") for i in range(17)]),
+        "spec.volumeClaimTemplates",
+        "must have at most 16 items",
+    ),
+    (
+        "retention-unknown",
+        fleet(persistentVolumeClaimRetentionPolicy={"whenScaled": "Archive"}),
+        "spec.persistentVolumeClaimRetentionPolicy.whenScaled",
+        "Unsupported value",
+    ),
+    ("update-strategy-unknown", fleet(updateStrategy={"type": "Recreate"}), "spec.updateStrategy.type", "Unsupported"),
+    (
+        "on-delete-with-rolling-update",
+        fleet(updateStrategy={"type": "OnDelete", "rollingUpdate": {"partition": 1}}),
+        "spec.updateStrategy",
+        "updateStrategy.rollingUpdate applies only to type RollingUpdate",
+    ),
+    (
+        "negative-partition",
+        fleet(updateStrategy={"rollingUpdate": {"partition": -1}}),
+        "spec.updateStrategy.rollingUpdate.partition",
+        "greater than or equal to 0",
+    ),
+    (
+        "update-max-unavailable-zero",
+        fleet(updateStrategy={"rollingUpdate": {"maxUnavailable": 0}}),
+        "spec.updateStrategy.rollingUpdate.maxUnavailable",
+        "a count of at least 1 or a percentage",
+    ),
+    (
+        "budget-percentage-over-100",
+        fleet(podDisruptionBudget={"maxUnavailable": "150%"}),
+        "spec.podDisruptionBudget.maxUnavailable",
+        "a count of at least 0 or a percentage from 0% to 100%",
+    ),
+    (
+        "budget-negative",
+        fleet(podDisruptionBudget={"maxUnavailable": -1}),
+        "spec.podDisruptionBudget.maxUnavailable",
+        "a count of at least 0",
+    ),
+    ("budget-enabled-as-string", fleet(podDisruptionBudget={"enabled": "yes"}), "enabled", "boolean"),
 ]
 
 
@@ -247,6 +334,17 @@ def test_the_server_refuses_an_invalid_fleet_naming_the_field(
 
 ACCEPTED: list[tuple[str, Obj]] = [
     ("minimal", fleet()),
+    (
+        "stateful",
+        fleet(
+            volumeClaimTemplates=[claim_template("data"), claim_template("cache")],
+            persistentVolumeClaimRetentionPolicy={"whenDeleted": "Delete", "whenScaled": "Retain"},
+            updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": 2, "maxUnavailable": "50%"}},
+            podDisruptionBudget={"enabled": True, "maxUnavailable": "25%"},
+        ),
+    ),
+    ("on-delete", fleet(updateStrategy={"type": "OnDelete"}, podDisruptionBudget={"enabled": False})),
+    ("budget-of-zero", fleet(podDisruptionBudget={"maxUnavailable": 0})),
     ("fixed", fleet(sessionTimeout={"policy": "Fixed", "fixedMs": 45000})),
     ("min-equals-max", fleet(sessionTimeout={"minMs": 30000, "maxMs": 30000})),
     ("name-52", fleet(name="o" * 52)),
@@ -302,13 +400,20 @@ def test_every_example_is_accepted_and_its_pod_template_too(kube: Kube, namespac
     assert obj["kind"] == "ConsumerFleet", "an example ends with its fleet"
     accepted, message = dry_run_create(kube, obj, namespace)
     assert accepted, message
-    # The CRD keeps the pod template as given; the server's own PodTemplate validation checks it here.
-    template = {
-        "apiVersion": "v1",
-        "kind": "PodTemplate",
-        "metadata": {"name": "t"},
-        "template": obj["spec"]["template"],
-    }
+    # The CRD keeps the pod template and the claim templates' specs as given; the server's own PodTemplate and
+    # PersistentVolumeClaim validation checks them here. Each pod gets a volume per claim template, as the
+    # StatefulSet controller gives it.
+    pod_template = copy.deepcopy(obj["spec"]["template"])
+    for claim in obj["spec"].get("volumeClaimTemplates") or []:
+        name = claim["metadata"]["name"]
+        pod_template["spec"].setdefault("volumes", []).append(
+            {"name": name, "persistentVolumeClaim": {"claimName": f"{name}-{obj['metadata']['name']}-0"}}
+        )
+        accepted, message = dry_run_create(
+            kube, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim}, namespace
+        )
+        assert accepted, message
+    template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": pod_template}
     accepted, message = dry_run_create(kube, template, namespace)
     assert accepted, message
 

@@ -19,3 +19,5 @@ ANNOTATION_PREFIX = "berth.dev"
 APPLIED_HASH_ANNOTATION = "berth.dev/applied-hash"
 #: The Events' reporting component (`kubectl describe` shows it in the "From" column).
 COMPONENT = "berth-operator"
+#: On the StatefulSet: a hash of the claim templates it was created with (Kubernetes never lets them change).
+CLAIM_TEMPLATES_HASH_ANNOTATION = "berth.dev/claim-templates-hash"

@@ -63,23 +63,26 @@ class NotOurs(RuntimeError):
 
 
 class WorkloadRejected(RuntimeError):
-    """The platform refused the planned workload (the API server answered 400/422 to the StatefulSet)."""
+    """The platform refused the planned workload (the API server answered 400/422 to the StatefulSet), or would
+    refuse it (a change to what the StatefulSet fixes at creation, such as its volume claim templates)."""
 
 
 class Applied(StrEnum):
     CREATED = "created"
     UPDATED = "updated"
     UNCHANGED = "unchanged"
+    DELETED = "deleted"  # the PodDisruptionBudget of a fleet that turned it off
 
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
     statefulset: Applied
     service: Applied = Applied.UNCHANGED
+    disruption_budget: Applied = Applied.UNCHANGED
 
     @property
     def changed(self) -> bool:
-        return self.statefulset is not Applied.UNCHANGED or self.service is not Applied.UNCHANGED
+        return any(applied is not Applied.UNCHANGED for applied in (self.statefulset, self.service))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,9 @@ class WorkloadView:
     observation: WorkloadObservation
     applied_hash: str | None  # the hash of what was last applied; None when nothing was
     running: int  # members that exist and are not terminating
+    #: The fleet's per-pod volume claims that stay: neither being deleted nor going with their pod (``whenScaled:
+    #: Delete`` makes a departing pod their owner). Empty for a fleet without claim templates, and for local fleets.
+    claims: frozenset[str] = frozenset()
 
 
 class WorkloadPort(Protocol):
@@ -112,8 +118,9 @@ class WorkloadPort(Protocol):
         """Create or update the workload as planned (env ``planned.environment_for``), never changing its size
         once it exists (the scaling step owns the size). Raises :class:`NotOurs` or :class:`WorkloadRejected`.
 
-        The Kubernetes adapter applies ``planned.statefulset`` and ``planned.service``; a local fleet uses the
-        environment and ignores the manifests.
+        The Kubernetes adapter applies ``planned.statefulset``, ``planned.service`` and the PodDisruptionBudget
+        (deleting the fleet's own when ``planned.disruption_budget`` is None); a local fleet uses the environment
+        and ignores the manifests.
         """
         ...
 

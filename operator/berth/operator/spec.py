@@ -7,6 +7,7 @@ Rules:
 - Defaults and validation mirror the CRD's schema (deploy/crds), so an object that skipped admission (an old
   object, a local demo fleet) means the same thing: ``groupId`` = ``metadata.name``, ``sessionTimeout`` =
   ``{Auto, 6000, 1800000, 1.5}``, ``rebalanceTimeoutMs`` 300000, ``preRegister`` and ``leaveOnScaleDown`` true.
+  The stateful fields (claim templates, their retention, update strategy, disruption budget) are ``spec_stateful``'s.
 - Every invalid input raises :class:`SpecError` naming the offending field by its path in the object
   (``spec.sessionTimeout.fixedMs``), because the message becomes a status condition and an Event.
 - Nothing here talks to Kubernetes or reads the clock.
@@ -18,10 +19,20 @@ import copy
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
+
+from berth.operator.spec_checks import SpecError as SpecError
+from berth.operator.spec_checks import boolean as _bool
+from berth.operator.spec_checks import get_or_default as _get
+from berth.operator.spec_checks import integer as _int
+from berth.operator.spec_checks import mapping as _mapping
+from berth.operator.spec_checks import number as _number
+from berth.operator.spec_checks import optional_string as _optional_str
+from berth.operator.spec_checks import string as _str
+from berth.operator.spec_stateful import StatefulSpec, parse_stateful_spec
 
 #: A StatefulSet's pods carry a ``controller-revision-hash`` label ``<name>-<10 chars>``; label values stop at 63.
 MAX_FLEET_NAME_LENGTH = 52
@@ -43,15 +54,6 @@ DEFAULT_SESSION_MIN_MS = 6_000
 DEFAULT_SESSION_MAX_MS = 1_800_000
 DEFAULT_SAFETY_FACTOR = 1.5
 DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
-
-
-class SpecError(ValueError):
-    """A ConsumerFleet the operator cannot act on; ``field`` is the path of the offending field."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{field}: {problem}")
 
 
 class SessionTimeoutPolicy(StrEnum):
@@ -136,6 +138,8 @@ class FleetSpec:
     delete_group_on_delete: bool | None
     #: The PodTemplateSpec as given (a private deep copy). Treat as read-only: planners copy before changing it.
     template: Mapping[str, Any]
+    #: Per-pod volumes and their retention, the update strategy, the disruption budget (``spec_stateful``).
+    stateful: StatefulSpec = field(default_factory=StatefulSpec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +216,7 @@ def parse_fleet_spec(spec: Mapping[str, Any], *, fleet_name: str) -> FleetSpec:
             else _bool(spec["deleteGroupOnDelete"], "spec.deleteGroupOnDelete")
         ),
         template=_template(spec.get("template")),
+        stateful=parse_stateful_spec(spec),
     )
 
 
@@ -376,52 +381,3 @@ def _template(value: object) -> Mapping[str, Any]:
                     raise SpecError(f"spec.template.metadata.labels[{key!r}]", f"must be a string, not {label!r}")
     # A private copy: the caller's dict (Kopf's body) must not change under a frozen FleetSpec.
     return copy.deepcopy(dict(template))
-
-
-def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
-    """``obj[key]``, or ``default`` when it is absent or null (as the API server's defaulting treats null)."""
-    value = obj.get(key)
-    return default if value is None else value
-
-
-def _mapping(value: object, field: str) -> Mapping[str, Any]:
-    if value is None:
-        raise SpecError(field, "is required")
-    if not isinstance(value, Mapping):
-        raise SpecError(field, f"must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _str(value: object, field: str) -> str:
-    if value is None:
-        raise SpecError(field, "is required")
-    if not isinstance(value, str) or not value:
-        raise SpecError(field, f"must be a non-empty string, not {value!r}")
-    return value
-
-
-def _optional_str(value: object, field: str) -> str | None:
-    return None if value is None else _str(value, field)
-
-
-def _bool(value: object, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise SpecError(field, f"must be true or false, not {value!r}")
-    return value
-
-
-def _int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
-    # bool is an int subclass; `replicas: true` is a mistake, not 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer, not {value!r}")
-    if value < minimum:
-        raise SpecError(field, f"{value} is below the minimum {minimum}")
-    if maximum is not None and value > maximum:
-        raise SpecError(field, f"{value} is above the maximum {maximum}")
-    return value
-
-
-def _number(value: object, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, f"must be a number, not {value!r}")
-    return float(value)

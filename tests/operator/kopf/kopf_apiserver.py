@@ -34,6 +34,7 @@ SERVICES = "v1/services"
 PODS = "v1/pods"
 EVENTS = "v1/events"
 CONFIGMAPS = "v1/configmaps"
+DISRUPTION_BUDGETS = "policy/v1/poddisruptionbudgets"
 
 _VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
 _RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
@@ -43,6 +44,7 @@ _RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     PODS: ("Pod", True, {"status"}),
     EVENTS: ("Event", True, set()),
     CONFIGMAPS: ("ConfigMap", True, set()),
+    DISRUPTION_BUDGETS: ("PodDisruptionBudget", True, set()),
     "v1/namespaces": ("Namespace", False, set()),
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, set()),
 }

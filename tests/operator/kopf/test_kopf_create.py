@@ -1,10 +1,10 @@
-"""Creating a ConsumerFleet: the operator creates its StatefulSet and headless Service as DESIGN.md pins them,
-pre-registers the members, grows the StatefulSet, and mirrors the group into status."""
+"""Creating a ConsumerFleet: the operator creates its StatefulSet, headless Service and PodDisruptionBudget as
+DESIGN.md pins them, pre-registers the members, grows the StatefulSet, and mirrors the group into status."""
 
 from __future__ import annotations
 
 import aiohttp
-from kopf_apiserver import SERVICES, ApiServer
+from kopf_apiserver import DISRUPTION_BUDGETS, SERVICES, ApiServer
 from kopf_controller import StatefulSetController
 from kopf_harness import (
     OperatorFactory,
@@ -74,6 +74,15 @@ async def test_create_makes_the_statefulset_service_and_member_environment(
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == labels
     assert service["metadata"]["ownerReferences"] == [owner]
+    budget = stored(apiserver, DISRUPTION_BUDGETS, "orders")
+    assert budget is not None and budget["metadata"]["ownerReferences"] == [owner]
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": labels},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    # A fleet without volume claim templates leaves the StatefulSet's own fields to Kubernetes' defaults.
+    assert not {"volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy", "updateStrategy"} & sts["spec"].keys()
 
     # Pre-registered before the StatefulSet grew, then the pods (the test's controller) and their members.
     async with (
@@ -108,6 +117,10 @@ async def test_create_makes_the_statefulset_service_and_member_environment(
     ]
     assert messages(apiserver, "orders", "Scaled") == ["scaled to 3 replicas"]
     assert any("created StatefulSet orders" in m for m in messages(apiserver, "orders", "Created"))
+    assert "created PodDisruptionBudget orders (maxUnavailable 1; unhealthy pods always evictable)" in messages(
+        apiserver, "orders", "Created"
+    )
+    assert "retainedClaims" not in status
     assert len(messages(apiserver, "orders", "SessionTimeout")) == 1
     await until_async(lambda: _described(api), "describe")
 

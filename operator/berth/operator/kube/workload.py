@@ -1,22 +1,31 @@
 """``StatefulSetWorkload``: the operator's :class:`~berth.operator.ports.WorkloadPort` on Kubernetes.
 
-One fleet's StatefulSet and headless Service (both named like the fleet) and its pods. Rules:
+One fleet's StatefulSet, headless Service and PodDisruptionBudget (all named like the fleet), its pods and its
+per-pod volume claims. Rules:
 
-- Create-or-patch. An object is created as planned; an existing one is patched only when the plan's hash differs
-  from the ``berth.dev/applied-hash`` annotation it carries, so a reconcile that changes nothing writes nothing.
-  The hash leaves ``spec.replicas`` out: the scaling planner owns the size and changes it with :meth:`scale`.
-- The pod template is replaced whole (a JSON patch ``replace`` of ``/spec/template``), so an entry removed from
-  the fleet's template disappears from the pods too (a merge patch would keep it). Immutable StatefulSet fields
-  (selector, serviceName, podManagementPolicy) are set at creation only.
+- Create-or-patch (``owned_objects``): an object is created as planned; an existing one is patched only when the
+  plan's hash differs from the ``berth.dev/applied-hash`` annotation it carries, so a reconcile that changes
+  nothing writes nothing. The hash leaves ``spec.replicas`` out: the scaling planner changes it with :meth:`scale`.
+- A StatefulSet update sets what Kubernetes lets change (``planners.statefulset.updatable_spec``): the pod
+  template, replaced whole (a JSON patch, so an entry removed from the fleet's template disappears from the pods
+  too; a merge patch would keep it), the update strategy and the claim retention policy. The selector,
+  serviceName and podManagementPolicy are set at creation only.
+- Before the StatefulSet is created, the API server checks one claim of each claim template (a dry-run create),
+  because Kubernetes itself checks them only when the StatefulSet controller makes the claims: a template it
+  refuses is the fleet's :class:`WorkloadRejected`, not a pod that never appears.
+- The claim templates are fixed at creation too: the StatefulSet carries a hash of those it was created with
+  (``berth.dev/claim-templates-hash``; none recorded means none), and a plan with other templates is refused
+  (:class:`WorkloadRejected`) before anything is written, instead of an update the API server would refuse.
+- The PodDisruptionBudget is ``kube.disruption_budget``'s (deleted when the fleet turns it off).
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
 - Observation reads the StatefulSet and lists the fleet's pods (terminating ones count as existing until they are
   gone); pods are also filtered here by the fleet's labels and instance-id names, not only by the API's selector.
+  When the StatefulSet has claim templates it also lists the fleet's claims (by the same selector, which the
+  StatefulSet controller copies onto them) and reports those that stay.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,18 +40,27 @@ from berth.operator.kube.calls import (
     is_conflict,
     is_not_found,
 )
-from berth.operator.names import APPLIED_HASH_ANNOTATION
+from berth.operator.kube.disruption_budget import FleetDisruptionBudget
+from berth.operator.kube.owned_objects import (
+    annotation,
+    applied_hash,
+    canonical_hash,
+    check_ours,
+    metadata_ops,
+    stamped,
+)
+from berth.operator.kube.owned_objects import planned_hash as planned_hash
+from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
-from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import Applied, ApplyResult, NotOurs, WorkloadObservation, WorkloadRejected, WorkloadView
+from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
+from berth.operator.planners.volume_claims import claim_name
+from berth.operator.ports import Applied, ApplyResult, WorkloadObservation, WorkloadRejected, WorkloadView
 
 
-def planned_hash(manifest: Mapping[str, Any]) -> str:
-    """A short hash of a planned object, ``spec.replicas`` left out."""
-    spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key != "replicas"}
-    canonical = json.dumps({**manifest, "spec": spec}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+def claim_templates_hash(statefulset: Mapping[str, Any]) -> str:
+    """A short hash of a StatefulSet manifest's claim templates (none is a list of none)."""
+    return canonical_hash((statefulset.get("spec") or {}).get("volumeClaimTemplates") or [])
 
 
 class StatefulSetWorkload:
@@ -54,21 +72,24 @@ class StatefulSetWorkload:
         self.namespace = namespace
         self.name = name
         self.fleet_uid = fleet_uid
+        self.disruption_budget = FleetDisruptionBudget(api_client, namespace=namespace, name=name, fleet_uid=fleet_uid)
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
     async def apply(self, planned: PlannedWorkload) -> ApplyResult:
-        """Create or update both objects as planned; says what it did to each."""
+        """Create or update the objects as planned; says what it did to each."""
         try:
             statefulset = await self._ensure_statefulset(planned.statefulset)
             service = await self._ensure_service(planned.service)
+            budget = await self.disruption_budget.ensure(planned.disruption_budget)
         except ApiException as error:
             if error.status not in (400, 422):
                 raise
             raise WorkloadRejected(
-                f"the API server refused the fleet's StatefulSet or Service: {api_error_text(error)}"
+                "the API server refused the fleet's StatefulSet, Service or PodDisruptionBudget:"
+                f" {api_error_text(error)}"
             ) from error
-        return ApplyResult(statefulset, service)
+        return ApplyResult(statefulset, service, budget)
 
     async def scale(self, replicas: int) -> None:
         await call_json(
@@ -96,6 +117,8 @@ class StatefulSetWorkload:
         }
         if statefulset is None:
             return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
+        has_claims = bool(statefulset["spec"].get("volumeClaimTemplates"))
+        claims = await self._staying_claims(selector) if has_claims else frozenset()
         metadata = statefulset.get("metadata", {})
         observed = (statefulset.get("status") or {}).get("observedGeneration")
         generation = metadata.get("generation")
@@ -105,6 +128,7 @@ class StatefulSetWorkload:
             WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating),
             (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
             len(running),
+            claims,
         )
 
     # ----------------------------------------------------------------------------------------------- steps
@@ -127,10 +151,13 @@ class StatefulSetWorkload:
 
     async def _ensure_statefulset(self, planned: Mapping[str, Any]) -> Applied:
         wanted = planned_hash(planned)
+        claims = claim_templates_hash(planned)
         live = await self._read_statefulset()
         if live is None:
+            await self._try_claims(planned)
             try:
-                await call_json(self.apps.create_namespaced_stateful_set, self.namespace, _stamped(planned, wanted))
+                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted, CLAIM_TEMPLATES_HASH_ANNOTATION: claims})
+                await call_json(self.apps.create_namespaced_stateful_set, self.namespace, body)
                 return Applied.CREATED
             except Exception as error:
                 if not is_conflict(error):  # 409: created meanwhile (an earlier attempt that timed out)
@@ -138,24 +165,64 @@ class StatefulSetWorkload:
             live = await self._read_statefulset()
             if live is None:
                 raise RuntimeError(f"StatefulSet {self.name} exists and does not: the API server disagrees")
-        self._check_ours("StatefulSet", live)
-        if _applied_hash(live) == wanted:
+        check_ours("StatefulSet", live, self.fleet_uid)
+        created_with = annotation(live, CLAIM_TEMPLATES_HASH_ANNOTATION) or claim_templates_hash({})
+        if created_with != claims:
+            raise WorkloadRejected(
+                "spec.volumeClaimTemplates cannot change once the fleet's StatefulSet exists (Kubernetes fixes a"
+                " StatefulSet's claim templates when it is created): put them back as they were; an existing claim"
+                " can be resized on its own where its storage class allows it (kubectl patch pvc)"
+            )
+        if applied_hash(live) == wanted:
             return Applied.UNCHANGED
         patch = [
-            *_metadata_ops(live, planned, wanted),
-            {"op": "replace", "path": "/spec/template", "value": planned["spec"]["template"]},
+            *metadata_ops(live, planned, wanted),
+            *({"op": "add", "path": f"/spec/{key}", "value": value} for key, value in updatable_spec(planned).items()),
         ]
         await call_json(
             self.apps.patch_namespaced_stateful_set, self.name, self.namespace, patch, _content_type=JSON_PATCH
         )
         return Applied.UPDATED
 
+    async def _try_claims(self, planned: Mapping[str, Any]) -> None:
+        """Let the API server check one claim of each template (a dry run) before the StatefulSet is created.
+
+        Kubernetes checks a StatefulSet's claim templates only when its controller creates the claims, and then a
+        refusal is an Event on the StatefulSet while the pod never appears; checked here, it is the fleet's
+        condition instead. A claim that exists already (kept from an earlier fleet of that name) is the one the
+        StatefulSet will use: nothing to check.
+        """
+        spec = planned["spec"]
+        for index, template in enumerate(spec.get("volumeClaimTemplates") or []):
+            metadata = template.get("metadata") or {}
+            labels = {**(metadata.get("labels") or {}), **spec["selector"]["matchLabels"]}
+            name = claim_name(str(metadata.get("name")), self.name, 0)
+            claim = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {**metadata, "name": name, "namespace": self.namespace, "labels": labels},
+                "spec": template.get("spec") or {},
+            }
+            try:
+                await call_json(
+                    self.core.create_namespaced_persistent_volume_claim, self.namespace, claim, dry_run="All"
+                )
+            except ApiException as error:
+                if error.status in (400, 422):
+                    raise WorkloadRejected(
+                        f"spec.volumeClaimTemplates[{index}]: the API server refuses its claims:"
+                        f" {api_error_text(error)}"
+                    ) from error
+                if error.status != 409:
+                    raise
+
     async def _ensure_service(self, planned: Mapping[str, Any]) -> Applied:
         wanted = planned_hash(planned)
         live = await self._read_service()
         if live is None:
             try:
-                await call_json(self.core.create_namespaced_service, self.namespace, _stamped(planned, wanted))
+                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
+                await call_json(self.core.create_namespaced_service, self.namespace, body)
                 return Applied.CREATED
             except Exception as error:
                 if not is_conflict(error):
@@ -163,13 +230,13 @@ class StatefulSetWorkload:
             live = await self._read_service()
             if live is None:
                 raise RuntimeError(f"Service {self.name} exists and does not: the API server disagrees")
-        self._check_ours("Service", live)
-        if _applied_hash(live) == wanted:
+        check_ours("Service", live, self.fleet_uid)
+        if applied_hash(live) == wanted:
             return Applied.UNCHANGED
         spec = planned["spec"]
         # clusterIP is immutable; the selector and publishNotReadyAddresses are what the plan can change.
         patch = [
-            *_metadata_ops(live, planned, wanted),
+            *metadata_ops(live, planned, wanted),
             {"op": "add", "path": "/spec/selector", "value": spec["selector"]},
             {"op": "add", "path": "/spec/publishNotReadyAddresses", "value": spec["publishNotReadyAddresses"]},
         ]
@@ -188,41 +255,18 @@ class StatefulSetWorkload:
                 pods.append(pod)
         return pods
 
-    def _check_ours(self, kind: str, live: Mapping[str, Any]) -> None:
-        owners = (live.get("metadata") or {}).get("ownerReferences") or []
-        if not any(owner.get("controller") and owner.get("uid") == self.fleet_uid for owner in owners):
-            raise NotOurs(
-                f"{kind} {self.namespace}/{self.name} already exists and is not controlled by this fleet:"
-                " rename the fleet or remove that object"
-            )
-
-
-def _stamped(planned: Mapping[str, Any], applied_hash: str) -> dict[str, Any]:
-    metadata = dict(planned["metadata"])
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: applied_hash}
-    return {**planned, "metadata": metadata}
-
-
-def _applied_hash(live: Mapping[str, Any]) -> str | None:
-    value = ((live.get("metadata") or {}).get("annotations") or {}).get(APPLIED_HASH_ANNOTATION)
-    return value if isinstance(value, str) else None
-
-
-def _metadata_ops(live: Mapping[str, Any], planned: Mapping[str, Any], applied_hash: str) -> list[dict[str, Any]]:
-    """Our labels and the hash annotation added to whatever others put there ("add" replaces an existing map)."""
-    metadata = live.get("metadata") or {}
-    return [
-        {
-            "op": "add",
-            "path": "/metadata/labels",
-            "value": {**(metadata.get("labels") or {}), **planned["metadata"]["labels"]},
-        },
-        {
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: applied_hash},
-        },
-    ]
+    async def _staying_claims(self, selector: str) -> frozenset[str]:
+        """The fleet's claims that stay: not being deleted, and not owned by a pod (which they would go with)."""
+        listing = await call_json(
+            self.core.list_namespaced_persistent_volume_claim, self.namespace, label_selector=selector
+        )
+        staying = set()
+        for claim in listing.get("items") or []:
+            metadata = claim.get("metadata") or {}
+            owned_by_pod = any(owner.get("kind") == "Pod" for owner in metadata.get("ownerReferences") or [])
+            if not metadata.get("deletionTimestamp") and not owned_by_pod:
+                staying.add(str(metadata.get("name", "")))
+        return frozenset(staying)
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

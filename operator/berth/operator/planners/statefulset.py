@@ -1,4 +1,4 @@
-"""Plan the Kubernetes objects a ConsumerFleet owns: its StatefulSet and headless Service.
+"""Plan the Kubernetes objects a ConsumerFleet owns: its StatefulSet, headless Service and PodDisruptionBudget.
 
 Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
 
@@ -16,6 +16,11 @@ Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
 - A fleet on Kafka gets ``BERTH_KAFKA_*`` instead of ``BERTH_COORDINATOR_URL``: the bootstrap list, the security
   protocol, the SASL mechanism, and its principal's username/password and the CA bundle through secretKeyRefs.
 - ``replicas`` is a parameter: the scaling planner owns the size, so applying a changed template never scales.
+- Per-pod volumes (``volumeClaimTemplates``, as given) come with their ``persistentVolumeClaimRetentionPolicy``
+  (Retain unless the fleet says Delete); ``updateStrategy`` appears when the fleet sets one. A fleet without them
+  plans exactly what it planned before they existed, so an operator upgrade changes no StatefulSet; where they are
+  absent the API server's defaults apply, which are Berth's, and :func:`updatable_spec` says what an update resets.
+- The PodDisruptionBudget is ``planners.disruption_budget``'s; it carries the same metadata and selects the pods.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.operator.planners.coordinator_target import KafkaTarget, resolve_target
+from berth.operator.planners.disruption_budget import plan_disruption_budget
 from berth.operator.planners.sizing import heartbeat_interval_ms
 from berth.operator.spec import Fleet, OperatorDefaults, SpecError
+from berth.operator.spec_stateful import UpdateStrategy, UpdateStrategyType
 
 FLEET_API_VERSION = "berth.dev/v1alpha1"
 FLEET_KIND = "ConsumerFleet"
@@ -49,6 +56,14 @@ ENV_KAFKA_SASL_USERNAME = "BERTH_KAFKA_SASL_USERNAME"
 ENV_KAFKA_SASL_PASSWORD = "BERTH_KAFKA_SASL_PASSWORD"
 ENV_KAFKA_SSL_CA_PEM = "BERTH_KAFKA_SSL_CA_PEM"
 
+#: The optional StatefulSet fields an update may change (besides the template and ``replicas``), with the values
+#: Kubernetes gives them when they are left out: an update whose plan drops one puts this back. The claim
+#: templates, the selector, ``serviceName`` and ``podManagementPolicy`` are fixed when the StatefulSet is created.
+UPDATABLE_DEFAULTS: Mapping[str, Any] = {
+    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+    "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+}
+
 
 @dataclass(frozen=True, slots=True)
 class PlannedWorkload:
@@ -56,6 +71,8 @@ class PlannedWorkload:
 
     statefulset: dict[str, Any]
     service: dict[str, Any]
+    #: The PodDisruptionBudget; None when the fleet turned it off (``spec.podDisruptionBudget.enabled: false``).
+    disruption_budget: dict[str, Any] | None
     #: ``status.selector``: the pod selector as a label-selector string (for the scale subresource and HPAs).
     selector: str
     #: The plain-valued BERTH_* variables every member gets (not its instance id, not the token).
@@ -102,6 +119,7 @@ def plan_statefulset(
                 "podManagementPolicy": fleet.spec.pod_management_policy,
                 "selector": {"matchLabels": dict(labels)},
                 "template": _pod_template(fleet, labels, _container_env(fleet, member_env)),
+                **_stateful_fields(fleet),
             },
         },
         service={
@@ -116,9 +134,19 @@ def plan_statefulset(
                 "publishNotReadyAddresses": True,
             },
         },
+        disruption_budget=plan_disruption_budget(fleet, metadata=_owned_metadata(fleet, labels), pod_labels=labels),
         selector=selector_string(labels),
         member_env=member_env,
     )
+
+
+def updatable_spec(statefulset: Mapping[str, Any]) -> dict[str, Any]:
+    """What an update of the planned ``statefulset`` sets: its template, update strategy and claim retention, each
+    as planned or, where the plan leaves it out, as Kubernetes' default (so removing a setting undoes it)."""
+    spec = statefulset["spec"]
+    updates = {"template": copy.deepcopy(spec["template"])}
+    updates.update({key: copy.deepcopy(spec.get(key, default)) for key, default in UPDATABLE_DEFAULTS.items()})
+    return updates
 
 
 def plan_member_env(fleet: Fleet, *, operator_defaults: OperatorDefaults, session_timeout_ms: int) -> dict[str, str]:
@@ -174,6 +202,44 @@ def _owned_metadata(fleet: Fleet, labels: Mapping[str, str]) -> dict[str, Any]:
             }
         ],
     }
+
+
+def describe_rollout(strategy: UpdateStrategy | None) -> str:
+    """How a changed pod template reaches the pods, for the ``Updated`` Event."""
+    rejoin = "rejoin as themselves, without a rebalance"
+    if strategy is not None and strategy.type is UpdateStrategyType.ON_DELETE:
+        return f"each pod takes it when it is next deleted (updateStrategy OnDelete), and its member will {rejoin}"
+    if strategy is not None and strategy.partition:
+        return (
+            f"its pods from ordinal {strategy.partition} up restart one at a time and {rejoin}; those below keep"
+            f" the old template (partition {strategy.partition})"
+        )
+    return f"its pods restart one at a time and {rejoin}"
+
+
+def _stateful_fields(fleet: Fleet) -> dict[str, Any]:
+    """``volumeClaimTemplates`` with their retention policy, and ``updateStrategy``, when the fleet has them."""
+    stateful = fleet.spec.stateful
+    fields: dict[str, Any] = {}
+    if stateful.volume_claim_templates:
+        fields["volumeClaimTemplates"] = [copy.deepcopy(dict(t)) for t in stateful.volume_claim_templates]
+        retention = stateful.claim_retention
+        fields["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": retention.when_deleted.value,
+            "whenScaled": retention.when_scaled.value,
+        }
+    strategy = stateful.update_strategy
+    if strategy is not None:
+        planned: dict[str, Any] = {"type": strategy.type.value}
+        rolling = {
+            key: value
+            for key, value in (("partition", strategy.partition), ("maxUnavailable", strategy.max_unavailable))
+            if value is not None
+        }
+        if rolling:
+            planned["rollingUpdate"] = rolling
+        fields["updateStrategy"] = planned
+    return fields
 
 
 def _container_env(fleet: Fleet, member_env: Mapping[str, str]) -> list[dict[str, Any]]:

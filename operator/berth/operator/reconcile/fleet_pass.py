@@ -35,6 +35,7 @@ from berth.operator.planners.coordinator_target import (
     BerthTarget,
     CoordinatorTarget,
 )
+from berth.operator.planners.disruption_budget import describe_budget
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.scaling import (
     BatchLeave,
@@ -45,8 +46,9 @@ from berth.operator.planners.scaling import (
     plan_scaling,
 )
 from berth.operator.planners.sizing import SessionTimeoutError
-from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
+from berth.operator.planners.statefulset import PlannedWorkload, describe_rollout, plan_statefulset
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
+from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, claims_on_deletion, report_retained_claims
 from berth.operator.ports import (
     Applied,
     ApplyResult,
@@ -198,7 +200,7 @@ class FleetPass:
                 if deleted
                 else (f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete)")
             )
-            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet")
+            self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet{claims_on_deletion(fleet)}")
             return None
         self._announce_waiting(plan.waiting)
         return plan.waiting
@@ -368,6 +370,10 @@ class FleetPass:
             notes=coordinator_notes(fleet, coordinator),
         )
         await self._write(fleet_status.only_changes(self.status, patch))
+        claims = report_retained_claims(fleet, self.status, claims=view.claims, existing_pods=view.observation.existing)
+        await self._write(claims.patch)
+        if claims.event is not None:
+            self.events.info(CLAIMS_RETAINED_EVENT, claims.event)
         if was_refused:
             self.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
 
@@ -439,13 +445,16 @@ class FleetPass:
         elif applied.statefulset is Applied.UPDATED:
             self.events.info(
                 "Updated",
-                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms): its pods restart"
-                " one at a time and rejoin as themselves, without a rebalance",
+                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms):"
+                f" {describe_rollout(fleet.spec.stateful.update_strategy)}",
             )
         if applied.service is Applied.CREATED:
             self.events.info("Created", f"created headless Service {name}")
         elif applied.service is Applied.UPDATED:
             self.events.info("Updated", f"updated headless Service {name}")
+        budget = describe_budget(applied.disruption_budget, name, fleet.spec.stateful.disruption_budget)
+        if budget is not None:
+            self.events.info(*budget)
 
     def _announce_waiting(self, waiting: str | None) -> None:
         if waiting is None:

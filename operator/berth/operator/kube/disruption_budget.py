@@ -1,0 +1,101 @@
+"""``FleetDisruptionBudget``: one fleet's PodDisruptionBudget (policy/v1), kept as planned or deleted when disabled.
+
+Rules (``owned_objects`` for what all owned objects share):
+
+- Created as planned; patched only when the plan's hash changed (``maxUnavailable``, the selector and the
+  unhealthy-pod eviction policy are all mutable on a policy/v1 budget).
+- Turned off (nothing planned): the fleet's own budget is deleted, with a precondition on its uid so that an
+  object someone else created meanwhile under the name is never deleted; a budget the fleet does not control is
+  left alone. Turned on over such a foreign budget: :class:`~berth.operator.ports.NotOurs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kubernetes
+
+from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found
+from berth.operator.kube.owned_objects import (
+    applied_hash,
+    check_ours,
+    controlled_by,
+    metadata_ops,
+    planned_hash,
+    stamped,
+)
+from berth.operator.names import APPLIED_HASH_ANNOTATION
+from berth.operator.ports import Applied
+
+KIND = "PodDisruptionBudget"
+
+
+class FleetDisruptionBudget:
+    def __init__(
+        self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str, fleet_uid: str | None
+    ) -> None:
+        self.policy = kubernetes.client.PolicyV1Api(api_client)
+        self.namespace = namespace
+        self.name = name
+        self.fleet_uid = fleet_uid
+
+    async def ensure(self, planned: Mapping[str, Any] | None) -> Applied:
+        """Make the fleet's budget what ``planned`` says: created, patched, unchanged, or deleted (None)."""
+        live = await self._read()
+        if planned is None:
+            return await self._delete(live)
+        wanted = planned_hash(planned)
+        if live is None:
+            try:
+                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
+                await call_json(self.policy.create_namespaced_pod_disruption_budget, self.namespace, body)
+                return Applied.CREATED
+            except Exception as error:
+                if not is_conflict(error):  # 409: created meanwhile (an earlier attempt that timed out)
+                    raise
+            live = await self._read()
+            if live is None:
+                raise RuntimeError(f"{KIND} {self.name} exists and does not: the API server disagrees")
+        check_ours(KIND, live, self.fleet_uid)
+        if applied_hash(live) == wanted:
+            return Applied.UNCHANGED
+        spec = planned["spec"]
+        patch = [
+            *metadata_ops(live, planned, wanted),
+            *({"op": "add", "path": f"/spec/{key}", "value": spec[key]} for key in sorted(spec)),
+        ]
+        await call_json(
+            self.policy.patch_namespaced_pod_disruption_budget,
+            self.name,
+            self.namespace,
+            patch,
+            _content_type=JSON_PATCH,
+        )
+        return Applied.UPDATED
+
+    async def _delete(self, live: Mapping[str, Any] | None) -> Applied:
+        if live is None or not controlled_by(live, self.fleet_uid):
+            return Applied.UNCHANGED
+        uid = (live.get("metadata") or {}).get("uid")
+        try:
+            await call_json(
+                self.policy.delete_namespaced_pod_disruption_budget,
+                self.name,
+                self.namespace,
+                body={"preconditions": {"uid": uid}},
+            )
+        except Exception as error:
+            # Gone already, or replaced by another object (409: the uid precondition failed): not ours to delete.
+            if is_not_found(error) or is_conflict(error):
+                return Applied.UNCHANGED
+            raise
+        return Applied.DELETED
+
+    async def _read(self) -> dict[str, Any] | None:
+        try:
+            return await call_json(self.policy.read_namespaced_pod_disruption_budget, self.name, self.namespace)
+        except Exception as error:
+            if is_not_found(error):
+                return None
+            raise

@@ -1,0 +1,79 @@
+"""What every object a fleet owns shares on Kubernetes: the hash of what was applied, and the controller check.
+
+Rules:
+
+- An object is stamped with ``berth.dev/applied-hash``, a short hash of the planned manifest (``spec.replicas``
+  left out: the scaling planner owns the size); an existing object is patched only when the plan's hash differs.
+- A patch adds our labels and the hash annotation to whatever others put in the object's metadata.
+- An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from berth.operator.names import APPLIED_HASH_ANNOTATION
+from berth.operator.ports import NotOurs
+
+
+def canonical_hash(value: object) -> str:
+    """A short, stable hash of a JSON-able value (keys sorted)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def planned_hash(manifest: Mapping[str, Any]) -> str:
+    """A short hash of a planned object, ``spec.replicas`` left out."""
+    spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key != "replicas"}
+    return canonical_hash({**manifest, "spec": spec})
+
+
+def stamped(planned: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    """``planned`` with ``annotations`` added to its own."""
+    metadata = dict(planned["metadata"])
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+    return {**planned, "metadata": metadata}
+
+
+def annotation(live: Mapping[str, Any], key: str) -> str | None:
+    value = ((live.get("metadata") or {}).get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def applied_hash(live: Mapping[str, Any]) -> str | None:
+    return annotation(live, APPLIED_HASH_ANNOTATION)
+
+
+def metadata_ops(live: Mapping[str, Any], planned: Mapping[str, Any], applied: str) -> list[dict[str, Any]]:
+    """Our labels and the hash annotation added to whatever others put there ("add" replaces an existing map)."""
+    metadata = live.get("metadata") or {}
+    return [
+        {
+            "op": "add",
+            "path": "/metadata/labels",
+            "value": {**(metadata.get("labels") or {}), **planned["metadata"]["labels"]},
+        },
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: applied},
+        },
+    ]
+
+
+def controlled_by(live: Mapping[str, Any], fleet_uid: str | None) -> bool:
+    owners = (live.get("metadata") or {}).get("ownerReferences") or []
+    return any(owner.get("controller") and owner.get("uid") == fleet_uid for owner in owners)
+
+
+def check_ours(kind: str, live: Mapping[str, Any], fleet_uid: str | None) -> None:
+    """Raise :class:`NotOurs` unless the fleet controls ``live``."""
+    if not controlled_by(live, fleet_uid):
+        metadata = live.get("metadata") or {}
+        raise NotOurs(
+            f"{kind} {metadata.get('namespace')}/{metadata.get('name')} already exists and is not controlled by"
+            " this fleet: rename the fleet or remove that object"
+        )
