@@ -144,3 +144,16 @@ async def test_sessions_restart_at_reload_and_expire_after_it(coordinator: Coord
     assert (await api.describe("orders"))["group_state"] == "Stable"  # a fresh 10 s session from the reload
     await api.advance(1_000)
     assert (await api.describe("orders"))["group_state"] == "Empty"
+
+
+def test_a_second_coordinator_is_refused_even_after_the_lock_file_is_deleted(
+    coordinator: CoordinatorProcess, tmp_path: Path
+) -> None:
+    (coordinator.data_dir / "berth.lock").unlink()
+
+    second = run_cli("--data-dir", str(coordinator.data_dir), "--port", "0", "--manual-clock")
+
+    assert second.returncode == 2
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert "in use by another Berth coordinator" in lines[0]

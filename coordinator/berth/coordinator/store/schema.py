@@ -77,22 +77,51 @@ def prepare_data_dir(data_dir: Path) -> None:
         raise StoreError(f"data dir {data_dir} is not writable")
 
 
-def lock_data_dir(data_dir: Path) -> IO[bytes]:
-    """Take an exclusive lock so that two coordinators never write one journal; the kernel drops it on exit."""
-    path = data_dir / LOCK_FILENAME
+def lock_data_dir(data_dir: Path) -> tuple[int, IO[bytes]]:
+    """Lock the data dir so that two coordinators never write one store; the kernel drops the locks on exit.
+
+    The lock that counts is an ``flock`` on the directory itself, held through an open descriptor: deleting
+    ``berth.lock`` (or anything else in the dir) cannot release it, and a directory in use cannot be removed.
+    ``berth.lock`` is locked as well, so that a coordinator of an older Berth, which locks only that file, is
+    still kept out during an upgrade. Returns both descriptors; ``release_data_dir`` closes them.
+    """
     try:
-        handle = open(path, "ab")  # noqa: SIM115 - held open for the store's lifetime, closed by release_lock
+        dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise StoreError(f"data dir {data_dir} is not writable: {exc.strerror or exc}") from exc
+        raise StoreError(f"data dir {data_dir} cannot be opened: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
+        _flock_exclusive(dir_fd, data_dir)
+        path = data_dir / LOCK_FILENAME
+        try:
+            handle = open(path, "ab")  # noqa: SIM115 - held open for the store's lifetime
+        except OSError as exc:
+            raise StoreError(f"data dir {data_dir} is not writable: {exc.strerror or exc}") from exc
+        try:
+            _flock_exclusive(handle.fileno(), data_dir)
+        except BaseException:
+            handle.close()
+            raise
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd, handle
+
+
+def release_data_dir(lock: tuple[int, IO[bytes]]) -> None:
+    """Close the descriptors ``lock_data_dir`` returned, which releases both locks (idempotent)."""
+    dir_fd, handle = lock
+    if not handle.closed:
         handle.close()
+        os.close(dir_fd)
+
+
+def _flock_exclusive(fd: int, data_dir: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
         raise StoreError(f"data dir {data_dir} is in use by another Berth coordinator") from exc
     except OSError as exc:  # e.g. a filesystem without locks
-        handle.close()
         raise StoreError(f"data dir {data_dir} cannot be locked: {exc.strerror or exc}") from exc
-    return handle
 
 
 def connect(db_path: Path) -> sqlite3.Connection:

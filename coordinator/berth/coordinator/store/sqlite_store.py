@@ -11,7 +11,8 @@ Rules:
 - Journal seq numbers are contiguous from 1. ``commit_batch`` numbers a batch's events from the last
   committed seq and advances that counter only once COMMIT returned, so a rolled-back batch's numbers are
   reused by the next one.
-- Opening takes an exclusive lock on the data dir and reconciles the segments with the journal table.
+- Opening takes an exclusive lock on the data dir (an `flock` on the directory itself, so deleting
+  `berth.lock` cannot release it) and reconciles the segments with the journal table.
 - Every problem with the data dir surfaces as a one-line ``StoreError``.
 """
 
@@ -39,7 +40,14 @@ from berth.coordinator.core import (
 )
 from berth.coordinator.store.batch import PreparedBatch, number_events
 from berth.coordinator.store.errors import StoreError
-from berth.coordinator.store.schema import DB_FILENAME, connect, ensure_schema, lock_data_dir, prepare_data_dir
+from berth.coordinator.store.schema import (
+    DB_FILENAME,
+    connect,
+    ensure_schema,
+    lock_data_dir,
+    prepare_data_dir,
+    release_data_dir,
+)
 from berth.coordinator.store.segments import JournalSegments
 
 log = logging.getLogger(__name__)
@@ -68,7 +76,7 @@ class SqliteStore:
         self.data_dir = Path(data_dir)
         self.db_path = self.data_dir / DB_FILENAME
         prepare_data_dir(self.data_dir)
-        self._lock_file = lock_data_dir(self.data_dir)
+        self._lock = lock_data_dir(self.data_dir)
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
@@ -189,8 +197,7 @@ class SqliteStore:
             if conn is not None:
                 conn.close()
         self._reader = self._writer = None
-        if not self._lock_file.closed:
-            self._lock_file.close()  # releases the flock
+        release_data_dir(self._lock)
 
     # ---------------------------------------------------------------------------------------- internals
 
