@@ -18,6 +18,8 @@ Replaying the records in the order they were written rebuilds the groups (``Coor
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from berth.coordinator.core.group import EMPTY, STABLE, Group
@@ -44,7 +46,8 @@ class MemberMetadata(msgspec.Struct, frozen=True, gc=False):
 
 
 class GroupMetadata(msgspec.Struct, frozen=True, gc=False):
-    version: int = GROUP_RECORD_VERSION
+    # Any version a Berth wrote is read (additive versioning); below 1 no Berth ever wrote: a malformed record.
+    version: Annotated[int, msgspec.Meta(ge=1)] = GROUP_RECORD_VERSION
     protocol_type: str = ""
     generation: int = 0
     protocol: str | None = None
@@ -142,6 +145,8 @@ def group_from_record(record: GroupRecord, now_ms: int) -> Group:
     """Rebuild a group as Kafka's replay does: Stable with its members, or Empty; no timers, nothing parked."""
     value = record.value
     assert value is not None, "a tombstone rebuilds no group"
+    if record.members and value.leader not in {m.member_id for m in record.members}:
+        raise RecordFormatError(f"group {record.group_id!r}: its leader {value.leader!r} is not one of its members")
     group = Group(
         record.group_id,
         now_ms=value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms,
@@ -149,7 +154,7 @@ def group_from_record(record: GroupRecord, now_ms: int) -> Group:
         generation_id=value.generation,
         protocol_type=value.protocol_type or None,
         protocol_name=value.protocol,
-        leader_id=value.leader,
+        leader_id=value.leader if record.members else None,
     )
     for stored in record.members:
         add_stored_member(group, stored, now_ms)

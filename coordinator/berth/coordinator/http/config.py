@@ -8,6 +8,7 @@ from pathlib import Path
 from berth.coordinator.core import CoordinatorConfig
 from berth.coordinator.http.auth import TokenSet
 from berth.coordinator.protocol import Limits
+from berth.coordinator.store import StoreConfig
 
 
 @dataclass(frozen=True)
@@ -23,3 +24,5 @@ class ServerConfig:
     tokens: TokenSet | None = None
     limits: Limits = field(default_factory=Limits)
     core: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    # The store's start-up checks and bounds (issue #12): docs/api.md §6, §8, §10.
+    store: StoreConfig = field(default_factory=StoreConfig)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from berth.coordinator.core import Coordinator, CoordinatorConfig
+from berth.coordinator.core import Coordinator, CoordinatorConfig, RecordFormatError
 from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig
@@ -26,7 +26,7 @@ from berth.coordinator.http.engine import WritesDone
 from berth.coordinator.http.server import Listening, create_app
 from berth.coordinator.http.uuids import RandomUuids
 from berth.coordinator.protocol import Limits
-from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
+from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig, StoreError
 
 log = logging.getLogger("berth.coordinator")
 
@@ -39,6 +39,14 @@ class _Parser(argparse.ArgumentParser):
 def fail(message: str) -> NoReturn:
     print(f"berth-coordinator: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def one_line(exc: BaseException | None) -> str:
+    """The exception as the command's one line: its message, or its type when it has none (a bug)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, StoreError) and text:
+        return text
+    return f"loading persisted state failed: {type(exc).__name__}: {text}" if text else f"{type(exc).__name__}"
 
 
 def _positive(text: str) -> int:
@@ -74,7 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-list-items", type=_positive, default=100_000, help="longest list accepted in a request")
     p.add_argument("--manual-clock", action="store_true", help="tests only: time moves via POST /v1/debug/clock")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_store_arguments(p)
     return p
+
+
+# --------------------------------------------------------------------------- the store: start-up and bounds
+
+
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of the store's start-up checks and bounds (docs/api.md §6, §10)."""
+    p.add_argument(
+        "--integrity-check",
+        default="quick",
+        choices=["quick", "full", "off"],
+        help="check the database's pages at start (PRAGMA quick_check or integrity_check); refuse a damaged one",
+    )
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig(integrity_check=args.integrity_check)
 
 
 def parse_config(argv: Sequence[str] | None) -> ServerConfig:
@@ -113,6 +139,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         tokens=tokens,
         limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
         core=core,
+        store=store_config(args),
     )
 
 
@@ -124,8 +151,11 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
         return GroupCommitWriter(store, on_done)
 
     def load_records(target: Coordinator) -> None:
-        for record in store.load():
-            target.replay(record)
+        try:
+            for record in store.load():
+                target.replay(record)
+        except RecordFormatError as exc:
+            raise StoreError(f"database {store.db_path} holds a record this Berth cannot load: {exc}") from exc
 
     app = create_app(config, clock, core, make_writer, load_records, store)
     try:
@@ -136,9 +166,14 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    ready = asyncio.create_task(server.state.loaded.wait())
+    ready = asyncio.create_task(server.state.wait_loaded())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.done() and ready.exception() is not None:
+        # Never "up but never ready": a store that cannot be loaded is one line on stderr and exit 2.
+        stopping.cancel()
+        await server.stop()
+        fail(one_line(ready.exception()))
     if ready.done():
         host, port = server.address
         print(f"listening on http://{host}:{port}", flush=True)
@@ -157,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        store = SqliteStore(config.data_dir)
+        store = SqliteStore(config.data_dir, config.store)
     except StoreError as exc:
         fail(str(exc))
     tune_garbage_collector()

@@ -97,7 +97,7 @@ class CoordinatorServer:
         finally:
             if not self._loader.done():
                 self._loader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failed load is the command's to report
                 await self._loader
             await self.shutdown()
             await self.engine.close()
@@ -108,12 +108,18 @@ class CoordinatorServer:
         if self.running_engine is not None:
             await self.running_engine.shutdown()
 
+    async def wait_loaded(self) -> None:
+        """Return once the persisted state is loaded; raise what made loading fail (the command exits 2)."""
+        assert self._loader is not None, "loading starts with the application"
+        await asyncio.shield(self._loader)
+
     async def _load(self) -> None:
         started = time.perf_counter()
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._load_records, self.core)
-        except Exception:
-            log.exception("loading persisted state failed")
+        except Exception as exc:
+            # Reported once, as the command's one line (docs/api.md §10); the trace only for debugging.
+            log.debug("loading persisted state failed", exc_info=exc)
             raise
         self.engine.apply(self.core.load((), self.clock.now_ms()))
         self.engine.ready = True

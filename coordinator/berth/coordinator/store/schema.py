@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from berth.coordinator.store.config import IntegrityCheck
 from berth.coordinator.store.errors import StoreError
 
 SCHEMA_VERSION = 2
@@ -146,6 +147,28 @@ def connect(db_path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+#: Problems the integrity check reports at most in its one line (the first is usually the telling one).
+_PROBLEMS_SHOWN = 3
+
+
+def check_integrity(conn: sqlite3.Connection, db_path: Path, mode: IntegrityCheck) -> None:
+    """Refuse a database whose pages are damaged, before anything reads or writes it.
+
+    ``quick`` is ``PRAGMA quick_check`` (every page and record, not the indexes' agreement with their tables),
+    ``full`` is ``PRAGMA integrity_check``; both read the whole file once (docs/reliability.md has the cost).
+    """
+    if mode == "off":
+        return
+    pragma = "quick_check" if mode == "quick" else "integrity_check"
+    try:
+        problems = [row[0] for row in conn.execute(f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")]
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} failed its integrity check: {exc}") from exc
+    if problems != ["ok"]:
+        shown = "; ".join(" ".join(str(p).split()) for p in problems)
+        raise StoreError(f"database {db_path} failed its integrity check ({shown}); restore it from a backup")
 
 
 def ensure_schema(conn: sqlite3.Connection, db_path: Path) -> None:

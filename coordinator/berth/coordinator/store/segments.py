@@ -7,9 +7,11 @@ Rules:
 - Segments are flushed to the OS after each append but never fsynced: SQLite is the source of truth and
   segments are derived from it.
 - ``reconcile`` makes the segments equal to the journal table again, whatever a crash left: it cuts a torn
-  (or unreadable) tail and lines the table does not have, drops segments left empty, and appends every
-  event the segments miss. It runs when the store opens and after an append failed (disk full), so a
-  failed append never loses events for good.
+  (or unreadable) tail, drops segments left empty, and appends every event the segments miss. It runs when
+  the store opens and after an append failed (disk full), so a failed append never loses events for good.
+- Segments are written only after their events committed, so they are never ahead of the table. When they
+  are (the database was lost, emptied or restored from an older copy), the segments are the only record of
+  that history: ``reconcile`` refuses (``SegmentsAheadError``) and never cuts a complete event.
 - Only the writer thread appends (after each commit); readers may see the newest segment grow.
 """
 
@@ -29,6 +31,27 @@ SEGMENT_SUFFIX = ".jsonl"
 _RECONCILE_CHUNK = 10_000
 
 EventLines = Sequence[tuple[int, str]]  # (seq, JSON line without its newline)
+
+
+class SegmentsAheadError(Exception):
+    """The segments hold events the journal table does not: the database lost history (never cut them)."""
+
+    def __init__(self, path: Path, segment_seq: int, table_seq: int) -> None:
+        super().__init__(
+            f"journal segment {path} holds events up to seq {segment_seq} but the database only up to seq"
+            f" {table_seq}: the database lost history (missing, emptied or restored from an older copy)"
+        )
+        self.path = path
+        self.segment_seq = segment_seq
+        self.table_seq = table_seq
+
+
+def holds_events(directory: Path) -> bool:
+    """Whether the folder has a segment with at least one byte in it (a missing folder has none)."""
+    try:
+        return any(path.stat().st_size > 0 for path in segment_paths(directory))
+    except OSError:
+        return False
 
 
 class JournalTable(Protocol):
@@ -138,16 +161,21 @@ class JournalSegments:
 
 
 def _trim_tail(path: Path, table_last_seq: int) -> tuple[int, int] | None:
-    """Cut the segment's torn, unreadable or ahead-of-the-table tail: its (last seq, event count), None if empty."""
+    """Cut the segment's torn or unreadable tail: its (last seq, event count), None if nothing readable is left.
+
+    Raises ``SegmentsAheadError`` when its last readable event is one the table does not have.
+    """
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1  # everything after the last newline is a torn line
     last_seq = None
     while end > 0:
         start = data.rfind(b"\n", 0, end - 1) + 1
         last_seq = _seq_of(data[start : end - 1])
-        if last_seq is not None and last_seq <= table_last_seq:
+        if last_seq is not None:
             break
         end = start
+    if last_seq is not None and last_seq > table_last_seq:
+        raise SegmentsAheadError(path, last_seq, table_last_seq)
     if end != len(data):
         log.warning("store: cut %d bytes from the end of journal segment %s", len(data) - end, path.name)
         os.truncate(path, end)

@@ -18,6 +18,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import msgspec
 
@@ -38,17 +39,20 @@ from berth.coordinator.core import (
     OffsetRecord,
     Record,
 )
+from berth.coordinator.protocol import GroupId, InstanceId
 from berth.coordinator.store.batch import PreparedBatch, number_events
+from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.schema import (
     DB_FILENAME,
+    check_integrity,
     connect,
     ensure_schema,
     lock_data_dir,
     prepare_data_dir,
     release_data_dir,
 )
-from berth.coordinator.store.segments import JournalSegments
+from berth.coordinator.store.segments import JournalSegments, SegmentsAheadError, holds_events
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,7 @@ _UPSERT_MEMBER = "INSERT OR REPLACE INTO group_members (group_id, member_id, rec
 _DELETE_MEMBER = "DELETE FROM group_members WHERE group_id = ? AND member_id = ?"
 _decode_group = msgspec.json.Decoder(GroupMetadata).decode
 _decode_member = msgspec.json.Decoder(MemberMetadata).decode
+_decode_instance_ids = msgspec.json.Decoder(tuple[InstanceId, ...]).decode
 _UPSERT_OFFSET = (
     "INSERT OR REPLACE INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, metadata,"
     " commit_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -71,8 +76,34 @@ _DELETE_EXPECTED = "DELETE FROM expected_members WHERE group_id = ?"
 _INSERT_EVENT = "INSERT INTO journal (seq, event) VALUES (?, ?)"
 
 
+_RESTORE_ADVICE = "restore {db} from a backup, or move the journal folder away to start with an empty store"
+
+
+def refuse_a_lost_database(db_path: Path, journal_dir: Path) -> None:
+    """A missing or empty database next to journal segments is history lost, not a fresh store: refuse it
+    before SQLite creates an empty file in its place."""
+    try:
+        size = db_path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError:
+        return  # connect() reports what is wrong with the file
+    if (size is None or size == 0) and holds_events(journal_dir):
+        state = "missing" if size is None else "empty"
+        raise StoreError(
+            f"database {db_path} is {state} but the journal segments in {journal_dir} hold history;"
+            f" refusing to start ({_RESTORE_ADVICE.format(db=db_path)})"
+        )
+
+
 class SqliteStore:
-    def __init__(self, data_dir: Path, *, segment_max_events: int = 100_000) -> None:
+    def __init__(
+        self, data_dir: Path, config: StoreConfig | None = None, *, segment_max_events: int | None = None
+    ) -> None:
+        config = config or StoreConfig()
+        if segment_max_events is not None:  # tests: small segments
+            config = dataclasses.replace(config, segment_max_events=segment_max_events)
+        self.config = config
         self.data_dir = Path(data_dir)
         self.db_path = self.data_dir / DB_FILENAME
         prepare_data_dir(self.data_dir)
@@ -80,16 +111,21 @@ class SqliteStore:
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
+        journal_dir = self.data_dir / JOURNAL_DIRNAME
         try:
+            refuse_a_lost_database(self.db_path, journal_dir)
             self._writer = connect(self.db_path)
+            check_integrity(self._writer, self.db_path, config.integrity_check)
             ensure_schema(self._writer, self.db_path)
             self._reader = connect(self.db_path)
             self._last_seq = self._query_last_seq()
-            self.segments = JournalSegments(self.data_dir / JOURNAL_DIRNAME, segment_max_events, self)
+            self.segments = JournalSegments(journal_dir, config.segment_max_events, self)
             self.segments.reconcile()
+        except SegmentsAheadError as exc:
+            self.close()
+            raise StoreError(f"{exc}; refusing to start ({_RESTORE_ADVICE.format(db=self.db_path)})") from exc
         except OSError as exc:
             self.close()
-            journal_dir = self.data_dir / JOURNAL_DIRNAME
             raise StoreError(f"journal segment dir {journal_dir} is unusable: {exc.strerror or exc}") from exc
         except BaseException:
             self.close()
@@ -103,25 +139,29 @@ class SqliteStore:
         conn = connect(self.db_path)
         try:
             conn.execute("BEGIN")  # one read snapshot across the tables
-            members = conn.execute("SELECT group_id, record FROM group_members ORDER BY group_id, member_id")
+            members = conn.execute("SELECT group_id, member_id, record FROM group_members ORDER BY group_id, member_id")
             pending = next(members, None)
             for group_id, text in conn.execute("SELECT group_id, record FROM groups ORDER BY group_id"):
                 while pending is not None and pending[0] < group_id:
                     pending = next(members, None)  # a member row without its group (cannot be written)
                 own: list[MemberMetadata] = []
                 while pending is not None and pending[0] == group_id:
-                    own.append(_decode_member(pending[1]))
+                    own.append(_decoded(_decode_member, pending[2], f"group {group_id!r}, member {pending[1]!r}"))
                     pending = next(members, None)
-                yield GroupRecord(group_id, _decode_group(text), tuple(own))
-            for group_id, topic, partition, offset, epoch, metadata, ts in conn.execute(
+                yield GroupRecord(
+                    GroupId(_text(group_id)), _decoded(_decode_group, text, f"group {group_id!r}"), tuple(own)
+                )
+            for row in conn.execute(
                 "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms"
                 " FROM offsets"
             ):
-                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
+                group_id, topic, partition, offset, epoch, metadata, ts = _checked_offset_row(row)
+                yield OffsetRecord(GroupId(group_id), topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
             for group_id, text in conn.execute("SELECT group_id, group_instance_ids FROM expected_members"):
-                yield ExpectedMembersRecord(group_id, tuple(json.loads(text)))
-        except (sqlite3.Error, ValueError, msgspec.DecodeError) as exc:
-            raise StoreError(f"database {self.db_path} cannot be read: {exc}") from exc
+                ids = _decoded(_decode_instance_ids, text, f"expected members of group {group_id!r}")
+                yield ExpectedMembersRecord(GroupId(_text(group_id)), ids)
+        except (sqlite3.Error, ValueError, TypeError, msgspec.DecodeError) as exc:
+            raise StoreError(f"database {self.db_path} cannot be read: {' '.join(str(exc).split())}") from exc
         finally:
             conn.close()
 
@@ -213,6 +253,43 @@ class SqliteStore:
                 return query(self._reader, *args)
             except sqlite3.Error as exc:
                 raise StoreError(f"database {self.db_path} cannot be read: {exc}") from exc
+
+
+T = TypeVar("T")
+
+
+def _decoded(decode: Callable[[Any], T], text: object, what: str) -> T:
+    """``decode(text)``, or ValueError naming the record (``what``) and what is wrong with it."""
+    try:
+        return decode(text)
+    except (msgspec.DecodeError, TypeError) as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected text, found {type(value).__name__} {value!r:.40}")
+    return value
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int):
+        raise ValueError(f"expected an integer, found {type(value).__name__} {value!r:.40}")
+    return value
+
+
+def _checked_offset_row(row: tuple[Any, ...]) -> tuple[str, str, int, int, int, str, int]:
+    """An offsets row as the columns promise it, or ValueError (SQLite keeps whatever type was written)."""
+    group_id, topic, partition, offset, epoch, metadata, ts = row
+    return (
+        _text(group_id),
+        _text(topic),
+        _integer(partition),
+        _integer(offset),
+        _integer(epoch),
+        _text(metadata),
+        _integer(ts),
+    )
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
