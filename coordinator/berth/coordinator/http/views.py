@@ -253,6 +253,8 @@ async def debug_store(request: web.Request) -> web.Response:
 
 _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
+_STOPPING = StatusResponse("stopping")
+_STORE_FAILING = StatusResponse("store failing")
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -260,10 +262,21 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Ready once loaded, until stopping, and while the store takes writes (docs/api.md §10).
+
+    While the last transaction failed (a full or read-only disk) the answer is 503 ``store failing``, and each
+    probe of it queues a small write, so that readiness comes back once the disk does even when no client (kept
+    away by the failed probe) writes anything."""
     state = request.app[STATE]
-    if state.started and state.engine.ready and not state.engine.closing:
-        return json_response(_READY)
-    return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+    if not (state.started and state.engine.ready):
+        return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+    if state.engine.closing:
+        return struct_response(_STOPPING, status=503)
+    writer = state.engine.writer
+    if not writer.healthy:
+        writer.probe()
+        return struct_response(_STORE_FAILING, status=503)
+    return json_response(_READY)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -287,7 +300,8 @@ def _gauges(state: CoordinatorServer) -> list[tuple[str, str, dict[str, str], fl
         rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
         rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
     rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
-    rows.append(("berth_ready", "gauge", {}, 1.0 if state.loaded.is_set() else 0.0))
+    ready = state.loaded.is_set() and state.started and state.engine.writer.healthy and not state.engine.closing
+    rows.append(("berth_ready", "gauge", {}, 1.0 if ready else 0.0))
     return rows
 
 

@@ -45,7 +45,10 @@ def _responses(route: Route, auth: bool) -> dict[str, Any]:
     if route.access is Access.OPEN and route.request is None:
         responses = {"200": ok}
         if route.operation == "readyz":
-            responses["503"] = {"description": "loading or stopping", "content": ok["content"]}
+            responses["503"] = {
+                "description": "loading, stopping, or the store failing (its last write failed)",
+                "content": ok["content"],
+            }
         return responses
     responses = {
         "200": ok,

@@ -161,7 +161,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("healthz", "GET", "/healthz", "Liveness", StatusResponse, access=Access.OPEN),
     Route(
-        "readyz", "GET", "/readyz", "Readiness: 503 while loading persisted state or stopping",
+        "readyz", "GET", "/readyz", "Readiness: 503 while loading persisted state, stopping, or writes fail",
         StatusResponse, access=Access.OPEN,
     ),
     Route("metrics", "GET", "/metrics", "Prometheus text", None, access=Access.OPEN),

@@ -74,6 +74,7 @@ _DELETE_OFFSET = "DELETE FROM offsets WHERE group_id = ? AND topic = ? AND parti
 _UPSERT_EXPECTED = "INSERT OR REPLACE INTO expected_members (group_id, group_instance_ids) VALUES (?, ?)"
 _DELETE_EXPECTED = "DELETE FROM expected_members WHERE group_id = ?"
 _INSERT_EVENT = "INSERT INTO journal (seq, event) VALUES (?, ?)"
+_PROBE_WRITE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('write_probe', ?)"
 
 
 _RESTORE_ADVICE = "restore {db} from a backup, or move the journal folder away to start with an empty store"
@@ -220,6 +221,21 @@ class SqliteStore:
         if lines:
             self._last_seq = lines[-1][0]
         return lines
+
+    def probe_write(self, before_commit: Callable[[], None]) -> None:
+        """A transaction that writes one ``meta`` row and commits (fsync included): does the disk take writes?
+
+        Writer thread only; raises what the transaction raised, after rolling it back."""
+        assert self._writer is not None, "store is closed"
+        conn = self._writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_PROBE_WRITE, (str(self._last_seq),))
+            before_commit()
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
 
     # ------------------------------------------------------------------------------------------ closing
 
