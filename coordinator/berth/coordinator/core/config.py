@@ -15,6 +15,8 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4_096
     # Berth's guard against anonymous-join floods (KIP-394 leaves pending ids unbounded until they expire).
     max_pending_members_per_group: int = 10_000
+    # Bounds (issue #12), docs/api.md §6: a journal event is summarised beyond this many bytes.
+    journal_event_max_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms < 0 or self.group_max_session_timeout_ms < 0:
@@ -29,3 +31,5 @@ class CoordinatorConfig:
             raise ValueError("timeouts and sizes must not be negative")
         if self.max_pending_members_per_group < 1:
             raise ValueError("max pending members per group must be at least 1")
+        if self.journal_event_max_bytes < 1:
+            raise ValueError("journal event max bytes must be at least 1")

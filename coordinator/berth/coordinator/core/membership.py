@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
+from berth.coordinator.core.journal_bounds import assignment_stored_fields
 from berth.coordinator.core.rebalance import (
     complete_stored_assignment,
     maybe_complete_join_phase,
@@ -105,14 +106,7 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
         group,
         EventType.ASSIGNMENT_STORED,
         member_id=req.member_id,
-        assignments=[
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "assignment": assignment[m.member_id],  # bytes: base64 in the journal's JSON
-            }
-            for m in group.members.values()
-        ],
+        **assignment_stored_fields(group.members.values(), assignment, core.config.journal_event_max_bytes),
     )
 
     def still_waiting() -> bool:

@@ -26,3 +26,4 @@ class ServerConfig:
     core: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     # The store's start-up checks and bounds (issue #12): docs/api.md §6, §8, §10.
     store: StoreConfig = field(default_factory=StoreConfig)
+    journal_page_max_bytes: int = 1_048_576  # a journal page stops before this many bytes of events (but one)

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig, RecordFormatError
 from berth.coordinator.http.auth import TokenSet, TokensFileError
@@ -98,9 +98,43 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help="check the database's pages at start (PRAGMA quick_check or integrity_check); refuse a damaged one",
     )
 
+    p.add_argument(
+        "--journal-retention-bytes",
+        type=_positive,
+        default=256 * 2**20,
+        help="journal kept, in bytes of events (the oldest segments go first); 0: no bound",
+    )
+    p.add_argument(
+        "--journal-retention-ms",
+        type=_positive,
+        default=7 * 86_400_000,
+        help="events older than this before the newest event go; 0: no bound",
+    )
+    p.add_argument(
+        "--journal-event-max-bytes",
+        type=_positive,
+        default=256 * 1024,
+        help="a larger assignment_stored or rebalance_completed event is summarised (docs/formats.md)",
+    )
+    p.add_argument(
+        "--journal-page-max-bytes",
+        type=_positive,
+        default=1_048_576,
+        help="a GET /v1/journal page stops before this many bytes of events (it always holds at least one)",
+    )
+
+
+def core_bounds(args: argparse.Namespace) -> dict[str, Any]:
+    """The core's part of the bounds (``CoordinatorConfig`` fields)."""
+    return {"journal_event_max_bytes": max(1, args.journal_event_max_bytes)}
+
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
-    return StoreConfig(integrity_check=args.integrity_check)
+    return StoreConfig(
+        integrity_check=args.integrity_check,
+        journal_retention_bytes=args.journal_retention_bytes or None,
+        journal_retention_ms=args.journal_retention_ms or None,
+    )
 
 
 def parse_config(argv: Sequence[str] | None) -> ServerConfig:
@@ -114,6 +148,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
             new_member_join_timeout_ms=args.group_new_member_join_timeout_ms,
             offset_metadata_max_bytes=args.offset_metadata_max_bytes,
             max_pending_members_per_group=max(1, args.max_pending_members_per_group),
+            **core_bounds(args),
         )
     except ValueError as exc:
         fail(str(exc))
@@ -140,6 +175,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
         core=core,
         store=store_config(args),
+        journal_page_max_bytes=max(1, args.journal_page_max_bytes),
     )
 
 

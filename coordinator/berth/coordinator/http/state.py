@@ -40,12 +40,26 @@ from berth.coordinator.protocol.routes import Access
 log = logging.getLogger("berth.coordinator")
 
 
+class JournalWindow(Protocol):
+    @property
+    def lines(self) -> list[str]: ...
+
+    @property
+    def first(self) -> int: ...
+
+    @property
+    def last(self) -> int: ...
+
+
 class JournalReader(Protocol):
     """The durable journal as the server reads it (the store)."""
 
     def last_seq(self) -> int: ...
 
-    def journal_lines(self, after: int, limit: int) -> list[str]: ...
+    def journal_window(self, after: int, limit: int, max_bytes: int | None = None) -> JournalWindow:
+        """Events after ``after`` as JSON lines, at most ``limit`` and ``max_bytes`` (but one), with the journal's
+        oldest and newest seq."""
+        ...
 
 
 class CoordinatorServer:

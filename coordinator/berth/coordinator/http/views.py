@@ -208,9 +208,14 @@ async def journal(request: web.Request) -> web.Response:
     state.refuse_if_closed()
     if wait_ms and state.journal.last_seq() <= after:
         await state.journal_polls.wait(after, wait_ms)
-    lines = await asyncio.get_running_loop().run_in_executor(None, state.journal.journal_lines, after, limit)
-    last = _seq_of(lines[-1]) if lines else after
-    return json_response(b'{"events":[' + ",".join(lines).encode() + b'],"next":' + str(last).encode() + b"}")
+    max_bytes = state.config.journal_page_max_bytes
+    window = await asyncio.get_running_loop().run_in_executor(
+        None, state.journal.journal_window, after, limit, max_bytes
+    )
+    lines = window.lines
+    page_end = _seq_of(lines[-1]) if lines else after
+    tail = f'],"next":{page_end},"first":{window.first},"last":{window.last}}}'
+    return json_response(b'{"events":[' + ",".join(lines).encode() + tail.encode())
 
 
 def _seq_of(line: str) -> int:

@@ -107,10 +107,13 @@ class ConfigResponse(msgspec.Struct, frozen=True, gc=False):
 
 
 class JournalResponse(msgspec.Struct, frozen=True, gc=False):
-    """One page of the journal: events in ``seq`` order, and ``next`` to pass as ``after`` for the next page."""
+    """One page of the journal: events in ``seq`` order, ``next`` to pass as ``after`` for the next page, and the
+    journal's extent: an ``after`` below ``first - 1`` asked for events retention dropped (docs/api.md §8)."""
 
     events: Annotated[tuple[dict[str, Any], ...], Meta(description="docs/formats.md, journal events")]
     next: Annotated[int, Meta(description="the last seq returned, or after when the page is empty")]
+    first: Annotated[int, Meta(description="the oldest retained seq (last + 1 when none is)")] = 0
+    last: Annotated[int, Meta(description="the newest seq (0 when nothing was journaled yet)")] = 0
 
 
 # ----------------------------------------------------------------------------------------- tests, operations

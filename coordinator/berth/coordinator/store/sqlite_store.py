@@ -24,6 +24,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -97,6 +98,15 @@ def refuse_a_lost_database(db_path: Path, journal_dir: Path) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class JournalWindow:
+    """A page of the journal (its events as JSON lines) and the journal's extent when the page was read."""
+
+    lines: list[str]
+    first: int  # the oldest retained seq (last + 1 when the journal is empty)
+    last: int  # the newest seq (0 when nothing was ever journaled)
+
+
 class SqliteStore:
     def __init__(
         self, data_dir: Path, config: StoreConfig | None = None, *, segment_max_events: int | None = None
@@ -120,7 +130,8 @@ class SqliteStore:
             ensure_schema(self._writer, self.db_path)
             self._reader = connect(self.db_path)
             self._last_seq = self._query_last_seq()
-            self.segments = JournalSegments(journal_dir, config.segment_max_events, self)
+            self._first_seq = self._query_first_seq()
+            self.segments = JournalSegments(journal_dir, config.retention, self)
             self.segments.reconcile()
         except SegmentsAheadError as exc:
             self.close()
@@ -170,9 +181,16 @@ class SqliteStore:
         """Events with seq > after, ascending, at most ``limit``; safe to call while the writer commits."""
         return [json.loads(line) for line in self.journal_lines(after, limit)]
 
-    def journal_lines(self, after: int, limit: int) -> list[str]:
+    def journal_lines(self, after: int, limit: int, max_bytes: int | None = None) -> list[str]:
         """The same events as their JSON lines ("seq" first), as the segments hold them."""
-        return [line for _, line in self._read(_page_query, after, limit)]
+        return self.journal_window(after, limit, max_bytes).lines
+
+    def journal_window(self, after: int, limit: int, max_bytes: int | None = None) -> JournalWindow:
+        """Events with seq > after as their JSON lines, at most ``limit`` and (but at least one) ``max_bytes``,
+        with the oldest and newest seq of the journal as the same read snapshot saw them."""
+        rows = self._read(_window_query, after, limit, max_bytes)
+        (first, last), lines = rows[0], rows[1:]
+        return JournalWindow(lines, first, last)
 
     def journal_lines_after(self, after: int) -> Iterator[tuple[int, str]]:
         """Every event with seq > after as (seq, line), in pages (used to reconcile the segments)."""
@@ -184,6 +202,10 @@ class SqliteStore:
     def last_seq(self) -> int:
         """The seq of the last committed journal event (0 when the journal is empty)."""
         return self._last_seq
+
+    def first_seq(self) -> int:
+        """The seq of the oldest event retention kept (``last_seq() + 1`` when the journal is empty)."""
+        return max(self._first_seq, 1) if self._last_seq else self._last_seq + 1
 
     # ------------------------------------------------------------------------------------------ writing
 
@@ -222,6 +244,19 @@ class SqliteStore:
             self._last_seq = lines[-1][0]
         return lines
 
+    def trim_before(self, seq: int) -> None:
+        """Delete the journal events before ``seq`` (retention; writer thread only), in one transaction."""
+        assert self._writer is not None, "store is closed"
+        conn = self._writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM journal WHERE seq < ?", (seq,))
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+        self._first_seq = max(self._first_seq, seq)
+
     def probe_write(self, before_commit: Callable[[], None]) -> None:
         """A transaction that writes one ``meta`` row and commits (fsync included): does the disk take writes?
 
@@ -259,6 +294,10 @@ class SqliteStore:
 
     def _query_last_seq(self) -> int:
         row = self._read(lambda conn: conn.execute("SELECT max(seq) FROM journal").fetchall())
+        return int(row[0][0] or 0)
+
+    def _query_first_seq(self) -> int:
+        row = self._read(lambda conn: conn.execute("SELECT min(seq) FROM journal").fetchall())
         return int(row[0][0] or 0)
 
     def _read(self, query: Callable[..., list[Any]], *args: Any) -> list[Any]:
@@ -315,6 +354,24 @@ def _roll_back(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
     except sqlite3.Error as exc:
         log.error("store: rollback failed: %s", exc)
+
+
+def _window_query(conn: sqlite3.Connection, after: int, limit: int, max_bytes: int | None) -> list[Any]:
+    """[(first, last), line, line, ...] in one read transaction; stops reading once ``max_bytes`` is reached."""
+    conn.execute("BEGIN")
+    try:
+        first, last = conn.execute("SELECT min(seq), max(seq) FROM journal").fetchone()
+        last = int(last or 0)
+        window: list[Any] = [(int(first) if first is not None else last + 1, last)]
+        total = 0
+        for (line,) in conn.execute("SELECT event FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)):
+            total += (len(line) if line.isascii() else len(line.encode())) + 1  # and the comma that joins it
+            if max_bytes is not None and total > max_bytes and len(window) > 1:
+                break
+            window.append(line)
+        return window
+    finally:
+        conn.execute("COMMIT")
 
 
 def _page_query(conn: sqlite3.Connection, after: int, limit: int) -> list[tuple[int, str]]:
