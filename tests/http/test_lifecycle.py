@@ -76,6 +76,12 @@ async def test_config_reports_the_effective_limits(tmp_path: Path) -> None:
         "group_initial_rebalance_delay_ms": 0,
         "new_member_join_timeout_ms": 300000,
         "offset_metadata_max_bytes": 4096,
+        "member_metadata_max_bytes": 262144,
+        "group_metadata_max_bytes": 8388608,
+        "max_groups": 50000,
+        "offsets_retention_ms": 604800000,
+        "journal_event_max_bytes": 262144,
+        "journal_page_max_bytes": 1048576,
         "api_versions": {
             "join": [0, 9],
             "sync": [0, 5],

@@ -613,6 +613,8 @@ class Scenario:
             expected_support = Counter(name for m in members.values() for name in m.protocol_names())
             assert +group.supported_protocols == expected_support, f"{group_id}: protocol support counts drifted"
             assert not (group.pending_join_members & members.keys())
+            stored_bytes = sum(m.protocols_bytes() + len(m.assignment) for m in members.values())
+            assert group.metadata_bytes == stored_bytes, f"{group_id}: metadata bytes drifted"
             # The expected-ids counter behind has_all_members_joined (a core internal, hence the private read).
             expected_present = sum(1 for iid in set(group.expected_instance_ids) if iid in group.static_members)
             assert group._expected_present == expected_present, f"{group_id}: expected-ids counter drifted"

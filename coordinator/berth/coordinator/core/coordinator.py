@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec
 
-from berth.coordinator.core import admin, join, membership, offsets, rebalance
+from berth.coordinator.core import admin, expiry, join, membership, offsets, rebalance
 from berth.coordinator.core.config import CoordinatorConfig
 from berth.coordinator.core.effects import Effects
 from berth.coordinator.core.events import RebalanceCause
@@ -30,6 +30,7 @@ from berth.coordinator.core.records import (
 from berth.coordinator.core.state import (
     CompleteJoin,
     CoreState,
+    ExpireGroups,
     InitialRebalanceDelay,
     SessionExpiry,
     SyncExpiry,
@@ -195,8 +196,11 @@ class Coordinator(CoreState):
 def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
     key = due.key
     assert isinstance(key, tuple)
-    group_id: GroupId = key[1]
     payload = due.payload
+    if isinstance(payload, ExpireGroups):
+        expiry.expire_groups(core)
+        return
+    group_id: GroupId = key[1]
     if isinstance(payload, SessionExpiry):
         rebalance.expire_heartbeat(core, group_id, MemberId(key[2]))
         return
@@ -212,6 +216,7 @@ def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
 
 
 def _on_loaded(core: CoreState) -> None:
+    expiry.schedule_expiry(core)
     max_size = core.config.group_max_size
     for group in core.groups.values():
         for member in group.members.values():

@@ -54,3 +54,10 @@ class LeaveVia(StrEnum):
     LEAVE = "leave"
     ADMIN = "admin"
     GROUP_MAX_SIZE = "group_max_size"
+
+
+class GroupDeletedVia(StrEnum):
+    """``via`` of ``group_deleted``."""
+
+    ADMIN = "admin"  # DELETE /v1/groups/{group_id}
+    EXPIRED = "expired"  # Kafka's expiry of an empty group (offsets retention)

@@ -101,6 +101,13 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
     given = {a.member_id: a.assignment for a in req.assignments}
     assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
     generation_id = group.generation_id
+    limit = core.config.group_metadata_max_bytes
+    if limit is not None and group.metadata_bytes_with(0, assignments=assignment) > limit:
+        # Kafka: a group record over message.max.bytes fails its append (RECORD_TOO_LARGE), which the group
+        # coordinator answers UNKNOWN_SERVER_ERROR to every member before it rebalances; nothing is stored.
+        reset_and_propagate_assignment_with_error(core, group, Error.UNKNOWN_SERVER_ERROR)
+        maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.PERSIST_FAILURE)
+        return
     core.persist(new_group_record(group, assignment))
     core.event(
         group,

@@ -292,14 +292,14 @@ def propagate_assignment(core: CoreState, group: Group, error: Error) -> None:
 def reset_and_propagate_assignment_with_error(core: CoreState, group: Group, error: Error) -> None:
     assert group.state is COMPLETING_REBALANCE, group
     for member in group.members.values():
-        member.assignment = b""
+        group.set_assignment(member, b"")
     propagate_assignment(core, group, error)
 
 
 def set_and_propagate_assignment(core: CoreState, group: Group, assignment: dict[MemberId, bytes]) -> None:
     assert group.state is COMPLETING_REBALANCE, group
     for member in group.members.values():
-        member.assignment = assignment.get(member.member_id, b"")
+        group.set_assignment(member, assignment.get(member.member_id, b""))
     propagate_assignment(core, group, Error.NONE)
 
 

@@ -99,6 +99,39 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
     )
 
     p.add_argument(
+        "--offsets-retention-ms",
+        type=_positive,
+        default=7 * 86_400_000,
+        help="Kafka's offsets retention: an empty group's offsets expire this long after it emptied, then the"
+        " group; 0: never",
+    )
+    p.add_argument(
+        "--offsets-retention-check-interval-ms",
+        type=_positive,
+        default=600_000,
+        help="how often expired offsets and empty groups are looked for",
+    )
+    p.add_argument(
+        "--max-groups",
+        type=_positive,
+        default=50_000,
+        help="most groups at once; a request that would create one more is answered COORDINATOR_NOT_AVAILABLE;"
+        " 0: unlimited",
+    )
+    p.add_argument(
+        "--member-metadata-max-bytes",
+        type=_positive,
+        default=262_144,
+        help="a join's metadata (its protocols together) or one assignment of a sync beyond this is HTTP 400",
+    )
+    p.add_argument(
+        "--group-metadata-max-bytes",
+        type=_positive,
+        default=8 * 2**20,
+        help="every member's metadata and assignment in one group: a join beyond it is GROUP_MAX_SIZE_REACHED,"
+        " an assignment beyond it UNKNOWN_SERVER_ERROR; 0: unlimited",
+    )
+    p.add_argument(
         "--journal-retention-bytes",
         type=_positive,
         default=256 * 2**20,
@@ -126,7 +159,13 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
 
 def core_bounds(args: argparse.Namespace) -> dict[str, Any]:
     """The core's part of the bounds (``CoordinatorConfig`` fields)."""
-    return {"journal_event_max_bytes": max(1, args.journal_event_max_bytes)}
+    return {
+        "journal_event_max_bytes": max(1, args.journal_event_max_bytes),
+        "offsets_retention_ms": args.offsets_retention_ms or None,
+        "offsets_retention_check_interval_ms": max(1, args.offsets_retention_check_interval_ms),
+        "max_groups": args.max_groups or None,
+        "group_metadata_max_bytes": args.group_metadata_max_bytes or None,
+    }
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
@@ -172,7 +211,11 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         max_connections=args.max_connections,
         manual_clock=args.manual_clock,
         tokens=tokens,
-        limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
+        limits=Limits(
+            max_id_bytes=args.max_id_bytes,
+            max_list_items=args.max_list_items,
+            max_member_metadata_bytes=args.member_metadata_max_bytes,
+        ),
         core=core,
         store=store_config(args),
         journal_page_max_bytes=max(1, args.journal_page_max_bytes),

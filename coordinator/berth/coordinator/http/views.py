@@ -186,6 +186,12 @@ async def get_config(request: web.Request) -> web.Response:
             new_member_join_timeout_ms=c.new_member_join_timeout_ms,
             offset_metadata_max_bytes=c.offset_metadata_max_bytes,
             api_versions=dict(API_VERSIONS),
+            member_metadata_max_bytes=state.config.limits.max_member_metadata_bytes,
+            group_metadata_max_bytes=c.group_metadata_max_bytes,
+            max_groups=c.max_groups,
+            offsets_retention_ms=c.offsets_retention_ms,
+            journal_event_max_bytes=c.journal_event_max_bytes,
+            journal_page_max_bytes=state.config.journal_page_max_bytes,
         )
     )
 
@@ -297,6 +303,7 @@ def _gauges(state: CoordinatorServer) -> list[tuple[str, str, dict[str, str], fl
         for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
     ]
     rows.append(("berth_members", "gauge", {}, float(core.member_count())))
+    rows.append(("berth_groups_refused_total", "counter", {}, float(core.groups_refused)))
     rows.extend(
         ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
         for cause, n in sorted(core.rebalances_by_cause.items())

@@ -15,6 +15,17 @@ from berth.coordinator.protocol.versions import DESCRIBE_INSTANCE_ID_VERSION, Si
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
+# ---------------------------------------------------------------------------------------------------- owners
+
+
+class GroupOwner(msgspec.Struct, frozen=True, gc=False):
+    """The fleet a group belongs to (docs/api.md §7a): the Kubernetes object's namespace, name and uid."""
+
+    namespace: str
+    name: str
+    uid: Annotated[str, Meta(description="the owner's identity: a claim or release names it")]
+
+
 # --------------------------------------------------------------------------------------------------- describe
 
 
@@ -104,6 +115,18 @@ class ConfigResponse(msgspec.Struct, frozen=True, gc=False):
         dict[str, Annotated[tuple[int, ...], Meta(min_length=2, max_length=2)]],
         Meta(description="route family -> [lowest, highest]"),
     ]
+    # Bounds (docs/api.md §6). Defaults only so that a newer client reads an older coordinator's answer.
+    member_metadata_max_bytes: Annotated[
+        int, Meta(description="a join's metadata, or one assignment of a sync, beyond it: HTTP 400")
+    ] = 0
+    group_metadata_max_bytes: Annotated[
+        int | None,
+        Meta(description="one group's metadata and assignments; null: unlimited (a join beyond it: 81)"),
+    ] = None
+    max_groups: Annotated[int | None, Meta(description="null: unlimited (one more: 15)")] = None
+    offsets_retention_ms: Annotated[int | None, Meta(description="null: offsets and groups never expire")] = None
+    journal_event_max_bytes: Annotated[int, Meta(description="a larger event is summarised")] = 0
+    journal_page_max_bytes: Annotated[int, Meta(description="a journal page stops before it")] = 0
 
 
 class JournalResponse(msgspec.Struct, frozen=True, gc=False):
