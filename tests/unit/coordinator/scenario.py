@@ -44,6 +44,7 @@ from berth.coordinator.protocol import (
     DescribeResponse,
     Error,
     ExpectedMembersResponse,
+    GroupOwner,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinProtocol,
@@ -56,6 +57,7 @@ from berth.coordinator.protocol import (
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchResponse,
+    OwnerResponse,
     SyncAssignment,
     SyncRequest,
     SyncResponse,
@@ -458,6 +460,19 @@ class Scenario:
 
     def get_expected(self, group: str = GROUP) -> ExpectedMembersResponse:
         return self.core.get_expected_members(group)
+
+    def claim(self, owner: GroupOwner, *, adopt: bool = False, group: str = GROUP) -> Handle[OwnerResponse]:
+        """``PUT .../owner`` as the adapter sends it: refused first (HTTP 409) by the same check it makes."""
+        assert self.core.owner_claim_refusal(group, owner.uid, adopt) is None, "the adapter would answer 409"
+        handle = self._handle("claim", group, owner, OwnerResponse)
+        self._settle(self.core.claim_owner(group, owner, adopt, handle.ticket, self.now))
+        return handle
+
+    def release(self, uid: str, *, group: str = GROUP) -> Handle[OwnerResponse]:
+        assert self.core.owner_release_refusal(group, uid) is None, "the adapter would answer 409"
+        handle = self._handle("release", group, uid, OwnerResponse)
+        self._settle(self.core.release_owner(group, uid, handle.ticket, self.now))
+        return handle
 
     def shutdown(self) -> None:
         self.shut_down = True  # answered parked requests leave their members without a session timer

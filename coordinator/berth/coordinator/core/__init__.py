@@ -11,6 +11,7 @@ from berth.coordinator.core.coordinator import Coordinator
 from berth.coordinator.core.effects import Effects, Response, Write
 from berth.coordinator.core.events import EventType, ExpiryPhase, GroupDeletedVia, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import Group, GroupState
+from berth.coordinator.core.ownership import OwnerRefusal
 from berth.coordinator.core.records import (
     ExpectedMembersRecord,
     GroupDeltaRecord,
@@ -40,6 +41,7 @@ __all__ = [
     "MemberMetadata",
     "OffsetAndMetadata",
     "OffsetRecord",
+    "OwnerRefusal",
     "RebalanceCause",
     "Record",
     "RecordFormatError",

@@ -62,6 +62,7 @@ def describe_group(core: CoreState, group_id: GroupId) -> DescribeResponse:
         generation_id=group.generation_id,
         leader=None if group.state is EMPTY else group.leader_id,
         members=members,
+        owner=group.owner,
     )
 
 

@@ -22,6 +22,8 @@ class EventType(StrEnum):
     ASSIGNMENT_STORED = "assignment_stored"
     GROUP_EMPTIED = "group_emptied"
     GROUP_DELETED = "group_deleted"
+    OWNER_CLAIMED = "owner_claimed"
+    OWNER_RELEASED = "owner_released"
 
 
 class RebalanceCause(StrEnum):

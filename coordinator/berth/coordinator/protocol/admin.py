@@ -26,6 +26,33 @@ class GroupOwner(msgspec.Struct, frozen=True, gc=False):
     uid: Annotated[str, Meta(description="the owner's identity: a claim or release names it")]
 
 
+class OwnerRequest(Body, frozen=True):
+    """``PUT /v1/groups/{group_id}/owner``: claim the group for this owner."""
+
+    namespace: Annotated[str, Meta(min_length=1)]
+    name: Annotated[str, Meta(min_length=1)]
+    uid: Annotated[str, Meta(min_length=1)]
+    adopt: Annotated[
+        bool, Meta(description="claim an unowned group that has members or committed offsets (default false)")
+    ] = False
+
+    @property
+    def owner(self) -> GroupOwner:
+        return GroupOwner(self.namespace, self.name, self.uid)
+
+
+class OwnerReleaseRequest(Body, frozen=True):
+    """``DELETE /v1/groups/{group_id}/owner``'s optional body (or ``?uid=``): the owner that lets go."""
+
+    uid: Annotated[str, Meta(min_length=1)]
+
+
+class OwnerResponse(Answer):
+    """The group's owner after the claim or release (null: none)."""
+
+    owner: GroupOwner | None = None
+
+
 # --------------------------------------------------------------------------------------------------- describe
 
 
@@ -50,6 +77,7 @@ class DescribeResponse(Answer):
     generation_id: Int32 = -1
     leader: Annotated[str | None, Meta(description="the leader's member id; null when Empty or Dead")] = None
     members: tuple[DescribedMember, ...] = ()
+    owner: Annotated[GroupOwner | None, Meta(description="Berth: the fleet the group belongs to; null: none")] = None
 
     @property
     def state(self) -> str:
@@ -170,3 +198,11 @@ class HttpErrorBody(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     error: str
     message: str = ""
     error_code: Annotated[int | None, Meta(description="42, 35, 30 or 15 where a Kafka code applies")] = None
+
+
+class GroupOwnedBody(msgspec.Struct, frozen=True, gc=False):
+    """HTTP 409 (docs/api.md §7a): the group belongs to another owner, or to none and is in use; nothing changed."""
+
+    error: Annotated[str, Meta(description="GROUP_OWNED")]
+    message: str
+    owner: Annotated[GroupOwner | None, Meta(description="the group's owner; null: it has none")]
