@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmarks import bounds_floods
 from benchmarks.common import Coordinator, Result, pinned, progress
 from benchmarks.heartbeat import form_groups, load
 
@@ -191,3 +192,7 @@ if __name__ == "__main__":
     result = main()
     print(json.dumps(result.figures, indent=2))
     result.save()
+    # The bounds of issue 12 (journal, groups, metadata): benchmarks/bounds_floods.py, results of their own.
+    bounds = bounds_floods.main()
+    print(json.dumps(bounds.figures, indent=2))
+    bounds.save()

@@ -66,7 +66,7 @@ async def test_a_poll_with_nothing_to_read_ends_when_the_clock_passes_its_wait(a
     assert not waiting.done()
     await api.advance(1)
     status, page = await asyncio.wait_for(waiting, 10)
-    assert (status, page) == (200, {"events": [], "next": seq})
+    assert (status, page) == (200, {"events": [], "next": seq, "first": seq + 1, "last": seq})
 
 
 async def test_a_poll_with_events_after_it_is_answered_at_once(api: Api) -> None:
@@ -87,5 +87,5 @@ async def test_shutdown_answers_the_waiting_polls(coordinator: CoordinatorProces
     assert coordinator.proc is not None
     coordinator.proc.send_signal(signal.SIGTERM)
     status, page = await asyncio.wait_for(waiting, 10)
-    assert (status, page) == (200, {"events": [], "next": seq})
+    assert (status, page) == (200, {"events": [], "next": seq, "first": seq + 1, "last": seq})
     assert await asyncio.to_thread(coordinator.proc.wait, 20) == 0

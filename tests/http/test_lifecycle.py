@@ -111,6 +111,12 @@ async def test_config_reports_the_effective_limits(tmp_path: Path) -> None:
         "group_initial_rebalance_delay_ms": 0,
         "new_member_join_timeout_ms": 300000,
         "offset_metadata_max_bytes": 4096,
+        "member_metadata_max_bytes": 262144,
+        "group_metadata_max_bytes": 8388608,
+        "max_groups": 50000,
+        "offsets_retention_ms": 604800000,
+        "journal_event_max_bytes": 262144,
+        "journal_page_max_bytes": 1048576,
         "api_versions": {
             "join": [0, 9],
             "sync": [0, 5],
@@ -179,3 +185,16 @@ async def test_sessions_restart_at_reload_and_expire_after_it(coordinator: Coord
     assert (await api.describe("orders"))["group_state"] == "Stable"  # a fresh 10 s session from the reload
     await api.advance(1_000)
     assert (await api.describe("orders"))["group_state"] == "Empty"
+
+
+def test_a_second_coordinator_is_refused_even_after_the_lock_file_is_deleted(
+    coordinator: CoordinatorProcess, tmp_path: Path
+) -> None:
+    (coordinator.data_dir / "berth.lock").unlink()
+
+    second = run_cli("--data-dir", str(coordinator.data_dir), "--port", "0", "--manual-clock")
+
+    assert second.returncode == 2
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert "in use by another Berth coordinator" in lines[0]

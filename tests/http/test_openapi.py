@@ -60,7 +60,8 @@ def _operations(document_url_schema: schemathesis.BaseSchema) -> list[schemathes
 
 OPERATION_IDS = [
     "join", "sync", "heartbeat", "leave", "offsets", "offset_fetch", "describe", "delete", "expected_members_put",
-    "expected_members_get", "expected_members_delete", "list", "config", "journal", "healthz", "readyz", "metrics",
+    "expected_members_get", "expected_members_delete", "owner_put", "owner_delete", "list", "config", "journal",
+    "healthz", "readyz", "metrics",
 ]  # fmt: skip
 
 
@@ -93,8 +94,8 @@ def test_the_document_describes_every_route(fuzzed: CoordinatorProcess) -> None:
     operations = {op["operationId"] for path in document["paths"].values() for op in path.values()}
     assert operations == {
         "join", "sync", "heartbeat", "leave", "offsets", "offset_fetch", "describe", "delete",
-        "expected_members_put", "expected_members_get", "expected_members_delete", "list", "config", "journal",
-        "healthz", "readyz", "metrics",
+        "expected_members_put", "expected_members_get", "expected_members_delete", "owner_put", "owner_delete", "list",
+        "config", "journal", "healthz", "readyz", "metrics",
     }  # fmt: skip
     join_body = document["components"]["schemas"]["JoinRequest"]
     assert set(join_body["required"]) == {"member_id", "session_timeout_ms", "protocol_type", "protocols"}

@@ -103,3 +103,31 @@ async def test_a_stalled_write_holds_only_its_own_groups_answers(api: Api) -> No
     finally:
         await api.post("/v1/debug/store", {"stalled": False})
     assert (await pending)["error"] == "MEMBER_ID_REQUIRED"
+
+
+async def readiness(api: Api) -> tuple[int, int]:
+    """(/readyz status, /healthz status)."""
+    ready, _ = await api.get("/readyz")
+    healthy, _ = await api.get("/healthz")
+    return ready, healthy
+
+
+async def test_readiness_is_503_while_writes_fail_and_ready_again_once_the_disk_takes_them(api: Api) -> None:
+    me = (await form(api, ["a"]))["a"]
+    assert await readiness(api) == (200, 200)
+    await fail_disk(api, True)
+    assert (await commit(api, me, 11))["error_code"] == 15
+
+    assert await readiness(api) == (503, 200)  # not ready, but alive: the kubelet must not restart it
+    _, body = await api.get("/readyz")
+    assert body == {"status": "store failing"}
+    assert await readiness(api) == (503, 200)  # its own probe write fails too
+
+    await fail_disk(api, False)
+    # Each probe of /readyz queues a probe write (no client writes while the coordinator is not ready); the
+    # writer thread runs it in its own time, so ask until one has.
+    for _ in range(1_000):
+        if (await readiness(api))[0] == 200:
+            break
+    assert await readiness(api) == (200, 200)
+    assert (await commit(api, me, 12))["error"] == "NONE"

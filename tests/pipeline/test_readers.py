@@ -174,3 +174,46 @@ def test_the_parquet_conversion_can_partition_by_group_as_well(spark: SparkSessi
         "group_id=orders",
     ]
     assert rows(good_events(flagged), "seq") == [expected_converted(JOINED), expected_converted(billing)]
+
+
+# What the coordinator's bounds and owner records add (docs/formats.md "Bounded events", docs/api.md §7a): new
+# event types and fields the pipeline does not read. They must parse as good events, never as malformed lines.
+SUMMARISED = {
+    "seq": 9,
+    "ts_ms": T0 + 400,
+    "group_id": "orders",
+    "type": "assignment_stored",
+    "generation_id": 2,
+    "member_id": "orders-0-a",
+    "summarised": True,
+    "assignments": [
+        {
+            "member_id": "orders-0-a",
+            "group_instance_id": "orders-0",
+            "assignment": base64.b64encode(b'{"partitions":{"orders":[0,1]},"version":1}').decode(),
+            "assignment_bytes": 700_000,
+        },
+        {"member_id": "c-1", "group_instance_id": None, "assignment": None, "assignment_bytes": 12},
+    ],
+}
+COUNTED_ONLY = {"seq": 10, "ts_ms": T0 + 500, "group_id": "big", "type": "assignment_stored", "generation_id": 1,
+                "member_id": "big-0", "summarised": True, "member_count": 10_000}  # fmt: skip
+OWNER_CLAIMED = {"seq": 11, "ts_ms": T0 + 600, "group_id": "orders", "type": "owner_claimed", "generation_id": 2,
+                 "owner": {"namespace": "team-a", "name": "orders", "uid": "u-1"}, "adopted": True}  # fmt: skip
+EXPIRED = {"seq": 12, "ts_ms": T0 + 700, "group_id": "old", "type": "group_deleted", "generation_id": 0,
+           "via": "expired"}  # fmt: skip
+
+
+def test_summarised_events_owner_events_and_expiry_parse_as_good_events(spark: SparkSession) -> None:
+    events = (SUMMARISED, COUNTED_ONLY, OWNER_CLAIMED, EXPIRED)
+    lines = spark.createDataFrame([(line(e),) for e in events], "value string")
+
+    parsed = parse_journal_lines(lines)
+
+    assert malformed_lines(parsed).count() == 0
+    read = rows(good_events(parsed), "seq")
+    assert read == [expected(e) | {"assignments": read[i]["assignments"]} for i, e in enumerate(events)]
+    assert read[0]["assignments"] == [  # the nested fields it does not know are gone too
+        {k: v for k, v in a.items() if k != "assignment_bytes"} for a in SUMMARISED["assignments"]
+    ]
+    assert read[1]["assignments"] is None

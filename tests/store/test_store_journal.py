@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from store_test_data import Reports, event, segment_events, segment_line_counts, whole_journal, write
 
-from berth.coordinator.store import GroupCommitWriter, SqliteStore
+from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
 from berth.coordinator.store.segments import JournalSegments
 
 
@@ -99,14 +99,25 @@ def test_reopening_appends_events_the_segments_missed(data_dir: Path) -> None:
     assert list(segment_line_counts(data_dir).values()) == [3, 3, 2]
 
 
-def test_reopening_drops_lines_the_journal_table_does_not_have(data_dir: Path) -> None:
+def test_reopening_refuses_segments_ahead_of_the_table_and_keeps_every_line(data_dir: Path) -> None:
     journal_events(data_dir, 6)
     with newest_segment(data_dir).open("a") as segment:
-        segment.write('{"seq":7,"type":"never_committed"}\n')
-    (data_dir / "journal" / "segment-00000000000000000008.jsonl").write_text('{"seq":8}\n')
+        segment.write('{"seq":7,"type":"member_joined"}\n')
+    before = {path.name: path.read_bytes() for path in (data_dir / "journal").iterdir()}
+
+    with pytest.raises(StoreError) as refused:
+        SqliteStore(data_dir, segment_max_events=3)
+
+    assert "holds events up to seq 7 but the database only up to seq 6" in str(refused.value)
+    assert {path.name: path.read_bytes() for path in (data_dir / "journal").iterdir()} == before
+
+
+def test_an_unreadable_last_line_is_cut_like_a_torn_one(data_dir: Path) -> None:
+    journal_events(data_dir, 5)
+    with newest_segment(data_dir).open("a") as segment:
+        segment.write("\x00\x00\x00\n")  # a crash left zeros where the last line was going
 
     assert_segments_equal_the_journal(data_dir)
-    assert list(segment_line_counts(data_dir).values()) == [3, 3]
 
 
 def test_appends_continue_in_the_reconciled_segment(data_dir: Path) -> None:

@@ -75,6 +75,16 @@ def test_a_data_dir_in_use_by_another_store_is_refused_until_it_closes(tmp_path:
     SqliteStore(tmp_path).close()
 
 
+def test_deleting_the_lock_file_does_not_let_a_second_store_open_the_data_dir(tmp_path: Path) -> None:
+    first = SqliteStore(tmp_path)
+    (tmp_path / "berth.lock").unlink()
+
+    assert "in use by another Berth coordinator" in open_error(tmp_path)
+
+    first.close()
+    SqliteStore(tmp_path).close()
+
+
 def test_a_journal_path_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "journal").write_text("")
 

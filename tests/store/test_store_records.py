@@ -188,7 +188,7 @@ def test_records_of_a_newer_or_older_writer_are_read_with_defaults(data_dir: Pat
     with sqlite3.connect(data_dir / "berth.db") as conn:
         conn.execute(
             "UPDATE groups SET record = ?",
-            ('{"version":7,"protocol_type":"consumer","generation":4,"protocol":"range","owner":{"uid":"x"}}',),
+            ('{"version":7,"protocol_type":"consumer","generation":4,"protocol":"range","sponsor":{"uid":"x"}}',),
         )
         conn.execute("UPDATE group_members SET record = ?", ('{"member_id":"orders-0-uuid","future":[1,2]}',))
 

@@ -90,6 +90,26 @@ def test_a_failing_disk_fails_every_write_until_it_recovers(
     assert [(e["seq"], e["group_id"]) for e in whole_journal(store)] == [(1, "g4")]
 
 
+def test_the_writer_is_unhealthy_from_a_failed_transaction_until_a_write_or_a_probe_commits(
+    store: SqliteStore, writer: GroupCommitWriter, reports: Reports
+) -> None:
+    writer.faults.set_failing(True)
+    writer.submit(write(1, group_snapshot("g1")))
+    writer.flush()
+    assert not writer.healthy
+
+    writer.probe()
+    writer.flush()
+    assert not writer.healthy  # the probe's own transaction failed too
+
+    writer.faults.set_failing(False)
+    writer.probe()
+    writer.flush()
+    assert writer.healthy
+    assert reports.outcomes == [(1, False)]  # a probe is nobody's write
+    assert loaded(store) == []
+
+
 def test_a_write_whose_content_cannot_be_stored_fails_alone(
     store: SqliteStore, writer: GroupCommitWriter, reports: Reports
 ) -> None:

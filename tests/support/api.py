@@ -150,6 +150,22 @@ class Api:
                     return int(float(line.split()[1]))
         return 0
 
+    async def journal_polls_parked(self) -> int:
+        """How many journal long-polls the coordinator holds."""
+        async with self.session.get(self.url("/metrics")) as resp:
+            for line in (await resp.text()).splitlines():
+                if line.startswith("berth_parked_journal_polls "):
+                    return int(float(line.split()[1]))
+        return 0
+
+    async def until_journal_poll_parked(self, n: int = 1, timeout: float = 10.0) -> None:
+        """Wait until at least ``n`` journal long-polls are parked at the coordinator."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await self.journal_polls_parked() < n:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"fewer than {n} journal polls parked after {timeout} s")
+            await asyncio.sleep(0.005)
+
     async def until_parked(self, n: int, timeout: float = 10.0) -> None:
         """Wait until at least ``n`` requests are parked: a long-poll has reached the coordinator."""
         deadline = asyncio.get_running_loop().time() + timeout

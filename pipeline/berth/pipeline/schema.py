@@ -32,6 +32,9 @@ ASSIGNMENT_STORED = "assignment_stored"
 GROUP_EMPTIED = "group_emptied"
 GROUP_DELETED = "group_deleted"
 EXPECTED_MEMBERS_CHANGED = "expected_members_changed"
+# Who owns a group (docs/api.md §7a): not read by any transform, named so that the two lists agree.
+OWNER_CLAIMED = "owner_claimed"
+OWNER_RELEASED = "owner_released"
 
 # The departures after which a rejoin of the same instance counts as a restart: a member that asked to leave, or
 # one whose session ran out. Admin removals and KIP-389 refusals are scale-downs, not restarts.

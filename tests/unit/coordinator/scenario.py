@@ -44,6 +44,7 @@ from berth.coordinator.protocol import (
     DescribeResponse,
     Error,
     ExpectedMembersResponse,
+    GroupOwner,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinProtocol,
@@ -56,6 +57,7 @@ from berth.coordinator.protocol import (
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchResponse,
+    OwnerResponse,
     SyncAssignment,
     SyncRequest,
     SyncResponse,
@@ -459,6 +461,19 @@ class Scenario:
     def get_expected(self, group: str = GROUP) -> ExpectedMembersResponse:
         return self.core.get_expected_members(group)
 
+    def claim(self, owner: GroupOwner, *, adopt: bool = False, group: str = GROUP) -> Handle[OwnerResponse]:
+        """``PUT .../owner`` as the adapter sends it: refused first (HTTP 409) by the same check it makes."""
+        assert self.core.owner_claim_refusal(group, owner.uid, adopt) is None, "the adapter would answer 409"
+        handle = self._handle("claim", group, owner, OwnerResponse)
+        self._settle(self.core.claim_owner(group, owner, adopt, handle.ticket, self.now))
+        return handle
+
+    def release(self, uid: str, *, group: str = GROUP) -> Handle[OwnerResponse]:
+        assert self.core.owner_release_refusal(group, uid) is None, "the adapter would answer 409"
+        handle = self._handle("release", group, uid, OwnerResponse)
+        self._settle(self.core.release_owner(group, uid, handle.ticket, self.now))
+        return handle
+
     def shutdown(self) -> None:
         self.shut_down = True  # answered parked requests leave their members without a session timer
         self._settle(self.core.shutdown(self.now))
@@ -613,6 +628,8 @@ class Scenario:
             expected_support = Counter(name for m in members.values() for name in m.protocol_names())
             assert +group.supported_protocols == expected_support, f"{group_id}: protocol support counts drifted"
             assert not (group.pending_join_members & members.keys())
+            stored_bytes = sum(m.protocols_bytes() + len(m.assignment) for m in members.values())
+            assert group.metadata_bytes == stored_bytes, f"{group_id}: metadata bytes drifted"
             # The expected-ids counter behind has_all_members_joined (a core internal, hence the private read).
             expected_present = sum(1 for iid in set(group.expected_instance_ids) if iid in group.static_members)
             assert group._expected_present == expected_present, f"{group_id}: expected-ids counter drifted"

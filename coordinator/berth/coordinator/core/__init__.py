@@ -9,8 +9,9 @@ enforces it). ``Coordinator`` is the entry point; requests and answers are the d
 from berth.coordinator.core.config import CoordinatorConfig
 from berth.coordinator.core.coordinator import Coordinator
 from berth.coordinator.core.effects import Effects, Response, Write
-from berth.coordinator.core.events import EventType, ExpiryPhase, LeaveVia, RebalanceCause
+from berth.coordinator.core.events import EventType, ExpiryPhase, GroupDeletedVia, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import Group, GroupState
+from berth.coordinator.core.ownership import OwnerRefusal
 from berth.coordinator.core.records import (
     ExpectedMembersRecord,
     GroupDeltaRecord,
@@ -31,6 +32,7 @@ __all__ = [
     "ExpectedMembersRecord",
     "ExpiryPhase",
     "Group",
+    "GroupDeletedVia",
     "GroupDeltaRecord",
     "GroupMetadata",
     "GroupRecord",
@@ -39,6 +41,7 @@ __all__ = [
     "MemberMetadata",
     "OffsetAndMetadata",
     "OffsetRecord",
+    "OwnerRefusal",
     "RebalanceCause",
     "Record",
     "RecordFormatError",

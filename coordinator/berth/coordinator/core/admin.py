@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from berth.coordinator.core.events import EventType
+from berth.coordinator.core.events import EventType, GroupDeletedVia
+from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import EMPTY, STABLE, Group
 from berth.coordinator.core.rebalance import maybe_complete_join_phase
 from berth.coordinator.core.records import (
@@ -61,6 +62,7 @@ def describe_group(core: CoreState, group_id: GroupId) -> DescribeResponse:
         generation_id=group.generation_id,
         leader=None if group.state is EMPTY else group.leader_id,
         members=members,
+        owner=group.owner,
     )
 
 
@@ -100,7 +102,7 @@ def handle_delete(core: CoreState, group_id: GroupId, ticket: int) -> None:
     core.persist(new_group_tombstone(group_id))
     if group.has_expected_instance_ids:
         core.persist(ExpectedMembersRecord(group_id, ()))
-    core.event(group, EventType.GROUP_DELETED)
+    core.event(group, EventType.GROUP_DELETED, via=GroupDeletedVia.ADMIN)
 
     def on_failed() -> None:
         if group_id not in core.groups:
@@ -131,6 +133,9 @@ def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterabl
         return
     created = group is None
     if group is None:
+        if group_limit_reached(core):
+            core.reply(ticket, ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE))
+            return
         group = core.new_group(group_id)
         core.persist(new_empty_group_record(group))
     previous = group.expected_instance_ids

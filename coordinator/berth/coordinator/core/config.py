@@ -15,6 +15,16 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4_096
     # Berth's guard against anonymous-join floods (KIP-394 leaves pending ids unbounded until they expire).
     max_pending_members_per_group: int = 10_000
+    # Bounds (issue #12), docs/api.md §6: a journal event is summarised beyond this many bytes.
+    journal_event_max_bytes: int = 256 * 1024
+    # Kafka's offsets.retention.minutes (7 days) and its check interval; None: offsets and groups never expire.
+    offsets_retention_ms: int | None = 7 * 86_400_000
+    offsets_retention_check_interval_ms: int = 600_000
+    # At most this many groups (None: unlimited); one more is refused COORDINATOR_NOT_AVAILABLE.
+    max_groups: int | None = 50_000
+    # Every member's protocol metadata and assignment together, per group (None: unlimited): a join beyond it is
+    # GROUP_MAX_SIZE_REACHED, a leader's assignment beyond it UNKNOWN_SERVER_ERROR (Kafka's record too large).
+    group_metadata_max_bytes: int | None = 8 * 2**20
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms < 0 or self.group_max_session_timeout_ms < 0:
@@ -29,3 +39,13 @@ class CoordinatorConfig:
             raise ValueError("timeouts and sizes must not be negative")
         if self.max_pending_members_per_group < 1:
             raise ValueError("max pending members per group must be at least 1")
+        if self.offsets_retention_ms is not None and self.offsets_retention_ms < 1:
+            raise ValueError("offsets retention must be at least 1 ms")
+        if self.offsets_retention_check_interval_ms < 1:
+            raise ValueError("offsets retention check interval must be at least 1 ms")
+        if self.group_metadata_max_bytes is not None and self.group_metadata_max_bytes < 1:
+            raise ValueError("group metadata max bytes must be at least 1")
+        if self.max_groups is not None and self.max_groups < 1:
+            raise ValueError("max groups must be at least 1")
+        if self.journal_event_max_bytes < 1:
+            raise ValueError("journal event max bytes must be at least 1")

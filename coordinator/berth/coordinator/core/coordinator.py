@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec
 
-from berth.coordinator.core import admin, join, membership, offsets, rebalance
+from berth.coordinator.core import admin, expiry, join, membership, offsets, ownership, rebalance
 from berth.coordinator.core.config import CoordinatorConfig
 from berth.coordinator.core.effects import Effects
 from berth.coordinator.core.events import RebalanceCause
 from berth.coordinator.core.group import Group
+from berth.coordinator.core.ownership import OwnerRefusal
 from berth.coordinator.core.records import (
     ExpectedMembersRecord,
     GroupDeltaRecord,
@@ -30,6 +31,7 @@ from berth.coordinator.core.records import (
 from berth.coordinator.core.state import (
     CompleteJoin,
     CoreState,
+    ExpireGroups,
     InitialRebalanceDelay,
     SessionExpiry,
     SyncExpiry,
@@ -41,6 +43,7 @@ from berth.coordinator.protocol import (
     Error,
     ExpectedMembersResponse,
     GroupId,
+    GroupOwner,
     HeartbeatRequest,
     InstanceId,
     JoinRequest,
@@ -120,6 +123,24 @@ class Coordinator(CoreState):
     def delete_expected_members(self, group_id: GroupId, ticket: int, now_ms: int) -> Effects:
         return self._call(now_ms, admin.handle_put_expected_members, group_id, (), ticket)
 
+    # ------------------------------------------------------------------------------------------ owners
+    # The refusals are pure queries; the adapter asks right before the call, in the same turn of its loop.
+
+    def owner_assertion_refusal(self, group_id: GroupId, uid: str) -> OwnerRefusal | None:
+        return ownership.assertion_refusal(self, group_id, uid)
+
+    def owner_claim_refusal(self, group_id: GroupId, uid: str, adopt: bool) -> OwnerRefusal | None:
+        return ownership.claim_refusal(self, group_id, uid, adopt)
+
+    def owner_release_refusal(self, group_id: GroupId, uid: str) -> OwnerRefusal | None:
+        return ownership.release_refusal(self, group_id, uid)
+
+    def claim_owner(self, group_id: GroupId, owner: GroupOwner, adopt: bool, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, ownership.handle_claim, group_id, owner, adopt, ticket)
+
+    def release_owner(self, group_id: GroupId, uid: str, ticket: int, now_ms: int) -> Effects:
+        return self._call(now_ms, ownership.handle_release, group_id, uid, ticket)
+
     # ----------------------------------------------------------------------------------- time, writes
 
     def next_deadline(self) -> int | None:
@@ -195,8 +216,11 @@ class Coordinator(CoreState):
 def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
     key = due.key
     assert isinstance(key, tuple)
-    group_id: GroupId = key[1]
     payload = due.payload
+    if isinstance(payload, ExpireGroups):
+        expiry.expire_groups(core)
+        return
+    group_id: GroupId = key[1]
     if isinstance(payload, SessionExpiry):
         rebalance.expire_heartbeat(core, group_id, MemberId(key[2]))
         return
@@ -212,6 +236,7 @@ def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
 
 
 def _on_loaded(core: CoreState) -> None:
+    expiry.schedule_expiry(core)
     max_size = core.config.group_max_size
     for group in core.groups.values():
         for member in group.members.values():

@@ -23,6 +23,8 @@ class EventType(StrEnum):
     GROUP_EMPTIED = "group_emptied"
     GROUP_DELETED = "group_deleted"
     EXPECTED_MEMBERS_CHANGED = "expected_members_changed"
+    OWNER_CLAIMED = "owner_claimed"
+    OWNER_RELEASED = "owner_released"
 
 
 class RebalanceCause(StrEnum):
@@ -55,3 +57,10 @@ class LeaveVia(StrEnum):
     LEAVE = "leave"
     ADMIN = "admin"
     GROUP_MAX_SIZE = "group_max_size"
+
+
+class GroupDeletedVia(StrEnum):
+    """``via`` of ``group_deleted``."""
+
+    ADMIN = "admin"  # DELETE /v1/groups/{group_id}
+    EXPIRED = "expired"  # Kafka's expiry of an empty group (offsets retention)

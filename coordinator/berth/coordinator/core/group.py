@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from berth.coordinator.core.member import Member
-from berth.coordinator.protocol import GroupId, InstanceId, JoinMember, JoinProtocol, MemberId
+from berth.coordinator.protocol import GroupId, GroupOwner, InstanceId, JoinMember, JoinProtocol, MemberId
 
 
 class GroupState(Enum):
@@ -68,12 +68,15 @@ class Group:
         self.protocol_name = protocol_name
         self.leader_id = leader_id
         self.members: dict[MemberId, Member] = {}
+        # Bytes of every member's protocol metadata and assignment: what ``group_metadata_max_bytes`` bounds.
+        self.metadata_bytes = 0
         self.static_members: dict[InstanceId, MemberId] = {}
         self.pending_join_members: set[MemberId] = set()  # KIP-394 ids handed out, not yet joined
         self.pending_sync_members: set[MemberId] = set()
         self.num_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()
         self.new_member_added = False
+        self.owner: GroupOwner | None = None  # Berth: the fleet the group belongs to (docs/api.md §7a)
         self.expected_instance_ids: tuple[InstanceId, ...] = ()
         self._expected: frozenset[InstanceId] = frozenset()
         self._expected_present = 0
@@ -130,6 +133,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.metadata_bytes += member.protocols_bytes() + len(member.assignment)
         self.supported_protocols.update(member.protocol_names())
         self._count_vote(member)
         member.join_ticket = join_ticket
@@ -141,6 +145,7 @@ class Group:
         """Remove a member or a pending id; returns the member removed (None for a pending id)."""
         member = self.members.pop(member_id, None)
         if member is not None:
+            self.metadata_bytes -= member.protocols_bytes() + len(member.assignment)
             self.supported_protocols.subtract(member.protocol_names())
             self._uncount_vote(member_id)
             if member.is_awaiting_join:
@@ -202,7 +207,9 @@ class Group:
         if protocols != member.protocols:
             self.supported_protocols.subtract(member.protocol_names())
             self._uncount_vote(member.member_id)
+            self.metadata_bytes -= member.protocols_bytes()
             member.protocols = protocols
+            self.metadata_bytes += member.protocols_bytes()
             self.supported_protocols.update(member.protocol_names())
             self._count_vote(member)
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -212,6 +219,23 @@ class Group:
         elif join_ticket is None and member.is_awaiting_join:
             self.num_awaiting_join -= 1
         member.join_ticket = join_ticket
+
+    def set_assignment(self, member: Member, assignment: bytes) -> None:
+        self.metadata_bytes += len(assignment) - len(member.assignment)
+        member.assignment = assignment
+
+    def metadata_bytes_with(
+        self, protocols_bytes: int, replacing: MemberId | None = None, assignments: dict[MemberId, bytes] | None = None
+    ) -> int:
+        """The group's metadata bytes if ``replacing`` (or a new member) offered ``protocols_bytes``, or, with
+        ``assignments``, once the leader's assignment replaced the stored ones."""
+        total = self.metadata_bytes + protocols_bytes
+        old = self.members.get(replacing) if replacing is not None else None
+        if old is not None:
+            total -= old.protocols_bytes()
+        if assignments is not None:
+            total += sum(len(assignments.get(m.member_id, b"")) - len(m.assignment) for m in self.members.values())
+        return total
 
     def take_join_ticket(self, member: Member) -> int | None:
         """Detach and return a member's parked join, keeping the awaiting count right."""

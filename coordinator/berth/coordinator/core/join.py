@@ -13,6 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
+from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -68,9 +69,15 @@ def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: i
     is_unknown_member = req.member_id == ""
     group = core.groups.get(group_id)
     is_new_group = group is None
+    if group is None and not is_unknown_member:
+        core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
+        return
+    if metadata_over_limit(core, group, req):
+        core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED, member_id=req.member_id))
+        return
     if group is None:
-        if not is_unknown_member:
-            core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
+        if group_limit_reached(core):
+            core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
             return
         group = core.new_group(group_id)
 
@@ -93,6 +100,22 @@ def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: i
 
     if is_new_group and not core.call_persists_records:
         persist_new_group(core, group, ticket)
+
+
+def metadata_over_limit(core: CoreState, group: Group | None, req: JoinRequest) -> bool:
+    """Berth: would the group's metadata (every member's protocols and assignment) exceed
+    ``group_metadata_max_bytes`` with this join's? Then it is turned away, changing nothing, as KIP-389 turns
+    away a member beyond the group's size: one group's writes and answers stay bounded."""
+    limit = core.config.group_metadata_max_bytes
+    if limit is None:
+        return False
+    offered = req.metadata_bytes()
+    if group is None:
+        return offered > limit
+    replacing: MemberId | None = req.member_id or None
+    if replacing is None and req.group_instance_id is not None:
+        replacing = group.static_member_id(req.group_instance_id)
+    return group.metadata_bytes_with(offered, replacing) > limit
 
 
 def accept_joining_member(core: CoreState, group: Group, member_id: MemberId) -> bool:

@@ -76,6 +76,10 @@ class Member:
                 return protocol.metadata
         raise ValueError(f"member {self.member_id} does not support protocol {protocol_name}")
 
+    def protocols_bytes(self) -> int:
+        """Bytes of the metadata of every protocol the member offered (all of it is kept)."""
+        return sum(len(p.metadata) for p in self.protocols)
+
     def protocol_names(self) -> list[str]:
         return [p.name for p in self.protocols]
 

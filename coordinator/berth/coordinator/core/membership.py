@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
+from berth.coordinator.core.journal_bounds import assignment_stored_fields
 from berth.coordinator.core.rebalance import (
     complete_stored_assignment,
     maybe_complete_join_phase,
@@ -100,19 +101,19 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
     given = {a.member_id: a.assignment for a in req.assignments}
     assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
     generation_id = group.generation_id
+    limit = core.config.group_metadata_max_bytes
+    if limit is not None and group.metadata_bytes_with(0, assignments=assignment) > limit:
+        # Kafka: a group record over message.max.bytes fails its append (RECORD_TOO_LARGE), which the group
+        # coordinator answers UNKNOWN_SERVER_ERROR to every member before it rebalances; nothing is stored.
+        reset_and_propagate_assignment_with_error(core, group, Error.UNKNOWN_SERVER_ERROR)
+        maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.PERSIST_FAILURE)
+        return
     core.persist(new_group_record(group, assignment))
     core.event(
         group,
         EventType.ASSIGNMENT_STORED,
         member_id=req.member_id,
-        assignments=[
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "assignment": assignment[m.member_id],  # bytes: base64 in the journal's JSON
-            }
-            for m in group.members.values()
-        ],
+        **assignment_stored_fields(group.members.values(), assignment, core.config.journal_event_max_bytes),
     )
 
     def still_waiting() -> bool:

@@ -8,6 +8,7 @@ Metadata longer than ``offset_metadata_max_bytes`` (UTF-8) is refused for its pa
 
 from __future__ import annotations
 
+from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
 from berth.coordinator.core.rebalance import reschedule_heartbeat, validate_member
 from berth.coordinator.core.records import OffsetRecord
@@ -46,6 +47,9 @@ def handle_commit(core: CoreState, group_id: GroupId, req: OffsetCommitRequest, 
             return
         # A "simple" commit (admin client, or a consumer without group management): it will create an Empty
         # group, but only once some offset is accepted, so that no group exists that nothing persists.
+        if group_limit_reached(core):
+            core.reply(ticket, commit_error_response(req, Error.COORDINATOR_NOT_AVAILABLE))
+            return
     else:
         error = validate_offset_commit(core, group, req)
         if error is not None:

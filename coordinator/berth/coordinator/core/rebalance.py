@@ -17,6 +17,7 @@ from berth.coordinator.core.group import (
     STABLE,
     Group,
 )
+from berth.coordinator.core.journal_bounds import rebalance_completed_fields
 from berth.coordinator.core.member import Member
 from berth.coordinator.core.records import new_group_record
 from berth.coordinator.core.state import (
@@ -226,7 +227,9 @@ def complete_join(core: CoreState, group: Group) -> None:
         EventType.REBALANCE_COMPLETED,
         leader=group.leader_id,
         protocol_name=group.protocol_name,
-        members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id} for m in members],
+        **rebalance_completed_fields(
+            ((m.member_id, m.group_instance_id) for m in members), core.config.journal_event_max_bytes
+        ),
     )
     schedule_pending_sync(core, group)
 
@@ -289,14 +292,14 @@ def propagate_assignment(core: CoreState, group: Group, error: Error) -> None:
 def reset_and_propagate_assignment_with_error(core: CoreState, group: Group, error: Error) -> None:
     assert group.state is COMPLETING_REBALANCE, group
     for member in group.members.values():
-        member.assignment = b""
+        group.set_assignment(member, b"")
     propagate_assignment(core, group, error)
 
 
 def set_and_propagate_assignment(core: CoreState, group: Group, assignment: dict[MemberId, bytes]) -> None:
     assert group.state is COMPLETING_REBALANCE, group
     for member in group.members.values():
-        member.assignment = assignment.get(member.member_id, b"")
+        group.set_assignment(member, assignment.get(member.member_id, b""))
     propagate_assignment(core, group, Error.NONE)
 
 

@@ -9,7 +9,8 @@ which fields the writer knew; it is never a reason to refuse a record.
   (``MemberMetadata``: only the selected protocol's subscription, and the assignment). ``value is None`` is the
   tombstone of a deleted group. Written when a group is created, empties, or stores an assignment.
 - ``GroupDeltaRecord``: the group's own fields as they now are, and the members that changed since the last
-  record. Written by a static member's restart, so that its cost does not grow with the group.
+  record. Written by a static member's restart, so that its cost does not grow with the group, and (with no
+  member change) when the group's owner changes.
 - ``OffsetRecord``: one partition's committed offset (``None``: deleted). ``ExpectedMembersRecord``: Berth's
   pre-registration list (empty: cleared).
 
@@ -18,14 +19,16 @@ Replaying the records in the order they were written rebuilds the groups (``Coor
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from berth.coordinator.core.group import EMPTY, STABLE, Group
 from berth.coordinator.core.member import Member
-from berth.coordinator.protocol import GroupId, InstanceId, JoinProtocol, MemberId, OffsetAndMetadata
+from berth.coordinator.protocol import GroupId, GroupOwner, InstanceId, JoinProtocol, MemberId, OffsetAndMetadata
 
-#: The newest group record format this code writes (docs/formats.md "Group records").
-GROUP_RECORD_VERSION = 2
+#: The newest group record format this code writes (docs/formats.md "Group records"); 3 added ``owner``.
+GROUP_RECORD_VERSION = 3
 
 
 class RecordFormatError(ValueError):
@@ -44,12 +47,14 @@ class MemberMetadata(msgspec.Struct, frozen=True, gc=False):
 
 
 class GroupMetadata(msgspec.Struct, frozen=True, gc=False):
-    version: int = GROUP_RECORD_VERSION
+    # Any version a Berth wrote is read (additive versioning); below 1 no Berth ever wrote: a malformed record.
+    version: Annotated[int, msgspec.Meta(ge=1)] = GROUP_RECORD_VERSION
     protocol_type: str = ""
     generation: int = 0
     protocol: str | None = None
     leader: MemberId | None = None
     current_state_timestamp: int = -1
+    owner: GroupOwner | None = None  # since version 3: the fleet the group belongs to (docs/api.md §7a)
 
 
 class GroupRecord(msgspec.Struct, frozen=True, gc=False):
@@ -90,6 +95,7 @@ def group_metadata(group: Group, *, empty: bool = False) -> GroupMetadata:
         protocol=None if empty else group.protocol_name,
         leader=group.leader_id if group.members and not empty else None,
         current_state_timestamp=group.state_timestamp_ms,
+        owner=group.owner,
     )
 
 
@@ -131,6 +137,11 @@ def new_static_replacement_record(group: Group, old_member_id: MemberId, new_mem
     )
 
 
+def new_group_fields_record(group: Group) -> GroupDeltaRecord:
+    """The group's own fields (its owner, say) and no member change: O(1) whatever the group's size."""
+    return GroupDeltaRecord(group.group_id, group_metadata(group))
+
+
 def new_group_tombstone(group_id: GroupId) -> GroupRecord:
     return GroupRecord(group_id, None)
 
@@ -142,6 +153,8 @@ def group_from_record(record: GroupRecord, now_ms: int) -> Group:
     """Rebuild a group as Kafka's replay does: Stable with its members, or Empty; no timers, nothing parked."""
     value = record.value
     assert value is not None, "a tombstone rebuilds no group"
+    if record.members and value.leader not in {m.member_id for m in record.members}:
+        raise RecordFormatError(f"group {record.group_id!r}: its leader {value.leader!r} is not one of its members")
     group = Group(
         record.group_id,
         now_ms=value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms,
@@ -149,8 +162,9 @@ def group_from_record(record: GroupRecord, now_ms: int) -> Group:
         generation_id=value.generation,
         protocol_type=value.protocol_type or None,
         protocol_name=value.protocol,
-        leader_id=value.leader,
+        leader_id=value.leader if record.members else None,
     )
+    group.owner = value.owner
     for stored in record.members:
         add_stored_member(group, stored, now_ms)
     return group
@@ -168,6 +182,7 @@ def apply_delta(group: Group, record: GroupDeltaRecord, now_ms: int) -> None:
     group.protocol_type = value.protocol_type or None
     group.protocol_name = value.protocol
     group.leader_id = value.leader
+    group.owner = value.owner
     group.state = STABLE if group.members else EMPTY
 
 

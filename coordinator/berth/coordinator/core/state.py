@@ -49,7 +49,19 @@ class SessionExpiry:
 SESSION_EXPIRY = SessionExpiry()
 
 
-TimerPayload = CompleteJoin | InitialRebalanceDelay | SyncExpiry | SessionExpiry
+@dataclass(frozen=True, slots=True)
+class ExpireGroups:
+    """The periodic expiry of offsets and empty groups (Kafka's offsets retention check)."""
+
+
+EXPIRE_GROUPS = ExpireGroups()
+
+
+TimerPayload = CompleteJoin | InitialRebalanceDelay | SyncExpiry | SessionExpiry | ExpireGroups
+
+
+def expiry_key() -> tuple[str]:
+    return ("expiry",)
 
 
 def join_key(group_id: GroupId) -> tuple[str, str]:
@@ -76,6 +88,7 @@ class CoreState:
         self.timers: TimerQueue[TimerPayload] = TimerQueue()
         self.now_ms = 0
         self.rebalances_by_cause: Counter[str] = Counter()
+        self.groups_refused = 0  # requests that would have created a group beyond ``max_groups``
         self._next_token = 1
         self._continuations: dict[int, tuple[list[Continuation], list[Continuation]]] = {}
         # One call's accumulators. Most calls (heartbeats) only reply: everything is created on first use.

@@ -8,6 +8,7 @@ from pathlib import Path
 from berth.coordinator.core import CoordinatorConfig
 from berth.coordinator.http.auth import TokenSet
 from berth.coordinator.protocol import Limits
+from berth.coordinator.store import StoreConfig
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class ServerConfig:
     tokens: TokenSet | None = None
     limits: Limits = field(default_factory=Limits)
     core: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    # The store's start-up checks and bounds (issue #12): docs/api.md §6, §8, §10.
+    store: StoreConfig = field(default_factory=StoreConfig)
+    journal_page_max_bytes: int = 1_048_576  # a journal page stops before this many bytes of events (but one)
     # --- the network edge (docs/api.md §6, §10): per-client limit, header timeout, probe listener, TLS, metrics
     max_connections_per_client: int = 1_000  # from one IPv4 address or IPv6 /64; 0: no per-client limit
     header_timeout_s: float = 10.0  # a request head must be complete this long after its first byte (else 408)

@@ -6,7 +6,8 @@ Protocol outcomes never use these: they are HTTP 200 with an in-band ``error_cod
 
 from __future__ import annotations
 
-from berth.coordinator.protocol import Error, HttpErrorBody, InvalidRequest, UnsupportedVersion
+from berth.coordinator.core import OwnerRefusal
+from berth.coordinator.protocol import Error, GroupOwnedBody, HttpErrorBody, InvalidRequest, UnsupportedVersion
 
 
 class HttpError(Exception):
@@ -20,8 +21,19 @@ class HttpError(Exception):
         self.message = message
         self.error_code = error_code
 
-    def body(self) -> HttpErrorBody:
+    def body(self) -> HttpErrorBody | GroupOwnedBody:
         return HttpErrorBody(self.error, self.message, self.error_code)
+
+
+class GroupOwnedError(HttpError):
+    """HTTP 409 GROUP_OWNED (docs/api.md §7a): the body also names the group's owner (null: none)."""
+
+    def __init__(self, refusal: OwnerRefusal) -> None:
+        super().__init__(409, "GROUP_OWNED", refusal.message)
+        self.owner = refusal.owner
+
+    def body(self) -> GroupOwnedBody:
+        return GroupOwnedBody(self.error, self.message, self.owner)
 
 
 def from_invalid(exc: InvalidRequest) -> HttpError:

@@ -16,6 +16,8 @@ from berth.coordinator.protocol.codec import encode
 
 _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
+_STOPPING = StatusResponse("stopping")
+_STORE_FAILING = StatusResponse("store failing")
 
 Row = tuple[str, str, dict[str, str], float]
 
@@ -25,9 +27,20 @@ def liveness() -> web.Response:
 
 
 def readiness(state: CoordinatorServer) -> web.Response:
-    if state.started and state.engine.ready and not state.engine.closing:
-        return json_response(_READY)
-    return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+    """Ready once loaded, until stopping, and while the store takes writes (docs/api.md §10).
+
+    While the last transaction failed (a full or read-only disk) the answer is 503 ``store failing``, and each
+    probe of it queues a small write, so that readiness comes back once the disk does even when no client (kept
+    away by the failed probe) writes anything."""
+    if not (state.started and state.engine.ready):
+        return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
+    if state.engine.closing:
+        return struct_response(_STOPPING, status=503)
+    writer = state.engine.writer
+    if not writer.healthy:
+        writer.probe()
+        return struct_response(_STORE_FAILING, status=503)
+    return json_response(_READY)
 
 
 def prometheus_text(state: CoordinatorServer) -> web.Response:
@@ -43,6 +56,7 @@ def gauges(state: CoordinatorServer) -> list[Row]:
         for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
     ]
     rows.append(("berth_members", "gauge", {}, float(core.member_count())))
+    rows.append(("berth_groups_refused_total", "counter", {}, float(core.groups_refused)))
     rows.extend(
         ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
         for cause, n in sorted(core.rebalances_by_cause.items())
@@ -51,7 +65,8 @@ def gauges(state: CoordinatorServer) -> list[Row]:
         rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
         rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
     rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
-    rows.append(("berth_ready", "gauge", {}, 1.0 if state.loaded.is_set() else 0.0))
+    ready = state.loaded.is_set() and state.started and state.engine.writer.healthy and not state.engine.closing
+    rows.append(("berth_ready", "gauge", {}, 1.0 if ready else 0.0))
     rows.extend(per_group(state))
     return rows
 

@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from berth.coordinator.core import Coordinator, CoordinatorConfig
+from berth.coordinator.core import Coordinator, CoordinatorConfig, RecordFormatError
 from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig, TlsFiles
@@ -29,7 +29,7 @@ from berth.coordinator.http.server import Listening, create_app
 from berth.coordinator.http.tls import TlsError
 from berth.coordinator.http.uuids import RandomUuids
 from berth.coordinator.protocol import Limits
-from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreError
+from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig, StoreError
 
 log = logging.getLogger("berth.coordinator")
 
@@ -42,6 +42,14 @@ class _Parser(argparse.ArgumentParser):
 def fail(message: str) -> NoReturn:
     print(f"berth-coordinator: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def one_line(exc: BaseException | None) -> str:
+    """The exception as the command's one line: its message, or its type when it has none (a bug)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, StoreError) and text:
+        return text
+    return f"loading persisted state failed: {type(exc).__name__}: {text}" if text else f"{type(exc).__name__}"
 
 
 def _positive(text: str) -> int:
@@ -121,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="least severe line logged"
     )
     _add_edge_flags(p)
+    add_store_arguments(p)
     return p
 
 
@@ -168,6 +177,96 @@ def version() -> str:
         return "unknown"
 
 
+# --------------------------------------------------------------------------- the store: start-up and bounds
+
+
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of the store's start-up checks and bounds (docs/api.md §6, §10)."""
+    p.add_argument(
+        "--integrity-check",
+        default="quick",
+        choices=["quick", "full", "off"],
+        help="check the database's pages at start (PRAGMA quick_check or integrity_check); refuse a damaged one",
+    )
+
+    p.add_argument(
+        "--offsets-retention-ms",
+        type=_positive,
+        default=7 * 86_400_000,
+        help="Kafka's offsets retention: an empty group's offsets expire this long after it emptied, then the"
+        " group; 0: never",
+    )
+    p.add_argument(
+        "--offsets-retention-check-interval-ms",
+        type=_positive,
+        default=600_000,
+        help="how often expired offsets and empty groups are looked for",
+    )
+    p.add_argument(
+        "--max-groups",
+        type=_positive,
+        default=50_000,
+        help="most groups at once; a request that would create one more is answered COORDINATOR_NOT_AVAILABLE;"
+        " 0: unlimited",
+    )
+    p.add_argument(
+        "--member-metadata-max-bytes",
+        type=_positive,
+        default=262_144,
+        help="a join's metadata (its protocols together) or one assignment of a sync beyond this is HTTP 400",
+    )
+    p.add_argument(
+        "--group-metadata-max-bytes",
+        type=_positive,
+        default=8 * 2**20,
+        help="every member's metadata and assignment in one group: a join beyond it is GROUP_MAX_SIZE_REACHED,"
+        " an assignment beyond it UNKNOWN_SERVER_ERROR; 0: unlimited",
+    )
+    p.add_argument(
+        "--journal-retention-bytes",
+        type=_positive,
+        default=256 * 2**20,
+        help="journal kept, in bytes of events (the oldest segments go first); 0: no bound",
+    )
+    p.add_argument(
+        "--journal-retention-ms",
+        type=_positive,
+        default=7 * 86_400_000,
+        help="events older than this before the newest event go; 0: no bound",
+    )
+    p.add_argument(
+        "--journal-event-max-bytes",
+        type=_positive,
+        default=256 * 1024,
+        help="a larger assignment_stored or rebalance_completed event is summarised (docs/formats.md)",
+    )
+    p.add_argument(
+        "--journal-page-max-bytes",
+        type=_positive,
+        default=1_048_576,
+        help="a GET /v1/journal page stops before this many bytes of events (it always holds at least one)",
+    )
+
+
+def core_bounds(args: argparse.Namespace) -> dict[str, Any]:
+    """The core's part of the bounds (``CoordinatorConfig`` fields)."""
+    return {
+        "journal_event_max_bytes": max(1, args.journal_event_max_bytes),
+        "offsets_retention_ms": args.offsets_retention_ms or None,
+        "offsets_retention_check_interval_ms": max(1, args.offsets_retention_check_interval_ms),
+        "max_groups": args.max_groups or None,
+        "group_metadata_max_bytes": args.group_metadata_max_bytes or None,
+    }
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig(
+        integrity_check=args.integrity_check,
+        journal_retention_bytes=args.journal_retention_bytes or None,
+        journal_retention_ms=args.journal_retention_ms or None,
+    )
+
+
 def parse_config(argv: Sequence[str] | None) -> ServerConfig:
     args = build_parser().parse_args(argv)
     try:
@@ -179,6 +278,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
             new_member_join_timeout_ms=args.group_new_member_join_timeout_ms,
             offset_metadata_max_bytes=args.offset_metadata_max_bytes,
             max_pending_members_per_group=max(1, args.max_pending_members_per_group),
+            **core_bounds(args),
         )
     except ValueError as exc:
         fail(str(exc))
@@ -207,13 +307,19 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         max_connections=args.max_connections,
         manual_clock=args.manual_clock,
         tokens=tokens,
-        limits=Limits(max_id_bytes=args.max_id_bytes, max_list_items=args.max_list_items),
+        limits=Limits(
+            max_id_bytes=args.max_id_bytes,
+            max_list_items=args.max_list_items,
+            max_member_metadata_bytes=args.member_metadata_max_bytes,
+        ),
         core=core,
         max_connections_per_client=args.max_connections_per_client,
         header_timeout_s=args.header_timeout_s,
         probe_port=args.probe_port,
         tls=tls,
         metrics_max_groups=args.metrics_max_groups,
+        store=store_config(args),
+        journal_page_max_bytes=max(1, args.journal_page_max_bytes),
     )
 
 
@@ -235,8 +341,11 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
         return GroupCommitWriter(store, on_done)
 
     def load_records(target: Coordinator) -> None:
-        for record in store.load():
-            target.replay(record)
+        try:
+            for record in store.load():
+                target.replay(record)
+        except RecordFormatError as exc:
+            raise StoreError(f"database {store.db_path} holds a record this Berth cannot load: {exc}") from exc
 
     app = create_app(config, clock, core, make_writer, load_records, store)
     try:
@@ -249,9 +358,14 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    ready = asyncio.create_task(server.state.loaded.wait())
+    ready = asyncio.create_task(server.state.wait_loaded())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.done() and ready.exception() is not None:
+        # Never "up but never ready": a store that cannot be loaded is one line on stderr and exit 2.
+        stopping.cancel()
+        await server.stop()
+        fail(one_line(ready.exception()))
     if ready.done():
         probes = server.probe_address
         if probes is not None:
@@ -285,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        store = SqliteStore(config.data_dir)
+        store = SqliteStore(config.data_dir, config.store)
     except StoreError as exc:
         fail(str(exc))
     tune_garbage_collector()

@@ -20,9 +20,10 @@ BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 
 #: name -> (type, help). The one list of what /metrics exports; docs/api.md §10 lists the same names.
 FAMILIES: dict[str, tuple[str, str]] = {
-    "berth_ready": ("gauge", "1 once persisted state is loaded and requests are served, else 0"),
+    "berth_ready": ("gauge", "1 while /readyz is 200: loaded, serving, not stopping, and the store takes writes"),
     "berth_groups": ("gauge", "Groups by state"),
     "berth_members": ("gauge", "Members of all groups"),
+    "berth_groups_refused_total": ("counter", "Requests refused because they would create a group beyond --max-groups"),
     "berth_rebalances_total": ("counter", "Rebalances started, by cause"),
     "berth_parked_requests": ("gauge", "Requests waiting for their answer (join and sync long-polls, durable writes)"),
     "berth_store_writes_in_flight": ("gauge", "Writes handed to the store and not yet durable"),

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.http.audit import acting_as
-from berth.coordinator.http.errors import bad_request, from_invalid
+from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid
 from berth.coordinator.http.responses import answer_response
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import (
@@ -40,7 +40,7 @@ from berth.coordinator.protocol import (
     SyncResponse,
 )
 from berth.coordinator.protocol.codec import CarriesTooNew, RequestCodec
-from berth.coordinator.protocol.routes import ROUTES_BY_OPERATION, Access, Route
+from berth.coordinator.protocol.routes import OWNER_UID_HEADER, ROUTES_BY_OPERATION, Access, Route
 
 B = TypeVar("B", bound=Body)
 B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
@@ -93,6 +93,17 @@ class ProtocolRoute(Generic[B]):
     timed_per_group: bool = False  # its latency goes into the group's histogram (join, sync: the rebalance wait)
 
 
+def refuse_unless_owner(request: web.BaseRequest, state: CoordinatorServer, group_id: GroupId) -> None:
+    """HTTP 409 GROUP_OWNED when the request asserts an owner (``Berth-Owner-Uid``) the group refuses
+    (docs/api.md §7a); nothing to check without the header. Call it right before the core call."""
+    uid = request.headers.get(OWNER_UID_HEADER)
+    if uid is None:
+        return
+    refusal = state.core.owner_assertion_refusal(group_id, uid)
+    if refusal is not None:
+        raise GroupOwnedError(refusal)
+
+
 async def protocol_view(
     state: CoordinatorServer,
     request: web.BaseRequest,
@@ -115,6 +126,8 @@ async def protocol_view(
     if engine is None or not engine.ready or engine.closing:
         state.refuse_if_closed()
         return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    if protocol.route.owned:
+        refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
     invoke: Callable[[int, int], Effects]
     if protocol.host_call is not None:

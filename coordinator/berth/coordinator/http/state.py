@@ -42,12 +42,26 @@ from berth.coordinator.protocol.routes import Access
 log = logging.getLogger("berth.coordinator")
 
 
+class JournalWindow(Protocol):
+    @property
+    def lines(self) -> list[str]: ...
+
+    @property
+    def first(self) -> int: ...
+
+    @property
+    def last(self) -> int: ...
+
+
 class JournalReader(Protocol):
     """The durable journal as the server reads it (the store)."""
 
     def last_seq(self) -> int: ...
 
-    def journal_lines(self, after: int, limit: int) -> list[str]: ...
+    def journal_window(self, after: int, limit: int, max_bytes: int | None = None) -> JournalWindow:
+        """Events after ``after`` as JSON lines, at most ``limit`` and ``max_bytes`` (but one), with the journal's
+        oldest and newest seq."""
+        ...
 
 
 class CoordinatorServer:
@@ -101,7 +115,7 @@ class CoordinatorServer:
         finally:
             if not self._loader.done():
                 self._loader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failed load is the command's to report
                 await self._loader
             await self.shutdown()
             await self.engine.close()
@@ -112,12 +126,18 @@ class CoordinatorServer:
         if self.running_engine is not None:
             await self.running_engine.shutdown()
 
+    async def wait_loaded(self) -> None:
+        """Return once the persisted state is loaded; raise what made loading fail (the command exits 2)."""
+        assert self._loader is not None, "loading starts with the application"
+        await asyncio.shield(self._loader)
+
     async def _load(self) -> None:
         started = time.perf_counter()
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._load_records, self.core)
-        except Exception:
-            log.exception("loading persisted state failed")
+        except Exception as exc:
+            # Reported once, as the command's one line (docs/api.md §10); the trace only for debugging.
+            log.debug("loading persisted state failed", exc_info=exc)
             raise
         self.engine.apply(self.core.load((), self.clock.now_ms()))
         self.engine.ready = True

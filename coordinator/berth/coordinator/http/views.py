@@ -12,8 +12,14 @@ from aiohttp import web
 
 from berth.coordinator.http import health
 from berth.coordinator.http.audit import acting_as
-from berth.coordinator.http.errors import from_invalid, not_found
-from berth.coordinator.http.protocol_views import PROTOCOL_ROUTES, ProtocolRoute, group_id_of, protocol_view
+from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid, not_found
+from berth.coordinator.http.protocol_views import (
+    PROTOCOL_ROUTES,
+    ProtocolRoute,
+    group_id_of,
+    protocol_view,
+    refuse_unless_owner,
+)
 from berth.coordinator.http.responses import answer_response, json_response, struct_response
 from berth.coordinator.http.state import STATE, CoordinatorServer
 from berth.coordinator.protocol import (
@@ -31,6 +37,9 @@ from berth.coordinator.protocol import (
     InvalidRequest,
     ListResponse,
     OffsetFetchResponse,
+    OwnerReleaseRequest,
+    OwnerRequest,
+    OwnerResponse,
     StoreFaultsRequest,
     StoreFaultsResponse,
 )
@@ -137,6 +146,7 @@ async def delete_group(request: web.Request) -> web.Response:
     if state.loading():
         return answer_response(DeleteResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
     core = state.core
+    refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
         acting_as(_actor(request), lambda ticket, now: core.delete_group(group_id, ticket, now)),
         lambda: DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE),
@@ -154,6 +164,7 @@ async def put_expected_members(request: web.Request) -> web.Response:
     if state.loading():
         return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
     core = state.core
+    refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
         acting_as(_actor(request), lambda ticket, now: core.put_expected_members(group_id, ids, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
@@ -174,9 +185,58 @@ async def delete_expected_members(request: web.Request) -> web.Response:
     if state.loading():
         return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
     core = state.core
+    refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
         acting_as(_actor(request), lambda ticket, now: core.delete_expected_members(group_id, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
+    )
+    return answer_response(answer, 0)
+
+
+# ---------------------------------------------------------------------------------------------------- owners
+# docs/api.md §7a. Each refusal is checked right before its core call, with no await in between: what was checked
+# is what the call finds.
+
+_OWNER = RequestCodec(OwnerRequest)
+_RELEASE = RequestCodec(OwnerReleaseRequest)
+
+
+async def put_owner(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    claim = await _decoded(state, request, _OWNER)
+    if state.loading():
+        return answer_response(OwnerResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    core = state.core
+    refusal = core.owner_claim_refusal(group_id, claim.uid, claim.adopt)
+    if refusal is not None:
+        raise GroupOwnedError(refusal)
+    answer = await state.engine.call(
+        acting_as(
+            _actor(request), lambda ticket, now: core.claim_owner(group_id, claim.owner, claim.adopt, ticket, now)
+        ),
+        lambda: OwnerResponse(Error.COORDINATOR_NOT_AVAILABLE),
+        group_id,
+    )
+    return answer_response(answer, 0)
+
+
+async def delete_owner(request: web.Request) -> web.Response:
+    state, group_id = _group_route(request, Access.ADMIN)
+    uid = request.query.get("uid")
+    if uid is None and request.can_read_body:
+        uid = (await _decoded(state, request, _RELEASE)).uid
+    if not uid:
+        raise bad_request("uid: required (the query's ?uid= or the body's uid), naming the owner that lets go")
+    if state.loading():
+        return answer_response(OwnerResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    core = state.core
+    refusal = core.owner_release_refusal(group_id, uid)
+    if refusal is not None:
+        raise GroupOwnedError(refusal)
+    answer = await state.engine.call(
+        acting_as(_actor(request), lambda ticket, now: core.release_owner(group_id, uid, ticket, now)),
+        lambda: OwnerResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
     )
     return answer_response(answer, 0)
@@ -198,6 +258,12 @@ async def get_config(request: web.Request) -> web.Response:
             new_member_join_timeout_ms=c.new_member_join_timeout_ms,
             offset_metadata_max_bytes=c.offset_metadata_max_bytes,
             api_versions=dict(API_VERSIONS),
+            member_metadata_max_bytes=state.config.limits.max_member_metadata_bytes,
+            group_metadata_max_bytes=c.group_metadata_max_bytes,
+            max_groups=c.max_groups,
+            offsets_retention_ms=c.offsets_retention_ms,
+            journal_event_max_bytes=c.journal_event_max_bytes,
+            journal_page_max_bytes=state.config.journal_page_max_bytes,
         )
     )
 
@@ -220,9 +286,14 @@ async def journal(request: web.Request) -> web.Response:
     state.refuse_if_closed()
     if wait_ms and state.journal.last_seq() <= after:
         await state.journal_polls.wait(after, wait_ms)
-    lines = await asyncio.get_running_loop().run_in_executor(None, state.journal.journal_lines, after, limit)
-    last = _seq_of(lines[-1]) if lines else after
-    return json_response(b'{"events":[' + ",".join(lines).encode() + b'],"next":' + str(last).encode() + b"}")
+    max_bytes = state.config.journal_page_max_bytes
+    window = await asyncio.get_running_loop().run_in_executor(
+        None, state.journal.journal_window, after, limit, max_bytes
+    )
+    lines = window.lines
+    page_end = _seq_of(lines[-1]) if lines else after
+    tail = f'],"next":{page_end},"first":{window.first},"last":{window.last}}}'
+    return json_response(b'{"events":[' + ",".join(lines).encode() + tail.encode())
 
 
 def _seq_of(line: str) -> int:
@@ -283,6 +354,8 @@ VIEWS: dict[str, View] = {
     "expected_members_put": put_expected_members,
     "expected_members_get": get_expected_members,
     "expected_members_delete": delete_expected_members,
+    "owner_put": put_owner,
+    "owner_delete": delete_owner,
     "list": list_groups,
     "config": get_config,
     "openapi": get_openapi,

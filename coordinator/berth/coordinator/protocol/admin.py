@@ -15,6 +15,44 @@ from berth.coordinator.protocol.versions import DESCRIBE_INSTANCE_ID_VERSION, Si
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
+# ---------------------------------------------------------------------------------------------------- owners
+
+
+class GroupOwner(msgspec.Struct, frozen=True, gc=False):
+    """The fleet a group belongs to (docs/api.md §7a): the Kubernetes object's namespace, name and uid."""
+
+    namespace: str
+    name: str
+    uid: Annotated[str, Meta(description="the owner's identity: a claim or release names it")]
+
+
+class OwnerRequest(Body, frozen=True):
+    """``PUT /v1/groups/{group_id}/owner``: claim the group for this owner."""
+
+    namespace: Annotated[str, Meta(min_length=1)]
+    name: Annotated[str, Meta(min_length=1)]
+    uid: Annotated[str, Meta(min_length=1)]
+    adopt: Annotated[
+        bool, Meta(description="claim an unowned group that has members or committed offsets (default false)")
+    ] = False
+
+    @property
+    def owner(self) -> GroupOwner:
+        return GroupOwner(self.namespace, self.name, self.uid)
+
+
+class OwnerReleaseRequest(Body, frozen=True):
+    """``DELETE /v1/groups/{group_id}/owner``'s optional body (or ``?uid=``): the owner that lets go."""
+
+    uid: Annotated[str, Meta(min_length=1)]
+
+
+class OwnerResponse(Answer):
+    """The group's owner after the claim or release (null: none)."""
+
+    owner: GroupOwner | None = None
+
+
 # --------------------------------------------------------------------------------------------------- describe
 
 
@@ -39,6 +77,7 @@ class DescribeResponse(Answer):
     generation_id: Int32 = -1
     leader: Annotated[str | None, Meta(description="the leader's member id; null when Empty or Dead")] = None
     members: tuple[DescribedMember, ...] = ()
+    owner: Annotated[GroupOwner | None, Meta(description="Berth: the fleet the group belongs to; null: none")] = None
 
     @property
     def state(self) -> str:
@@ -104,13 +143,28 @@ class ConfigResponse(msgspec.Struct, frozen=True, gc=False):
         dict[str, Annotated[tuple[int, ...], Meta(min_length=2, max_length=2)]],
         Meta(description="route family -> [lowest, highest]"),
     ]
+    # Bounds (docs/api.md §6). Defaults only so that a newer client reads an older coordinator's answer.
+    member_metadata_max_bytes: Annotated[
+        int, Meta(description="a join's metadata, or one assignment of a sync, beyond it: HTTP 400")
+    ] = 0
+    group_metadata_max_bytes: Annotated[
+        int | None,
+        Meta(description="one group's metadata and assignments; null: unlimited (a join beyond it: 81)"),
+    ] = None
+    max_groups: Annotated[int | None, Meta(description="null: unlimited (one more: 15)")] = None
+    offsets_retention_ms: Annotated[int | None, Meta(description="null: offsets and groups never expire")] = None
+    journal_event_max_bytes: Annotated[int, Meta(description="a larger event is summarised")] = 0
+    journal_page_max_bytes: Annotated[int, Meta(description="a journal page stops before it")] = 0
 
 
 class JournalResponse(msgspec.Struct, frozen=True, gc=False):
-    """One page of the journal: events in ``seq`` order, and ``next`` to pass as ``after`` for the next page."""
+    """One page of the journal: events in ``seq`` order, ``next`` to pass as ``after`` for the next page, and the
+    journal's extent: an ``after`` below ``first - 1`` asked for events retention dropped (docs/api.md §8)."""
 
     events: Annotated[tuple[dict[str, Any], ...], Meta(description="docs/formats.md, journal events")]
     next: Annotated[int, Meta(description="the last seq returned, or after when the page is empty")]
+    first: Annotated[int, Meta(description="the oldest retained seq (last + 1 when none is)")] = 0
+    last: Annotated[int, Meta(description="the newest seq (0 when nothing was journaled yet)")] = 0
 
 
 # ----------------------------------------------------------------------------------------- tests, operations
@@ -144,3 +198,11 @@ class HttpErrorBody(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     error: str
     message: str = ""
     error_code: Annotated[int | None, Meta(description="42, 35, 30 or 15 where a Kafka code applies")] = None
+
+
+class GroupOwnedBody(msgspec.Struct, frozen=True, gc=False):
+    """HTTP 409 (docs/api.md §7a): the group belongs to another owner, or to none and is in use; nothing changed."""
+
+    error: Annotated[str, Meta(description="GROUP_OWNED")]
+    message: str
+    owner: Annotated[GroupOwner | None, Meta(description="the group's owner; null: it has none")]

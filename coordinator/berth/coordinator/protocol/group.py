@@ -80,6 +80,16 @@ class JoinRequest(Body, frozen=True):
             if protocol.name in seen:
                 raise InvalidRequest(f"protocols[{i}].name: duplicate protocol name {protocol.name!r}")
             seen.add(protocol.name)
+        size = self.metadata_bytes()
+        if size > limits.max_member_metadata_bytes:
+            raise InvalidRequest(
+                f"protocols: {size} bytes of metadata is over the {limits.max_member_metadata_bytes}-byte limit"
+                " for one member"
+            )
+
+    def metadata_bytes(self) -> int:
+        """The member's metadata across its protocols: what the coordinator keeps of it."""
+        return sum(len(p.metadata) for p in self.protocols)
 
 
 class JoinMember(Body, frozen=True):
@@ -131,6 +141,14 @@ class SyncRequest(Body, frozen=True):
     protocol_name: Annotated[
         str | None, Since(SYNC_PROTOCOL_FIELDS_VERSION), Meta(description="required (non-null) from v5")
     ] = None
+
+    def validate(self, version: int, limits: Limits) -> None:
+        for i, given in enumerate(self.assignments):
+            if len(given.assignment) > limits.max_member_metadata_bytes:
+                raise InvalidRequest(
+                    f"assignments[{i}].assignment: {len(given.assignment)} bytes is over the"
+                    f" {limits.max_member_metadata_bytes}-byte limit for one member"
+                )
 
 
 class SyncResponse(Answer):

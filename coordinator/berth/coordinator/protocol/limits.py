@@ -3,7 +3,9 @@
 Every string of a request body is an id or a name and is bounded by ``max_id_bytes`` (UTF-8 bytes), unless its
 declaration says ``Unbounded`` (offset-commit metadata: the body bounds it and the core answers
 OFFSET_METADATA_TOO_LARGE per partition above ``offset_metadata_max_bytes``). Every list is bounded by
-``max_list_items``, unless its declaration names another bound (``MaxProtocols``).
+``max_list_items``, unless its declaration names another bound (``MaxProtocols``). A member's metadata (a join's
+protocols together) and each assignment of a sync are bounded by ``max_member_metadata_bytes``, checked by the
+messages' own ``validate``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ class Limits:
     max_id_bytes: int = 1024
     max_list_items: int = 100_000
     max_protocols: int = 64
+    #: A join's metadata (all its protocols together) and each assignment of a sync, in bytes.
+    max_member_metadata_bytes: int = 262_144
 
 
 @dataclass(frozen=True, slots=True)

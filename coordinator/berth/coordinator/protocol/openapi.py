@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from berth.coordinator.protocol.admin import HttpErrorBody
+from berth.coordinator.protocol.admin import GroupOwnedBody, HttpErrorBody
 from berth.coordinator.protocol.base import Answer
 from berth.coordinator.protocol.errors import Error
 from berth.coordinator.protocol.fields import field_shapes
@@ -45,7 +45,10 @@ def _responses(route: Route, auth: bool) -> dict[str, Any]:
     if route.access is Access.OPEN and route.request is None:
         responses = {"200": ok}
         if route.operation == "readyz":
-            responses["503"] = {"description": "loading or stopping", "content": ok["content"]}
+            responses["503"] = {
+                "description": "loading, stopping, or the store failing (its last write failed)",
+                "content": ok["content"],
+            }
         return responses
     responses = {
         "200": ok,
@@ -58,6 +61,11 @@ def _responses(route: Route, auth: bool) -> dict[str, Any]:
         responses["408"] = _error("the body did not arrive within --body-timeout-s")
         responses["413"] = _error("body over --max-body-bytes")
         responses["415"] = _error("Content-Type is not application/json")
+    if route.owned:
+        responses["409"] = {
+            "description": "GROUP_OWNED: the group belongs to another owner, or to none and is in use (§7a)",
+            "content": {JSON: {"schema": _ref(GroupOwnedBody)}},
+        }
     if auth and route.access is not Access.OPEN:
         responses["401"] = _error("no or unknown bearer token (GROUP_AUTHORIZATION_FAILED 30)")
         responses["403"] = _error("the token may not use this group or route (GROUP_AUTHORIZATION_FAILED 30)")
@@ -87,7 +95,7 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
             }
         )
     for q in route.query:
-        parameter: dict[str, Any] = {"name": q.name, "in": "query", "schema": q.schema}
+        parameter: dict[str, Any] = {"name": q.name, "in": q.location, "schema": q.schema}
         if q.repeated:
             parameter.update(schema={"type": "array", "items": q.schema}, style="form", explode=True)
         if q.description:
@@ -168,7 +176,7 @@ def openapi_document(*, manual_clock: bool = False, auth: bool = False, limits: 
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, auth)
-    roots: list[type] = [HttpErrorBody]
+    roots: list[type] = [HttpErrorBody, GroupOwnedBody]
     for route in routes:
         roots += [t for t in (route.request, route.answer) if isinstance(t, type) and issubclass(t, msgspec.Struct)]
     types = _all_structs(roots)

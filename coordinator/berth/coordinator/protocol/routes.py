@@ -22,6 +22,8 @@ from berth.coordinator.protocol.admin import (
     ExpectedMembersResponse,
     JournalResponse,
     ListResponse,
+    OwnerRequest,
+    OwnerResponse,
     StatusResponse,
     StoreFaultsRequest,
     StoreFaultsResponse,
@@ -60,10 +62,17 @@ class Access(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """A parameter of a route besides its path: in the query string, or (``location="header"``) a header."""
+
     name: str
     schema: dict[str, Any]
     repeated: bool = False
     description: str = ""
+    location: str = "query"
+
+
+#: The header by which an admin write asserts the group's owner (docs/api.md §7a).
+OWNER_UID_HEADER = "Berth-Owner-Uid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,7 @@ class Route:
     long_poll: bool = False
     test_only: bool = False  # exists only with --manual-clock
     documented: bool = True
+    owned: bool = False  # the group's owner may refuse it: HTTP 409 GROUP_OWNED (docs/api.md §7a)
 
     @property
     def takes_group(self) -> bool:
@@ -97,6 +107,15 @@ _LIMIT = Query(
     "limit",
     {"type": "integer", "minimum": 0, "maximum": JOURNAL_MAX_LIMIT},
     description=f"default {JOURNAL_DEFAULT_LIMIT}",
+)
+_OWNER_UID = Query(
+    OWNER_UID_HEADER,
+    {"type": "string", "minLength": 1},
+    description="the owner's uid this write acts for: 409 GROUP_OWNED when the group is another's (docs/api.md §7a)",
+    location="header",
+)
+_RELEASING_UID = Query(
+    "uid", {"type": "string", "minLength": 1}, description="the owner that lets go (or a body {uid})"
 )
 _WAIT = Query(
     "wait_ms",
@@ -122,17 +141,23 @@ ROUTES: tuple[Route, ...] = (
         "sync", "POST", f"{GROUP_PATH}/sync", "SyncGroup (long-poll)",
         SyncResponse, SyncRequest, api="sync", long_poll=True,
     ),
-    Route("leave", "POST", f"{GROUP_PATH}/leave", "LeaveGroup", LeaveResponse, LeaveRequest, api="leave"),
+    Route(
+        "leave", "POST", f"{GROUP_PATH}/leave", "LeaveGroup",
+        LeaveResponse, LeaveRequest, api="leave", query=(_OWNER_UID,), owned=True,
+    ),
     Route(
         "offset_fetch", "GET", f"{GROUP_PATH}/offsets", "OffsetFetch",
         OffsetFetchResponse, api="offset_fetch", query=(_TOPICS,),
     ),
     Route("describe", "GET", GROUP_PATH, "DescribeGroups", DescribeResponse, api="describe"),
-    Route("delete", "DELETE", GROUP_PATH, "DeleteGroups (admin)", DeleteResponse, api="delete", access=Access.ADMIN),
+    Route(
+        "delete", "DELETE", GROUP_PATH, "DeleteGroups (admin)",
+        DeleteResponse, api="delete", access=Access.ADMIN, query=(_OWNER_UID,), owned=True,
+    ),
     Route(
         "expected_members_put", "PUT", f"{GROUP_PATH}/expected-members",
         "Pre-register the group's static members (admin, docs/api.md §7)",
-        ExpectedMembersResponse, ExpectedMembersRequest, access=Access.ADMIN,
+        ExpectedMembersResponse, ExpectedMembersRequest, access=Access.ADMIN, query=(_OWNER_UID,), owned=True,
     ),
     Route(
         "expected_members_get", "GET", f"{GROUP_PATH}/expected-members", "The group's expected members (admin)",
@@ -141,6 +166,15 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "expected_members_delete", "DELETE", f"{GROUP_PATH}/expected-members",
         "Clear the group's expected members (admin)", ExpectedMembersResponse, access=Access.ADMIN,
+        query=(_OWNER_UID,), owned=True,
+    ),
+    Route(
+        "owner_put", "PUT", f"{GROUP_PATH}/owner", "Claim the group for a fleet (admin, docs/api.md §7a)",
+        OwnerResponse, OwnerRequest, access=Access.ADMIN, owned=True,
+    ),
+    Route(
+        "owner_delete", "DELETE", f"{GROUP_PATH}/owner", "Release the group's owner (admin, docs/api.md §7a)",
+        OwnerResponse, access=Access.ADMIN, query=(_RELEASING_UID,), owned=True,
     ),
     Route(
         "list", "GET", "/v1/groups", "ListGroups (admin)",
@@ -163,7 +197,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("healthz", "GET", "/healthz", "Liveness", StatusResponse, access=Access.OPEN),
     Route(
-        "readyz", "GET", "/readyz", "Readiness: 503 while loading persisted state or stopping",
+        "readyz", "GET", "/readyz", "Readiness: 503 while loading persisted state, stopping, or writes fail",
         StatusResponse, access=Access.OPEN,
     ),
     Route("metrics", "GET", "/metrics", "Prometheus text", None, access=Access.OPEN),

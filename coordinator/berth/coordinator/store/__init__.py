@@ -8,6 +8,7 @@
 The store imports only the core's record and effect types and the standard library (import-linter checks it).
 """
 
+from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.faults import InjectedDiskError, StoreFaults
 from berth.coordinator.store.schema import SCHEMA_VERSION
@@ -20,6 +21,7 @@ __all__ = [
     "InjectedDiskError",
     "OnDone",
     "SqliteStore",
+    "StoreConfig",
     "StoreError",
     "StoreFaults",
 ]

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from berth.coordinator.store.config import IntegrityCheck
 from berth.coordinator.store.errors import StoreError
 
 SCHEMA_VERSION = 2
@@ -77,22 +78,51 @@ def prepare_data_dir(data_dir: Path) -> None:
         raise StoreError(f"data dir {data_dir} is not writable")
 
 
-def lock_data_dir(data_dir: Path) -> IO[bytes]:
-    """Take an exclusive lock so that two coordinators never write one journal; the kernel drops it on exit."""
-    path = data_dir / LOCK_FILENAME
+def lock_data_dir(data_dir: Path) -> tuple[int, IO[bytes]]:
+    """Lock the data dir so that two coordinators never write one store; the kernel drops the locks on exit.
+
+    The lock that counts is an ``flock`` on the directory itself, held through an open descriptor: deleting
+    ``berth.lock`` (or anything else in the dir) cannot release it, and a directory in use cannot be removed.
+    ``berth.lock`` is locked as well, so that a coordinator of an older Berth, which locks only that file, is
+    still kept out during an upgrade. Returns both descriptors; ``release_data_dir`` closes them.
+    """
     try:
-        handle = open(path, "ab")  # noqa: SIM115 - held open for the store's lifetime, closed by release_lock
+        dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise StoreError(f"data dir {data_dir} is not writable: {exc.strerror or exc}") from exc
+        raise StoreError(f"data dir {data_dir} cannot be opened: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
+        _flock_exclusive(dir_fd, data_dir)
+        path = data_dir / LOCK_FILENAME
+        try:
+            handle = open(path, "ab")  # noqa: SIM115 - held open for the store's lifetime
+        except OSError as exc:
+            raise StoreError(f"data dir {data_dir} is not writable: {exc.strerror or exc}") from exc
+        try:
+            _flock_exclusive(handle.fileno(), data_dir)
+        except BaseException:
+            handle.close()
+            raise
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd, handle
+
+
+def release_data_dir(lock: tuple[int, IO[bytes]]) -> None:
+    """Close the descriptors ``lock_data_dir`` returned, which releases both locks (idempotent)."""
+    dir_fd, handle = lock
+    if not handle.closed:
         handle.close()
+        os.close(dir_fd)
+
+
+def _flock_exclusive(fd: int, data_dir: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
         raise StoreError(f"data dir {data_dir} is in use by another Berth coordinator") from exc
     except OSError as exc:  # e.g. a filesystem without locks
-        handle.close()
         raise StoreError(f"data dir {data_dir} cannot be locked: {exc.strerror or exc}") from exc
-    return handle
 
 
 def connect(db_path: Path) -> sqlite3.Connection:
@@ -117,6 +147,28 @@ def connect(db_path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+#: Problems the integrity check reports at most in its one line (the first is usually the telling one).
+_PROBLEMS_SHOWN = 3
+
+
+def check_integrity(conn: sqlite3.Connection, db_path: Path, mode: IntegrityCheck) -> None:
+    """Refuse a database whose pages are damaged, before anything reads or writes it.
+
+    ``quick`` is ``PRAGMA quick_check`` (every page and record, not the indexes' agreement with their tables),
+    ``full`` is ``PRAGMA integrity_check``; both read the whole file once (docs/reliability.md has the cost).
+    """
+    if mode == "off":
+        return
+    pragma = "quick_check" if mode == "quick" else "integrity_check"
+    try:
+        problems = [row[0] for row in conn.execute(f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")]
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} failed its integrity check: {exc}") from exc
+    if problems != ["ok"]:
+        shown = "; ".join(" ".join(str(p).split()) for p in problems)
+        raise StoreError(f"database {db_path} failed its integrity check ({shown}); restore it from a backup")
 
 
 def ensure_schema(conn: sqlite3.Connection, db_path: Path) -> None:

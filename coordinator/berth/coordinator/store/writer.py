@@ -12,6 +12,9 @@ Rules:
   its event loop itself. A failed transaction reports every write in it ``ok=False`` and its journal seq
   numbers are reused by the next transaction. A write whose content cannot be stored fails alone.
 - ``flush`` returns once everything submitted before it is reported; ``close`` flushes and stops.
+- ``healthy`` says whether the last transaction committed (a write rejected for its content says nothing
+  about the disk). ``probe`` queues one small transaction that only touches the ``meta`` table, so that a
+  store that failed can be seen to work again when no other write comes (readiness, docs/api.md §10).
 - ``faults`` (a ``StoreFaults``) injects disk failures inside the transaction, for tests.
 - A submitted ``Write`` must not be mutated afterwards (the thread reads it later).
 """
@@ -35,7 +38,14 @@ log = logging.getLogger(__name__)
 
 OnDone = Callable[[list[tuple[int, bool]]], object]  # the result is ignored
 _STOP = None  # queued by close(): the thread finishes what is before it and exits
-_QueueItem = Write | threading.Event | None  # an Event is a flush marker, set once everything before it is done
+
+
+class _Probe:
+    """Queued by ``probe``: a transaction of its own that tells whether the disk takes writes."""
+
+
+_PROBE = _Probe()
+_QueueItem = Write | threading.Event | _Probe | None  # an Event is a flush marker, set once all before it is done
 
 
 class GroupCommitWriter:
@@ -49,6 +59,8 @@ class GroupCommitWriter:
         self._max_batch_writes = max_batch_writes
         self._queue: queue.SimpleQueue[_QueueItem] = queue.SimpleQueue()
         self._closed = False
+        self.healthy = True  # the last transaction committed (read from any thread: a bool is atomic)
+        self._probe_queued = threading.Event()
         self._thread = threading.Thread(target=self._run, name="berth-store-writer", daemon=True)
         self._thread.start()
 
@@ -56,6 +68,13 @@ class GroupCommitWriter:
         if self._closed:
             raise StoreError(f"store writer for {self.store.data_dir} is closed")
         self._queue.put(write)
+
+    def probe(self) -> None:
+        """Queue a probe transaction unless one is already waiting (thread-safe, never blocks)."""
+        if self._closed or self._probe_queued.is_set():
+            return
+        self._probe_queued.set()
+        self._queue.put(_PROBE)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every write submitted so far is reported; False if ``timeout`` ran out first.
@@ -90,45 +109,67 @@ class GroupCommitWriter:
             self.faults.wait_while_stalled()
             writes: list[Write] = []
             markers: list[threading.Event] = []
-            stopping = self._take(first, writes, markers)
+            probing = [False]
+            stopping = self._take(first, writes, markers, probing)
             while not stopping and len(writes) < self._max_batch_writes:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                stopping = self._take(item, writes, markers)
-            if writes:
-                self._commit(writes)
+                stopping = self._take(item, writes, markers, probing)
+            transacted = self._commit(writes) if writes else False
+            if probing[0] and not transacted:
+                self._probe()  # a transaction of writes is a probe of its own
             for marker in markers:
                 marker.set()
             if stopping:
                 return
 
-    @staticmethod
-    def _take(item: _QueueItem, writes: list[Write], markers: list[threading.Event]) -> bool:
+    def _take(self, item: _QueueItem, writes: list[Write], markers: list[threading.Event], probing: list[bool]) -> bool:
         if item is _STOP:
             return True
         if isinstance(item, threading.Event):
             markers.append(item)
+        elif isinstance(item, _Probe):
+            self._probe_queued.clear()
+            probing[0] = True
         else:
             writes.append(item)
         return False
 
-    def _commit(self, writes: list[Write]) -> None:
+    def _probe(self) -> None:
+        try:
+            self.store.probe_write(before_commit=self.faults.raise_if_failing)
+        except Exception as exc:
+            log.warning("store: the disk still refuses writes: %s", exc)
+            self.healthy = False
+        else:
+            if not self.healthy:
+                log.info("store: the disk takes writes again")
+            self.healthy = True
+
+    def _commit(self, writes: list[Write]) -> bool:
+        """Commit the writes in one transaction and report them; whether a transaction was attempted."""
         lines: list[tuple[int, str]] = []
+        transacted = False
         try:
             batch = prepare_batch(writes)
             if batch.accepted_tokens:
                 self.transactions += 1
+                transacted = True
                 lines = self.store.commit_batch(batch, before_commit=self.faults.raise_if_failing)
         except Exception:
             log.exception("store: transaction of %d writes failed and was rolled back", len(writes))
             outcomes = [(write.token, False) for write in writes]
+            self.healthy = False
         else:
             outcomes = batch.outcomes
+            if batch.accepted_tokens:
+                self.healthy = True
             # Committed: from here on nothing may report these writes failed. Segments repair themselves.
             self.store.segments.append(lines)
         try:
             self._on_done(outcomes)
         except Exception:
             log.exception("store: on_done raised; the writer carries on")
+        return transacted
