@@ -7,6 +7,8 @@ and Kafka fleets scale exactly the same way. Rules:
 - Actions run in the plan's order; a status patch is written before the next action starts (it may be what a
   restarted operator resumes from).
 - A failed action stops the plan: nothing after it runs; the next reconcile plans again from observations.
+- Every coordinator write carries ``owner_uid`` (the fleet's uid where the coordinator records owners, so a group
+  that is another fleet's refuses it: ``ports.GroupOwned``); ``ReleaseGroup`` lets go of the fleet's claim.
 - The batch leave's per-id results are written back at once with ``record_scale_down`` (lastScaleDown); it names
   ``BatchLeave.member_ids`` (the departing pods' ids and their thread-suffixed members), never an empty list.
 """
@@ -23,6 +25,7 @@ from berth.operator.planners.scaling import (
     DeleteGroup,
     PatchStatus,
     PutExpectedMembers,
+    ReleaseGroup,
     ScaleWorkload,
     ScalingPlan,
     record_scale_down,
@@ -48,15 +51,16 @@ async def execute_plan(
     events: EventSink,
     now: Callable[[], datetime],
     on_leave: LeaveListener | None = None,
+    owner_uid: str | None = None,
 ) -> None:
     for action in plan.actions:
         if isinstance(action, PatchStatus):
             await patch_status(action.patch)
         elif isinstance(action, PutExpectedMembers):
-            await coordinator.put_expected_members(group_id, action.instance_ids)
+            await coordinator.put_expected_members(group_id, action.instance_ids, owner_uid=owner_uid)
             events.info("PreRegistered", f"expected members of group {group_id}: {_ids(action.instance_ids)}")
         elif isinstance(action, ClearExpectedMembers):
-            await coordinator.delete_expected_members(group_id)
+            await coordinator.delete_expected_members(group_id, owner_uid=owner_uid)
             events.info("PreRegistrationCleared", f"group {group_id} no longer waits for expected members")
         elif isinstance(action, ScaleWorkload):
             await workload.scale(action.replicas)
@@ -64,7 +68,7 @@ async def execute_plan(
         elif isinstance(action, BatchLeave):
             if not action.member_ids:  # KIP-571: an empty list would remove every member
                 raise ValueError("a batch leave must name at least one instance id")
-            results = dict(await coordinator.leave_instances(group_id, action.member_ids))
+            results = dict(await coordinator.leave_instances(group_id, action.member_ids, owner_uid=owner_uid))
             record = record_scale_down(action, results, now=now())
             await patch_status(record.patch)
             if on_leave is not None:
@@ -78,10 +82,13 @@ async def execute_plan(
                     " grace period and the allowance (a node gone?): left the group without waiting any longer",
                 )
         elif isinstance(action, DeleteGroup):
-            outcome = await coordinator.delete_group(group_id)
+            outcome = await coordinator.delete_group(group_id, owner_uid=owner_uid)
             if outcome == "NON_EMPTY_GROUP":
                 raise GroupStillHasMembers(f"group {group_id} still has members; it will be deleted once empty")
             events.info("GroupDeleted", f"deleted group {group_id}")
+        elif isinstance(action, ReleaseGroup) and owner_uid and coordinator.records_owners:
+            await coordinator.release_group(group_id, owner_uid)
+            events.info("GroupReleased", f"released group {group_id}: it is kept, owned by no fleet")
 
 
 def describe_leave(leave: BatchLeave, results: Mapping[str, str]) -> str:

@@ -31,7 +31,11 @@ How the driver maps the scaling planner's actions (``planners.scaling``) onto th
                             ``record_scale_down(action, results, now=...)``'s patch
 ``DeleteGroup()``           ``coordinator.delete_group(group)``: NONE or GROUP_ID_NOT_FOUND is done,
                             NON_EMPTY_GROUP is a failure to retry
+``ReleaseGroup()``          ``coordinator.release_group(group, uid)`` (only where ``records_owners``)
 ==========================  =====================================================================================
+
+Every write names the fleet's uid as ``owner_uid`` where the coordinator ``records_owners`` (Berth's: the
+``Berth-Owner-Uid`` header), so the coordinator refuses it (:class:`GroupOwned`) when the group is another fleet's.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
 from berth.operator.planners.statefulset import PlannedWorkload
 
 
@@ -50,12 +54,22 @@ class CoordinatorUnavailable(Exception):
     """The coordinator could not be asked (connection refused, timeout, HTTP 5xx, 401/403, a missing ACL).
 
     ``reason`` is the condition reason and Warning Event it becomes (``Unreachable``, ``Unauthenticated``,
-    ``NotAuthorized``...); the message says what is missing, never a secret.
+    ``NotAuthorized``, ``TLSVerificationFailed``, ``RequestTooLarge``...); the message is the operator's own words
+    (what was asked, the HTTP status class), never a secret and never text the coordinator sent.
     """
 
     def __init__(self, message: str, *, reason: str = "Unreachable") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class GroupOwned(Exception):
+    """The coordinator refused a claim or a write: the group is ``owner``'s, or nobody's and in use (``owner`` None)."""
+
+    def __init__(self, group_id: str, owner: GroupOwnerRef | None) -> None:
+        super().__init__(f"group {group_id} is owned by another fleet")
+        self.group_id = group_id
+        self.owner = owner
 
 
 class NotOurs(RuntimeError):
@@ -163,19 +177,36 @@ class CoordinatorPort(Protocol):
         """What the coordinator is, for messages: a URL, or ``kafka://host:port,...``."""
         ...
 
+    @property
+    def records_owners(self) -> bool:
+        """Whether the coordinator keeps each group's owner (Berth's does, docs/api.md §7a; Kafka does not)."""
+        ...
+
+    async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
+        """Record ``owner`` as the group's (creating it Empty when missing); raises :class:`GroupOwned`."""
+        ...
+
+    async def release_group(self, group_id: str, owner_uid: str) -> None:
+        """Let go of the group's owner record; raises :class:`GroupOwned` when it is another's."""
+        ...
+
     async def get_config(self) -> CoordinatorBounds:
         """The session-timeout bounds (``GET /v1/config``; Kafka: group.min/max.session.timeout.ms)."""
         ...
 
-    async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
+    async def put_expected_members(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> None:
         """Pre-register the group's static members (docs/api.md §7); creates the group when it does not exist."""
         ...
 
-    async def delete_expected_members(self, group_id: str) -> None:
+    async def delete_expected_members(self, group_id: str, *, owner_uid: str | None = None) -> None:
         """Clear the pre-registration (plain Kafka behaviour again)."""
         ...
 
-    async def leave_instances(self, group_id: str, instance_ids: Sequence[str]) -> Mapping[str, str]:
+    async def leave_instances(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> Mapping[str, str]:
         """One LeaveGroup v3+ batch by instance id with empty member ids (the admin path); never called with an
         empty list (KIP-571 reads that as "everyone") — an implementation refuses one.
 
@@ -188,6 +219,6 @@ class CoordinatorPort(Protocol):
         """DescribeGroups; an unknown group is state ``"Dead"``, generation -1."""
         ...
 
-    async def delete_group(self, group_id: str) -> str:
+    async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         """DeleteGroups: ``"NONE"``, ``"GROUP_ID_NOT_FOUND"`` or ``"NON_EMPTY_GROUP"``."""
         ...

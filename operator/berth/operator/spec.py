@@ -109,7 +109,9 @@ class KafkaRef:
 class CoordinatorRef:
     url: str | None  # None: the operator's default coordinator URL (unless kafka is set)
     token_secret_ref: SecretKeyRef | None
-    kafka: KafkaRef | None = None  # exclusive with url and tokenSecretRef
+    kafka: KafkaRef | None = None  # exclusive with url, tokenSecretRef and adoptGroup
+    #: Claim the group even when it is in use (members or committed offsets) and owned by no fleet (Berth only).
+    adopt_group: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +302,7 @@ def _coordinator(value: object) -> CoordinatorRef:
         return CoordinatorRef(url=None, token_secret_ref=None)
     coordinator = _mapping(value, "spec.coordinator")
     if coordinator.get("kafka") is not None:
-        for berth_only in ("url", "tokenSecretRef"):
+        for berth_only in ("url", "tokenSecretRef", "adoptGroup"):
             if coordinator.get(berth_only) is not None:
                 raise SpecError(
                     f"spec.coordinator.{berth_only}", "is Berth's coordinator's; it cannot be set together with kafka"
@@ -319,7 +321,8 @@ def _coordinator(value: object) -> CoordinatorRef:
             name=_str(ref.get("name"), "spec.coordinator.tokenSecretRef.name"),
             key=_str(ref.get("key"), "spec.coordinator.tokenSecretRef.key"),
         )
-    return CoordinatorRef(url=url, token_secret_ref=token_secret_ref)
+    adopt = _bool(_get(coordinator, "adoptGroup", False), "spec.coordinator.adoptGroup")
+    return CoordinatorRef(url=url, token_secret_ref=token_secret_ref, adopt_group=adopt)
 
 
 def _session_timeout(value: object) -> SessionTimeoutSpec:

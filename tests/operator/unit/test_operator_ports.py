@@ -10,13 +10,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.planners.scaling import (
     BatchLeave,
     ClearExpectedMembers,
     DeleteGroup,
     PatchStatus,
     PutExpectedMembers,
+    ReleaseGroup,
     ScaleWorkload,
     ScalingObservation,
     ScalingPlan,
@@ -67,6 +68,7 @@ class InMemoryCoordinator:
         self.members: dict[str, set[str]] = {}
         self.expected: dict[str, tuple[str, ...]] = {}
         self.leaves: list[tuple[str, tuple[str, ...]]] = []
+        self.owners: dict[str, GroupOwnerRef] = {}
 
     @property
     def pre_registers(self) -> bool:
@@ -79,13 +81,27 @@ class InMemoryCoordinator:
     async def get_config(self) -> CoordinatorBounds:
         return CoordinatorBounds(6_000, 1_800_000)
 
-    async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
+    @property
+    def records_owners(self) -> bool:
+        return True
+
+    async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
+        self.owners[group_id] = owner
+
+    async def release_group(self, group_id: str, owner_uid: str) -> None:
+        self.owners.pop(group_id, None)
+
+    async def put_expected_members(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> None:
         self.expected[group_id] = tuple(instance_ids)
 
-    async def delete_expected_members(self, group_id: str) -> None:
+    async def delete_expected_members(self, group_id: str, *, owner_uid: str | None = None) -> None:
         self.expected.pop(group_id, None)
 
-    async def leave_instances(self, group_id: str, instance_ids: Sequence[str]) -> Mapping[str, str]:
+    async def leave_instances(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> Mapping[str, str]:
         self.leaves.append((group_id, tuple(instance_ids)))
         group = self.members.setdefault(group_id, set())
         results = {i: "NONE" if i in group else "UNKNOWN_MEMBER_ID" for i in instance_ids}
@@ -96,7 +112,7 @@ class InMemoryCoordinator:
         members = tuple(GroupMember(f"{i}-id", i) for i in sorted(self.members.get(group_id, ())))
         return GroupDescription(group_id, "Stable" if members else "Empty", 1, None, members)
 
-    async def delete_group(self, group_id: str) -> str:
+    async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         if self.members.get(group_id):
             return "NON_EMPTY_GROUP"
         return "NONE" if self.members.pop(group_id, None) is not None else "GROUP_ID_NOT_FOUND"
@@ -125,6 +141,8 @@ async def run_plan(
                 status.update(record_scale_down(action, results, now=now).patch)
             case DeleteGroup():
                 assert await coordinator.delete_group(group) in ("NONE", "GROUP_ID_NOT_FOUND")
+            case ReleaseGroup():
+                await coordinator.release_group(group, "uid")
 
 
 async def reconcile(

@@ -9,6 +9,8 @@ Rules:
 - Any other in-band error raises ``GroupError``; HTTP 4xx raise ``CoordinatorRefusedError`` (401/403
   ``AuthorizationError``, 413 ``RequestTooLargeError``), 5xx ``CoordinatorServerError``; messages carry the status
   and the contract's error name, never the server's text (``transport``).
+- Ownership (docs/api.md §7a): ``claim_owner`` and ``release_owner`` answer the group's owner; a write given
+  ``owner_uid`` sends ``Berth-Owner-Uid``, and a 409 GROUP_OWNED raises ``GroupOwnedError`` carrying the owner.
 - HTTPS is verified against ``ca_file``; without one, against ``$BERTH_CA_FILE`` when set (so a process given the
   CA in its environment, as the chart does for the operator, verifies without code of its own), else the system's
   CAs. Answers are capped at ``max_response_bytes``.
@@ -43,15 +45,18 @@ from berth.coordinator.protocol import (
     ExpectedMembersRequest,
     ExpectedMembersResponse,
     FetchedPartition,
+    GroupOwner,
     InstanceId,
     JournalResponse,
     LeaveMemberResult,
     ListedGroup,
     ListResponse,
+    OwnerRequest,
+    OwnerResponse,
     TopicPartition,
     newest,
 )
-from berth.coordinator.protocol.routes import ROUTES_BY_OPERATION, Route
+from berth.coordinator.protocol.routes import OWNER_UID_HEADER, ROUTES_BY_OPERATION, Route
 
 A = TypeVar("A", bound=Answer)
 T = TypeVar("T")
@@ -152,7 +157,29 @@ class CoordinatorAdmin:
 
     # ------------------------------------------------------------------------------------------------- changing
 
-    async def delete_group(self, group_id: str) -> Error:
+    async def claim_owner(self, group_id: str, owner: GroupOwner, *, adopt: bool = False) -> GroupOwner | None:
+        """Claim the group for ``owner`` (docs/api.md §7a): the owner it has afterwards. A group owned by another
+        uid, or by nobody and in use without ``adopt``, raises ``GroupOwnedError`` naming its owner."""
+        answer = await self._answer(
+            ROUTES_BY_OPERATION["owner_put"],
+            OwnerResponse,
+            group_id,
+            body=OwnerRequest(namespace=owner.namespace, name=owner.name, uid=owner.uid, adopt=adopt),
+            what=f"claim group {group_id!r}",
+        )
+        return answer.owner
+
+    async def release_owner(self, group_id: str, uid: str) -> None:
+        """Let go of the group (docs/api.md §7a); a group owned by another uid raises ``GroupOwnedError``."""
+        await self._answer(
+            ROUTES_BY_OPERATION["owner_delete"],
+            OwnerResponse,
+            group_id,
+            params=[("uid", uid)],
+            what=f"release group {group_id!r}",
+        )
+
+    async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> Error:
         """DeleteGroups: ``Error.NONE``, ``GROUP_ID_NOT_FOUND`` or ``NON_EMPTY_GROUP``; other errors raise."""
         answer = await self._answer(
             ROUTES_BY_OPERATION["delete"],
@@ -160,11 +187,12 @@ class CoordinatorAdmin:
             group_id,
             what=f"delete group {group_id!r}",
             accept=_DELETE_OUTCOMES,
+            owner_uid=owner_uid,
         )
         return answer.error
 
     async def leave_instances(
-        self, group_id: str, instance_ids: Sequence[str], *, reason: str | None = None
+        self, group_id: str, instance_ids: Sequence[str], *, reason: str | None = None, owner_uid: str | None = None
     ) -> tuple[LeaveMemberResult, ...]:
         """One LeaveGroup v5 batch removing static members by instance id (the admin path, member id ``""``).
 
@@ -177,13 +205,17 @@ class CoordinatorAdmin:
         calls = GroupCalls(self._transport, group_id)
 
         async def attempt() -> tuple[LeaveMemberResult, ...]:
-            result = await calls.leave([("", instance_id) for instance_id in instance_ids], reason=reason)
+            result = await calls.leave(
+                [("", instance_id) for instance_id in instance_ids], reason=reason, owner_uid=owner_uid
+            )
             _raise_unless(result.error, {Error.NONE}, f"leave group {group_id!r}")
             return result.members
 
         return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
 
-    async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> tuple[str, ...]:
+    async def put_expected_members(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> tuple[str, ...]:
         """Pre-register the group's static members (docs/api.md §7); creates the group if needed."""
         answer = await self._answer(
             ROUTES_BY_OPERATION["expected_members_put"],
@@ -191,6 +223,7 @@ class CoordinatorAdmin:
             group_id,
             body=ExpectedMembersRequest(tuple(InstanceId(i) for i in instance_ids)),
             what=f"put expected members of group {group_id!r}",
+            owner_uid=owner_uid,
         )
         return answer.group_instance_ids
 
@@ -203,12 +236,13 @@ class CoordinatorAdmin:
         )
         return answer.group_instance_ids
 
-    async def delete_expected_members(self, group_id: str) -> None:
+    async def delete_expected_members(self, group_id: str, *, owner_uid: str | None = None) -> None:
         await self._answer(
             ROUTES_BY_OPERATION["expected_members_delete"],
             ExpectedMembersResponse,
             group_id,
             what=f"delete expected members of group {group_id!r}",
+            owner_uid=owner_uid,
         )
 
     # -------------------------------------------------------------------------------------------------- helpers
@@ -223,14 +257,17 @@ class CoordinatorAdmin:
         params: Sequence[tuple[str, str]] = (),
         body: msgspec.Struct | None = None,
         accept: frozenset[Error] = frozenset({Error.NONE}),
+        owner_uid: str | None = None,
     ) -> A:
-        """An in-band answer whose error must be in ``accept``; the route's newest version, retried when it may pass."""
+        """An in-band answer whose error must be in ``accept``; the route's newest version, retried when it may pass.
+        ``owner_uid`` asserts the group's owner (``Berth-Owner-Uid``)."""
         if route.api is not None:
             params = [("api_version", str(newest(route.api))), *params]
+        headers = {OWNER_UID_HEADER: owner_uid} if owner_uid else None
 
         async def attempt() -> A:
             result = await self._transport.request(
-                route.method, route.path_for(group_id), answer, params=params, body=body
+                route.method, route.path_for(group_id), answer, params=params, body=body, headers=headers
             )
             _raise_unless(result.error, accept, what)
             return result

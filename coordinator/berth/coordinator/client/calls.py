@@ -38,7 +38,7 @@ from berth.coordinator.protocol import (
     TopicPartition,
     newest,
 )
-from berth.coordinator.protocol.routes import ROUTES_BY_OPERATION
+from berth.coordinator.protocol.routes import OWNER_UID_HEADER, ROUTES_BY_OPERATION
 
 JOIN_VERSION: Final = newest("join")
 SYNC_VERSION: Final = newest("sync")
@@ -118,8 +118,11 @@ class GroupCalls:
     async def heartbeat(self, who: HeartbeatRequest) -> HeartbeatResponse:
         return await self.transport.request("POST", self._paths["heartbeat"], HeartbeatResponse, body=who)
 
-    async def leave(self, members: Iterable[tuple[str, str | None]], *, reason: str | None) -> LeaveResponse:
-        """A v5 batch leave; ``members`` are (member id, instance id) pairs, member id ``""`` for by-instance."""
+    async def leave(
+        self, members: Iterable[tuple[str, str | None]], *, reason: str | None, owner_uid: str | None = None
+    ) -> LeaveResponse:
+        """A v5 batch leave; ``members`` are (member id, instance id) pairs, member id ``""`` for by-instance;
+        ``owner_uid`` asserts the group's owner (``Berth-Owner-Uid``, docs/api.md §7a)."""
         body = LeaveRequest(
             api_version=LEAVE_VERSION,
             members=tuple(
@@ -127,7 +130,8 @@ class GroupCalls:
                 for member_id, instance_id in members
             ),
         )
-        return await self.transport.request("POST", self._paths["leave"], LeaveResponse, body=body)
+        headers = {OWNER_UID_HEADER: owner_uid} if owner_uid else None
+        return await self.transport.request("POST", self._paths["leave"], LeaveResponse, body=body, headers=headers)
 
     async def commit(
         self, who: HeartbeatRequest, offsets: Mapping[TopicPartition, OffsetAndMetadata]

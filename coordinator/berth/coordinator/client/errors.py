@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import Error, GroupOwner
 
 _ERROR_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 DETAIL_LIMIT = 200
@@ -111,6 +111,16 @@ class CoordinatorServerError(CoordinatorHttpError, CoordinatorUnavailableError):
 
 class AuthorizationError(CoordinatorRefusedError):
     """HTTP 401 (no or unknown token) or 403 (token not allowed on this group or route)."""
+
+
+class GroupOwnedError(CoordinatorRefusedError):
+    """HTTP 409 GROUP_OWNED (docs/api.md §7a): the group belongs to another owner, or to none and is in use; nothing
+    changed. ``owner`` is the group's owner as the coordinator recorded it (None: it has none); its fields are the
+    coordinator's data, so a caller that shows them checks their shape first."""
+
+    def __init__(self, status: int, error: str, detail: str = "", *, path: str, owner: GroupOwner | None) -> None:
+        self.owner = owner
+        super().__init__(status, error, detail, path=path)
 
 
 class GroupError(BerthClientError):

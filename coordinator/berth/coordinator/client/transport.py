@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -36,12 +36,13 @@ from berth.coordinator.client.errors import (
     CoordinatorRefusedError,
     CoordinatorServerError,
     CoordinatorUnavailableError,
+    GroupOwnedError,
     RequestTooLargeError,
     ResponseTooLargeError,
     untrusted_text,
 )
 from berth.coordinator.client.tls import verifying_context
-from berth.coordinator.protocol import Error, HttpErrorBody
+from berth.coordinator.protocol import Error, GroupOwnedBody, HttpErrorBody
 from berth.coordinator.protocol.codec import encode
 
 T = TypeVar("T")
@@ -120,18 +121,22 @@ class Transport:
         body: msgspec.Struct | None = None,
         params: QueryParams = (),
         timeout_s: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> T:
-        """One request; the HTTP 200 answer decoded as ``answer`` (see the module rules for everything else)."""
+        """One request; the HTTP 200 answer decoded as ``answer`` (see the module rules for everything else).
+        ``headers`` are sent besides the transport's own (``Berth-Owner-Uid``)."""
         url = URL(self.base_url + path, encoded=True)
         if params:
             url = url.with_query(list(params))
         timeout = aiohttp.ClientTimeout(total=timeout_s if timeout_s is not None else self.request_timeout_s)
         data = None if body is None else encode(body)
-        headers = self._headers if body is None else self._body_headers
+        sent = self._headers if body is None else self._body_headers
+        if headers:
+            sent = {**headers, **sent}
         what = f"{method} {path}"
         try:
             async with self._client().request(
-                method, url, data=data, headers=headers, timeout=timeout, ssl=self._ssl, allow_redirects=False
+                method, url, data=data, headers=sent, timeout=timeout, ssl=self._ssl, allow_redirects=False
             ) as response:
                 raw = await _read_capped(response, self.max_response_bytes, what)
                 status = response.status
@@ -176,6 +181,12 @@ def _http_error(status: int, raw: bytes, what: str) -> CoordinatorHttpError:
     detail = body.message if body else raw[:400].decode("utf-8", "replace")
     if status >= 500:
         return CoordinatorServerError(status, error, detail, path=what)
+    if status == 409 and error == "GROUP_OWNED":
+        try:
+            owned = msgspec.json.decode(raw, type=GroupOwnedBody)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            owned = None
+        return GroupOwnedError(status, error, detail, path=what, owner=owned.owner if owned else None)
     if status in (401, 403):
         return AuthorizationError(status, error, detail, path=what)
     if status == 413:

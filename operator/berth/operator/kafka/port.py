@@ -6,6 +6,9 @@ One port per connection (cluster, security, principal). Rules:
   shared between threads), so the event loop never waits on a socket; the client is created on first use and
   recreated after a failure.
 - No pre-registration on Kafka (``pre_registers`` is False): ``put_expected_members`` refuses, clearing is a no-op.
+- No owner records either (``records_owners`` is False): the broker keeps none, so claiming and releasing refuse
+  and ``owner_uid`` is ignored; the operator's one-fleet-per-group claim (``reconcile.claims``) protects Kafka
+  groups.
 - Outcomes map to the port's vocabulary: per-member removal results by instance id; an unknown group describes as
   ``Dead``; a KIP-848 group raises :class:`ConsumerProtocolGroup` (the operator manages classic groups only).
 - Failures become :class:`~berth.operator.ports.CoordinatorUnavailable` with a reason naming what is missing:
@@ -25,7 +28,7 @@ import kafka.errors as errors
 
 from berth.operator.kafka import wire
 from berth.operator.kafka.connection import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.ports import CoordinatorUnavailable
 
 T = TypeVar("T")
@@ -54,6 +57,16 @@ class KafkaCoordinatorPort:
     def pre_registers(self) -> bool:
         return False
 
+    @property
+    def records_owners(self) -> bool:
+        return False
+
+    async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
+        raise NotImplementedError("Kafka keeps no group owners (records_owners is False)")
+
+    async def release_group(self, group_id: str, owner_uid: str) -> None:
+        raise NotImplementedError("Kafka keeps no group owners (records_owners is False)")
+
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._close_admin)
         self._executor.shutdown(wait=False)
@@ -67,13 +80,17 @@ class KafkaCoordinatorPort:
         self.consumer_session_timeout_ms = consumer
         return CoordinatorBounds(low, high)
 
-    async def put_expected_members(self, group_id: str, instance_ids: Sequence[str]) -> None:
+    async def put_expected_members(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> None:
         raise NotImplementedError("Kafka has no pre-registration (pre_registers is False)")
 
-    async def delete_expected_members(self, group_id: str) -> None:
+    async def delete_expected_members(self, group_id: str, *, owner_uid: str | None = None) -> None:
         return None  # nothing to clear: Kafka never had expected members
 
-    async def leave_instances(self, group_id: str, instance_ids: Sequence[str]) -> Mapping[str, str]:
+    async def leave_instances(
+        self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
+    ) -> Mapping[str, str]:
         if not instance_ids:  # KIP-571: an empty list removes everyone
             raise ValueError("a removal must name at least one group.instance.id")
         results = await self._call(
@@ -103,7 +120,7 @@ class KafkaCoordinatorPort:
             members=tuple(GroupMember(m.member_id, m.group_instance_id) for m in described.members),
         )
 
-    async def delete_group(self, group_id: str) -> str:
+    async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         return await self._call(
             f"deleting group {group_id} (Group DELETE)",
             lambda admin: wire.delete_group(admin, group_id),
@@ -139,7 +156,9 @@ class KafkaCoordinatorPort:
             raise _not_authorized(what, type(error).__name__, self) from error
         except (errors.KafkaError, OSError, TimeoutError) as error:
             self._executor.submit(self._close_admin)
-            raise CoordinatorUnavailable(f"{what} at {self.endpoint}: {_text(error)}", reason="Unreachable") from error
+            raise CoordinatorUnavailable(
+                f"cannot reach the coordinator at {self.endpoint}: {what}: {_text(error)}", reason="Unreachable"
+            ) from error
 
     def _close_admin(self) -> None:
         admin, self._admin = self._admin, None

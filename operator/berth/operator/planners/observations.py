@@ -35,6 +35,19 @@ class GroupMember:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupOwnerRef:
+    """The fleet a group belongs to at the coordinator (docs/api.md §7a): namespace, name and uid (its identity)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def fleet(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class GroupDescription:
     """DescribeGroups as Berth answers it: state, generation and leader are on every response."""
 
@@ -43,6 +56,8 @@ class GroupDescription:
     generation: int  # -1 for a Dead or unknown group
     leader: str | None  # the leader's member id; None when there is no leader
     members: tuple[GroupMember, ...]
+    #: The fleet the coordinator records as the group's owner (Berth's coordinator); None: none, or not recorded.
+    owner: GroupOwnerRef | None = None
 
     @classmethod
     def from_wire(cls, describe: Mapping[str, Any]) -> GroupDescription:

@@ -24,7 +24,8 @@ restarts anywhere resumes from status and observations alone. Rules:
 - A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
   group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group
-  deletes its committed offsets: on Kafka the default is to keep it).
+  deletes its committed offsets: on Kafka the default is to keep it); a group that is kept is released instead
+  (``release_owner``: its owner record at Berth's coordinator is let go, ``planners.ownership``), last.
 """
 
 from __future__ import annotations
@@ -97,7 +98,14 @@ class DeleteGroup:
     """Delete the fleet's group; GROUP_ID_NOT_FOUND means already deleted."""
 
 
-Action = PatchStatus | PutExpectedMembers | ClearExpectedMembers | ScaleWorkload | BatchLeave | DeleteGroup
+@dataclass(frozen=True, slots=True)
+class ReleaseGroup:
+    """Let go of the fleet's claim on its group (docs/api.md §7a), which is kept with its committed offsets."""
+
+
+Action = (
+    PatchStatus | PutExpectedMembers | ClearExpectedMembers | ScaleWorkload | BatchLeave | DeleteGroup | ReleaseGroup
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,8 @@ class ScalingObservation:
     coordinator_pre_registers: bool = True
     #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the coordinator's default).
     delete_group: bool = True
+    #: A deletion that keeps the group ends by releasing the fleet's owner record (Berth's coordinator).
+    release_owner: bool = False
     #: Pods being deleted -> when their grace period ends (a pod's deletionTimestamp).
     terminating: Mapping[str, datetime] = field(default_factory=dict)
     #: How long past its grace period a Terminating pod is waited for before its id leaves anyway.
@@ -214,6 +224,8 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             )
         elif obs.delete_group:
             actions.append(DeleteGroup())
+        elif obs.release_owner:
+            actions.append(ReleaseGroup())
     return ScalingPlan(_merge_adjacent_patches(actions), waiting)
 
 

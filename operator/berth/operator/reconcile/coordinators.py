@@ -2,9 +2,11 @@
 (cluster, security and principal), and each one's session bounds cached.
 
 Rules: fleets on the same coordinator share one HTTP session (Berth) or one admin client (Kafka, per principal);
-the bounds are asked at most once per ``config_ttl_s`` per coordinator (they change only when it restarts with
-other settings); the token and Kafka credentials are handed to the clients and never appear in anything this module
-says. A Kafka connection not used for ``idle_ttl_s`` is closed (credentials rotate, fleets go away).
+https coordinators are verified against ``ca_file`` (else the system's CAs); every answer is capped
+(``coordinator_adapter.MAX_RESPONSE_BYTES``); the bounds are asked at most once per ``config_ttl_s`` per
+coordinator (they change only when it restarts with other settings); the token and Kafka credentials are handed
+to the clients and never appear in anything this module says. A Kafka connection not used for ``idle_ttl_s`` is
+closed (credentials rotate, fleets go away).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from berth.coordinator.client import BackoffPolicy, CoordinatorAdmin
-from berth.operator.coordinator_adapter import ClientCoordinatorPort
+from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES, ClientCoordinatorPort
 from berth.operator.kafka.connection import KafkaConnection
 from berth.operator.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.observations import CoordinatorBounds
@@ -28,6 +30,8 @@ ADMIN_REQUEST_TIMEOUT_S = 15.0
 @dataclass
 class CoordinatorDirectory:
     token: str | None
+    #: The CA https coordinators are verified against (--coordinator-ca-file); None: the system's CAs.
+    ca_file: str | None = None
     config_ttl_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     idle_ttl_s: float = 600.0
@@ -43,6 +47,8 @@ class CoordinatorDirectory:
                 request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
                 attempts=ADMIN_ATTEMPTS,
                 backoff=BackoffPolicy(initial_ms=200, max_ms=1_000),
+                ca_file=self.ca_file,
+                max_response_bytes=MAX_RESPONSE_BYTES,
             )
             self._ports[url] = ClientCoordinatorPort(admin)
         return self._ports[url]

@@ -5,8 +5,10 @@ StatefulSet workload, the status subresource, Events), ``berth-demo`` on local p
 and both on Berth's coordinator or a Kafka cluster. Steps:
 
 1. admit (``admission``, before anything is sent anywhere): refuse an invalid spec, an endpoint the operator does
-   not trust, or a group another fleet holds (``claims``); then a session timeout no bound allows, a missing
-   credentials Secret or a KIP-848 group: a condition and a Warning Event, and nothing created;
+   not trust, or a group another fleet holds (``claims``); then, on Berth's coordinator, claim the group for the
+   fleet (``planners.ownership``: refused ``GroupOwned`` when it is another fleet's, and nothing else is sent); then
+   a session timeout no bound allows, a missing credentials Secret or a KIP-848 group: a condition and a Warning
+   Event, and nothing created;
 2. size the session timeout (``session_timeout``) and apply the StatefulSet and headless Service with it;
 3. observe -> ``plan_scaling`` -> ``execute_plan``, status written through the API after every step;
 4. mirror the workload and the coordinator's group into status and conditions.
@@ -14,7 +16,9 @@ and both on Berth's coordinator or a Kafka cluster. Steps:
 Rules: every status write goes out at once and the pass continues from the object the API server returns, so a
 pass (or an operator restarted anywhere) plans from what is stored. A coordinator that cannot be asked is recorded
 (CoordinatorReachable=False, a Warning Event on the transition) and re-raised; nothing after the failed call runs,
-so nothing is recorded as done. :meth:`FleetPass.finalize` is the deletion's pass.
+so nothing is recorded as done. Every write to a coordinator that records owners carries the fleet's uid.
+:meth:`FleetPass.finalize` is the deletion's pass: it sends the leave, the deletion or the release only for a group
+the coordinator records as this fleet's, and nothing at all for another fleet's.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from berth.operator.planners.coordinator_target import (
     CoordinatorTarget,
 )
 from berth.operator.planners.disruption_budget import describe_budget
-from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
+from berth.operator.planners.ownership import GROUP_OWNED, group_owned_message, owner_name, owns, plan_claim
 from berth.operator.planners.scaling import (
     BatchLeave,
     DeleteGroup,
@@ -55,6 +60,7 @@ from berth.operator.ports import (
     CoordinatorPort,
     CoordinatorUnavailable,
     EventSink,
+    GroupOwned,
     NotOurs,
     StatusPort,
     WorkloadPort,
@@ -147,8 +153,10 @@ class FleetPass:
             return await self._refuse(refusal.reason, refusal.message)
         except ConsumerProtocolGroup:
             return await self._refuse(fleet_status.CONSUMER_PROTOCOL_GROUP, consumer_protocol_message(fleet, target))
+        except GroupOwned as owned:
+            return await self._refuse(GROUP_OWNED, group_owned_message(fleet.spec.group_id, str(target), owned.owner))
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(str(target), error)
+            await self._record_unreachable(error)
             raise
         except ApiException as error:
             self.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {api_error_text(error)}")
@@ -174,8 +182,23 @@ class FleetPass:
         try:
             coordinator = await self._coordinator_for(fleet, target)
             description = await coordinator.describe(fleet.spec.group_id)
+            if coordinator.records_owners and not owns(description, self.uid):
+                # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.
+                self.events.info(
+                    "Released",
+                    f"group {fleet.spec.group_id} on {target} is not this fleet's (owned by"
+                    f" {owner_name(description.owner)}): left it untouched{claims_on_deletion(fleet)}",
+                )
+                return None
             plan = self._plan(fleet, view, description, coordinator, deleting=True)
             await self._execute(fleet, plan, workload, coordinator)
+        except GroupOwned as owned:
+            self.events.info(
+                "Released",
+                f"group {fleet.spec.group_id} on {target} is not this fleet's (owned by {owner_name(owned.owner)}):"
+                f" left it untouched{claims_on_deletion(fleet)}",
+            )
+            return None
         except Refusal as refusal:
             self.events.warning(refusal.reason, f"{refusal.message}; the fleet is kept until that is fixed")
             raise RetryLater(refusal.message) from refusal
@@ -185,7 +208,7 @@ class FleetPass:
             del error
             return None
         except CoordinatorUnavailable as error:
-            await self._record_unreachable(str(target), error)
+            await self._record_unreachable(error)
             raise
         except GroupStillHasMembers as error:
             self.events.warning("GroupNotEmpty", str(error))
@@ -198,7 +221,10 @@ class FleetPass:
             what = (
                 f"left and deleted group {fleet.spec.group_id}"
                 if deleted
-                else (f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete)")
+                else (
+                    f"left group {fleet.spec.group_id} (kept, with its committed offsets: spec.deleteGroupOnDelete"
+                    + ("; released: owned by no fleet)" if coordinator.records_owners else ")")
+                )
             )
             self.events.info("Finalized", f"scaled to 0, {what}: releasing the fleet{claims_on_deletion(fleet)}")
             return None
@@ -221,6 +247,8 @@ class FleetPass:
     async def _reconcile(self, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort) -> PassResult:
         reachable_before = fleet_status.condition_status(self.status, COORDINATOR_REACHABLE)
         bounds = await self.ctx.coordinators.bounds_of(coordinator)
+        if coordinator.records_owners:
+            await self._claim(fleet, target, coordinator)
         if not coordinator.pre_registers:
             # On Kafka, a group of the KIP-848 consumer protocol is refused before anything is created for it.
             await coordinator.describe(fleet.spec.group_id)
@@ -284,6 +312,17 @@ class FleetPass:
         follows = (target.url, fleet.spec.group_id) if isinstance(target, BerthTarget) else None
         return PassResult(waiting=plan.waiting, follows=follows)
 
+    async def _claim(self, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort) -> None:
+        """Make the group this fleet's at the coordinator before anything else is sent for it (raises GroupOwned)."""
+        description = await coordinator.describe(fleet.spec.group_id)
+        me = GroupOwnerRef(fleet.namespace, fleet.name, self.uid)
+        claim = plan_claim(description, me, adopt=fleet.spec.coordinator.adopt_group, status=self.status)
+        if claim is None:
+            return
+        await coordinator.claim_group(fleet.spec.group_id, claim.owner, adopt=claim.adopt)
+        adopted = " (adopted: it was in use)" if claim.adopt and description.state != "Dead" else ""
+        self.events.info("GroupClaimed", f"group {fleet.spec.group_id} on {target} is this fleet's{adopted}")
+
     def _plan(
         self,
         fleet: Fleet,
@@ -309,6 +348,7 @@ class FleetPass:
                 group_members=description.static_instance_ids(),
                 coordinator_pre_registers=coordinator.pre_registers,
                 delete_group=deletes_group(fleet, coordinator),
+                release_owner=coordinator.records_owners,
                 terminating=observed.terminating,
                 stuck_allowance=self.ctx.stuck_allowance,
             ),
@@ -344,6 +384,7 @@ class FleetPass:
             events=self.events,
             now=self.ctx.now,
             on_leave=on_leave,
+            owner_uid=self.uid if coordinator.records_owners else None,
         )
 
     async def _write_view(
@@ -393,12 +434,9 @@ class FleetPass:
             departing = len(self.status.get("departing") or ())
             self.ctx.metrics.state(self.namespace, self.name, ready=ready, refused=refused, departing=departing)
 
-    async def _record_unreachable(self, endpoint: str, error: CoordinatorUnavailable) -> None:
+    async def _record_unreachable(self, error: CoordinatorUnavailable) -> None:
         was = fleet_status.find_condition(self.status, COORDINATOR_REACHABLE) or {}
-        if error.reason == "Unreachable":
-            message = f"cannot reach the coordinator at {endpoint}: {_root_cause(error)}"
-        else:
-            message = str(error)
+        message = str(error)  # the port's own words, naming the coordinator (never text it sent)
         patch = fleet_status.unreachable_patch(
             self.status,
             reason=message,
@@ -462,13 +500,6 @@ class FleetPass:
         elif self.ctx.last_waiting.get(self.uid) != waiting:
             self.ctx.last_waiting[self.uid] = waiting
             self.events.info("Waiting", waiting)
-
-
-def _root_cause(error: BaseException) -> str:
-    """The innermost cause ("Cannot connect to host ..."): the outer layers only repeat the URL."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return str(error) or type(error).__name__
 
 
 @dataclass(frozen=True, slots=True)
