@@ -218,6 +218,20 @@ def test_default_install_grants_nothing_beyond_the_full_one() -> None:
     assert full - default == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
 
 
+def test_tls_grants_configmaps_get_create_and_patch_in_fleet_namespaces_and_nothing_else() -> None:
+    """With TLS the operator publishes the coordinator's CA in each fleet's namespace (a ConfigMap its pods mount)."""
+    tls = {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}
+    docs = render(tls)
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator")
+    config_maps = [rule for rule in role["rules"] if "configmaps" in rule["resources"]]
+    assert config_maps == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]}]
+    assert operator_grants(tls) - operator_grants({}) == {
+        ("", "configmaps", "get"),
+        ("", "configmaps", "patch"),
+        ("", "configmaps", "create"),
+    }
+
+
 def test_namespaced_install_grants_nothing_cluster_scoped() -> None:
     docs = render({"operator": {"scope": "namespace"}, "analytics": {"enabled": True}})
     operator_objects = [d for d in docs if d["metadata"]["name"].startswith("berth-operator")]

@@ -336,8 +336,9 @@ def check_tls_from_a_secret(docs: list[Obj]) -> None:
     # Probes stay on the plain probe port: the kubelet needs no CA.
     assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert arg_after(operator_args(docs), "--coordinator-url") == "https://berth-coordinator.berth:9094"
+    assert arg_after(operator_args(docs), "--coordinator-ca-file") == "/etc/berth/ca/ca.crt"
     operator = container(docs, "Deployment", "berth-operator")
-    assert {"name": "BERTH_CA_FILE", "value": "/etc/berth/ca/ca.crt"} in operator["env"]
+    assert "BERTH_CA_FILE" not in {e["name"] for e in operator.get("env") or []}  # the flag says it
     for name, spec in pod_specs(docs):
         if name.startswith("StatefulSet/"):
             continue

@@ -113,3 +113,17 @@ def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
     ]
     assert kube.decide(user, checks) == [True, False, False, False, True, False]
     assert kube.can_i("get", "configmaps/advised-advice", as_user=user, namespace="advised")
+
+
+def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_and_nothing_more(kube: Kube) -> None:
+    """coordinator.tls.enabled: ConfigMaps get, create and patch in every namespace (the CA each fleet's pods mount),
+    never list, watch, update or delete; everything else as without TLS."""
+    kube.helm(
+        "install", "secure", str(CHART), "-n", "secure", "--create-namespace",
+        "--set", "coordinator.tls.enabled=true", "--set", "coordinator.tls.secretName=coordinator-cert",
+    )  # fmt: skip
+    fleets = kube.create_namespace("rbac-tls-fleets")
+    user = "system:serviceaccount:secure:secure-operator"
+    granted = allowed(kube, user, fleets)
+    assert granted == set(needed()), f"differs: {sorted(granted ^ set(needed()))}"
+    assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch"}

@@ -5,8 +5,9 @@ like a kubelet on node ``fake-node``:
 
 - binds each new pod to the node (``pods/binding``), starts its member process
   (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
-  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would —
-  then reports it Running and Ready through ``pods/status``;
+  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would, and
+  its ``configMap`` volumes written to a directory of the pod's (a variable naming a file under the mount path
+  names the same file there) — then reports it Running and Ready through ``pods/status``;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
   stops its process with SIGTERM, a static member's "pod gone" (it does not leave the group), then confirms the
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
@@ -241,6 +242,22 @@ class FakeKubelet:
                 ref = var.value_from.secret_key_ref
                 secret = self.core.read_namespaced_secret(ref.name, self.namespace)
                 env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
+        return self._mounted(pod, env)
+
+    def _mounted(self, pod: Any, env: dict[str, str]) -> dict[str, str]:
+        """The first container's configMap volumes, written under the log directory; paths in ``env`` moved there."""
+        volumes = {v.name: v.config_map for v in pod.spec.volumes or [] if v.config_map is not None}
+        for mount in pod.spec.containers[0].volume_mounts or []:
+            source = volumes.get(mount.name)
+            if source is None:
+                continue
+            config_map = self.core.read_namespaced_config_map(source.name, self.namespace)
+            directory = self.log_dir / f"{pod.metadata.name}-volumes" / mount.name
+            directory.mkdir(parents=True, exist_ok=True)
+            for key, value in (config_map.data or {}).items():
+                (directory / key).write_text(value)
+            prefix = mount.mount_path.rstrip("/") + "/"
+            env = {k: str(directory) + "/" + v[len(prefix) :] if v.startswith(prefix) else v for k, v in env.items()}
         return env
 
     def _report_ready(self, name: str) -> None:

@@ -12,10 +12,12 @@ flag). Rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -73,6 +75,22 @@ def evidence_journal(options: OperatorOptions, api_client: kubernetes.client.Api
     return None
 
 
+class CaFile:
+    """The CA file's text, read when asked (a mounted Secret or ConfigMap changes under a running operator); the last
+    good text while a rotation leaves it unreadable for a moment."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._last: str | None = None
+
+    def __call__(self) -> str | None:
+        if self.path is None:
+            return None
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            self._last = self.path.read_text()
+        return self._last
+
+
 def utc_now() -> datetime:
     return datetime.now(tz=UTC)
 
@@ -86,7 +104,8 @@ async def run_operator(
 ) -> None:
     identity = identity or load_identity()
     api_client = kubernetes.client.ApiClient(identity.configuration)
-    coordinators = CoordinatorDirectory(token=options.admin_token)
+    ca_file = options.coordinator_ca_file
+    coordinators = CoordinatorDirectory(token=options.admin_token, ca_file=str(ca_file) if ca_file else None)
     interval = options.reconcile_interval_s
     poll_s = min(1.0, interval)
     advice = AdviceSource(
@@ -125,6 +144,7 @@ async def run_operator(
         evidence=EvidenceRecorder(evidence_journal(options, api_client)),
         stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
         metrics=metrics,
+        coordinator_ca=CaFile(ca_file),
     )
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))

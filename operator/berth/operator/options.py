@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from berth.coordinator.client.errors import ConfigError
+from berth.coordinator.client.tls import verifying_context
 from berth.operator.cli import HelpFormatter, add_version
 from berth.operator.planners.endpoints import (
     EndpointError,
@@ -65,6 +67,8 @@ class OperatorOptions:
     heartbeat_interval_ms: int = 3_000  # the members' preferred heartbeat (at most a third of the session timeout)
     evidence_dir: Path | None = None  # where the Kafka evidence journal is kept (a folder)
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
+    #: The CA https coordinators are verified against (--coordinator-ca-file, env BERTH_CA_FILE); None: the system's.
+    coordinator_ca_file: Path | None = None
 
     @property
     def defaults(self) -> OperatorDefaults:
@@ -90,6 +94,8 @@ class OperatorOptions:
             f"other coordinators fleets may name: {', '.join(self.trusted_coordinators) or 'none'}"
             " (the admin token goes to no other)",
             f"coordinator admin token: {self.token_source}",
+            "https coordinators verified against: "
+            + (f"CA file {self.coordinator_ca_file}" if self.coordinator_ca_file else "the system's CAs"),
             "default Kafka connection: "
             + (
                 f"{self.kafka.bootstrap_servers} ({self.kafka.security_protocol.value}"
@@ -130,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_version(parser)
     parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
     parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
+    parser.add_argument(
+        "--coordinator-ca-file",
+        type=Path,
+        metavar="PEM",
+        help="verify https coordinators against the CA certificate(s) in this file (env BERTH_CA_FILE; default: the"
+        " system's CAs); it is also published to fleets on https coordinators, as BERTH_CA_FILE in their pods",
+    )
     parser.add_argument(
         "--trusted-coordinator",
         action="append",
@@ -245,6 +258,12 @@ def parse_options(
     for url in trusted_coordinators:
         _check_url("--trusted-coordinator", url)
     token, token_source = _admin_token(args.token_file, environ)
+    ca_file = args.coordinator_ca_file or (Path(environ["BERTH_CA_FILE"]) if environ.get("BERTH_CA_FILE") else None)
+    if ca_file is not None:
+        try:
+            verifying_context(str(ca_file), source="--coordinator-ca-file")
+        except ConfigError as error:
+            raise OptionsError(str(error)) from None
     low, high = SESSION_MS_RANGE
     for flag, value in (("--session-min-ms", args.session_min_ms), ("--session-max-ms", args.session_max_ms)):
         if not low <= value <= high:
@@ -278,6 +297,7 @@ def parse_options(
         kafka=kafka,
         kafka_trusted=trusted,
         trusted_coordinators=tuple(trusted_coordinators),
+        coordinator_ca_file=ca_file,
         stuck_terminating_s=args.stuck_terminating_s,
         follow_journal=args.follow_journal,
         max_replicas=args.max_replicas,

@@ -30,7 +30,8 @@ DEFAULTS = OperatorDefaults(coordinator_url="http://berth-coordinator.berth:9094
 
 def manifests(planned: PlannedWorkload) -> list[dict[str, Any]]:
     budget = [planned.disruption_budget] if planned.disruption_budget is not None else []
-    return [planned.statefulset, planned.service, *budget]
+    ca = [planned.ca_config_map] if planned.ca_config_map is not None else []
+    return [planned.statefulset, planned.service, *budget, *ca]
 
 
 def assert_matches_golden(name: str, planned: PlannedWorkload) -> None:
@@ -279,3 +280,52 @@ def test_without_any_coordinator_url_planning_fails_on_that_field(fleet_body: Fl
         plan_statefulset(
             parse_fleet(fleet_body()), operator_defaults=OperatorDefaults(), session_timeout_ms=45_000, replicas=5
         )
+
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+
+
+def test_a_fleet_on_an_https_coordinator_gets_the_operators_ca_published_mounted_and_named(
+    fleet_body: FleetBody,
+) -> None:
+    """The CA ConfigMap (owned by the fleet), its volume in every container and BERTH_CA_FILE (docs/operator.md)."""
+    body = fleet_body()
+    body["spec"]["template"]["spec"]["initContainers"] = [{"name": "wait", "image": "busybox:1.36"}]
+    defaults = OperatorDefaults(coordinator_url="https://berth-coordinator.berth:9094")
+    planned = plan_statefulset(
+        parse_fleet(body), operator_defaults=defaults, session_timeout_ms=45_000, replicas=3, coordinator_ca=CA_PEM
+    )
+    assert_matches_golden("orders-tls", planned)
+    assert planned.ca_config_map is not None
+    assert planned.ca_config_map["metadata"]["name"] == "orders-coordinator-ca"
+    assert planned.ca_config_map["data"] == {"ca.crt": CA_PEM}
+    assert planned.ca_config_map["metadata"]["ownerReferences"][0]["kind"] == "ConsumerFleet"
+    for kind in ("containers", "initContainers"):
+        container = planned.statefulset["spec"]["template"]["spec"][kind][0]
+        assert {"name": "BERTH_CA_FILE", "value": "/etc/berth/coordinator-ca/ca.crt"} in container["env"]
+        assert {"name": "berth-coordinator-ca", "mountPath": "/etc/berth/coordinator-ca", "readOnly": True} in (
+            container["volumeMounts"]
+        )
+    # A rotated CA changes the ConfigMap only: the pods keep their template (and pick the new file up).
+    rotated = plan_statefulset(
+        parse_fleet(body), operator_defaults=defaults, session_timeout_ms=45_000, replicas=3, coordinator_ca="other"
+    )
+    assert rotated.statefulset == planned.statefulset
+
+
+def test_no_ca_is_published_on_http_or_without_a_ca_of_the_operators_own(fleet_body: FleetBody) -> None:
+    plain = plan_statefulset(
+        parse_fleet(fleet_body()),
+        operator_defaults=DEFAULTS,
+        session_timeout_ms=45_000,
+        replicas=1,
+        coordinator_ca=CA_PEM,
+    )
+    assert plain.ca_config_map is None and "BERTH_CA_FILE" not in {e["name"] for e in env_of(plain)}
+    system = plan_statefulset(
+        parse_fleet(fleet_body()),
+        operator_defaults=OperatorDefaults(coordinator_url="https://berth-coordinator.berth:9094"),
+        session_timeout_ms=45_000,
+        replicas=1,
+    )
+    assert system.ca_config_map is None and "volumes" not in system.statefulset["spec"]["template"]["spec"]

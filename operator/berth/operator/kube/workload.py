@@ -17,6 +17,10 @@ per-pod volume claims. Rules:
   (``berth.dev/claim-templates-hash``; none recorded means none), and a plan with other templates is refused
   (:class:`WorkloadRejected`) before anything is written, instead of an update the API server would refuse.
 - The PodDisruptionBudget is ``kube.disruption_budget``'s (deleted when the fleet turns it off).
+- The coordinator's CA ConfigMap (``<fleet>-coordinator-ca``, when planned: TLS with the operator's own CA) is
+  applied first, the same create-or-patch way, so the pods find it when they start. It is never deleted by the
+  operator (its owner reference lets the garbage collector remove it with the fleet): the chart grants ConfigMaps
+  get, create and patch only, and only when the coordinator has TLS.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
 - Observation reads the StatefulSet and lists the fleet's pods (terminating ones count as existing until they are
   gone); pods are also filtered here by the fleet's labels and instance-id names, not only by the API's selector.
@@ -79,6 +83,8 @@ class StatefulSetWorkload:
     async def apply(self, planned: PlannedWorkload) -> ApplyResult:
         """Create or update the objects as planned; says what it did to each."""
         try:
+            if planned.ca_config_map is not None:
+                await self._ensure_ca_config_map(planned.ca_config_map)
             statefulset = await self._ensure_statefulset(planned.statefulset)
             service = await self._ensure_service(planned.service)
             budget = await self.disruption_budget.ensure(planned.disruption_budget)
@@ -242,6 +248,36 @@ class StatefulSetWorkload:
         ]
         await call_json(self.core.patch_namespaced_service, self.name, self.namespace, patch, _content_type=JSON_PATCH)
         return Applied.UPDATED
+
+    async def _ensure_ca_config_map(self, planned: Mapping[str, Any]) -> Applied:
+        name = planned["metadata"]["name"]
+        wanted = canonical_hash(planned)
+        live = await self._read_config_map(name)
+        if live is None:
+            try:
+                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
+                await call_json(self.core.create_namespaced_config_map, self.namespace, body)
+                return Applied.CREATED
+            except Exception as error:
+                if not is_conflict(error):
+                    raise
+            live = await self._read_config_map(name)
+            if live is None:
+                raise RuntimeError(f"ConfigMap {name} exists and does not: the API server disagrees")
+        check_ours("ConfigMap", live, self.fleet_uid)
+        if applied_hash(live) == wanted:
+            return Applied.UNCHANGED
+        patch = [*metadata_ops(live, planned, wanted), {"op": "add", "path": "/data", "value": planned["data"]}]
+        await call_json(self.core.patch_namespaced_config_map, name, self.namespace, patch, _content_type=JSON_PATCH)
+        return Applied.UPDATED
+
+    async def _read_config_map(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await call_json(self.core.read_namespaced_config_map, name, self.namespace)
+        except Exception as error:
+            if is_not_found(error):
+                return None
+            raise
 
     async def _fleet_pods(self, selector: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         listing = await call_json(self.core.list_namespaced_pod, self.namespace, label_selector=selector)

@@ -21,6 +21,13 @@ Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
   plans exactly what it planned before they existed, so an operator upgrade changes no StatefulSet; where they are
   absent the API server's defaults apply, which are Berth's, and :func:`updatable_spec` says what an update resets.
 - The PodDisruptionBudget is ``planners.disruption_budget``'s; it carries the same metadata and selects the pods.
+- TLS to Berth's coordinator: when the operator verifies coordinators against a CA of its own
+  (``--coordinator-ca-file``, passed here as ``coordinator_ca``, the PEM text) and the fleet's coordinator URL is
+  https, the CA (public data) is published in the fleet's namespace as ConfigMap ``<fleet>-coordinator-ca`` (key
+  ``ca.crt``, owned by the fleet like the rest), mounted read-only at ``/etc/berth/coordinator-ca`` in every
+  container, and ``BERTH_CA_FILE`` names it (the member library verifies against it). A whole-directory mount,
+  not a subPath, so a rotated CA reaches running pods without a restart; the pod template, and so its hash, does
+  not depend on the CA's content. Without a CA (the system's CAs) or on http, none of this is planned.
 """
 
 from __future__ import annotations
@@ -55,6 +62,11 @@ ENV_KAFKA_SASL_MECHANISM = "BERTH_KAFKA_SASL_MECHANISM"
 ENV_KAFKA_SASL_USERNAME = "BERTH_KAFKA_SASL_USERNAME"
 ENV_KAFKA_SASL_PASSWORD = "BERTH_KAFKA_SASL_PASSWORD"
 ENV_KAFKA_SSL_CA_PEM = "BERTH_KAFKA_SSL_CA_PEM"
+ENV_CA_FILE = "BERTH_CA_FILE"
+
+COORDINATOR_CA_VOLUME = "berth-coordinator-ca"
+COORDINATOR_CA_DIR = "/etc/berth/coordinator-ca"
+COORDINATOR_CA_KEY = "ca.crt"
 
 #: The optional StatefulSet fields an update may change (besides the template and ``replicas``), with the values
 #: Kubernetes gives them when they are left out: an update whose plan drops one puts this back. The claim
@@ -77,6 +89,8 @@ class PlannedWorkload:
     selector: str
     #: The plain-valued BERTH_* variables every member gets (not its instance id, not the token).
     member_env: Mapping[str, str]
+    #: The ConfigMap publishing the coordinator's CA in the fleet's namespace; None: no CA to publish.
+    ca_config_map: dict[str, Any] | None = None
 
     @property
     def replicas(self) -> int:
@@ -93,8 +107,9 @@ def plan_statefulset(
     operator_defaults: OperatorDefaults,
     session_timeout_ms: int,
     replicas: int,
+    coordinator_ca: str | None = None,
 ) -> PlannedWorkload:
-    """The fleet's StatefulSet and headless Service.
+    """The fleet's StatefulSet and headless Service (and the CA ConfigMap, see the module rules).
 
     ``session_timeout_ms`` is the sizing decision; ``replicas`` the size the scaling planner last chose (the
     existing StatefulSet's ``spec.replicas``, or 0 when creating it: the scaling planner then grows it after
@@ -106,6 +121,20 @@ def plan_statefulset(
         raise ValueError(f"replicas must not be negative, not {replicas}")
     member_env = plan_member_env(fleet, operator_defaults=operator_defaults, session_timeout_ms=session_timeout_ms)
     labels = pod_labels(fleet.name)
+    url = member_env.get(ENV_COORDINATOR_URL, "")
+    publishes_ca = coordinator_ca is not None and url.lower().startswith("https://")
+    env = _container_env(fleet, member_env)
+    template = _pod_template(fleet, labels, env)
+    ca_config_map = None
+    if publishes_ca:
+        env.append({"name": ENV_CA_FILE, "value": f"{COORDINATOR_CA_DIR}/{COORDINATOR_CA_KEY}"})
+        template = _with_coordinator_ca(_pod_template(fleet, labels, env), ca_config_map_name(fleet.name))
+        ca_config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {**_owned_metadata(fleet, labels), "name": ca_config_map_name(fleet.name)},
+            "data": {COORDINATOR_CA_KEY: coordinator_ca},
+        }
     return PlannedWorkload(
         statefulset={
             "apiVersion": "apps/v1",
@@ -118,7 +147,7 @@ def plan_statefulset(
                 # Parallel: new pods start together (on Kafka, without pre-registration, one rebalance for k).
                 "podManagementPolicy": fleet.spec.pod_management_policy,
                 "selector": {"matchLabels": dict(labels)},
-                "template": _pod_template(fleet, labels, _container_env(fleet, member_env)),
+                "template": template,
                 **_stateful_fields(fleet),
             },
         },
@@ -137,7 +166,31 @@ def plan_statefulset(
         disruption_budget=plan_disruption_budget(fleet, metadata=_owned_metadata(fleet, labels), pod_labels=labels),
         selector=selector_string(labels),
         member_env=member_env,
+        ca_config_map=ca_config_map,
     )
+
+
+def ca_config_map_name(fleet_name: str) -> str:
+    """The ConfigMap publishing the coordinator's CA in the fleet's namespace."""
+    return f"{fleet_name}-coordinator-ca"
+
+
+def _with_coordinator_ca(template: dict[str, Any], config_map: str) -> dict[str, Any]:
+    """The CA ConfigMap as a volume, mounted read-only in every container (replacing entries of the same name)."""
+    pod_spec = template["spec"]
+    volume = {"name": COORDINATOR_CA_VOLUME, "configMap": {"name": config_map}}
+    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != COORDINATOR_CA_VOLUME]
+    pod_spec["volumes"] = [*volumes, volume]
+    mount = {"name": COORDINATOR_CA_VOLUME, "mountPath": COORDINATOR_CA_DIR, "readOnly": True}
+    for kind in ("initContainers", "containers"):
+        for container in pod_spec.get(kind) or []:
+            mounts = [
+                m
+                for m in container.get("volumeMounts") or []
+                if m.get("name") != COORDINATOR_CA_VOLUME and m.get("mountPath") != COORDINATOR_CA_DIR
+            ]
+            container["volumeMounts"] = [*mounts, dict(mount)]
+    return template
 
 
 def updatable_spec(statefulset: Mapping[str, Any]) -> dict[str, Any]:

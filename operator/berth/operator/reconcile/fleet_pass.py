@@ -123,6 +123,8 @@ class PassContext:
     stuck_allowance: timedelta = timedelta(minutes=2)
     #: Where what the passes do is counted (None: not counted, e.g. berth-demo).
     metrics: OperatorMetrics | None = None
+    #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
+    coordinator_ca: Callable[[], str | None] = lambda: None
 
 
 class FleetPass:
@@ -466,7 +468,11 @@ class FleetPass:
 
     def _planned(self, fleet: Fleet, session_timeout_ms: int, replicas: int) -> _Planned:
         workload = plan_statefulset(
-            fleet, operator_defaults=self.ctx.defaults, session_timeout_ms=session_timeout_ms, replicas=replicas
+            fleet,
+            operator_defaults=self.ctx.defaults,
+            session_timeout_ms=session_timeout_ms,
+            replicas=replicas,
+            coordinator_ca=self.ctx.coordinator_ca(),
         )
         return _Planned(workload, planned_hash(workload.statefulset))
 
