@@ -226,13 +226,19 @@ REFUSED: list[tuple[str, Obj, str, str]] = [
         "kafka-and-url",
         fleet(coordinator={"url": "http://c:9094", "kafka": {"bootstrapServers": "k:9092"}}),
         "spec.coordinator",
-        "coordinator.kafka is exclusive with coordinator.url and coordinator.tokenSecretRef",
+        "coordinator.kafka is exclusive with coordinator.url, coordinator.tokenSecretRef and coordinator.adoptGroup",
+    ),
+    (
+        "kafka-and-adopt-group",
+        fleet(coordinator={"adoptGroup": True, "kafka": {}}),
+        "spec.coordinator",
+        "coordinator.kafka is exclusive with coordinator.url, coordinator.tokenSecretRef and coordinator.adoptGroup",
     ),
     (
         "kafka-and-token",
         fleet(coordinator={"tokenSecretRef": {"name": "t", "key": "k"}, "kafka": {}}),
         "spec.coordinator",
-        "coordinator.kafka is exclusive with coordinator.url and coordinator.tokenSecretRef",
+        "coordinator.kafka is exclusive with coordinator.url, coordinator.tokenSecretRef and coordinator.adoptGroup",
     ),
     (
         "kafka-bootstrap-with-user-info",

@@ -4,6 +4,9 @@ claim to make, and what the refusal says."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 
 from berth.operator.planners.observations import GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.planners.ownership import (
@@ -19,6 +22,7 @@ from berth.operator.planners.scaling import (
     ScalingObservation,
     plan_scaling,
 )
+from berth.operator.spec import SpecError, parse_fleet
 
 ME = GroupOwnerRef("shop", "orders", "uid-me")
 OTHER = GroupOwnerRef("team-a", "orders", "uid-a")
@@ -86,3 +90,16 @@ def test_a_deletion_that_keeps_the_group_releases_it_last_and_one_that_deletes_i
     assert deleted.actions[-1] == DeleteGroup() and ReleaseGroup() not in deleted.actions
     kafka = plan_scaling(deletion(delete_group=False, release_owner=False), now=NOW)
     assert ReleaseGroup() not in kafka.actions
+
+
+def test_adopt_group_is_parsed_defaults_to_false_and_is_berths_only(fleet_body: Any) -> None:
+    assert parse_fleet(fleet_body()).spec.coordinator.adopt_group is False
+    adopting = fleet_body()
+    adopting["spec"]["coordinator"] = {"adoptGroup": True}
+    assert parse_fleet(adopting).spec.coordinator.adopt_group is True
+    adopting["spec"]["coordinator"] = {"adoptGroup": "yes"}
+    with pytest.raises(SpecError, match=r"spec\.coordinator\.adoptGroup"):
+        parse_fleet(adopting)
+    adopting["spec"]["coordinator"] = {"adoptGroup": True, "kafka": {}}
+    with pytest.raises(SpecError, match=r"spec\.coordinator\.adoptGroup: is Berth's coordinator's"):
+        parse_fleet(adopting)
