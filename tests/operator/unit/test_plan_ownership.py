@@ -4,6 +4,7 @@ claim to make, and what the refusal says."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +104,14 @@ def test_adopt_group_is_parsed_defaults_to_false_and_is_berths_only(fleet_body: 
     adopting["spec"]["coordinator"] = {"adoptGroup": True, "kafka": {}}
     with pytest.raises(SpecError, match=r"spec\.coordinator\.adoptGroup: is Berth's coordinator's"):
         parse_fleet(adopting)
+
+
+def test_the_coordinator_ca_file_must_be_a_pem_ca_bundle_at_start(tmp_path: Path) -> None:
+    from berth.operator.options import OptionsError, parse_options
+
+    assert parse_options([], {}).coordinator_ca_file is None
+    junk = tmp_path / "ca.crt"
+    junk.write_text("not a certificate")
+    for argv, environ in ((["--coordinator-ca-file", str(junk)], {}), ([], {"BERTH_CA_FILE": str(tmp_path / "no")})):
+        with pytest.raises(OptionsError, match="--coordinator-ca-file"):
+            parse_options(argv, environ)
