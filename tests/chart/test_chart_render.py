@@ -178,6 +178,8 @@ def check_analytics(docs: list[Obj]) -> None:
         "http://berth-coordinator.berth:9094",
         "--token-file",
         "/etc/berth/analytics/token",
+        "--also-journal",
+        "/etc/berth/kafka-evidence/evidence.jsonl",
         "--out",
         "/tmp/berth-analytics",
         "--publish-configmap",
@@ -185,6 +187,12 @@ def check_analytics(docs: list[Obj]) -> None:
     ]
     analyze_parser().parse_args(analyze["args"][1:])  # the real command line accepts them (exits 2 otherwise)
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    # The Kafka evidence is the ConfigMap the operator writes, optional until the first Kafka fleet.
+    (evidence,) = [v for v in pod["volumes"] if v["name"] == "kafka-evidence"]
+    assert evidence["configMap"] == {"name": arg_after(operator_args(docs), "--evidence-configmap"), "optional": True}
+    assert {"name": "kafka-evidence", "mountPath": "/etc/berth/kafka-evidence", "readOnly": True} in analyze[
+        "volumeMounts"
+    ]
     assert pod["serviceAccountName"] == "berth-analytics"
     rules = one(docs, "Role", "berth-analytics")["rules"]
     assert {
