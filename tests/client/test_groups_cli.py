@@ -90,9 +90,10 @@ def test_list(url: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_describe(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--coordinator", url, "describe", "orders")
     assert code == 0
-    header, columns, *rows = out.splitlines()
+    header, extras, columns, *rows = out.splitlines()
     assert header.split()[:6] == ["group", "orders", "state", "Stable", "generation", "1"]
     assert "protocol consumer/range" in header
+    assert extras == "owner -  expected -"
     assert columns.split()[:2] == ["INSTANCE", "ID"]
     assert [row.split()[0] for row in rows] == ORDERS
     assert "(leader)" in rows[0] and "orders[0-2]" in rows[0]
