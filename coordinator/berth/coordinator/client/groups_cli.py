@@ -156,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument(
         "--all", action="store_true", help="every member: static ones by instance id, dynamic ones by member id"
     )
-    remove.add_argument("--reason", default="removed with berth-groups", help="the leave reason (journaled)")
+    remove.add_argument(
+        "--reason", default="removed with berth-groups", help="the leave reason, journaled (default: %(default)s)"
+    )
 
     delete = _subcommand(commands, "delete", "delete an empty group and its offsets")
     delete.add_argument("group")
@@ -291,7 +293,11 @@ async def _remove_members(admin: CoordinatorAdmin, args: argparse.Namespace, as_
             ("", m.group_instance_id) if m.group_instance_id is not None else (m.member_id, None) for m in group.members
         ]
         if not targets:
-            text = render.to_json(render.removals_json(group_id, ())) if as_json else f"group {group_id} has no members"
+            text = (
+                render.to_json(render.removals_json(group_id, ()))
+                if as_json
+                else f"group {render.shown(group_id)} has no members"
+            )
             return Outcome(text)
     else:
         targets = [*(("", i) for i in dict.fromkeys(instance_ids)), *((m, None) for m in dict.fromkeys(member_ids))]
