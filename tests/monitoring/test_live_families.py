@@ -86,3 +86,23 @@ async def test_the_operator_endpoint_declares_every_family_used() -> None:
 
 
 JSON = {"Content-Type": "application/json"}
+
+
+def test_a_fleets_counters_exist_at_zero_from_its_first_pass_until_it_is_released() -> None:
+    """``increase()`` sees only increments between samples: a fleet's first batch leave or reconcile error must
+    move a series that was already scraped at 0, or the dashboard and the alerts would miss it."""
+    metrics = OperatorMetrics()
+    metrics.state("shop", "orders", ready=False, refused=False, departing=0)
+    text = metrics.exposition().decode()
+    for sample in (
+        'berth_operator_batch_leaves_total{fleet="orders",namespace="shop"} 0.0',
+        'berth_operator_members_left_total{fleet="orders",namespace="shop"} 0.0',
+        'berth_operator_leave_delay_seconds_count{fleet="orders",namespace="shop"} 0.0',
+        'berth_operator_scale_down_seconds_count{fleet="orders",namespace="shop"} 0.0',
+        'berth_operator_reconciles_total{fleet="orders",namespace="shop",outcome="error"} 0.0',
+    ):
+        assert sample in text, sample
+    metrics.forget("shop", "orders")
+    assert 'fleet="orders"' not in metrics.exposition().decode()
+    metrics.state("shop", "orders", ready=True, refused=False, departing=0)  # a fleet of that name again
+    assert 'berth_operator_batch_leaves_total{fleet="orders",namespace="shop"} 0.0' in metrics.exposition().decode()
