@@ -1,7 +1,7 @@
 """Per-group Prometheus series with a bounded number of groups (docs/api.md §10 "Metrics").
 
-Owns ``GroupMetrics``: each group's state, member count, generation, rebalances by cause, and join and sync
-latency histograms. Rules:
+Owns ``GroupMetrics``: each group's state, member count, generation, fenced answers, rebalances by cause, and join
+and sync latency histograms. Rules:
 
 - Cardinality is bounded: at most ``max_groups`` groups have per-group series. A group takes a slot when it is
   first seen (at start in load order, then when it first rebalances or is first scraped with a slot free) and keeps
@@ -59,8 +59,10 @@ class GroupSeries:
         self.sync = Histogram(GROUP_BUCKETS_S)
 
 
-#: (state, members, generation) of a live group, or None when it no longer exists.
-GroupFigures = Callable[[str], tuple[str, int, int] | None]
+#: (state, members, generation, FENCED_INSTANCE_ID answers) of a live group.
+GroupFigureRow = tuple[str, int, int, int]
+#: A live group's figures, or None when it no longer exists.
+GroupFigures = Callable[[str], GroupFigureRow | None]
 
 
 class GroupMetrics:
@@ -104,11 +106,12 @@ class GroupMetrics:
             current = figures(group_id)
             if current is None:
                 continue
-            state, members, generation = current
+            state, members, generation, fenced = current
             group = {"group": group_id}
             rows.append(("berth_group_state", {**group, "state": state}, 1))
             rows.append(("berth_group_members", group, members))
             rows.append(("berth_group_generation", group, generation))
+            rows.append(("berth_group_fenced_members_total", group, fenced))
             rows.extend(
                 ("berth_group_rebalances_total", {**group, "cause": cause}, n)
                 for cause, n in sorted(series.rebalances.items())
