@@ -129,6 +129,11 @@ def test_per_group_series_describe_a_group(scraped: CoordinatorProcess) -> None:
         value(found, "berth_group_rebalances_total", "berth_group_rebalances_total", group + ',cause="new_member"}')
         == 1
     )
+    # Causes this group never saw are there at 0, so that its first leave is an increase Prometheus can see.
+    assert (
+        value(found, "berth_group_rebalances_total", "berth_group_rebalances_total", group + ',cause="member_left"}')
+        == 0
+    )
     join_count = value(
         found, "berth_group_join_duration_seconds", "berth_group_join_duration_seconds_count", group + "}"
     )

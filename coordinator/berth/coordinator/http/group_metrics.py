@@ -17,6 +17,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
+from berth.coordinator.core.events import RebalanceCause
+
 #: Join and sync answers wait for the rebalance: their buckets reach the rebalance timeout's range.
 GROUP_BUCKETS_S = (0.01, 0.05, 0.25, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -48,13 +50,18 @@ class Histogram:
         return rows
 
 
+_CAUSES = sorted(cause.value for cause in RebalanceCause)
+
+
 class GroupSeries:
     """The counters of one group holding a slot."""
 
     __slots__ = ("join", "rebalances", "sync")
 
     def __init__(self) -> None:
-        self.rebalances: dict[str, int] = {}
+        # Every cause from 0, so that a group's first rebalance of a cause is an increase Prometheus can see
+        # (a counter series born at 1 hides its first event from rate() and increase()).
+        self.rebalances: dict[str, int] = dict.fromkeys(_CAUSES, 0)
         self.join = Histogram(GROUP_BUCKETS_S)
         self.sync = Histogram(GROUP_BUCKETS_S)
 
