@@ -67,18 +67,21 @@ def main() -> Result:
     worst_p99 = max(f["bystander"]["p99_ms"] for f in figures.values())
     errors = sum(f["bystander"]["errors"] for f in figures.values())
     at_cap = figures["slowloris_at_cap"]
-    probes_ok = all(p["failed"] == 0 for p in at_cap["probes"].values())
+    # The API port's own /healthz is probed only for comparison: at the cap it is expected to fail.
+    on_probe_port = [p for name, p in at_cap["probes"].items() if name.startswith("probe_")]
+    probes_ok = all(p["failed"] == 0 for p in on_probe_port)
     return Result(
         name="floods",
         title="Floods and hostile input, with a bystander group heartbeating",
-        command="python -m benchmarks floods",
+        command="python -m benchmarks.floods",
         goal="bounded by limits with clear errors; the bystander keeps being served",
         met=errors == 0 and probes_ok,
         summary=(
             f"bystander errors {errors}; worst p99 {worst_p99:.1f} ms across {len(FLOODS) + 1} floods; at the "
             f"connection cap ({at_cap['api_connections_max']} open) the probe port answered "
-            f"{sum(p['ok'] for p in at_cap['probes'].values())} of "
-            f"{sum(p['ok'] + p['failed'] for p in at_cap['probes'].values())} probes"
+            f"{sum(p['ok'] for p in on_probe_port)} of {sum(p['ok'] + p['failed'] for p in on_probe_port)} probes "
+            f"(the API port's /healthz {at_cap['probes']['api_healthz']['ok']} of "
+            f"{at_cap['probes']['api_healthz']['ok'] + at_cap['probes']['api_healthz']['failed']})"
         ),
         figures=figures,
         note=f"Bystander: 100 static members, {RATE} heartbeats/s open loop; each flood {SECONDS} s, 32 connections.",

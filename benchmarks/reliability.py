@@ -130,6 +130,26 @@ def render() -> str:
             "coordinator core is saturated by the flood, most for anonymous joins (each one is a journal write).",
             "",
         ]
+        at_cap = f.get("slowloris_at_cap")
+        if at_cap:
+            probes = at_cap["probes"]
+
+            def share(name: str) -> str:
+                p = probes[name]
+                return f"{p['ok']} of {p['ok'] + p['failed']} (max {p['max_ms']:.0f} ms)"
+
+            lines += [
+                f"**Slowloris at the cap** (`slowloris_at_cap`): {at_cap['connections']:,} connections from"
+                f" {at_cap['client_addresses']} client addresses drip header bytes for {at_cap['seconds']} s, each",
+                "reconnecting when closed, against the default limits (`--max-connections` 10,000, 1,000 per client,",
+                f"`--header-timeout-s` 10): the API port held {at_cap['api_connections_max']:,} connections. Probed",
+                "every 0.25 s on a new connection as the kubelet does, the probe port (`--probe-port`, the chart's",
+                f"probes) answered `/healthz` {share('probe_healthz')} and `/readyz` {share('probe_readyz')}; the API",
+                f"port's own `/healthz`, for comparison, {share('api_healthz')} — before the probe port, every probe",
+                "would have been a 503 and the kubelet would have restarted a working coordinator. The bystander, on",
+                "connections it opened before the flood, was never refused.",
+                "",
+            ]
     if bounds:
         bloat = bounds["figures"]["journal_bloat"]
         many = bounds["figures"]["many_groups"]

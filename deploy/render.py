@@ -1,5 +1,6 @@
-"""Render the plain manifests in deploy/manifests/ from the Helm chart, copy the canonical CRD into the chart, and
-write the values table of the chart's README from the comments in values.yaml.
+"""Render the plain manifests in deploy/manifests/ from the Helm chart, copy the canonical CRD and the monitoring
+files (deploy/monitoring/: the Grafana dashboard and the alert rules) into the chart, and write the values table of
+the chart's README from the comments in values.yaml.
 
 For people who install without Helm. The chart is the single source: this script runs the real ``helm template``
 with fixed inputs (release ``berth`` in namespace ``berth``), so the plain manifests are exactly what the chart
@@ -13,7 +14,8 @@ Differences from a Helm install, both deliberate:
 
 Usage, from the repository root::
 
-    .venv/bin/python deploy/render.py           # write deploy/manifests/*.yaml, charts/berth/crds/, the README table
+    .venv/bin/python deploy/render.py           # write deploy/manifests/*.yaml, charts/berth/crds/ and files/, the
+                                                # README table
     .venv/bin/python deploy/render.py --check   # exit 1 and name the stale files instead of writing
 """
 
@@ -36,6 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "berth"
 CRDS = ROOT / "deploy" / "crds"
 CHART_CRDS = CHART / "crds"
+#: The dashboard and alert rules: canonical in deploy/monitoring/, copied byte for byte into the chart's files/.
+MONITORING = ROOT / "deploy" / "monitoring"
+CHART_FILES = CHART / "files"
 MANIFESTS = ROOT / "deploy" / "manifests"
 VALUES = CHART / "values.yaml"
 CHART_README = CHART / "README.md"
@@ -179,6 +184,8 @@ def expected_files(helm: str) -> dict[Path, str]:
     files = {MANIFESTS / variant.filename: render_manifest(helm, variant) for variant in VARIANTS}
     for crd in sorted(CRDS.glob("*.yaml")):
         files[CHART_CRDS / crd.name] = crd.read_text()
+    for source in sorted(p for p in MONITORING.iterdir() if p.is_file()):
+        files[CHART_FILES / source.name] = source.read_text()
     files[CHART_README] = chart_readme(CHART_README.read_text())
     return files
 
@@ -204,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = sorted(set(CHART_CRDS.glob("*.yaml")) - set(files))
     for path in extra:
         print(f"warning: {path.relative_to(ROOT)} has no source in deploy/crds/", file=sys.stderr)
+    for path in sorted(set(CHART_FILES.glob("*")) - set(files)):
+        print(f"warning: {path.relative_to(ROOT)} has no source in deploy/monitoring/", file=sys.stderr)
     return 0
 
 

@@ -79,6 +79,7 @@ def check_defaults(docs: list[Obj]) -> None:
         {"kind": "ServiceAccount", "name": "berth-operator", "namespace": NAMESPACE}
     ]
     assert not find(docs, "CronJob") and not find(docs, "ServiceMonitor")
+    assert not find(docs, "PrometheusRule") and not find(docs, "ConfigMap", "berth-dashboard")
     service = one(docs, "Service", "berth-coordinator")
     assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094), ("probes", 9095)]
     args = operator_args(docs)
@@ -178,6 +179,8 @@ def check_analytics(docs: list[Obj]) -> None:
         "http://berth-coordinator.berth:9094",
         "--token-file",
         "/etc/berth/analytics/token",
+        "--also-journal",
+        "/etc/berth/kafka-evidence/evidence.jsonl",
         "--out",
         "/tmp/berth-analytics",
         "--publish-configmap",
@@ -185,6 +188,12 @@ def check_analytics(docs: list[Obj]) -> None:
     ]
     analyze_parser().parse_args(analyze["args"][1:])  # the real command line accepts them (exits 2 otherwise)
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    # The Kafka evidence is the ConfigMap the operator writes, optional until the first Kafka fleet.
+    (evidence,) = [v for v in pod["volumes"] if v["name"] == "kafka-evidence"]
+    assert evidence["configMap"] == {"name": arg_after(operator_args(docs), "--evidence-configmap"), "optional": True}
+    assert {"name": "kafka-evidence", "mountPath": "/etc/berth/kafka-evidence", "readOnly": True} in analyze[
+        "volumeMounts"
+    ]
     assert pod["serviceAccountName"] == "berth-analytics"
     rules = one(docs, "Role", "berth-analytics")["rules"]
     assert {
@@ -233,6 +242,31 @@ def check_service_monitor(docs: list[Obj]) -> None:
     metrics_ports = {p["name"] for c in operator["spec"]["containers"] for p in c.get("ports", [])}
     assert [e["port"] for e in pod_monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
     assert "metrics" in metrics_ports
+
+
+MONITORING = ROOT / "deploy" / "monitoring"
+
+
+def check_monitoring(docs: list[Obj]) -> None:
+    """The dashboard's ConfigMap carries the sidecar's label and exactly the canonical JSON; the PrometheusRule
+    carries the rule groups of deploy/monitoring/berth-alerts.yaml, alert templates untouched by Helm."""
+    dashboard = one(docs, "ConfigMap", "berth-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Berth"}
+    shipped = dashboard["data"]["berth-dashboard.json"]
+    assert json.loads(shipped) == json.loads((MONITORING / "berth-dashboard.json").read_text())
+    rule = one(docs, "PrometheusRule", "berth-alerts")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load((MONITORING / "berth-alerts.yaml").read_text())
+    annotations = [r["annotations"]["summary"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert any("{{ $labels.group }}" in a for a in annotations), "Helm must not have expanded the alert templates"
+
+
+def check_dashboard_label(docs: list[Obj]) -> None:
+    labels = one(docs, "ConfigMap", "berth-dashboard")["metadata"]["labels"]
+    assert labels["berth.dev/dashboard"] == "berth" and "grafana_dashboard" not in labels
+    assert not find(docs, "PrometheusRule")
 
 
 def check_existing_secret(docs: list[Obj]) -> None:
@@ -450,6 +484,21 @@ CASES = [
     Case("namespace-scope", {"operator": {"scope": "namespace"}}, check_namespace_scope),
     Case("analytics", {"analytics": {"enabled": True, "timeZone": "Europe/Berlin"}}, check_analytics),
     Case("service-monitor", {"metrics": SERVICE_MONITOR}, check_service_monitor),
+    Case(
+        "monitoring",
+        {
+            "monitoring": {
+                "dashboard": {"enabled": True, "annotations": {"grafana_folder": "Berth"}},
+                "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+            }
+        },
+        check_monitoring,
+    ),
+    Case(
+        "dashboard-label",
+        {"monitoring": {"dashboard": {"enabled": True, "label": "berth.dev/dashboard", "labelValue": "berth"}}},
+        check_dashboard_label,
+    ),
     Case("existing-secret", {"auth": {"existingSecret": "my-tokens"}}, check_existing_secret),
     Case("group-tokens", {"auth": {"groupTokens": GROUP_TOKENS}}, check_group_tokens),
     Case(
@@ -580,6 +629,7 @@ IDS = [case.id for case in CASES]
 NOT_SERVED = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("cert-manager.io/v1", "Certificate"),
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition"}

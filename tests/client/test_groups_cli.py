@@ -24,6 +24,7 @@ from support.net import free_port
 
 from berth.coordinator.client import CoordinatorAdmin, GroupMember
 from berth.coordinator.client.groups_cli import main
+from berth.coordinator.protocol import Error
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,9 +91,10 @@ def test_list(url: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_describe(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--coordinator", url, "describe", "orders")
     assert code == 0
-    header, columns, *rows = out.splitlines()
+    header, extras, columns, *rows = out.splitlines()
     assert header.split()[:6] == ["group", "orders", "state", "Stable", "generation", "1"]
     assert "protocol consumer/range" in header
+    assert extras == "owner -  expected -"
     assert columns.split()[:2] == ["INSTANCE", "ID"]
     assert [row.split()[0] for row in rows] == ORDERS
     assert "(leader)" in rows[0] and "orders[0-2]" in rows[0]
@@ -205,7 +207,10 @@ def test_connection_refused_fails_with_one_line(capsys: pytest.CaptureFixture[st
 def secured_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("cli-auth")
     tokens = folder / "tokens.json"
-    tokens.write_text('{"tokens": [{"token": "orders-app-secret", "groups": ["orders"], "admin": false}]}')
+    tokens.write_text(
+        '{"tokens": [{"token": "orders-app-secret", "groups": ["orders"], "admin": false},'
+        ' {"token": "the-admin-secret", "admin": true}]}'
+    )
     process = CoordinatorProcess(folder / "data", "--tokens-file", str(tokens)).start()
     yield process.url
     process.kill()
@@ -273,7 +278,17 @@ def hostile(url: str) -> str:
     return url
 
 
-@pytest.mark.parametrize("argv", [["list"], ["describe", HOSTILE_GROUP]], ids=["list", "describe"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list"],
+        ["describe", HOSTILE_GROUP],
+        ["describe", HOSTILE_GROUP, "--members", "--verbose"],
+        ["describe", "--all-groups", "--state"],
+        ["describe", HOSTILE_GROUP, "--offsets"],
+    ],
+    ids=["list", "describe", "members", "state", "offsets"],
+)
 def test_what_the_coordinator_sent_is_escaped_in_tables(
     hostile: str, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
@@ -282,7 +297,7 @@ def test_what_the_coordinator_sent_is_escaped_in_tables(
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     assert "\nberth-groups: all clear" not in out  # no forged line
     assert "evil\\x1b[2J\\x0aberth-groups: all clear\\u202e" in out
-    if argv[0] == "describe":
+    if argv[:2] == ["describe", HOSTILE_GROUP] and "--offsets" not in argv:
         assert "\\x1b]0;pwned\\x07client" in out
 
 
@@ -315,3 +330,443 @@ def test_a_closed_pipe_ends_the_command_quietly(url: str) -> None:
     err = process.stderr.read().decode()
     assert process.wait(30) == 141
     assert err == ""
+
+
+# ------------------------------------------------------------------------- kafka-consumer-groups.sh's habits
+#
+# Groups of their own, so that these tests do not depend on the ones above (which remove members and delete):
+# ``fleet`` (three expected, two joined, an owner), ``mixed`` (a static and a dynamic member), ``foreign`` (an
+# assignment that is not the member library's encoding) and, per reset test, an Empty group that real members
+# formed, committed to and left.
+
+
+async def form(
+    url: str, group: str, instances: list[str | None], *, topics: dict[str, int] | None = None
+) -> list[GroupMember]:
+    """Members of the member library that formed ``group`` (on the manual clock) and are still running."""
+    async with aiohttp.ClientSession() as session:
+        api = Api(session, url)
+        members = [
+            GroupMember(
+                member_config(
+                    url,
+                    group,
+                    instance,
+                    session_timeout_ms=600_000,
+                    topics=topics or {"orders": 8},
+                    assignors=("range",),
+                )
+            )
+            for instance in instances
+        ]
+        await form_group(api, members)
+    return members
+
+
+async def formed_then_left(url: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """An Empty group with ``offsets``, as a fleet that consumed and then stopped leaves it."""
+    members = await form(url, group, [f"{group}-0", f"{group}-1"], topics={"events": 4, "audit": 2})
+    await members[0].commit(offsets)
+    for member in members:
+        await member.close(leave=True)
+    async with CoordinatorAdmin(url) as admin:
+        assert (await admin.describe_group(group)).state == "Empty"
+
+
+def committed(url: str, group: str) -> dict[tuple[str, int], int]:
+    async def fetch() -> dict[tuple[str, int], int]:
+        async with CoordinatorAdmin(url) as admin:
+            return {tp: c.offset for tp, c in (await admin.fetch_offsets(group)).items()}
+
+    return asyncio.run(fetch())
+
+
+@pytest.fixture(scope="module")
+def fleet(url: str) -> str:
+    """``fleet``: owned by shop/fleet, expects fleet-0..2, of which fleet-0 and fleet-1 joined (range, 8 parts)."""
+
+    async def create() -> None:
+        async with CoordinatorAdmin(url) as admin:
+            await admin.put_expected_members("fleet", ["fleet-0", "fleet-1", "fleet-2"])
+        async with aiohttp.ClientSession() as session:
+            status, answer = await Api(session, url).request(
+                "PUT", "/v1/groups/fleet/owner", {"namespace": "shop", "name": "fleet", "uid": "uid-fleet"}
+            )
+            assert status == 200, answer
+        members = await form(url, "fleet", ["fleet-0", "fleet-1"])
+        await members[0].commit({("orders", 0): 40, ("orders", 7): 70})
+        for member in members:
+            await member.close()  # static: no leave
+
+    asyncio.run(create())
+    return "fleet"
+
+
+def test_describe_shows_the_expected_members_not_yet_joined_and_the_owner(
+    url: str, fleet: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "--coordinator", url, "describe", fleet)
+    assert code == 0
+    assert out.splitlines()[1] == "owner shop/fleet  expected fleet-0,fleet-1,fleet-2  not joined fleet-2"
+
+    code, out, _ = run(capsys, "--coordinator", url, "describe", fleet, "--state")
+    assert code == 0
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "STATE", "GENERATION", "ASSIGNMENT-STRATEGY", "#MEMBERS", "#EXPECTED", "NOT-JOINED", "OWNER"],
+        ["fleet", "Stable", "1", "range", "2", "3", "fleet-2", "shop/fleet"],
+    ]
+
+    code, out, _ = run(capsys, "--coordinator", url, "-o", "json", "describe", fleet)
+    described = json.loads(out)
+    assert described["owner"] == {"namespace": "shop", "name": "fleet", "uid": "uid-fleet"}
+    assert described["expected_members"] == ["fleet-0", "fleet-1", "fleet-2"]
+    assert described["expected_not_joined"] == ["fleet-2"]
+
+
+def test_members_with_their_partitions_after_a_real_member_library_group_formed(
+    url: str, fleet: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "--coordinator", url, "describe", fleet, "--members")
+    assert code == 0
+    header, *rows = [line.split() for line in out.splitlines()]
+    assert header == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    assert [(row[0], row[2], row[5]) for row in rows] == [("fleet", "fleet-0", "4"), ("fleet", "fleet-1", "4")]
+    assert all(row[1].startswith(f"{row[2]}-") for row in rows)  # the member ids the coordinator gave
+
+    code, out, _ = run(capsys, "--coordinator", url, "describe", fleet, "--members", "--verbose")
+    assert code == 0
+    assert [line.split()[-1] for line in out.splitlines()] == ["ASSIGNMENT", "orders[0-3]", "orders[4-7]"]
+
+
+def test_members_whose_assignment_is_not_the_berth_encoding_show_its_size(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def create() -> None:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, url)
+            await api.request("PUT", api.group_path("foreign", "/expected-members"), {"group_instance_ids": ["f-0"]})
+            joined = await api.join("foreign", instance_id="f-0")
+            synced = await api.sync(
+                "foreign", joined["member_id"], joined["generation_id"], "f-0", {joined["member_id"]: b"\x00\x01\x02"}
+            )
+            assert synced["error"] == "NONE", synced
+
+    asyncio.run(create())
+    code, out, _ = run(capsys, "--coordinator", url, "describe", "foreign", "--members", "--verbose")
+    assert code == 0
+    row = out.splitlines()[1]
+    assert row.split()[2] == "f-0" and row.split()[5] == "?"
+    assert row.endswith("<3 bytes, not the Berth encoding>")
+
+
+def test_offsets_view_shows_each_partition_committed_or_assigned_and_who_holds_it(
+    url: str, fleet: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "--coordinator", url, "describe", fleet, "--offsets")
+    assert code == 0
+    header, *rows = [line.split() for line in out.splitlines()]
+    assert header[:5] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "CONSUMER-ID"]
+    assert "LAG" not in header  # the coordinator does not know the logs' ends
+    assert [(row[2], row[3], row[5]) for row in rows] == [
+        ("0", "40", "fleet-0"),
+        ("1", "-", "fleet-0"),
+        ("2", "-", "fleet-0"),
+        ("3", "-", "fleet-0"),
+        ("4", "-", "fleet-1"),
+        ("5", "-", "fleet-1"),
+        ("6", "-", "fleet-1"),
+        ("7", "70", "fleet-1"),
+    ]
+
+
+def test_describe_all_groups_with_two_groups(url: str, fleet: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--coordinator", url, "describe", "--all-groups", "--state")
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["orders"][1:5] == ["Stable", "1", "range", "3"]
+    assert rows["fleet"][1:5] == ["Stable", "1", "range", "2"]
+
+    code, out, _ = run(capsys, "--coordinator", url, "describe", "--all-groups", "-o", "json")
+    assert code == 0
+    groups = {g["group_id"]: g for g in json.loads(out)["groups"]}
+    assert {"orders", "fleet"} <= set(groups)
+    assert [m["group_instance_id"] for m in groups["orders"]["members"]] == ORDERS
+    assert [(o["partition"], o["offset"]) for o in groups["orders"]["offsets"]] == [(0, 100), (5, 7)]
+
+    code, out, _ = run(capsys, "--coordinator", url, "describe", "orders", "--group", fleet, "--members")
+    assert code == 0  # the groups in the order named, each group's members in instance id order
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["orders", "orders", "orders", "fleet", "fleet"]
+
+
+def test_describe_of_several_groups_shows_those_that_exist_and_fails_for_the_others(
+    url: str, fleet: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "--coordinator", url, "describe", fleet, "nobody", "--state")
+    assert code == 1
+    assert [line.split()[0] for line in out.splitlines()] == ["GROUP", "fleet"]
+    assert err == "berth-groups: error: group 'nobody' does not exist\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["describe"],
+        ["describe", "orders", "--all-groups"],
+        ["describe", "orders", "--state", "--members"],
+        ["remove-members", "orders"],
+        ["remove-members", "orders", "--all", "--instance-id", "orders-0"],
+        ["reset-offsets", "orders", "--all-topics"],
+        ["reset-offsets", "orders", "--to-earliest"],
+        ["reset-offsets", "orders", "--all-topics", "--to-earliest", "--to-offset", "3"],
+        ["reset-offsets", "orders", "--all-topics", "--to-offset", "-3"],
+        ["reset-offsets", "orders", "--all-topics", "--to-earliest", "--dry-run", "--execute"],
+    ],
+)
+def test_usage_errors_exit_2(url: str, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main(["--coordinator", url, *argv])
+    assert usage.value.code == 2
+    assert "berth-groups" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ reset-offsets
+
+
+def test_reset_is_refused_on_a_stable_group_naming_its_state_and_members(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = committed(url, "orders")
+    code, out, err = run(
+        capsys, "--coordinator", url, "reset-offsets", "orders", "--all-topics", "--to-earliest", "--execute"
+    )
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "berth-groups: error: group 'orders' is Stable with 3 members (orders-0, orders-1, orders-2): "
+        "offsets can only be reset while the group is Empty"
+    )
+    assert committed(url, "orders") == before
+
+
+def test_a_dry_run_shows_the_plan_and_changes_nothing(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(formed_then_left(url, "dry", {("events", 0): 100, ("events", 1): 30, ("audit", 0): 9}))
+    for mode in ([], ["--dry-run"]):
+        code, out, err = run(
+            capsys, "--coordinator", url, "reset-offsets", "dry", "--topic", "events", "--to-offset", "5", *mode
+        )
+        assert code == 0
+        assert [line.split() for line in out.splitlines()] == [
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+            ["dry", "events", "0", "100", "5"],
+            ["dry", "events", "1", "30", "5"],
+        ]
+        assert err == "berth-groups: dry run, nothing changed: add --execute to commit these offsets\n"
+    code, out, _ = run(
+        capsys, "--coordinator", url, "-o", "json", "reset-offsets", "dry", "--all-topics", "--to-earliest"
+    )
+    assert code == 0
+    assert json.loads(out) == {
+        "group_id": "dry",
+        "executed": False,
+        "offsets": [
+            {"topic": "audit", "partition": 0, "current_offset": 9, "new_offset": 0, "error": None},
+            {"topic": "events", "partition": 0, "current_offset": 100, "new_offset": 0, "error": None},
+            {"topic": "events", "partition": 1, "current_offset": 30, "new_offset": 0, "error": None},
+        ],
+    }
+    assert committed(url, "dry") == {("events", 0): 100, ("events", 1): 30, ("audit", 0): 9}
+
+
+def test_execute_commits_the_new_offsets_and_the_member_library_sees_them(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(formed_then_left(url, "replay", {("events", 0): 100, ("events", 1): 30, ("audit", 1): 9}))
+    code, out, err = run(
+        capsys,
+        "--coordinator",
+        url,
+        "reset-offsets",
+        "replay",
+        "--topic",
+        "events:0,2-3",
+        "--to-offset",
+        "7",
+        "--execute",
+    )
+    assert (code, err) == (0, "")
+    assert [line.split()[2:] for line in out.splitlines()] == [
+        ["PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+        ["0", "100", "7"],
+        ["2", "-", "7"],
+        ["3", "-", "7"],
+    ]
+
+    async def seen_by_a_member() -> dict[tuple[str, int], int]:
+        (member,) = await form(url, "replay", ["replay-0"], topics={"events": 4, "audit": 2})
+        try:
+            return {tp: c.offset for tp, c in (await member.committed()).items()}
+        finally:
+            await member.close(leave=True)
+
+    assert asyncio.run(seen_by_a_member()) == {
+        ("events", 0): 7,
+        ("events", 1): 30,
+        ("events", 2): 7,
+        ("events", 3): 7,
+        ("audit", 1): 9,
+    }
+
+
+def test_shift_by_clamps_at_zero_as_kafka_clamps_to_the_log_start(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(formed_then_left(url, "shift", {("events", 0): 100, ("events", 1): 30}))
+    code, out, _ = run(
+        capsys,
+        "--coordinator",
+        url,
+        "-o",
+        "json",
+        "reset-offsets",
+        "shift",
+        "--all-topics",
+        "--shift-by",
+        "-50",
+        "--execute",
+    )
+    assert code == 0
+    executed = json.loads(out)
+    assert executed["executed"] is True
+    assert [(o["partition"], o["current_offset"], o["new_offset"], o["error"]) for o in executed["offsets"]] == [
+        (0, 100, 50, "NONE"),
+        (1, 30, 0, "NONE"),
+    ]
+    assert committed(url, "shift") == {("events", 0): 50, ("events", 1): 0}
+    code, _, _ = run(
+        capsys, "--coordinator", url, "reset-offsets", "shift", "--topic", "events:1", "--shift-by", "+12", "--execute"
+    )
+    assert code == 0 and committed(url, "shift") == {("events", 0): 50, ("events", 1): 12}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--topic", "events:0,5", "--to-current"],
+            "group 'edges': --to-current: no committed offset to start from on events:5",
+        ),
+        (["--topic", "events:5", "--shift-by", "1"], "group 'edges': --shift-by: no committed offset to start from"),
+        (["--topic", "nothing", "--to-earliest"], "group 'edges': --topic nothing: the group has no committed offsets"),
+        (["--topic", "events:x", "--to-earliest"], "--topic 'events:x': partitions are numbers"),
+        (["--all-topics", "--to-latest"], "--to-latest: Berth's coordinator keeps committed offsets, not the logs"),
+    ],
+)
+def test_resets_that_cannot_be_planned_fail_with_one_line_and_change_nothing(
+    url: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    if not committed(url, "edges"):
+        asyncio.run(formed_then_left(url, "edges", {("events", 0): 10}))
+    code, out, err = run(capsys, "--coordinator", url, "reset-offsets", "edges", *argv, "--execute")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"berth-groups: error: {message}") and err.count("\n") == 1
+    assert committed(url, "edges") == {("events", 0): 10}
+
+
+def test_to_offset_creates_a_group_that_does_not_exist_yet(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--coordinator", url, "reset-offsets", "newborn", "--shift-by", "1", "--topic", "t:0")
+    assert code == 1 and "group 'newborn' does not exist: there is no committed offset to --shift-by from" in err
+    code, _, err = run(
+        capsys, "--coordinator", url, "reset-offsets", "newborn", "--to-offset", "42", "--topic", "t:0-1", "--execute"
+    )
+    assert (code, err) == (0, "")
+    assert committed(url, "newborn") == {("t", 0): 42, ("t", 1): 42}
+    code, out, _ = run(capsys, "--coordinator", url, "describe", "newborn", "--state")
+    assert out.splitlines()[1].split()[:2] == ["newborn", "Empty"]
+
+
+def test_the_coordinator_refuses_a_simple_commit_to_a_group_with_members(url: str) -> None:
+    """What makes the CLI's Empty check safe against a member joining after it: the commit itself is refused."""
+
+    async def commit() -> dict[tuple[str, int], Error]:
+        async with CoordinatorAdmin(url) as admin:
+            return await admin.commit_offsets("orders", {("orders", 0): 1})
+
+    assert asyncio.run(commit()) == {("orders", 0): Error.UNKNOWN_MEMBER_ID}
+
+
+def test_reset_through_the_installed_console_script(url: str) -> None:
+    asyncio.run(formed_then_left(url, "scripted", {("events", 2): 500}))
+    script = Path(sys.executable).with_name("berth-groups")
+    argv = [str(script), "--coordinator", url, "reset-offsets", "scripted", "--all-topics", "--shift-by", "-100"]
+    done = subprocess.run([*argv, "--execute"], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.splitlines()[1].split() == ["scripted", "events", "2", "500", "400"]
+    assert committed(url, "scripted") == {("events", 2): 400}
+
+
+# ------------------------------------------------------------------------------------------ remove-members, ids
+
+
+@pytest.fixture(scope="module")
+def mixed(url: str) -> dict[str, str]:
+    """``mixed``: a static member ``mixed-0`` and a dynamic one; their member ids by instance id (or "dynamic")."""
+
+    async def create() -> dict[str, str]:
+        members = await form(url, "mixed", ["mixed-0", None])
+        ids = {m.config.group_instance_id or "dynamic": m.member_id for m in members}
+        for member in members:
+            await member.close(leave=False)  # both stay members (the manual clock never expires them)
+        return ids
+
+    return asyncio.run(create())
+
+
+def test_remove_members_by_member_id_and_then_all(
+    url: str, mixed: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamic = mixed["dynamic"]
+    code, out, err = run(capsys, "--coordinator", url, "remove-members", "mixed", "--member-id", dynamic)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1].split() == ["-", dynamic, "removed"]
+
+    code, _, err = run(capsys, "--coordinator", url, "remove-members", "mixed", "--member-id", dynamic)
+    assert code == 1 and err == f"berth-groups: error: not members of group 'mixed' (UNKNOWN_MEMBER_ID): {dynamic}\n"
+
+    code, out, _ = run(capsys, "--coordinator", url, "-o", "json", "remove-members", "mixed", "--all")
+    assert code == 0
+    assert json.loads(out) == {
+        "group_id": "mixed",
+        "members": [{"group_instance_id": "mixed-0", "member_id": "", "error": "NONE"}],
+    }
+    code, out, _ = run(capsys, "--coordinator", url, "remove-members", "mixed", "--all")
+    assert (code, out.strip()) == (0, "group mixed has no members")
+
+
+def test_remove_members_takes_instance_ids_one_by_one_too(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    async def create() -> None:
+        for member in await form(url, "pair", ["pair-0", "pair-1", "pair-2"]):
+            await member.close()  # static: no leave
+
+    asyncio.run(create())
+    code, out, _ = run(capsys, "--coordinator", url, "remove-members", "pair", "--instance-id", "pair-0", "pair-2")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["pair-0", "pair-2"]
+
+
+def test_a_group_token_describes_its_group_without_the_expected_members(
+    secured_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expected members need an admin token (docs/api.md §10): describe says so instead of failing."""
+
+    async def create() -> None:
+        async with aiohttp.ClientSession() as session:
+            admin = Api(session, secured_url, token="the-admin-secret")
+            await admin.request("PUT", "/v1/groups/orders/expected-members", {"group_instance_ids": ["orders-0"]})
+            joined = await Api(session, secured_url, token="orders-app-secret").join("orders", instance_id="orders-0")
+            assert joined["error"] == "NONE", joined
+
+    asyncio.run(create())
+    monkeypatch.setenv("BERTH_TOKEN", "orders-app-secret")
+    code, out, _ = run(capsys, "--coordinator", secured_url, "describe", "orders")
+    assert code == 0
+    assert out.splitlines()[1] == "owner -  expected ? (reading them needs an admin token)"
+    code, out, _ = run(capsys, "--coordinator", secured_url, "-o", "json", "describe", "orders")
+    assert code == 0
+    assert (json.loads(out)["expected_members"], json.loads(out)["expected_not_joined"]) == (None, None)

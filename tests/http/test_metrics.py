@@ -129,6 +129,11 @@ def test_per_group_series_describe_a_group(scraped: CoordinatorProcess) -> None:
         value(found, "berth_group_rebalances_total", "berth_group_rebalances_total", group + ',cause="new_member"}')
         == 1
     )
+    # Causes this group never saw are there at 0, so that its first leave is an increase Prometheus can see.
+    assert (
+        value(found, "berth_group_rebalances_total", "berth_group_rebalances_total", group + ',cause="member_left"}')
+        == 0
+    )
     join_count = value(
         found, "berth_group_join_duration_seconds", "berth_group_join_duration_seconds_count", group + "}"
     )
@@ -157,3 +162,92 @@ def test_per_group_series_are_bounded_and_slots_pass_on(scraped: CoordinatorProc
     assert len(now_exported) == 3 and gone not in now_exported
     assert exported - {gone} <= now_exported  # the others keep theirs: no series jumps between groups
     assert value(after, "berth_metrics_groups_omitted", "berth_metrics_groups_omitted", "") == 2
+
+
+# --- the families the alert rules need (deploy/monitoring/berth-alerts.yaml, docs/monitoring.md) ------------------
+
+RETENTION_BYTES = 4_000
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[CoordinatorProcess]:
+    """A coordinator of its own, with a small journal bound, so that retention acts within a few requests."""
+    with CoordinatorProcess(
+        tmp_path / "data", "--journal-retention-bytes", str(RETENTION_BYTES), "--group-initial-rebalance-delay-ms", "0"
+    ) as proc:
+        yield proc
+
+
+def test_fenced_answers_are_counted_each_in_total_and_per_group(fresh: CoordinatorProcess) -> None:
+    """A restarted static member takes over ``i-0``; its predecessor's heartbeats are answered FENCED_INSTANCE_ID,
+    each one counted (the journal notes the episode once), in the total and in the group's own series."""
+    form(fresh, "ledger")
+    form(fresh, "quiet")  # another group: its series stays at 0
+    first = scrape(fresh)
+    assert value(first, "berth_fenced_members_total", "berth_fenced_members_total", "") == 0
+    assert value(first, "berth_group_fenced_members_total", "berth_group_fenced_members_total", '{group="ledger"}') == 0
+    described = send(fresh.url, "GET", "/v1/groups/ledger")[1]
+    (member,) = described["members"]
+    old_member_id = member["member_id"]
+    rejoin = {
+        "member_id": "",
+        "group_instance_id": "i-0",
+        "session_timeout_ms": 30_000,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": ""}],
+    }
+    joined = post_json(fresh.url, "/v1/groups/ledger/join", rejoin)[1]
+    assert joined["error"] == "NONE" and joined["member_id"] != old_member_id
+    stale = {"member_id": old_member_id, "group_instance_id": "i-0", "generation_id": joined["generation_id"]}
+    for _ in range(3):
+        assert post_json(fresh.url, "/v1/groups/ledger/heartbeat", stale)[1]["error"] == "FENCED_INSTANCE_ID"
+    found = scrape(fresh)
+    assert value(found, "berth_fenced_members_total", "berth_fenced_members_total", "") == 3
+    assert value(found, "berth_group_fenced_members_total", "berth_group_fenced_members_total", '{group="ledger"}') == 3
+    assert value(found, "berth_group_fenced_members_total", "berth_group_fenced_members_total", '{group="quiet"}') == 0
+    fenced_events = [e for e in send(fresh.url, "GET", "/v1/journal")[1]["events"] if e["type"] == "member_fenced"]
+    assert len(fenced_events) == 1, "the journal notes the episode once; the counter counts every answer"
+
+
+def segment_bytes(proc: CoordinatorProcess) -> int:
+    return sum(p.stat().st_size for p in (proc.data_dir / "journal").glob("segment-*.jsonl"))
+
+
+def test_journal_size_against_its_bound_and_the_oldest_event(fresh: CoordinatorProcess) -> None:
+    """Bytes retained are the segments' size on disk, never far beyond the bound once retention acts; the oldest
+    event's time is the ``ts_ms`` of the first event the journal still serves."""
+    empty = scrape(fresh)
+    assert value(empty, "berth_journal_bytes", "berth_journal_bytes", "") == 0
+    assert value(empty, "berth_journal_retention_bytes", "berth_journal_retention_bytes", "") == RETENTION_BYTES
+    family = empty["berth_journal_oldest_event_timestamp_seconds"]
+    assert family["type"] == "gauge" and family["samples"] == [], "no sample while the journal holds no event"
+    for k in range(60):
+        body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": k}]}]}
+        assert post_json(fresh.url, f"/v1/groups/g-{k:03d}/offsets", body)[1]["error"] == "NONE"
+        assert post_json(fresh.url, "/v1/debug/clock", {"advance_ms": 1_000})[0] == 200
+    found = scrape(fresh)
+    retained = value(found, "berth_journal_bytes", "berth_journal_bytes", "")
+    assert retained == segment_bytes(fresh)
+    assert RETENTION_BYTES * 0.8 < retained <= RETENTION_BYTES, "retention keeps the journal at its bound"
+    journal = send(fresh.url, "GET", "/v1/journal?after=0&limit=1")[1]
+    assert journal["first"] > 1, "retention dropped the oldest events"
+    oldest = value(
+        found, "berth_journal_oldest_event_timestamp_seconds", "berth_journal_oldest_event_timestamp_seconds", ""
+    )
+    assert oldest == journal["events"][0]["ts_ms"] / 1000
+
+
+def test_journal_figures_survive_a_restart(tmp_path: Path) -> None:
+    """After a restart the figures come from the segments the store reconciles (their first lines), not from zero."""
+    data = tmp_path / "data"
+    args = ("--journal-retention-bytes", str(RETENTION_BYTES))
+    with CoordinatorProcess(data, *args) as proc:
+        for k in range(5):
+            body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": k}]}]}
+            assert post_json(proc.url, f"/v1/groups/r-{k}/offsets", body)[1]["error"] == "NONE"
+        before = scrape(proc)
+        proc.stop()
+    with CoordinatorProcess(data, *args) as proc:
+        after = scrape(proc)
+        for name in ("berth_journal_bytes", "berth_journal_oldest_event_timestamp_seconds"):
+            assert value(after, name, name, "") == value(before, name, name, "") != 0, name

@@ -159,3 +159,58 @@ def test_a_token_file_without_a_journal_url_is_a_usage_error(
 
     assert exit_info.value.code == 2
     assert "--token-file goes with --journal-url" in capsys.readouterr().err
+
+
+async def kafka_evidence_file(path: Path) -> Path:
+    """What the operator keeps for a Kafka fleet ``payments`` (the ConfigMap's evidence.jsonl): payments-1 back
+    after 5 s."""
+    from berth.operator.planners.observations import GroupDescription, GroupMember
+    from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceRecorder
+
+    def described(members: dict[str, str]) -> GroupDescription:
+        return GroupDescription("payments", "Stable", -1, None, tuple(GroupMember(m, i) for i, m in members.items()))
+
+    recorder = EvidenceRecorder(DirectoryJournal(path.parent / "evidence-dir"))
+    t0 = 1_795_000_000_000
+    await recorder.observed("uid", described({"payments-0": "p0", "payments-1": "p1"}), t0)
+    await recorder.observed("uid", described({"payments-0": "p0", "payments-1": "p1b"}), t0 + 5_000)
+    return one_file(path.parent / "evidence-dir", path)
+
+
+def one_file(segments: Path, path: Path) -> Path:
+    """The segments joined, as the operator keeps them in its ConfigMap's one key."""
+    path.write_text("".join(segment.read_text() for segment in sorted(segments.glob("*.jsonl"))))
+    return path
+
+
+async def test_the_operators_kafka_evidence_is_read_with_the_download(
+    fleet_journal: Path, secured: CoordinatorProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(ADMIN)
+    evidence = await kafka_evidence_file(tmp_path / "evidence.jsonl")
+    missing = tmp_path / "no-kafka-fleet-yet.jsonl"
+    out = tmp_path / "out"
+    argv = ["--journal-url", secured.url, "--token-file", str(token_file), "--out", str(out)]
+
+    assert main([*argv, "--also-journal", str(evidence), "--also-journal", str(missing)]) == 0
+
+    groups = advice_of(out)["groups"]
+    assert isinstance(groups, dict)
+    assert {name: (g["samples"], g["restart_gap_p_ms"]) for name, g in groups.items()} == {
+        "orders": (2, 6_000),
+        "payments": (1, 5_000),
+    }
+    err = capsys.readouterr().err
+    assert f"--also-journal {missing}: not there, skipped" in err
+    assert f"--also-journal {evidence}: read with the download" in err
+
+
+def test_also_journal_without_a_journal_url_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--journal", str(tmp_path), "--also-journal", str(tmp_path / "e.jsonl"), "--out", str(tmp_path)])
+
+    assert exit_info.value.code == 2
+    assert "--also-journal goes with --journal-url" in capsys.readouterr().err

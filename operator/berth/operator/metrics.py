@@ -3,6 +3,10 @@
 Owns every family the operator exports (``berth_operator_*``), with its HELP text, and the rule that keeps their
 cardinality bounded: series are labelled by the fleet (namespace, name) only — never by instance id, group or URL —
 and a fleet's series are removed when the fleet is released. Recording never fails a pass.
+
+A fleet's counters and histograms exist at 0 from its first pass on (``state``), not from their first increment:
+Prometheus' ``increase()`` and ``rate()`` only see an increment between two samples, so a series born at 1 would
+hide a fleet's first scale-down (and its first reconcile error) from the dashboard and the alert rules.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class OperatorMetrics:
             self.refused,
         )
         self._lock = threading.Lock()
+        self._known: set[tuple[str, str]] = set()  # fleets whose series exist (at 0 until something happens)
 
     def pass_done(self, namespace: str, fleet: str, outcome: str) -> None:
         self.reconciles.labels(namespace, fleet, outcome).inc()
@@ -82,13 +87,25 @@ class OperatorMetrics:
             self.scale_down.labels(namespace, fleet).observe(since_start_s)
 
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None:
+        if (namespace, fleet) not in self._known:
+            self._start(namespace, fleet)
         self.ready.labels(namespace, fleet).set(1 if ready else 0)
         self.refused.labels(namespace, fleet).set(1 if refused else 0)
         self.departing.labels(namespace, fleet).set(departing)
 
+    def _start(self, namespace: str, fleet: str) -> None:
+        """Create the fleet's counters and histograms at 0 (see the module docstring)."""
+        with self._lock:
+            self._known.add((namespace, fleet))
+            for family in (self.batch_leaves, self.members_left, self.leave_delay, self.scale_down):
+                family.labels(namespace, fleet)
+            for outcome in OUTCOMES:
+                self.reconciles.labels(namespace, fleet, outcome)
+
     def forget(self, namespace: str, fleet: str) -> None:
         """Remove a released fleet's series (bounded cardinality: only existing fleets have series)."""
         with self._lock:
+            self._known.discard((namespace, fleet))
             for family in self._fleet_families:
                 with contextlib.suppress(KeyError):
                     family.remove(namespace, fleet)

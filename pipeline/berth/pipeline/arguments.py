@@ -77,6 +77,14 @@ def analyze_parser() -> argparse.ArgumentParser:
         "--journal-url", help="a running coordinator's base URL: download its journal (GET /v1/journal) first"
     )
     parser.add_argument(
+        "--also-journal",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --journal-url: a JSON Lines journal file read together with the download, such as the operator's "
+        "Kafka evidence (docs/kafka.md); a missing or empty one is skipped with a line saying so (repeatable)",
+    )
+    parser.add_argument(
         "--token-file",
         help="file holding a bearer token for --journal-url: an admin token or one with the journal:read scope "
         "(without it: no token is sent)",

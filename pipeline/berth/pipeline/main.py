@@ -66,6 +66,8 @@ def analyze_main(argv: Sequence[str]) -> int:
         parser.error("--staging-dir goes with --journal-url")
     if args.ca_file and not args.journal_url:
         parser.error("--ca-file goes with --journal-url")
+    if args.also_journal and not args.journal_url:
+        parser.error("--also-journal goes with --journal-url (with --journal, name a folder or a glob instead)")
     try:
         settings = AdviceSettings(
             percentile=args.percentile,
@@ -182,10 +184,33 @@ def _download(args: argparse.Namespace, directory: str, progress: Progress) -> s
         on_page=lambda n: progress.say(f"  {count(n)} events so far"),
         ca_file=args.ca_file,
     )
-    if events == 0:
-        raise JournalError(f"journal is empty: the coordinator at {args.journal_url} has no events yet")
     progress.say(f"downloaded {count(events)} events into {directory}")
+    also = _add_also_journals(args.also_journal, directory, progress)
+    if events == 0 and not also:
+        raise JournalError(f"journal is empty: the coordinator at {args.journal_url} has no events yet")
     return directory
+
+
+def _add_also_journals(paths: list[str], directory: str, progress: Progress) -> int:
+    """Copy each ``--also-journal`` file that has events into the download folder as a segment of its own, so one
+    read covers both; returns how many were added. A missing or empty one (no Kafka fleet yet) is skipped."""
+    added = 0
+    for n, path in enumerate(paths):
+        try:
+            empty = os.path.getsize(path) == 0
+        except OSError:
+            progress.say(f"--also-journal {path}: not there, skipped")
+            continue
+        if empty:
+            progress.say(f"--also-journal {path}: no events yet, skipped")
+            continue
+        try:
+            shutil.copyfile(path, os.path.join(directory, f"segment-also-{n:04d}.jsonl"))
+        except OSError as e:
+            raise JournalError(f"--also-journal {path}: {e.strerror or e}") from e
+        progress.say(f"--also-journal {path}: read with the download")
+        added += 1
+    return added
 
 
 def _publisher(args: argparse.Namespace) -> Callable[[str], None]:

@@ -1,6 +1,7 @@
 """``CoordinatorAdmin``: the coordinator's admin surface for the operator and ``berth-groups``.
 
-Owns config, describe, list, delete, leave by instance ids, expected members, offset fetch and journal paging.
+Owns config, describe, list, delete, leave by instance ids or member ids, expected members, offset fetch, simple
+offset commits (an admin's reset) and journal paging.
 Rules:
 
 - Results are the coordinator's declared answers (``berth.coordinator.protocol``). Outcomes a caller decides on
@@ -30,7 +31,7 @@ import aiohttp
 import msgspec
 
 from berth.coordinator.client.backoff import BackoffPolicy
-from berth.coordinator.client.calls import GroupCalls
+from berth.coordinator.client.calls import GroupCalls, identity
 from berth.coordinator.client.config import DEFAULT_COORDINATOR_URL
 from berth.coordinator.client.errors import GroupError
 from berth.coordinator.client.retry import raise_if_retriable, with_retries
@@ -51,6 +52,7 @@ from berth.coordinator.protocol import (
     LeaveMemberResult,
     ListedGroup,
     ListResponse,
+    OffsetAndMetadata,
     OwnerRequest,
     OwnerResponse,
     TopicPartition,
@@ -200,16 +202,50 @@ class CoordinatorAdmin:
         a scale-down that raced a restart), also for every id when the group does not exist (Kafka's answer).
         Any group-level error raises.
         """
-        if not instance_ids:
+        return await self.leave_members(
+            group_id, [("", instance_id) for instance_id in instance_ids], reason=reason, owner_uid=owner_uid
+        )
+
+    async def leave_members(
+        self,
+        group_id: str,
+        members: Sequence[tuple[str, str | None]],
+        *,
+        reason: str | None = None,
+        owner_uid: str | None = None,
+    ) -> tuple[LeaveMemberResult, ...]:
+        """One LeaveGroup v5 batch of ``(member id, instance id)`` pairs: ``("", "orders-3")`` names a static
+        member by instance id, ``("consumer-1-...", None)`` any member by member id (LeaveGroup v3+).
+
+        Results as for ``leave_instances``; a group-level error raises.
+        """
+        if not members:
             return ()
         calls = GroupCalls(self._transport, group_id)
 
         async def attempt() -> tuple[LeaveMemberResult, ...]:
-            result = await calls.leave(
-                [("", instance_id) for instance_id in instance_ids], reason=reason, owner_uid=owner_uid
-            )
+            result = await calls.leave(members, reason=reason, owner_uid=owner_uid)
             _raise_unless(result.error, {Error.NONE}, f"leave group {group_id!r}")
             return result.members
+
+        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+
+    async def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, Error]:
+        """A simple commit (generation -1, no member: what Kafka's admin client sends) of ``offsets``; each
+        partition's outcome. The coordinator accepts it only while the group is Empty, and creates a group that
+        does not exist (docs/api.md §11); a group with members answers UNKNOWN_MEMBER_ID on every partition.
+        Retried when the coordinator is unavailable (committing the same offsets twice is harmless).
+        """
+        if not offsets:
+            return {}
+        calls = GroupCalls(self._transport, group_id)
+        who = identity("", -1, None)
+        wanted = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
+
+        async def attempt() -> dict[TopicPartition, Error]:
+            result = await calls.commit(who, wanted)
+            raise_if_retriable(result.error, f"offset commit to group {group_id!r}")
+            return result.errors_by_partition()
 
         return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
 

@@ -1,4 +1,9 @@
-"""``berth-groups``: list, describe, remove members from, delete, and read the offsets of coordinator groups.
+"""``berth-groups``: list, describe, remove members from, delete, read and reset the offsets of coordinator groups.
+
+The commands follow ``kafka-consumer-groups.sh``'s habits (docs/member-library.md has the side-by-side table):
+``describe GROUP... | --all-groups`` with ``--state``, ``--members [--verbose]`` and ``--offsets`` views,
+``reset-offsets`` with a dry run by default (``groups_reset`` plans it), ``remove-members`` by instance id, by member
+id or ``--all``.
 
 Owns the command line (``main``). Rules:
 
@@ -9,10 +14,11 @@ Owns the command line (``main``). Rules:
   subcommand.
 - Output goes to stdout: aligned tables by default, ``--output json`` for scripts. Everything the coordinator said
   is shown escaped (``groups_render``): a group id cannot move the cursor, clear the screen or forge a line.
-- Any failure — unknown group, a member that was not in the group, 401/403, connection refused — is one line on
-  stderr (``berth-groups: error: ...``) and exit status 1 (2 for usage errors, as argparse does). A partial
-  result (some members removed, some not members) is still printed before the error.
-- A closed stdout (``berth-groups list | head``) ends the command quietly.
+- Any failure — unknown group, a member that was not in the group, a reset refused, 401/403, connection refused —
+  is one line on stderr (``berth-groups: error: ...``) and exit status 1 (2 for usage errors, as argparse does). A
+  partial result (some members removed, some not members; the groups of a describe that exist) is still printed
+  before the error. Notes that are not errors (a dry run changed nothing) go to stderr, so stdout stays the result.
+- A closed stdout (``berth-groups list | head``) ends the command quietly (exit status 141).
 """
 
 from __future__ import annotations
@@ -35,12 +41,23 @@ from berth.coordinator.client.config import (
     read_token_file,
 )
 from berth.coordinator.client.errors import AuthorizationError, BerthClientError, CoordinatorHttpError, untrusted_text
+from berth.coordinator.client.groups_reset import (
+    LATEST_REFUSAL,
+    MAX_OFFSET,
+    ResetError,
+    ResetMethod,
+    parse_topic,
+    plan_reset,
+    selected_partitions,
+)
 from berth.coordinator.client.tls import ENV_CA_FILE
 from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
-from berth.coordinator.protocol import Error
+from berth.coordinator.protocol import DescribeResponse, Error
 
 PROG = "berth-groups"
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
+DESCRIBE_CONCURRENCY = 8  # groups described at once by describe --all-groups
+DRY_RUN_NOTE = f"{PROG}: dry run, nothing changed: add --execute to commit these offsets"
 TOKEN_IN_ARGV_WARNING = (
     f"{PROG}: warning: --token shows the token to every user of this machine (ps, /proc); "
     f"use --token-file or {ENV_TOKEN} instead"
@@ -53,10 +70,11 @@ class CliError(Exception):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a subcommand printed, and the error to report after it (exit 1) if any."""
+    """What a subcommand printed, a note for stderr, and the error to report after it (exit 1) if any."""
 
     text: str
     error: str | None = None
+    note: str | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,6 +91,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.token is not None and args.token_file is not None:
         parser.error("--token and --token-file: give one")
+    _check_usage(parser, args)
     if args.token is not None:
         print(TOKEN_IN_ARGV_WARNING, file=sys.stderr)
     try:
@@ -83,10 +102,23 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(_explained(error))
     except (BerthClientError, CliError) as error:
         return _fail(str(error))
-    print(outcome.text, flush=True)
+    if outcome.text:
+        print(outcome.text, flush=True)
+    if outcome.note is not None:
+        print(outcome.note, file=sys.stderr)
     if outcome.error is not None:
         return _fail(outcome.error)
     return 0
+
+
+def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What argparse cannot say by itself; a usage error (exit 2)."""
+    if args.command == "describe" and args.all_groups == bool(args.groups or args.group):
+        parser.error("describe: name groups (GROUP... or --group G) or give --all-groups, not both")
+    if args.command == "remove-members":
+        named = args.instance_id or args.member_id or args.instance_ids is not None
+        if args.all == bool(named):
+            parser.error("remove-members: give --instance-id and/or --member-id, or --all")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,15 +130,35 @@ def build_parser() -> argparse.ArgumentParser:
     listing = _subcommand(commands, "list", "list the groups")
     listing.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
 
-    describe = _subcommand(commands, "describe", "show a group's state, generation, leader and members")
-    describe.add_argument("group")
+    describe = _subcommand(
+        commands, "describe", "show groups: state, owner, expected members, members and their partitions, offsets"
+    )
+    describe.add_argument("groups", nargs="*", metavar="GROUP", help="the groups to describe")
+    describe.add_argument("--group", action="append", default=[], help="a group to describe (repeatable; Kafka's form)")
+    describe.add_argument("--all-groups", action="store_true", help="describe every group")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--state", action="store_true", help="one line per group: state, members, expected, owner")
+    view.add_argument("--members", action="store_true", help="one line per member, with its partition count")
+    view.add_argument("--offsets", action="store_true", help="committed offsets and who holds each partition")
+    describe.add_argument("--verbose", action="store_true", help="with --members: each member's partitions too")
 
-    remove = _subcommand(commands, "remove-members", "remove static members by group.instance.id (one batch leave)")
+    remove = _subcommand(
+        commands, "remove-members", "remove members by instance id, member id or all of them (one batch leave)"
+    )
     remove.add_argument("group")
     remove.add_argument(
-        "--instance-ids", required=True, help="comma-separated group.instance.ids, e.g. orders-3,orders-4"
+        "--instance-id", nargs="+", action="extend", default=[], metavar="ID", help="group.instance.ids to remove"
     )
-    remove.add_argument("--reason", default="removed with berth-groups", help="the leave reason (journaled)")
+    remove.add_argument("--instance-ids", metavar="A,B", help="comma-separated group.instance.ids (older form)")
+    remove.add_argument(
+        "--member-id", nargs="+", action="extend", default=[], metavar="ID", help="member ids (dynamic members too)"
+    )
+    remove.add_argument(
+        "--all", action="store_true", help="every member: static ones by instance id, dynamic ones by member id"
+    )
+    remove.add_argument(
+        "--reason", default="removed with berth-groups", help="the leave reason, journaled (default: %(default)s)"
+    )
 
     delete = _subcommand(commands, "delete", "delete an empty group and its offsets")
     delete.add_argument("group")
@@ -114,6 +166,30 @@ def build_parser() -> argparse.ArgumentParser:
     offsets = _subcommand(commands, "offsets", "show a group's committed offsets")
     offsets.add_argument("group")
     offsets.add_argument("--topic", action="append", default=None, help="only this topic (repeatable)")
+
+    reset = _subcommand(
+        commands, "reset-offsets", "reset an Empty group's committed offsets (a dry run unless --execute)"
+    )
+    reset.add_argument("group")
+    scope = reset.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC[:P,...]",
+        help="a topic's committed partitions, or the partitions named (orders:0,1 or orders:0-3); repeatable",
+    )
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
+    method = reset.add_mutually_exclusive_group(required=True)
+    method.add_argument("--to-earliest", action="store_true", help="offset 0 (the coordinator knows no log start)")
+    method.add_argument(
+        "--to-latest", action="store_true", help="refused: the coordinator does not know the logs' ends"
+    )
+    method.add_argument("--to-offset", type=_offset, metavar="N", help="offset N")
+    method.add_argument("--shift-by", type=_shift, metavar="N", help="the committed offset plus N, at least 0")
+    method.add_argument("--to-current", action="store_true", help="the committed offset (re-commit it)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     return parser
 
 
@@ -132,29 +208,104 @@ async def run(args: argparse.Namespace) -> Outcome:
             groups = await admin.list_groups(args.state)
             return Outcome(render.to_json(render.listing_json(groups)) if as_json else render.listing_table(groups))
         if args.command == "describe":
-            group = await admin.describe_group(args.group)
-            if not group.exists:
-                raise CliError(f"group {args.group!r} does not exist")
-            return Outcome(
-                render.to_json(render.description_json(group)) if as_json else render.description_table(group)
-            )
+            return await _describe(admin, args, as_json)
         if args.command == "remove-members":
-            return await _remove_members(admin, args.group, _instance_ids(args.instance_ids), args.reason, as_json)
+            return await _remove_members(admin, args, as_json)
         if args.command == "delete":
             return await _delete(admin, args.group, as_json)
         if args.command == "offsets":
             return await _offsets(admin, args.group, args.topic, as_json)
+        if args.command == "reset-offsets":
+            return await _reset_offsets(admin, args, as_json)
     raise CliError(f"unknown command {args.command!r}")  # argparse rejects these first; kept for mypy
 
 
-async def _remove_members(
-    admin: CoordinatorAdmin, group_id: str, instance_ids: list[str], reason: str, as_json: bool
-) -> Outcome:
-    removals = await admin.leave_instances(group_id, instance_ids, reason=reason)
+# ------------------------------------------------------------------------------------------------------ describe
+
+
+async def _describe(admin: CoordinatorAdmin, args: argparse.Namespace, as_json: bool) -> Outcome:
+    named = list(dict.fromkeys([*args.groups, *args.group]))
+    names = sorted(g.group_id for g in await admin.list_groups()) if args.all_groups else named
+    with_expected = as_json or not (args.members or args.offsets)
+    with_offsets = as_json or args.offsets
+    limit = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
+
+    async def report(name: str) -> render.GroupReport | None:
+        async with limit:
+            return await _report(admin, name, with_expected=with_expected, with_offsets=with_offsets)
+
+    found = await asyncio.gather(*(report(name) for name in names))
+    reports = [r for r in found if r is not None]
+    # A group listed by --all-groups may be gone by the time it is described: that is not an error.
+    missing = [] if args.all_groups else [name for name, r in zip(names, found, strict=True) if r is None]
+    error = f"group {missing[0]!r} does not exist" if len(missing) == 1 else None
+    if len(missing) > 1:
+        error = f"groups {', '.join(repr(m) for m in missing)} do not exist"
+    if not reports and not args.all_groups:
+        return Outcome("", error)
+    if not reports:
+        return Outcome(render.to_json(render.descriptions_json([])) if as_json else "no groups")
+    if as_json:
+        single = not args.all_groups and len(named) == 1
+        document = render.description_json(reports[0]) if single else render.descriptions_json(reports)
+        return Outcome(render.to_json(document), error)
+    if args.state:
+        text = render.state_table(reports)
+    elif args.members:
+        text = render.members_table(reports, verbose=args.verbose)
+    elif args.offsets:
+        text = render.offsets_view_table(reports)
+    else:
+        text = "\n\n".join(render.description_table(r) for r in reports)
+    return Outcome(text, error)
+
+
+async def _report(
+    admin: CoordinatorAdmin, group_id: str, *, with_expected: bool, with_offsets: bool
+) -> render.GroupReport | None:
+    """One group's description, expected members and offsets as asked; None when it does not exist."""
+    description = await admin.describe_group(group_id)
+    if not description.exists:
+        return None
+    expected: tuple[str, ...] | None = None
+    if with_expected:
+        try:
+            expected = await admin.get_expected_members(group_id)
+        except AuthorizationError:
+            expected = None  # a group token may describe its group, but expected members need an admin token
+    offsets = await admin.fetch_offsets(group_id) if with_offsets else {}
+    return render.GroupReport(description, expected, offsets)
+
+
+# ------------------------------------------------------------------------------------------------ remove-members
+
+
+async def _remove_members(admin: CoordinatorAdmin, args: argparse.Namespace, as_json: bool) -> Outcome:
+    group_id = args.group
+    instance_ids = [*args.instance_id, *(_instance_ids(args.instance_ids) if args.instance_ids is not None else [])]
+    member_ids = list(args.member_id)
+    if args.all:
+        group = await admin.describe_group(group_id)
+        if not group.exists:
+            raise CliError(f"group {group_id!r} does not exist")
+        # As Kafka's admin client removes "all members" (KIP-571): static members by instance id, others by id.
+        targets = [
+            ("", m.group_instance_id) if m.group_instance_id is not None else (m.member_id, None) for m in group.members
+        ]
+        if not targets:
+            text = (
+                render.to_json(render.removals_json(group_id, ()))
+                if as_json
+                else f"group {render.shown(group_id)} has no members"
+            )
+            return Outcome(text)
+    else:
+        targets = [*(("", i) for i in dict.fromkeys(instance_ids)), *((m, None) for m in dict.fromkeys(member_ids))]
+    removals = await admin.leave_members(group_id, targets, reason=args.reason)
     text = render.to_json(render.removals_json(group_id, removals)) if as_json else render.removals_table(removals)
     not_members = [r.group_instance_id or r.member_id for r in removals if r.error is Error.UNKNOWN_MEMBER_ID]
     other = [
-        f"{r.group_instance_id}: {r.error.name}"
+        f"{r.group_instance_id or r.member_id}: {r.error.name}"
         for r in removals
         if r.error not in (Error.NONE, Error.UNKNOWN_MEMBER_ID)
     ]
@@ -164,6 +315,9 @@ async def _remove_members(
     if other:
         problems.append(f"could not remove from group {group_id!r}: {', '.join(other)}")
     return Outcome(text, "; ".join(problems) or None)
+
+
+# ------------------------------------------------------------------------------------------- delete and offsets
 
 
 async def _delete(admin: CoordinatorAdmin, group_id: str, as_json: bool) -> Outcome:
@@ -184,6 +338,78 @@ async def _offsets(admin: CoordinatorAdmin, group_id: str, topics: list[str] | N
         raise CliError(f"group {group_id!r} does not exist")
     return Outcome(
         render.to_json(render.offsets_json(group_id, offsets)) if as_json else render.offsets_table(group_id, offsets)
+    )
+
+
+# ------------------------------------------------------------------------------------------------- reset-offsets
+
+
+async def _reset_offsets(admin: CoordinatorAdmin, args: argparse.Namespace, as_json: bool) -> Outcome:
+    group_id = args.group
+    how = _reset_method(args)
+    if how.method == "to-latest":
+        raise CliError(LATEST_REFUSAL)  # before asking anything: no answer could change it
+    try:
+        selections = None if args.all_topics else [parse_topic(text) for text in args.topic]
+    except ResetError as error:
+        raise CliError(str(error)) from None
+    group = await admin.describe_group(group_id)
+    if group.exists and group.state != "Empty":
+        raise CliError(_not_empty(group))
+    if not group.exists and how.method in ("shift-by", "to-current"):
+        raise CliError(f"group {group_id!r} does not exist: there is no committed offset to --{how.method} from")
+    if not group.exists and selections is None:
+        raise CliError(f"group {group_id!r} does not exist: name the partitions to commit (--topic T:0,1)")
+    fetched = await admin.fetch_offsets(group_id) if group.exists else {}
+    committed = {tp: c.offset for tp, c in fetched.items() if c.error is Error.NONE}
+    try:
+        plan = plan_reset(selected_partitions(selections, committed), committed, how)
+    except ResetError as error:
+        raise CliError(f"group {group_id!r}: {error}") from None
+    if not args.execute:
+        text = (
+            render.to_json(render.reset_json(group_id, plan, None))
+            if as_json
+            else render.reset_table(group_id, plan, None)
+        )
+        return Outcome(text, note=DRY_RUN_NOTE)
+    results = await admin.commit_offsets(group_id, {(p.topic, p.partition): p.new for p in plan})
+    text = (
+        render.to_json(render.reset_json(group_id, plan, results))
+        if as_json
+        else render.reset_table(group_id, plan, results)
+    )
+    failed = {tp: e for tp, e in results.items() if e is not Error.NONE}
+    if not failed:
+        return Outcome(text)
+    if set(failed.values()) == {Error.UNKNOWN_MEMBER_ID}:
+        # The coordinator takes a simple commit only while the group is Empty: a member joined since the check.
+        return Outcome(text, f"group {group_id!r} is no longer Empty (a member joined): nothing was committed")
+    names = ", ".join(f"{t}:{p} {e.name}" for (t, p), e in sorted(failed.items())[:10])
+    return Outcome(text, f"group {group_id!r}: {len(failed)} of {len(results)} partitions not committed: {names}")
+
+
+def _reset_method(args: argparse.Namespace) -> ResetMethod:
+    if args.to_offset is not None:
+        return ResetMethod("to-offset", args.to_offset)
+    if args.shift_by is not None:
+        return ResetMethod("shift-by", args.shift_by)
+    if args.to_earliest:
+        return ResetMethod("to-earliest")
+    if args.to_latest:
+        return ResetMethod("to-latest")
+    return ResetMethod("to-current")
+
+
+def _not_empty(group: DescribeResponse) -> str:
+    members = [m.group_instance_id or m.member_id for m in group.members]
+    shown = ", ".join(members[:10]) + (f" and {len(members) - 10} more" if len(members) > 10 else "")
+    who = f" with {len(members)} member{'s' if len(members) != 1 else ''} ({shown})" if members else ""
+    if not members and group.state == "PreparingRebalance":
+        who = " without members (its join phase waits for expected members, at most the rebalance timeout)"
+    return (
+        f"group {group.group_id!r} is {group.state}{who}: offsets can only be reset while the group is Empty, "
+        f"as Kafka requires; stop its consumers, or remove them (remove-members {group.group_id} --all)"
     )
 
 
@@ -260,6 +486,19 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         default=default(DEFAULT_MAX_RESPONSE_BYTES),
         help=f"refuse answers larger than this (default {DEFAULT_MAX_RESPONSE_BYTES})",
     )
+
+
+def _offset(text: str) -> int:
+    if not text.isdigit() or int(text) > MAX_OFFSET:
+        raise argparse.ArgumentTypeError(f"must be an offset from 0 to {MAX_OFFSET}, got {text!r}")
+    return int(text)
+
+
+def _shift(text: str) -> int:
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isdigit() or int(digits) > MAX_OFFSET:
+        raise argparse.ArgumentTypeError(f"must be a whole number of offsets, e.g. -100 or 50, got {text!r}")
+    return int(text)
 
 
 def _positive(text: str) -> int:

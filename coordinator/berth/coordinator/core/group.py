@@ -86,6 +86,8 @@ class Group:
         self._voted: dict[MemberId, str] = {}
         # Fenced member ids already journaled since the instance's current member took over (docs/api.md §8).
         self._fenced_noted: dict[InstanceId, set[MemberId]] = {}
+        # Answers carrying FENCED_INSTANCE_ID since the group was created or loaded (its per-group metric).
+        self.fenced_answers = 0
 
     def __repr__(self) -> str:
         return (

@@ -47,10 +47,18 @@ def validate_member(
             return Error.UNKNOWN_MEMBER_ID
         if existing != member_id:
             journal_fenced(core, group, group_instance_id, member_id)
+            count_fenced(core, group)
             return Error.FENCED_INSTANCE_ID
     if member_id not in group.members:
         return Error.UNKNOWN_MEMBER_ID
     return None
+
+
+def count_fenced(core: CoreState, group: Group, answers: int = 1) -> None:
+    """Count answers carrying FENCED_INSTANCE_ID (``berth_fenced_members_total``, and the group's own count for its
+    per-group series): every such answer, not once per episode as the journal does. Two increments, nothing more."""
+    core.fenced_answers += answers
+    group.fenced_answers += answers
 
 
 def journal_fenced(core: CoreState, group: Group, group_instance_id: InstanceId, member_id: MemberId) -> None:
@@ -93,7 +101,10 @@ def fence_parked_requests(core: CoreState, group: Group, member: Member) -> bool
     parked_sync = group.take_sync_ticket(member)
     if parked_sync is not None:
         core.reply(parked_sync, SyncResponse(Error.FENCED_INSTANCE_ID))
-    return parked_join is not None or parked_sync is not None
+    answered = (parked_join is not None) + (parked_sync is not None)
+    if answered:
+        count_fenced(core, group, answered)
+    return answered > 0
 
 
 def answer_parked_of_removed_member(core: CoreState, group: Group, member: Member) -> None:

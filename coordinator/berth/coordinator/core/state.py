@@ -89,6 +89,7 @@ class CoreState:
         self.now_ms = 0
         self.rebalances_by_cause: Counter[str] = Counter()
         self.groups_refused = 0  # requests that would have created a group beyond ``max_groups``
+        self.fenced_answers = 0  # answers carrying FENCED_INSTANCE_ID (KIP-345 fencing), every one of them
         self._next_token = 1
         self._continuations: dict[int, tuple[list[Continuation], list[Continuation]]] = {}
         # One call's accumulators. Most calls (heartbeats) only reply: everything is created on first use.

@@ -1,7 +1,7 @@
 """Per-group Prometheus series with a bounded number of groups (docs/api.md §10 "Metrics").
 
-Owns ``GroupMetrics``: each group's state, member count, generation, rebalances by cause, and join and sync
-latency histograms. Rules:
+Owns ``GroupMetrics``: each group's state, member count, generation, fenced answers, rebalances by cause, and join
+and sync latency histograms. Rules:
 
 - Cardinality is bounded: at most ``max_groups`` groups have per-group series. A group takes a slot when it is
   first seen (at start in load order, then when it first rebalances or is first scraped with a slot free) and keeps
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+
+from berth.coordinator.core.events import RebalanceCause
 
 #: Join and sync answers wait for the rebalance: their buckets reach the rebalance timeout's range.
 GROUP_BUCKETS_S = (0.01, 0.05, 0.25, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0)
@@ -48,19 +50,26 @@ class Histogram:
         return rows
 
 
+_CAUSES = sorted(cause.value for cause in RebalanceCause)
+
+
 class GroupSeries:
     """The counters of one group holding a slot."""
 
     __slots__ = ("join", "rebalances", "sync")
 
     def __init__(self) -> None:
-        self.rebalances: dict[str, int] = {}
+        # Every cause from 0, so that a group's first rebalance of a cause is an increase Prometheus can see
+        # (a counter series born at 1 hides its first event from rate() and increase()).
+        self.rebalances: dict[str, int] = dict.fromkeys(_CAUSES, 0)
         self.join = Histogram(GROUP_BUCKETS_S)
         self.sync = Histogram(GROUP_BUCKETS_S)
 
 
-#: (state, members, generation) of a live group, or None when it no longer exists.
-GroupFigures = Callable[[str], tuple[str, int, int] | None]
+#: (state, members, generation, FENCED_INSTANCE_ID answers) of a live group.
+GroupFigureRow = tuple[str, int, int, int]
+#: A live group's figures, or None when it no longer exists.
+GroupFigures = Callable[[str], GroupFigureRow | None]
 
 
 class GroupMetrics:
@@ -104,11 +113,12 @@ class GroupMetrics:
             current = figures(group_id)
             if current is None:
                 continue
-            state, members, generation = current
+            state, members, generation, fenced = current
             group = {"group": group_id}
             rows.append(("berth_group_state", {**group, "state": state}, 1))
             rows.append(("berth_group_members", group, members))
             rows.append(("berth_group_generation", group, generation))
+            rows.append(("berth_group_fenced_members_total", group, fenced))
             rows.extend(
                 ("berth_group_rebalances_total", {**group, "cause": cause}, n)
                 for cause, n in sorted(series.rebalances.items())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from berth.coordinator.http.group_metrics import GroupFigureRow
 from berth.coordinator.http.responses import json_response, struct_response
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import StatusResponse
@@ -57,6 +58,7 @@ def gauges(state: CoordinatorServer) -> list[Row]:
     ]
     rows.append(("berth_members", "gauge", {}, float(core.member_count())))
     rows.append(("berth_groups_refused_total", "counter", {}, float(core.groups_refused)))
+    rows.append(("berth_fenced_members_total", "counter", {}, float(core.fenced_answers)))
     rows.extend(
         ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
         for cause, n in sorted(core.rebalances_by_cause.items())
@@ -67,16 +69,32 @@ def gauges(state: CoordinatorServer) -> list[Row]:
     rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
     ready = state.loaded.is_set() and state.started and state.engine.writer.healthy and not state.engine.closing
     rows.append(("berth_ready", "gauge", {}, 1.0 if ready else 0.0))
+    rows.extend(journal_size(state))
     rows.extend(per_group(state))
+    return rows
+
+
+def journal_size(state: CoordinatorServer) -> list[Row]:
+    """The journal against its bound (docs/api.md §10): the store's in-memory figures, no scan. The oldest event's
+    time is absent while the journal holds no event."""
+    size = state.journal.journal_size()
+    rows: list[Row] = [
+        ("berth_journal_bytes", "gauge", {}, float(size.bytes)),
+        ("berth_journal_retention_bytes", "gauge", {}, float(size.retention_bytes)),
+    ]
+    if size.oldest_ts_ms is not None:
+        rows.append(("berth_journal_oldest_event_timestamp_seconds", "gauge", {}, size.oldest_ts_ms / 1000))
     return rows
 
 
 def per_group(state: CoordinatorServer) -> list[Row]:
     groups = state.core.groups
 
-    def figures(group_id: str) -> tuple[str, int, int] | None:
+    def figures(group_id: str) -> GroupFigureRow | None:
         group = groups.get(group_id)  # type: ignore[call-overload]  # a GroupId is a str
-        return None if group is None else (group.state.value, len(group.members), group.generation_id)
+        if group is None:
+            return None
+        return (group.state.value, len(group.members), group.generation_id, group.fenced_answers)
 
     tracked = state.metrics.groups
     tracked.refresh(groups, len(groups), figures)

@@ -25,10 +25,21 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "berth_members": ("gauge", "Members of all groups"),
     "berth_groups_refused_total": ("counter", "Requests refused because they would create a group beyond --max-groups"),
     "berth_rebalances_total": ("counter", "Rebalances started, by cause"),
+    "berth_fenced_members_total": (
+        "counter",
+        "Answers carrying FENCED_INSTANCE_ID (82): a member id superseded by a newer member with the same"
+        " group.instance.id (KIP-345), counted per answer",
+    ),
     "berth_parked_requests": ("gauge", "Requests waiting for their answer (join and sync long-polls, durable writes)"),
     "berth_store_writes_in_flight": ("gauge", "Writes handed to the store and not yet durable"),
     "berth_parked_journal_polls": ("gauge", "Journal long-polls waiting for an event"),
     "berth_store_write_failures_total": ("counter", "Store writes that failed (answered COORDINATOR_NOT_AVAILABLE)"),
+    "berth_journal_bytes": ("gauge", "Bytes of journal events retained (what --journal-retention-bytes bounds)"),
+    "berth_journal_retention_bytes": ("gauge", "The journal's byte bound, --journal-retention-bytes (0: none)"),
+    "berth_journal_oldest_event_timestamp_seconds": (
+        "gauge",
+        "When the oldest retained journal event happened (the coordinator's clock); absent while there is none",
+    ),
     "berth_http_responses_total": ("counter", "HTTP answers by route (OpenAPI operation id) and status"),
     "berth_http_request_duration_seconds": ("histogram", "Time from a request's head to its answer, by route"),
     "berth_http_connections": ("gauge", "Open HTTP connections, by listener (api, probes)"),
@@ -47,6 +58,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "berth_group_state": ("gauge", "1 for the group's current state (per-group series: bounded, see omitted)"),
     "berth_group_members": ("gauge", "Members of the group"),
     "berth_group_generation": ("gauge", "The group's generation"),
+    "berth_group_fenced_members_total": (
+        "counter",
+        "Answers carrying FENCED_INSTANCE_ID (82) in the group since it was created or the coordinator started",
+    ),
     "berth_group_rebalances_total": ("counter", "Rebalances the group started, by cause"),
     "berth_group_join_duration_seconds": ("histogram", "Time from a JoinGroup request to its answer (a long-poll)"),
     "berth_group_sync_duration_seconds": ("histogram", "Time from a SyncGroup request to its answer (a long-poll)"),

@@ -53,10 +53,25 @@ class JournalWindow(Protocol):
     def last(self) -> int: ...
 
 
+class JournalSize(Protocol):
+    @property
+    def bytes(self) -> int: ...
+
+    @property
+    def retention_bytes(self) -> int: ...
+
+    @property
+    def oldest_ts_ms(self) -> int | None: ...
+
+
 class JournalReader(Protocol):
     """The durable journal as the server reads it (the store)."""
 
     def last_seq(self) -> int: ...
+
+    def journal_size(self) -> JournalSize:
+        """Bytes retained against the retention bound, and the oldest retained event's ``ts_ms`` (``/metrics``)."""
+        ...
 
     def journal_window(self, after: int, limit: int, max_bytes: int | None = None) -> JournalWindow:
         """Events after ``after`` as JSON lines, at most ``limit`` and ``max_bytes`` (but one), with the journal's

@@ -20,7 +20,8 @@ Rules:
   (the journal's own clock, so the manual clock drives it in tests). The table's events before the first kept
   segment are deleted first, then the files, so a crash in between leaves only files that ``reconcile`` drops.
 - Only the writer thread appends (after each commit) and applies retention; readers may see the newest segment
-  grow and the oldest disappear.
+  grow and the oldest disappear. ``extent`` (the metrics' view: bytes kept, the oldest kept event's ``ts_ms``) reads
+  what the writer keeps in memory for each segment, never the files or the table.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class _Segment:
     events: int
     bytes: int
     last_ts_ms: int | None  # the ts_ms of its last event, None when unknown
+    first_ts_ms: int | None = None  # the ts_ms of its first event, None when unknown or empty
 
 
 def segment_name(first_seq: int) -> str:
@@ -144,6 +146,13 @@ class JournalSegments:
         """Bytes in every segment: what retention bounds."""
         return sum(segment.bytes for segment in self._segments)
 
+    def extent(self) -> tuple[int, int | None]:
+        """(bytes kept, the oldest kept event's ``ts_ms`` or None when there is none): from the writer's own record
+        of each segment, so any thread may ask, at the cost of a few additions (the segments are few)."""
+        segments = list(self._segments)  # a copy taken at once: the writer may drop or add one meanwhile
+        oldest = next((s.first_ts_ms for s in segments if s.first_ts_ms is not None), None)
+        return sum(segment.bytes for segment in segments), oldest
+
     def append(self, lines: EventLines) -> None:
         """Append a committed transaction's events, then apply retention; a failure is logged and repaired on
         the next append."""
@@ -178,7 +187,9 @@ class JournalSegments:
                 path.unlink()  # retention deleted its events from the table before a crash stopped it here
                 continue
             events = newest[1] if path == paths[-1] and newest is not None else 0
-            self._segments.append(_Segment(path, _first_seq_of(path), last_seq, events, path.stat().st_size, last_ts))
+            self._segments.append(
+                _Segment(path, _first_seq_of(path), last_seq, events, path.stat().st_size, last_ts, _first_ts(path))
+            )
         after = self._segments[-1].last_seq if self._segments else 0
         chunk: list[tuple[int, str]] = []
         for line in self._table.journal_lines_after(after):
@@ -213,6 +224,8 @@ class JournalSegments:
             current.bytes += len(data)
             current.last_seq = seq
             current.last_ts_ms = _ts_of(line)
+            if current.first_ts_ms is None:
+                current.first_ts_ms = current.last_ts_ms
         self._flush(buffered)
 
     def _flush(self, buffered: list[bytes]) -> None:
@@ -285,6 +298,12 @@ def _ts_of(line: str) -> int | None:
         return int(line[start:end])
     except ValueError:
         return None
+
+
+def _first_ts(path: Path) -> int | None:
+    """The ``ts_ms`` of the segment's first event (its first line only is read)."""
+    with path.open("rb") as f:
+        return _ts_of(f.readline().decode(errors="replace"))
 
 
 def _last_event(path: Path) -> tuple[int | None, int | None]:

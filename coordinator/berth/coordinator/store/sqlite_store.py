@@ -107,6 +107,15 @@ class JournalWindow:
     last: int  # the newest seq (0 when nothing was ever journaled)
 
 
+@dataclass(frozen=True, slots=True)
+class JournalSize:
+    """The journal against its bound, for ``/metrics`` (docs/api.md §10): read from memory, no scan."""
+
+    bytes: int  # bytes of events retained (the segments' size: what --journal-retention-bytes bounds)
+    retention_bytes: int  # the bound; 0: none
+    oldest_ts_ms: int | None  # ts_ms of the oldest retained event; None when there is none
+
+
 class SqliteStore:
     def __init__(
         self, data_dir: Path, config: StoreConfig | None = None, *, segment_max_events: int | None = None
@@ -198,6 +207,11 @@ class SqliteStore:
         while page := self._read(_page_query, after, page_size):
             yield from page
             after = page[-1][0]
+
+    def journal_size(self) -> JournalSize:
+        """Bytes retained, the bound and the oldest retained event's time; any thread, O(segments), no I/O."""
+        retained, oldest_ts_ms = self.segments.extent()
+        return JournalSize(retained, self.config.journal_retention_bytes or 0, oldest_ts_ms)
 
     def last_seq(self) -> int:
         """The seq of the last committed journal event (0 when the journal is empty)."""

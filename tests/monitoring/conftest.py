@@ -1,0 +1,21 @@
+"""Fixtures for tests/monitoring: promtool (Debian's prometheus package, installed by `make install` through
+scripts/ensure-promtool.sh). Without it the tests that need it skip with one line, except under CI=true, where a
+missing promtool fails them: CI must check the rules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        message = "promtool is not installed: run `make promtool` (scripts/ensure-promtool.sh)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{message}; CI=true needs it to check the alert rules", pytrace=False)
+        pytest.skip(message)
+    return path
