@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
+from support.hostile_endpoints import endpoint, raw_endpoint
 
 from berth.coordinator.client import (
     CoordinatorAdmin,
@@ -30,38 +29,6 @@ pytestmark = pytest.mark.timeout(60)
 
 SECRET = "internal-secret-4f9a"
 CAP = 64 * 1024
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def endpoint(handler: Handler) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def raw_endpoint(answer: bytes) -> AsyncIterator[str]:
-    """A listener that answers any request with ``answer``, byte for byte (it need not be HTTP)."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(answer)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        server.close()
 
 
 async def ask(url: str, path: str = "/v1/groups/g/heartbeat") -> HeartbeatResponse:

@@ -6,31 +6,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
 from kopf_apiserver import EVENTS, ApiServer
 from kopf_controller import StatefulSetController
 from kopf_harness import OperatorFactory, condition, create_fleet, events, fleet_body, fleet_status, until
+from support.hostile_endpoints import Handler, endpoint
 
 SECRET = "AKIA-SECRET-0d9c-from-an-internal-service"
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def endpoint(handler: Handler) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 async def secret_errors(request: web.Request) -> web.StreamResponse:

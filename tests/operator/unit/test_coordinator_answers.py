@@ -6,13 +6,13 @@ the owner; an answer over the cap is refused unread. Small loopback listeners pl
 
 from __future__ import annotations
 
-import asyncio
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 from aiohttp import web
+from support.hostile_endpoints import Handler, raw_endpoint
+from support.hostile_endpoints import endpoint as hostile_endpoint
 
 from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
@@ -21,38 +21,10 @@ from berth.operator.reconcile.coordinators import CoordinatorDirectory
 pytestmark = pytest.mark.timeout(60)
 
 SECRET = "sk_live_SECRET-7d1e-internal-db-password"
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@asynccontextmanager
-async def endpoint(handler: Handler) -> AsyncIterator[str]:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def raw_endpoint(answer: bytes) -> AsyncIterator[str]:
-    """Answers any request with ``answer``, byte for byte (it need not be HTTP)."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(answer)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        server.close()
+def endpoint(handler: Handler) -> AbstractAsyncContextManager[str]:
+    return hostile_endpoint(handler, client_max_size=64 * 1024 * 1024)
 
 
 def answering(status: int, body: str, content_type: str = "application/json") -> Handler:

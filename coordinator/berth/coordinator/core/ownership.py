@@ -51,19 +51,17 @@ def is_vacant(core: CoreState, group: Group) -> bool:
 
 
 def assertion_refusal(core: CoreState, group_id: GroupId, uid: str) -> OwnerRefusal | None:
-    group = core.groups.get(group_id)
-    if group is None:
-        return None
-    if group.owner is not None:
-        if group.owner.uid == uid:
-            return None
-        return OwnerRefusal(group.owner, f"group {group_id!r} belongs to {_named(group.owner)}")
-    if is_vacant(core, group):
-        return None
-    return OwnerRefusal(None, f"group {group_id!r} has no owner and is in use: claim it (adopt) first")
+    """A write asserting ``uid`` as the group's owner (``Berth-Owner-Uid``)."""
+    return _refusal(core, group_id, uid, False, "has no owner and is in use: claim it (adopt) first")
 
 
 def claim_refusal(core: CoreState, group_id: GroupId, uid: str, adopt: bool) -> OwnerRefusal | None:
+    """A claim by ``uid``: a missing, vacant or own group, or one in use and unowned with ``adopt``."""
+    in_use = "has no owner but has members or committed offsets: claim it with adopt: true"
+    return _refusal(core, group_id, uid, adopt, in_use)
+
+
+def _refusal(core: CoreState, group_id: GroupId, uid: str, adopt: bool, in_use: str) -> OwnerRefusal | None:
     group = core.groups.get(group_id)
     if group is None:
         return None
@@ -73,9 +71,7 @@ def claim_refusal(core: CoreState, group_id: GroupId, uid: str, adopt: bool) -> 
         return OwnerRefusal(group.owner, f"group {group_id!r} belongs to {_named(group.owner)}")
     if adopt or is_vacant(core, group):
         return None
-    return OwnerRefusal(
-        None, f"group {group_id!r} has no owner but has members or committed offsets: claim it with adopt: true"
-    )
+    return OwnerRefusal(None, f"group {group_id!r} {in_use}")
 
 
 def release_refusal(core: CoreState, group_id: GroupId, uid: str) -> OwnerRefusal | None:
