@@ -102,7 +102,8 @@ async def run() -> dict[str, Any]:
     rows = []
     biggest = max(SIZES)
     with tempfile.TemporaryDirectory() as tmp:
-        connections = ("--max-connections", str(biggest + 64))
+        # One client holds every member's connection: no per-client limit (1,000 by default).
+        connections = ("--max-connections", str(biggest + 64), "--max-connections-per-client", "0")
         with Coordinator(Path(tmp) / "data", *connections, cpu=0) as coordinator:
             for n in SIZES:
                 progress(f"static restart: forming a group of {n}")
