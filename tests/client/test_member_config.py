@@ -139,7 +139,7 @@ def test_a_ca_file_goes_with_an_https_coordinator_and_must_be_pem(tmp_path: Path
 
 
 def test_the_answer_cap_has_a_default_and_a_variable() -> None:
-    assert MemberConfig.from_env(OPERATOR_ENV).max_response_bytes == 8 * 1024 * 1024
+    assert MemberConfig.from_env(OPERATOR_ENV).max_response_bytes == 16 * 1024 * 1024
     assert MemberConfig.from_env({**OPERATOR_ENV, "BERTH_MAX_RESPONSE_BYTES": "65536"}).max_response_bytes == 65536
     with pytest.raises(ConfigError, match=r"^BERTH_MAX_RESPONSE_BYTES"):
         MemberConfig.from_env({**OPERATOR_ENV, "BERTH_MAX_RESPONSE_BYTES": "8M"})

@@ -39,17 +39,17 @@ from berth.coordinator.client.errors import (
     RequestTooLargeError,
     ResponseTooLargeError,
 )
-from berth.coordinator.client.transport import MalformedResponseError
+from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, MalformedResponseError
 from berth.coordinator.protocol import GroupOwner
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
 T = TypeVar("T")
 
-#: The most the operator reads of one answer. The largest legitimate one is a describe of a group at the
-#: coordinator's 8 MiB group-metadata bound (base64: ~11 MiB); journal pages are bounded at 1 MiB, config is tiny.
-#: A hostile or broken endpoint's 400 MiB answer is refused unread, well inside the operator's 256Mi limit.
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: The most the operator reads of one answer: the member library's default, sized for a describe of a group at the
+#: coordinator's 8 MiB group-metadata bound. A hostile or broken endpoint's 400 MiB answer is refused unread, well
+#: inside the operator's 256Mi limit.
+MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 
 UNREACHABLE = "Unreachable"
 TLS_VERIFICATION_FAILED = "TLSVerificationFailed"

@@ -14,7 +14,7 @@ Owns ``MemberConfig`` and its parsing. Rules:
 - The token comes from ``BERTH_TOKEN`` or, read once at start, the file ``BERTH_TOKEN_FILE`` names (never both).
   An https coordinator is verified against ``BERTH_CA_FILE`` when set (else the system's CAs); a CA file with an
   http:// URL is refused, since the token would then travel in clear. Answers over ``BERTH_MAX_RESPONSE_BYTES``
-  (8 MiB) are refused.
+  (16 MiB) are refused.
 """
 
 from __future__ import annotations

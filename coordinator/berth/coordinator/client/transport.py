@@ -52,8 +52,10 @@ RETRIABLE_ERRORS = frozenset(
     {Error.COORDINATOR_LOAD_IN_PROGRESS, Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR}
 )
 
-#: The most an answer may be, by default: a describe of a thousand-member group or a journal page fits many times.
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: The most an answer may be, by default. The largest legitimate answers carry a whole group's metadata: the
+#: leader's JoinGroup answer and a describe of a group at the coordinator's 8 MiB group-metadata bound
+#: (``--group-metadata-max-bytes``), about 11 MiB in base64; journal pages are bounded at 1 MiB.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 QueryParams = Sequence[tuple[str, str]]
 _JSON_HEADERS = {"Content-Type": "application/json"}
