@@ -39,6 +39,16 @@ def is_not_found(error: BaseException) -> bool:
     return isinstance(error, ApiException) and error.status == 404
 
 
+async def read_or_none(method: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+    """``call_json(method, *args)``, or None when the object does not exist (404)."""
+    try:
+        return await call_json(method, *args)
+    except Exception as error:
+        if is_not_found(error):
+            return None
+        raise
+
+
 def is_conflict(error: BaseException) -> bool:
     return isinstance(error, ApiException) and error.status == 409
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kubernetes
 
-from berth.operator.kube.calls import call_json, is_not_found
+from berth.operator.kube.calls import read_or_none
 
 
 class ConfigMapReader:
@@ -16,11 +16,8 @@ class ConfigMapReader:
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     async def read_key(self, namespace: str, name: str, key: str) -> str | None:
-        try:
-            config_map = await call_json(self.core.read_namespaced_config_map, name, namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        config_map = await read_or_none(self.core.read_namespaced_config_map, name, namespace)
+        if config_map is None:
+            return None
         value = (config_map.get("data") or {}).get(key)
         return value if isinstance(value, str) else None

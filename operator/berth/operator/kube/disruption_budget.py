@@ -16,16 +16,8 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found
-from berth.operator.kube.owned_objects import (
-    applied_hash,
-    check_ours,
-    controlled_by,
-    metadata_ops,
-    planned_hash,
-    stamped,
-)
-from berth.operator.names import APPLIED_HASH_ANNOTATION
+from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found, read_or_none
+from berth.operator.kube.owned_objects import controlled_by, ensure_owned
 from berth.operator.ports import Applied
 
 KIND = "PodDisruptionBudget"
@@ -42,37 +34,22 @@ class FleetDisruptionBudget:
 
     async def ensure(self, planned: Mapping[str, Any] | None) -> Applied:
         """Make the fleet's budget what ``planned`` says: created, patched, unchanged, or deleted (None)."""
-        live = await self._read()
         if planned is None:
-            return await self._delete(live)
-        wanted = planned_hash(planned)
-        if live is None:
-            try:
-                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
-                await call_json(self.policy.create_namespaced_pod_disruption_budget, self.namespace, body)
-                return Applied.CREATED
-            except Exception as error:
-                if not is_conflict(error):  # 409: created meanwhile (an earlier attempt that timed out)
-                    raise
-            live = await self._read()
-            if live is None:
-                raise RuntimeError(f"{KIND} {self.name} exists and does not: the API server disagrees")
-        check_ours(KIND, live, self.fleet_uid)
-        if applied_hash(live) == wanted:
-            return Applied.UNCHANGED
-        spec = planned["spec"]
-        patch = [
-            *metadata_ops(live, planned, wanted),
-            *({"op": "add", "path": f"/spec/{key}", "value": spec[key]} for key in sorted(spec)),
-        ]
-        await call_json(
-            self.policy.patch_namespaced_pod_disruption_budget,
-            self.name,
-            self.namespace,
-            patch,
-            _content_type=JSON_PATCH,
+            return await self._delete(await self._read())
+        policy = self.policy
+        return await ensure_owned(
+            KIND,
+            planned,
+            self.fleet_uid,
+            read=self._read,
+            create=lambda body: call_json(policy.create_namespaced_pod_disruption_budget, self.namespace, body),
+            patch=lambda ops: call_json(
+                policy.patch_namespaced_pod_disruption_budget, self.name, self.namespace, ops, _content_type=JSON_PATCH
+            ),
+            changes=lambda plan: [
+                {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]} for key in sorted(plan["spec"])
+            ],
         )
-        return Applied.UPDATED
 
     async def _delete(self, live: Mapping[str, Any] | None) -> Applied:
         if live is None or not controlled_by(live, self.fleet_uid):
@@ -93,9 +70,4 @@ class FleetDisruptionBudget:
         return Applied.DELETED
 
     async def _read(self) -> dict[str, Any] | None:
-        try:
-            return await call_json(self.policy.read_namespaced_pod_disruption_budget, self.name, self.namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        return await read_or_none(self.policy.read_namespaced_pod_disruption_budget, self.name, self.namespace)

@@ -14,7 +14,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, is_not_found
+from berth.operator.kube.calls import MERGE_PATCH, call_json, read_or_none
 from berth.operator.planners.evidence import numbered
 from berth.operator.reconcile.evidence_journal import encode
 
@@ -69,10 +69,7 @@ class ConfigMapJournal:
             )
 
     async def _read(self) -> str | None:
-        try:
-            config_map = await call_json(self.core.read_namespaced_config_map, self.name, self.namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        config_map = await read_or_none(self.core.read_namespaced_config_map, self.name, self.namespace)
+        if config_map is None:
+            return None
         return str((config_map.get("data") or {}).get(EVIDENCE_KEY) or "")

@@ -16,7 +16,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, is_conflict, is_not_found
+from berth.operator.kube.calls import MERGE_PATCH, call_json, is_conflict, read_or_none
 from berth.operator.names import GROUP, PLURAL, VERSION
 
 #: How many times one status write is sent while the API server answers 409 Conflict, and the pause before the
@@ -31,12 +31,7 @@ class FleetApi:
 
     async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The fleet as stored now; None when it is gone."""
-        try:
-            return await call_json(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        return await read_or_none(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
 
     async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into ``.status``; returns the whole object after the write."""

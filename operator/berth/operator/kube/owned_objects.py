@@ -6,17 +6,23 @@ Rules:
   left out: the scaling planner owns the size); an existing object is patched only when the plan's hash differs.
 - A patch adds our labels and the hash annotation to whatever others put in the object's metadata.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
+- :func:`ensure_owned` is the one create-or-patch of an owned object (Service, budget, CA ConfigMap): created
+  stamped; a 409 on create (made meanwhile, or by an earlier attempt that timed out) is read back; patched only
+  when the hash moved.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from berth.operator.kube.calls import is_conflict
 from berth.operator.names import APPLIED_HASH_ANNOTATION
-from berth.operator.ports import NotOurs
+from berth.operator.ports import Applied, NotOurs
+
+Obj = dict[str, Any]
 
 
 def canonical_hash(value: object) -> str:
@@ -77,3 +83,35 @@ def check_ours(kind: str, live: Mapping[str, Any], fleet_uid: str | None) -> Non
             f"{kind} {metadata.get('namespace')}/{metadata.get('name')} already exists and is not controlled by"
             " this fleet: rename the fleet or remove that object"
         )
+
+
+async def ensure_owned(
+    kind: str,
+    planned: Mapping[str, Any],
+    fleet_uid: str | None,
+    *,
+    read: Callable[[], Awaitable[Obj | None]],
+    create: Callable[[Obj], Awaitable[object]],
+    patch: Callable[[list[Obj]], Awaitable[object]],
+    changes: Callable[[Mapping[str, Any]], list[Obj]],
+) -> Applied:
+    """Make the object ``planned`` describes exist as planned: created, unchanged, or patched with our metadata
+    and ``changes(planned)`` (the JSON patch operations of the fields the plan owns)."""
+    wanted = planned_hash(planned)
+    live = await read()
+    if live is None:
+        try:
+            await create(stamped(planned, {APPLIED_HASH_ANNOTATION: wanted}))
+            return Applied.CREATED
+        except Exception as error:
+            if not is_conflict(error):
+                raise
+        live = await read()
+        if live is None:
+            name = planned["metadata"]["name"]
+            raise RuntimeError(f"{kind} {name} exists and does not: the API server disagrees")
+    check_ours(kind, live, fleet_uid)
+    if applied_hash(live) == wanted:
+        return Applied.UNCHANGED
+    await patch([*metadata_ops(live, planned, wanted), *changes(planned)])
+    return Applied.UPDATED

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import kubernetes
 
-from berth.operator.kube.calls import call_json, is_not_found
+from berth.operator.kube.calls import read_or_none
 
 
 class SecretReader:
@@ -20,12 +20,9 @@ class SecretReader:
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        try:
-            secret = await call_json(self.core.read_namespaced_secret, name, namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        secret = await read_or_none(self.core.read_namespaced_secret, name, namespace)
+        if secret is None:
+            return None
         decoded = {}
         for key, value in (secret.get("data") or {}).items():
             try:

@@ -42,7 +42,7 @@ from berth.operator.kube.calls import (
     api_error_text,
     call_json,
     is_conflict,
-    is_not_found,
+    read_or_none,
 )
 from berth.operator.kube.disruption_budget import FleetDisruptionBudget
 from berth.operator.kube.owned_objects import (
@@ -50,6 +50,7 @@ from berth.operator.kube.owned_objects import (
     applied_hash,
     canonical_hash,
     check_ours,
+    ensure_owned,
     metadata_ops,
     stamped,
 )
@@ -140,20 +141,10 @@ class StatefulSetWorkload:
     # ----------------------------------------------------------------------------------------------- steps
 
     async def _read_statefulset(self) -> dict[str, Any] | None:
-        try:
-            return await call_json(self.apps.read_namespaced_stateful_set, self.name, self.namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        return await read_or_none(self.apps.read_namespaced_stateful_set, self.name, self.namespace)
 
     async def _read_service(self) -> dict[str, Any] | None:
-        try:
-            return await call_json(self.core.read_namespaced_service, self.name, self.namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        return await read_or_none(self.core.read_namespaced_service, self.name, self.namespace)
 
     async def _ensure_statefulset(self, planned: Mapping[str, Any]) -> Applied:
         wanted = planned_hash(planned)
@@ -223,61 +214,35 @@ class StatefulSetWorkload:
                     raise
 
     async def _ensure_service(self, planned: Mapping[str, Any]) -> Applied:
-        wanted = planned_hash(planned)
-        live = await self._read_service()
-        if live is None:
-            try:
-                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
-                await call_json(self.core.create_namespaced_service, self.namespace, body)
-                return Applied.CREATED
-            except Exception as error:
-                if not is_conflict(error):
-                    raise
-            live = await self._read_service()
-            if live is None:
-                raise RuntimeError(f"Service {self.name} exists and does not: the API server disagrees")
-        check_ours("Service", live, self.fleet_uid)
-        if applied_hash(live) == wanted:
-            return Applied.UNCHANGED
-        spec = planned["spec"]
         # clusterIP is immutable; the selector and publishNotReadyAddresses are what the plan can change.
-        patch = [
-            *metadata_ops(live, planned, wanted),
-            {"op": "add", "path": "/spec/selector", "value": spec["selector"]},
-            {"op": "add", "path": "/spec/publishNotReadyAddresses", "value": spec["publishNotReadyAddresses"]},
-        ]
-        await call_json(self.core.patch_namespaced_service, self.name, self.namespace, patch, _content_type=JSON_PATCH)
-        return Applied.UPDATED
+        return await ensure_owned(
+            "Service",
+            planned,
+            self.fleet_uid,
+            read=self._read_service,
+            create=lambda body: call_json(self.core.create_namespaced_service, self.namespace, body),
+            patch=lambda ops: call_json(
+                self.core.patch_namespaced_service, self.name, self.namespace, ops, _content_type=JSON_PATCH
+            ),
+            changes=lambda plan: [
+                {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]}
+                for key in ("selector", "publishNotReadyAddresses")
+            ],
+        )
 
     async def _ensure_ca_config_map(self, planned: Mapping[str, Any]) -> Applied:
         name = planned["metadata"]["name"]
-        wanted = canonical_hash(planned)
-        live = await self._read_config_map(name)
-        if live is None:
-            try:
-                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted})
-                await call_json(self.core.create_namespaced_config_map, self.namespace, body)
-                return Applied.CREATED
-            except Exception as error:
-                if not is_conflict(error):
-                    raise
-            live = await self._read_config_map(name)
-            if live is None:
-                raise RuntimeError(f"ConfigMap {name} exists and does not: the API server disagrees")
-        check_ours("ConfigMap", live, self.fleet_uid)
-        if applied_hash(live) == wanted:
-            return Applied.UNCHANGED
-        patch = [*metadata_ops(live, planned, wanted), {"op": "add", "path": "/data", "value": planned["data"]}]
-        await call_json(self.core.patch_namespaced_config_map, name, self.namespace, patch, _content_type=JSON_PATCH)
-        return Applied.UPDATED
-
-    async def _read_config_map(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await call_json(self.core.read_namespaced_config_map, name, self.namespace)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
+        return await ensure_owned(
+            "ConfigMap",
+            planned,
+            self.fleet_uid,
+            read=lambda: read_or_none(self.core.read_namespaced_config_map, name, self.namespace),
+            create=lambda body: call_json(self.core.create_namespaced_config_map, self.namespace, body),
+            patch=lambda ops: call_json(
+                self.core.patch_namespaced_config_map, name, self.namespace, ops, _content_type=JSON_PATCH
+            ),
+            changes=lambda plan: [{"op": "add", "path": "/data", "value": plan["data"]}],
+        )
 
     async def _fleet_pods(self, selector: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         listing = await call_json(self.core.list_namespaced_pod, self.namespace, label_selector=selector)
