@@ -14,11 +14,15 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth.operator.planners.observations import GroupDescription
+
+#: One journal event as the operator writes it (docs/formats.md).
+EvidenceEvent = dict[str, Any]
 
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
@@ -40,11 +44,11 @@ class EvidenceState:
 
 def observe_group(
     state: EvidenceState, description: GroupDescription, *, now_ms: int
-) -> tuple[EvidenceState, list[dict[str, Any]]]:
+) -> tuple[EvidenceState, list[EvidenceEvent]]:
     """Compare one describe with the last; the events it shows."""
     group = description.group_id
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
-    events: list[dict[str, Any]] = []
+    events: list[EvidenceEvent] = []
     causes: list[str] = []
     if state.observed:
         for instance_id, member_id in sorted(current.items()):
@@ -78,7 +82,7 @@ def observe_group(
 
 def removal_events(
     state: EvidenceState, group_id: str, results: Mapping[str, str], *, everyone: bool, now_ms: int
-) -> tuple[EvidenceState, list[dict[str, Any]]]:
+) -> tuple[EvidenceState, list[EvidenceEvent]]:
     """The operator's batch removal: ``member_left`` via admin per removed id, and the rebalance it causes."""
     removed = sorted(instance_id for instance_id, outcome in results.items() if outcome == "NONE")
     events = [
@@ -102,14 +106,19 @@ def removal_events(
     return EvidenceState(remaining, rebalancing, state.observed), events
 
 
-def _group_event(group_id: str, ts_ms: int, kind: str, **extra: Any) -> dict[str, Any]:
+def _group_event(group_id: str, ts_ms: int, kind: str, **extra: Any) -> EvidenceEvent:
     return {"ts_ms": ts_ms, "group_id": group_id, "type": kind, "generation_id": -1, "source": "operator", **extra}
 
 
-def _event(group_id: str, ts_ms: int, kind: str, instance_id: str, member_id: str, **extra: Any) -> dict[str, Any]:
+def _event(group_id: str, ts_ms: int, kind: str, instance_id: str, member_id: str, **extra: Any) -> EvidenceEvent:
     return _group_event(group_id, ts_ms, kind, member_id=member_id, group_instance_id=instance_id, **extra)
 
 
-def numbered(events: Sequence[Mapping[str, Any]], after_seq: int) -> list[dict[str, Any]]:
+def numbered(events: Sequence[EvidenceEvent], after_seq: int) -> list[EvidenceEvent]:
     """The events with ``seq`` after ``after_seq``, in order (a journal's numbering)."""
     return [{"seq": after_seq + index, **event} for index, event in enumerate(events, start=1)]
+
+
+def encode_line(event: EvidenceEvent) -> str:
+    """One event as a journal line (without its newline): compact JSON, keys sorted."""
+    return json.dumps(event, separators=(",", ":"), sort_keys=True)
