@@ -72,10 +72,6 @@ class Coordinators:
         self._kafka[connection] = (now, port)
         return port
 
-    async def bounds(self, url: str) -> CoordinatorBounds:
-        """The coordinator's session-timeout bounds; raises ``CoordinatorUnavailable`` when it cannot be asked."""
-        return await self.bounds_of(self.port(url))
-
     async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
         key = port.endpoint
         cached = self._bounds.get(key)
