@@ -67,7 +67,7 @@ def coordinator_args(docs: list[Obj]) -> list[str]:
 
 
 def check_defaults(docs: list[Obj]) -> None:
-    # DESIGN.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, ClusterRole + binding.
+    # docs/architecture.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, cluster RBAC.
     deployment = one(docs, "Deployment", "berth-operator")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.coordinator.core.events import EventType
+from berth.coordinator.core.events import EventType, OwnerRecord
 from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import EMPTY, Group
 from berth.coordinator.core.records import new_empty_group_record, new_group_fields_record
@@ -150,5 +150,5 @@ def _named(owner: GroupOwner) -> str:
     return f"{owner.namespace}/{owner.name} (uid {owner.uid})"
 
 
-def _fields(owner: GroupOwner) -> dict[str, str]:
+def _fields(owner: GroupOwner) -> OwnerRecord:
     return {"namespace": owner.namespace, "name": owner.name, "uid": owner.uid}

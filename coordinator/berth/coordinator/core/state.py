@@ -12,11 +12,11 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 from berth.coordinator.core.config import CoordinatorConfig
-from berth.coordinator.core.effects import Effects, JournalEvent, Response, Write
-from berth.coordinator.core.events import EventType
+from berth.coordinator.core.effects import Effects, Response, Write
+from berth.coordinator.core.events import EventFields, EventHeader, EventType, JournalEvent
 from berth.coordinator.core.group import Group
 from berth.coordinator.core.records import Record
 from berth.coordinator.core.timers import TimerQueue
@@ -163,18 +163,19 @@ class CoreState:
             self._on_fail = []
         self._on_fail.append(fn)
 
-    def event(self, group: Group | GroupId, event_type: EventType, **fields: Any) -> None:
+    def event(self, group: Group | GroupId, event_type: EventType, **fields: Unpack[EventFields]) -> None:
         """Append a journal event (docs/formats.md "Journal events"); the store assigns its ``seq`` at commit."""
+        header: EventHeader
         if isinstance(group, Group):
-            event: JournalEvent = {
+            header = {
                 "ts_ms": self.now_ms,
                 "group_id": group.group_id,
                 "type": event_type,
                 "generation_id": group.generation_id,
             }
         else:
-            event = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
-        event.update(fields)
+            header = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
+        event: JournalEvent = {**header, **fields}
         if self._events is None:
             self._events = []
         self._events.append(event)

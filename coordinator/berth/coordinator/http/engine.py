@@ -170,7 +170,7 @@ class Engine:
             for record in write.records:
                 self._group_last_write[record.group_id] = offset
             for event in write.events:
-                self._group_last_write[event["group_id"]] = offset
+                self._group_last_write[GroupId(event["group_id"])] = offset
             self._on_write(write)
             self.writer.submit(write)
         if self._completed < self._submitted:

@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+
+from berth.operator.ports import JournalSource
 
 logger = logging.getLogger("berth.operator.journal")
 
@@ -28,12 +29,6 @@ PAGE = 1_000
 BACKOFF_MAX_S = 30.0
 
 OnChange = Callable[[str, set[str]], Awaitable[None]]
-
-
-class JournalSource(Protocol):
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
-        ...
 
 
 class JournalFollower:
