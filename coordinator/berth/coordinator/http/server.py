@@ -24,8 +24,8 @@ from berth.coordinator.core import Coordinator
 from berth.coordinator.http.clock import Clock
 from berth.coordinator.http.config import ServerConfig
 from berth.coordinator.http.connections import ConnectionGuard
-from berth.coordinator.http.engine import WriterPort, WritesDone
 from berth.coordinator.http.front import ProtocolFront
+from berth.coordinator.http.leadership import Leadership
 from berth.coordinator.http.middleware import contract_middleware
 from berth.coordinator.http.probes import PROBE_MAX_CONNECTIONS, PROBE_MAX_PER_CLIENT, PROBE_TIMEOUT_S, ProbeHandler
 from berth.coordinator.http.state import STATE, CoordinatorServer, JournalReader
@@ -40,12 +40,14 @@ def create_app(
     config: ServerConfig,
     clock: Clock,
     core: Coordinator,
-    make_writer: Callable[[WritesDone], WriterPort],
-    load_records: Callable[[Coordinator], None],
+    leadership: Leadership,
     journal: JournalReader,
+    new_core: Callable[[], Coordinator] | None = None,
 ) -> web.Application:
+    """The application over ``leadership``'s terms (``SoleLeadership`` for SQLite); ``new_core`` makes the core of
+    every term after the first (a replicated store's takeovers)."""
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[contract_middleware])
-    state = CoordinatorServer(config, clock, core, make_writer, load_records, journal)
+    state = CoordinatorServer(config, clock, core, leadership, journal, new_core)
     app[STATE] = state
     app.cleanup_ctx.append(state.lifecycle)
     app.on_shutdown.append(state.shutdown)
@@ -137,6 +139,8 @@ class Listening:
         except OSError:
             await runner.cleanup()
             raise
+        # A term that ends closes its clients' connections (once answered): they reconnect to the active replica.
+        state.on_term_end.append(front.pre_shutdown)
         for each in guards:
             each.start()
         if tls is not None:

@@ -223,7 +223,7 @@ class JournalSegments:
             current.events += 1
             current.bytes += len(data)
             current.last_seq = seq
-            current.last_ts_ms = _ts_of(line)
+            current.last_ts_ms = event_ts(line)
             if current.first_ts_ms is None:
                 current.first_ts_ms = current.last_ts_ms
         self._flush(buffered)
@@ -285,7 +285,7 @@ class JournalSegments:
         log.info("store: journal retention dropped the events before seq %d (%d segments)", first_kept, dropped)
 
 
-def _ts_of(line: str) -> int | None:
+def event_ts(line: str) -> int | None:
     """The event's ``ts_ms``, found without parsing the line (the core writes it right after ``seq``)."""
     start = line.find(_TS_FIELD)
     if start < 0:
@@ -303,7 +303,7 @@ def _ts_of(line: str) -> int | None:
 def _first_ts(path: Path) -> int | None:
     """The ``ts_ms`` of the segment's first event (its first line only is read)."""
     with path.open("rb") as f:
-        return _ts_of(f.readline().decode(errors="replace"))
+        return event_ts(f.readline().decode(errors="replace"))
 
 
 def _last_event(path: Path) -> tuple[int | None, int | None]:
@@ -320,7 +320,7 @@ def _last_event(path: Path) -> tuple[int | None, int | None]:
             if begin > 0 or start == 0:
                 line = data[begin:end] if end >= 0 else b""
                 text = line.decode(errors="replace")
-                return _seq_of(line), _ts_of(text)
+                return _seq_of(line), event_ts(text)
             chunk *= 4
 
 
