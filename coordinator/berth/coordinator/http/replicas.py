@@ -131,7 +131,10 @@ def add_replication_arguments(p: argparse.ArgumentParser) -> None:
         help="the leader lease: a standby takes over this long after the active replica stopped renewing it",
     )
     p.add_argument(
-        "--etcd-timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="one etcd request's timeout (below the TTL)"
+        "--etcd-timeout-s",
+        type=float,
+        default=None,
+        help=f"one etcd request's timeout, below the TTL (default: {DEFAULT_TIMEOUT_S:g}, or half a shorter TTL)",
     )
     p.add_argument(
         "--etcd-max-txn-ops",
@@ -162,7 +165,7 @@ def replication_config(args: argparse.Namespace) -> ReplicationConfig | None:
         prefix=args.etcd_prefix,
         name=args.replica_name or socket.gethostname(),
         lease_ttl_s=args.etcd_lease_ttl_s,
-        timeout_s=args.etcd_timeout_s,
+        timeout_s=args.etcd_timeout_s or min(DEFAULT_TIMEOUT_S, args.etcd_lease_ttl_s / 2),
         limits=Limits(args.etcd_max_txn_ops, args.etcd_max_request_bytes),
         ca_file=args.etcd_ca_file,
         cert_file=args.etcd_cert_file,

@@ -139,8 +139,7 @@ class Listening:
         except OSError:
             await runner.cleanup()
             raise
-        # A term that ends closes its clients' connections (once answered): they reconnect to the active replica.
-        state.on_term_end.append(front.pre_shutdown)
+        state.on_term_end.append(lambda: close_connections(front))
         for each in guards:
             each.start()
         if tls is not None:
@@ -160,6 +159,17 @@ class Listening:
             self.probes.close()  # probes answer until the end: a stopping coordinator says so on /readyz
         self.state.quiet.close()
         await self.runner.cleanup()  # the cleanup_ctx exits: the loader is cancelled if still running, writer stops
+
+
+def close_connections(front: web.Server) -> None:
+    """A term ended: every client connection closes, an idle one at once, a busy one after its answer (which says
+    NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE), so that clients reconnect, through the Service, to the replica
+    that acts now. (``RequestHandler.close`` alone leaves an idle connection open but unread.)"""
+    for connection in front.connections:
+        if getattr(connection, "in_request", False):
+            connection.close()
+        else:
+            connection.force_close()
 
 
 async def _probe_listener(

@@ -17,7 +17,7 @@ from berth.coordinator.store.etcd.txn import RESERVED_BYTES, Limits
 
 DEFAULT_PREFIX = "/berth/"
 DEFAULT_LEASE_TTL_S = 5
-DEFAULT_TIMEOUT_S = 3.0
+DEFAULT_TIMEOUT_S = 2.0  # at most; and at most half the lease TTL
 CHART_MAX_TXN_OPS = 131_072
 CHART_MAX_REQUEST_BYTES = 16 * 2**20
 

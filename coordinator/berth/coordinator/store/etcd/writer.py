@@ -7,6 +7,8 @@ Rules (besides ``QueuedWriter``'s: one thread, everything queued goes into one t
 - A write is reported done (``ok=True``) only once etcd committed its transaction: no answer is released before.
 - A transaction whose answer was lost (connection, timeout, etcd's leader changing) is sent again, the same one,
   until it is answered: the progress key makes a second copy a no-op (``store.commit``), so it applies once.
+- Whether a write may still commit is etcd's to say, not the local lease deadline's: a writer whose tenure ended
+  locally (a frozen replica that resumed) still sends what it holds, and etcd refuses it on the term.
 - A transaction refused on the term (``Fenced``) ends the tenure: that write and every later one is reported
   failed, so nothing this replica does from then on is acknowledged. So does running out of the tenure
   while retrying (etcd unreachable past the lease): the answers are withheld, the replica steps back.
@@ -44,6 +46,7 @@ class EtcdWriter(QueuedWriter):
         self.tenure = tenure
         self.where = store.where
         self._txn_ids = itertools.count(1)
+        self.fenced = False  # etcd refused a transaction on this term: every later write fails without asking
         self.start()
 
     # --------------------------------------------------------------------------------- writer thread
@@ -64,7 +67,7 @@ class EtcdWriter(QueuedWriter):
         transacted = False
         store = self.store
         while pending:
-            if self.tenure.ended:
+            if self.fenced:
                 self._report([(w.token, False) for w in pending])
                 return transacted
             try:
@@ -113,6 +116,8 @@ class EtcdWriter(QueuedWriter):
             try:
                 self.store.commit(built, tenure.term, txn_id)
             except Fenced as exc:
+                log.error("store: %s", exc)
+                self.fenced = True
                 tenure.end(str(exc))
                 return failed
             except EtcdRefused as exc:
@@ -121,6 +126,7 @@ class EtcdWriter(QueuedWriter):
             except EtcdUnavailable as exc:
                 self.healthy = False
                 if not tenure.acting():
+                    self.fenced = True  # no answer while the lease held: another replica may lead by now
                     tenure.end(f"etcd did not answer within the lease: {exc}")
                     return failed
                 log.warning("store: transaction %s unanswered, sending it again: %s", txn_id, exc)
