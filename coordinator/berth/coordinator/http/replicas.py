@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from berth.coordinator.store.etcd import (
     EtcdClient,
     EtcdElection,
     EtcdStore,
+    EtcdUnavailable,
     EtcdWriter,
     Limits,
     ReplicationConfig,
@@ -94,6 +96,10 @@ class EtcdLeadership:
             self._election.resign()
 
 
+#: How often "waiting for etcd" is logged while it does not answer at start.
+WAITING_LOG_INTERVAL_S = 10.0
+
+
 def _threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *args: object) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: we are exiting
         loop.call_soon_threadsafe(callback, *args)
@@ -108,7 +114,16 @@ def open_replicated(config: ReplicationConfig, store_config: StoreConfig) -> tup
     """The store on etcd (checked: a usable prefix) and its leadership; ``StoreError`` when unusable."""
     client = EtcdClient(config.endpoints, timeout_s=config.timeout_s, ssl_context=config.ssl_context())
     store = EtcdStore(client, config.prefix, store_config, config.limits)
-    store.check()
+    said = 0.0
+    while True:  # etcd may start after the replicas (a fresh install): wait for it rather than crash-loop
+        try:
+            store.check()
+            break
+        except EtcdUnavailable as exc:
+            if time.monotonic() - said > WAITING_LOG_INTERVAL_S:
+                election_log.warning("ha: waiting for etcd: %s", exc)
+                said = time.monotonic()
+            time.sleep(1)
     return store, EtcdLeadership(store, config)
 
 

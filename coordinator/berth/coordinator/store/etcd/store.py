@@ -39,7 +39,7 @@ from berth.coordinator.core import (
 from berth.coordinator.protocol import GroupId, InstanceId
 from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
-from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, KeyValue, b64, num, prefix_end
+from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdRefused, KeyValue, b64, num, prefix_end
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import SCHEMA, Keys
 from berth.coordinator.store.etcd.txn import Built, Limits
@@ -92,14 +92,15 @@ class EtcdStore:
     # -------------------------------------------------------------------------------------- opening, loading
 
     def check(self) -> None:
-        """Refuse a prefix that is not usable (before any term): one ``StoreError`` line."""
+        """Refuse a prefix that is not usable (before any term): one ``StoreError`` line. Raises ``EtcdUnavailable``
+        when etcd does not answer (the caller waits for it)."""
         keys = self.keys
         try:
             meta, _, _, _ = self.client.range(keys.meta)
             _, _, _, migrating = self.client.range(keys.migrating, count_only=True)
             _, _, _, leader = self.client.range(keys.leader, count_only=True)
             _, _, _, count = self.client.range(keys.prefix, prefix_end(keys.prefix), count_only=True)
-        except EtcdError as exc:
+        except EtcdRefused as exc:
             raise StoreError(f"{self.where} cannot be read: {exc}") from exc
         if migrating:
             raise StoreError(
