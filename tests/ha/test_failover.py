@@ -151,7 +151,7 @@ async def test_a_frozen_active_replica_is_fenced_when_it_resumes(ha: Callable[..
 
         frozen = replicas.active()
         direct = Api(session, frozen.url)
-        _, stalled = await direct.post("/v1/debug/store", {"stalled": True})  # its next write will wait ...
+        await direct.post("/v1/debug/store", {"stalled": True})  # its next write will wait ...
         in_flight = asyncio.create_task(commit(direct, "orders", member, "orders-0", 2))
         await direct.until_parked(1)  # ... holding this commit's answer
         await asyncio.to_thread(frozen.freeze)

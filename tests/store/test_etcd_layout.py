@@ -95,7 +95,7 @@ def test_writes_fold_so_no_key_appears_twice_and_events_become_one_numbered_chun
     keys = [key for _, key, _ in ops(built.ops)]
     assert len(keys) == len(set(keys))
     assert [seq for seq, _ in built.lines] == [42, 43, 44]
-    chunk = dict((key, value) for _, key, value in ops(built.ops))[KEYS.journal_chunk(42)]
+    chunk = {key: value for _, key, value in ops(built.ops)}[KEYS.journal_chunk(42)]
     assert chunk.decode().split("\n") == [line for _, line in built.lines]
     assert built.index is not None and (built.index.first, built.index.last) == (42, 44)
 

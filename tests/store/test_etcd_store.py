@@ -237,7 +237,7 @@ def test_journal_pages_and_retention_match_the_sqlite_store(client: EtcdClient, 
     seqs = [int(line[7 : line.index(",")]) for line in page.lines]
     assert seqs == list(range(reader.first_seq(), reader.first_seq() + 10))
     middle = reader.journal_window(350, 1000, max_bytes=1_000)
-    assert [int(line[7 : line.index(",")]) for line in middle.lines][0] == 351
+    assert middle.lines[0].startswith('{"seq":351,')
     assert 1 <= len(middle.lines) < 10
     assert reader.journal_window(400, 10).lines == []
 
