@@ -4,7 +4,6 @@ checks, and a tenure's local deadline."""
 
 from __future__ import annotations
 
-import base64
 import time
 
 import pytest
@@ -22,20 +21,19 @@ from berth.coordinator.protocol import GroupId, MemberId
 from berth.coordinator.store.etcd import Limits, ReplicationConfig, Tenure, Term
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import Keys
-from berth.coordinator.store.etcd.txn import build, fitting
+from berth.coordinator.store.etcd.txn import build, decode_topic_offsets, fitting
 from berth.coordinator.store.segments import Retention
 
 KEYS = Keys("/p/")
 NO_RETENTION = Retention()
 
 
-def ops(built_ops: list[dict[str, dict[str, str]]]) -> list[tuple[str, bytes, bytes]]:
-    """(kind, key, value or range end) of each operation, decoded."""
+def ops(built_ops: list[dict[str, dict[str, bytes]]]) -> list[tuple[str, bytes, bytes]]:
+    """(kind, key, value or range end) of each operation."""
     found = []
     for op in built_ops:
         ((kind, body),) = op.items()
-        other = body.get("value", body.get("range_end", ""))
-        found.append((kind, base64.b64decode(body["key"]), base64.b64decode(other)))
+        found.append((kind, body["key"], body.get("value", body.get("range_end", b""))))
     return found
 
 
@@ -43,7 +41,7 @@ def test_keys_round_trip_any_group_id_and_never_prefix_one_another() -> None:
     for group in ["a", "a/b", "é\x00z", "x" * 255]:
         assert KEYS.group_id_of(KEYS.group(group)) == group
         assert KEYS.member_key_parts(KEYS.member(group, 7, "m-1/2")) == (group, 7, "m-1/2")
-        assert KEYS.offset_key_parts(KEYS.offset(group, "t/1", 12)) == (group, "t/1", 12)
+        assert KEYS.topic_offsets_parts(KEYS.topic_offsets(group, "t/1")) == (group, "t/1")
         assert KEYS.expected_group_of(KEYS.expected_members(group)) == group
     assert not KEYS.member("ab", 0, "m").startswith(KEYS.group_members("a"))
     assert not KEYS.member("a", 1, "m").startswith(KEYS.epoch_members("a", 0))
@@ -57,7 +55,7 @@ def member(n: int) -> MemberMetadata:
 def test_a_whole_group_moves_its_members_to_the_next_epoch_and_a_delta_stays_in_the_current_one() -> None:
     value = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=MemberId("m0"))
     whole = Write(1, [GroupRecord(GroupId("g"), value, (member(0), member(1)))], [])
-    built = build([whole], KEYS, {"g": 3}, JournalIndex(), NO_RETENTION)
+    built = build([whole], KEYS, {"g": 3}, JournalIndex(), NO_RETENTION, {})
     assert built.epochs == {"g": 4}
     assert ("request_delete_range", KEYS.epoch_members("g", 3), KEYS.epoch_members("g", 3)[:-1] + b"0") in ops(
         built.ops
@@ -69,7 +67,7 @@ def test_a_whole_group_moves_its_members_to_the_next_epoch_and_a_delta_stays_in_
     }
 
     delta = Write(2, [GroupDeltaRecord(GroupId("g"), value, upserted=(member(2),), removed=(MemberId("m1"),))], [])
-    built = build([delta], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION)
+    built = build([delta], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {})
     assert built.epochs == {}
     assert {(kind, key) for kind, key, _ in ops(built.ops)} == {
         ("request_put", KEYS.group("g")),
@@ -77,7 +75,7 @@ def test_a_whole_group_moves_its_members_to_the_next_epoch_and_a_delta_stays_in_
         ("request_delete_range", KEYS.member("g", 4, "m1")),
     }
 
-    gone = build([Write(3, [GroupRecord(GroupId("g"), None)], [])], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION)
+    gone = build([Write(3, [GroupRecord(GroupId("g"), None)], [])], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {})
     assert gone.epochs == {"g": None}
     assert ("request_delete_range", KEYS.group_members("g"), KEYS.group_members("g")[:-1] + b"0") in ops(gone.ops)
 
@@ -91,7 +89,7 @@ def test_writes_fold_so_no_key_appears_twice_and_events_become_one_numbered_chun
         )
         for t in range(1, 4)
     ]
-    built = build(writes, KEYS, {}, JournalIndex((), 41), NO_RETENTION)
+    built = build(writes, KEYS, {}, JournalIndex((), 41), NO_RETENTION, {})
     keys = [key for _, key, _ in ops(built.ops)]
     assert len(keys) == len(set(keys))
     assert [seq for seq, _ in built.lines] == [42, 43, 44]
@@ -118,17 +116,38 @@ def test_journal_retention_drops_whole_segments_never_the_newest() -> None:
 
 
 def test_a_run_that_does_not_fit_is_halved_until_it_does() -> None:
+    value = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=MemberId("m0"))
     writes = [
-        Write(t, [OffsetRecord(GroupId("g"), f"t{t}", p, OffsetAndMetadata(1, "", -1, 1)) for p in range(20)], [])
-        for t in range(8)
+        Write(t, [GroupRecord(GroupId(f"g{t}"), value, tuple(member(n) for n in range(20)))], []) for t in range(8)
     ]
     limits = Limits(max_txn_ops=64, max_request_bytes=10**6)
 
     def make(run: list[Write]) -> object:
-        return build(run, KEYS, {}, JournalIndex(), NO_RETENTION)
+        return build(run, KEYS, {}, JournalIndex(), NO_RETENTION, {})
 
     take, built = fitting(writes, make, limits)  # type: ignore[arg-type]
-    assert take == 2 and len(built.ops) == 40
+    assert take == 2 and len(built.ops) == 44  # 22 each: the group, its old epoch's range, 20 members
+
+
+def test_a_commit_rewrites_its_topics_offsets_key_whole() -> None:
+    def offset(partition: int, value: int | None) -> OffsetRecord:
+        return OffsetRecord(
+            GroupId("g"), "t", partition, None if value is None else OffsetAndMetadata(value, "m", 1, 9)
+        )
+
+    first = build([Write(1, [offset(0, 5), offset(1, 6)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {})
+    assert [(kind, key) for kind, key, _ in ops(first.ops)] == [("request_put", KEYS.topic_offsets("g", "t"))]
+    stored = first.topics[("g", "t")]
+    assert stored is not None
+    second = build(
+        [Write(2, [offset(1, None), offset(2, 7)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {("g", "t"): stored}
+    )
+    assert decode_topic_offsets(ops(second.ops)[0][2]) == {0: (5, 1, "m", 9), 2: (7, 1, "m", 9)}
+    gone = build(
+        [Write(3, [offset(0, None)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {("g", "t"): b'{"0":[5,1,"m",9]}'}
+    )
+    assert [(kind, key) for kind, key, _ in ops(gone.ops)] == [("request_delete_range", KEYS.topic_offsets("g", "t"))]
+    assert gone.topics == {("g", "t"): None}
 
 
 def test_settings_that_cannot_work_are_named() -> None:

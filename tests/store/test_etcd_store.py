@@ -28,7 +28,7 @@ from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig,
 from berth.coordinator.store.etcd import EtcdClient, EtcdElection, EtcdStore, EtcdWriter, Fenced, Limits, Tenure, Term
 from berth.coordinator.store.etcd.client import b64
 from berth.coordinator.store.etcd.copy import copy_sqlite_to_etcd
-from berth.coordinator.store.etcd.txn import build
+from berth.coordinator.store.etcd.txn import Built, build
 from berth.operator.local.etcd_cluster import EtcdCluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(120)]
@@ -49,6 +49,10 @@ def take_term(client: EtcdClient, store: EtcdStore, name: str = "test", ttl_s: i
     term = Term(lease, int(answer["header"]["revision"]), name)
     store.begin(term)
     return term
+
+
+def built_for(store: EtcdStore, writes: list[Write]) -> Built:
+    return build(writes, store.keys, store.epochs, store.index, store.retention, store.topic_offsets)
 
 
 def member(group: str, n: int, generation: int = 1) -> MemberMetadata:
@@ -154,7 +158,7 @@ def test_a_write_of_another_term_is_refused_by_etcd_and_changes_nothing(client: 
     old = take_term(client, store, "old")
     list(store.load())
     first = random_writes(random.Random(1), 1)
-    store.commit(build(first, store.keys, store.epochs, store.index, store.retention), old, "old-1")
+    store.commit(built_for(store, first), old, "old-1")
 
     client.lease_revoke(old.lease)  # the old leader's lease expires ...
     new = take_term(client, EtcdStore(client, etcd_prefix), "new")  # ... and another replica leads
@@ -162,7 +166,7 @@ def test_a_write_of_another_term_is_refused_by_etcd_and_changes_nothing(client: 
 
     later = [Write(2, [OffsetRecord(GroupId("g"), "t", 0, OffsetAndMetadata(99, "", -1, 1))], [])]
     with pytest.raises(Fenced):
-        store.commit(build(later, store.keys, store.epochs, store.index, store.retention), old, "old-2")
+        store.commit(built_for(store, later), old, "old-2")
     offsets = [r for r in EtcdStore(client, etcd_prefix).load() if isinstance(r, OffsetRecord) and r.group_id == "g"]
     assert offsets == []
 
@@ -172,7 +176,7 @@ def test_a_transaction_sent_again_after_a_lost_answer_applies_once(client: EtcdC
     term = take_term(client, store)
     list(store.load())
     writes = [Write(1, [], [{"ts_ms": 1, "group_id": "g", "type": "test"}])]
-    built = build(writes, store.keys, store.epochs, store.index, store.retention)
+    built = built_for(store, writes)
     before = store.progress_revision
     store.commit(built, term, "t-1")
     # The answer was "lost": the writer still believes the old progress revision and sends the same transaction.
@@ -185,7 +189,7 @@ def test_a_transaction_sent_again_after_a_lost_answer_applies_once(client: EtcdC
     # Another transaction id at the old revision is someone else's write: refused.
     store.progress_revision = before
     with pytest.raises(Fenced):
-        store.commit(build([Write(2, [], [])], store.keys, store.epochs, store.index, store.retention), term, "t-2")
+        store.commit(built_for(store, [Write(2, [], [])]), term, "t-2")
 
 
 def test_runs_over_the_limits_are_split_and_an_oversized_write_is_refused_alone(
@@ -194,11 +198,17 @@ def test_runs_over_the_limits_are_split_and_an_oversized_write_is_refused_alone(
     store = EtcdStore(client, etcd_prefix, limits=Limits(max_txn_ops=64, max_request_bytes=256 * 1024))
     term = take_term(client, store)
     list(store.load())
-    small = [
-        Write(t, [OffsetRecord(GroupId("g"), f"t{t}", p, OffsetAndMetadata(t, "", -1, 1)) for p in range(10)], [])
-        for t in range(1, 21)
-    ]
-    huge = Write(99, [OffsetRecord(GroupId("g"), "big", p, OffsetAndMetadata(1, "", -1, 1)) for p in range(200)], [])
+
+    def whole(token: int, group: str, members: int) -> Write:
+        value = GroupMetadata(
+            protocol_type="consumer", generation=token, protocol="range", leader=MemberId(f"{group}-0-{token}")
+        )
+        return Write(
+            token, [GroupRecord(GroupId(group), value, tuple(member(group, n, token) for n in range(members)))], []
+        )
+
+    small = [whole(t, f"g{t}", 10) for t in range(1, 21)]  # 12 operations each
+    huge = whole(99, "huge", 200)
     outcomes: list[tuple[int, bool]] = []
     stalled = EtcdWriter(store, Tenure(term, time.monotonic() + 30), outcomes.extend)
     stalled.faults.set_stalled(True)  # everything below is queued first, then goes in as few transactions as fit
@@ -210,11 +220,10 @@ def test_runs_over_the_limits_are_split_and_an_oversized_write_is_refused_alone(
     stalled.flush()
     stalled.close()
     assert dict(outcomes) == {**{w.token: True for w in small}, 99: False}
-    assert 4 <= store.transactions < 10  # 10 offsets each: at most 5 writes in 64 operations
-    loaded = [r for r in EtcdStore(client, etcd_prefix).load() if isinstance(r, OffsetRecord)]
-    assert {(r.topic, r.partition, r.value.offset) for r in loaded if r.value} == {
-        (f"t{t}", p, t) for t in range(1, 21) for p in range(10)
-    }
+    assert 5 <= store.transactions < 12  # at most 4 of them in the 56 operations the writer may use
+    loaded = {r.group_id: r for r in EtcdStore(client, etcd_prefix).load() if isinstance(r, GroupRecord)}
+    assert set(loaded) == {f"g{t}" for t in range(1, 21)}
+    assert all(len(r.members) == 10 for r in loaded.values())
 
 
 def test_journal_pages_and_retention_match_the_sqlite_store(client: EtcdClient, etcd_prefix: str) -> None:

@@ -12,7 +12,10 @@ key of its own and a prefix of no other; numbers are zero-padded so keys sort as
 - ``P m/<group>/<epoch>/<member id>``: one member (``MemberMetadata`` JSON). A whole-group record writes its members
   under the next epoch and deletes the previous epoch's range in the same transaction (etcd refuses a put inside a
   range the same transaction deletes), so the stored members are always exactly one record's.
-- ``P o/<group>/<topic>/<partition>``: ``[offset, leader epoch, metadata, commit ts]``.
+- ``P o/<group>/<topic>``: the group's committed offsets of one topic, ``{"<partition>": [offset, leader epoch,
+  metadata, commit ts], ...}``. One key per topic, not per partition: etcd's cost is per key (a commit of 50
+  partitions as 50 keys took seven times as long), so a commit rewrites its topics' keys whole (the writer keeps
+  their current values, ``store``).
 - ``P e/<group>``: the expected members, a JSON array.
 - ``P j/<first seq>``: the journal lines of one transaction (``\\n``-joined, "seq" first as in the segments);
   ``P journal``: the journal's index (``journal``).
@@ -23,7 +26,6 @@ from __future__ import annotations
 SCHEMA = 1
 EPOCH_DIGITS = 8
 SEQ_DIGITS = 20
-PARTITION_DIGITS = 10
 
 
 def hex_id(text: str) -> bytes:
@@ -64,10 +66,8 @@ class Keys:
     def member(self, group_id: str, epoch: int, member_id: str) -> bytes:
         return self.epoch_members(group_id, epoch) + member_id.encode("utf-8")
 
-    def offset(self, group_id: str, topic: str, partition: int) -> bytes:
-        return (
-            self.offsets + hex_id(group_id) + b"/" + hex_id(topic) + b"/" + f"{partition:0{PARTITION_DIGITS}d}".encode()
-        )
+    def topic_offsets(self, group_id: str, topic: str) -> bytes:
+        return self.offsets + hex_id(group_id) + b"/" + hex_id(topic)
 
     def expected_members(self, group_id: str) -> bytes:
         return self.expected + hex_id(group_id)
@@ -92,9 +92,9 @@ class Keys:
         group_hex, epoch, member_id = key[len(self.members) :].split(b"/", 2)
         return unhex_id(group_hex), int(epoch, 16), member_id.decode("utf-8")
 
-    def offset_key_parts(self, key: bytes) -> tuple[str, str, int]:
-        group_hex, topic_hex, partition = key[len(self.offsets) :].split(b"/")
-        return unhex_id(group_hex), unhex_id(topic_hex), int(partition)
+    def topic_offsets_parts(self, key: bytes) -> tuple[str, str]:
+        group_hex, topic_hex = key[len(self.offsets) :].split(b"/")
+        return unhex_id(group_hex), unhex_id(topic_hex)
 
     def expected_group_of(self, key: bytes) -> str:
         return unhex_id(key[len(self.expected) :])

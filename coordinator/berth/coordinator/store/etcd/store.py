@@ -11,7 +11,10 @@ Rules:
   last this store committed (so a transaction whose answer was lost can be sent again and applies at most once).
   A transaction refused on these conditions is ``Fenced``; nothing of it applied.
 - ``load`` reads at one revision, after the term began, so it sees every transaction the previous leader
-  committed; it also reads what the writer needs: the members' epochs, the journal index, the progress key.
+  committed; it also keeps what the writer needs: the members' epochs, the journal index, the progress key and
+  the topics' offsets values (a commit rewrites its topics' keys whole: about the size of the offsets in etcd).
+- ``commit`` adopts what a committed transaction changed (epochs, offsets values, index); nothing else changes
+  them, so they are the writer thread's alone once loaded.
 - ``journal_window`` and the metrics read the journal's index from memory (the active replica's), and the events
   from etcd (one range for the chunk holding ``after + 1``, then forward).
 - Every problem with the prefix surfaces as a one-line ``StoreError``.
@@ -42,7 +45,7 @@ from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdRefused, KeyValue, b64, num, prefix_end
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import SCHEMA, Keys
-from berth.coordinator.store.etcd.txn import Built, Limits
+from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
 from berth.coordinator.store.sqlite_store import JournalSize, JournalWindow
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,6 @@ log = logging.getLogger(__name__)
 _decode_group = msgspec.json.Decoder(GroupMetadata).decode
 _decode_member = msgspec.json.Decoder(MemberMetadata).decode
 _decode_ids = msgspec.json.Decoder(tuple[InstanceId, ...]).decode
-_decode_offset = msgspec.json.Decoder(tuple[int, int, str, int]).decode
 
 #: Keys per range request while loading (each page one round trip; pages are read at one revision).
 PAGE_KEYS = 2_000
@@ -86,6 +88,7 @@ class EtcdStore:
         # What the writer needs, set by ``load`` and then owned by the writer thread.
         self.index = JournalIndex()
         self.epochs: dict[str, int] = {}
+        self.topic_offsets: dict[TopicKey, bytes] = {}  # (group, topic) -> its offsets key's value
         self.progress_revision = 0
         self.transactions = 0
 
@@ -154,10 +157,13 @@ class EtcdStore:
                     own.append(_decoded(_decode_member, pending.value, f"group {group_id!r}, member {member_id!r}"))
                 pending = next(members, None)
             yield GroupRecord(GroupId(group_id), _decoded(_decode_group, kv.value, f"group {group_id!r}"), tuple(own))
+        self.topic_offsets = {}
         for kv in self._scan(keys.offsets, revision):
-            group_id, topic, partition = keys.offset_key_parts(kv.key)
-            offset, epoch, metadata, ts = _decoded(_decode_offset, kv.value, f"offset of group {group_id!r}")
-            yield OffsetRecord(GroupId(group_id), topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
+            group_id, topic = keys.topic_offsets_parts(kv.key)
+            partitions = _decoded(decode_topic_offsets, kv.value, f"offsets of group {group_id!r}, topic {topic!r}")
+            self.topic_offsets[(group_id, topic)] = kv.value
+            for partition, (offset, epoch, metadata, ts) in sorted(partitions.items()):
+                yield OffsetRecord(GroupId(group_id), topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
         for kv in self._scan(keys.expected, revision):
             group_id = keys.expected_group_of(kv.key)
             ids = _decoded(_decode_ids, kv.value, f"expected members of group {group_id!r}")
@@ -264,6 +270,11 @@ class EtcdStore:
                 self.epochs.pop(group_id, None)
             else:
                 self.epochs[group_id] = epoch
+        for topic, value in built.topics.items():
+            if value is None:
+                self.topic_offsets.pop(topic, None)
+            else:
+                self.topic_offsets[topic] = value
         if built.index is not None:
             self.index = built.index
 

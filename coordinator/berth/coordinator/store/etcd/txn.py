@@ -13,19 +13,25 @@ run of writes that does not fit, and refuses alone a single write that cannot fi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from berth.coordinator.core import Write
 from berth.coordinator.store.batch import PreparedBatch, number_events, prepare_batch
-from berth.coordinator.store.etcd.client import b64, prefix_end
+from berth.coordinator.store.etcd.client import prefix_end
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import Keys
 from berth.coordinator.store.segments import Retention
 
 Op = dict[str, Any]
+TopicKey = tuple[str, str]  # (group id, topic)
+TopicOffsets = dict[int, tuple[int, int, str, int]]  # partition -> (offset, leader epoch, metadata, commit ts)
+
+_decode_topic = msgspec.json.Decoder(TopicOffsets).decode
+_encode_topic = msgspec.json.Encoder().encode
 
 #: Operations and bytes a transaction keeps for what the writer adds (compares, progress, index, retention).
 RESERVED_OPS = 8
@@ -52,6 +58,7 @@ class Built:
     size: int = 0  # bytes of keys and values, plus overhead
     lines: list[tuple[int, str]] = field(default_factory=list)  # numbered journal lines
     epochs: dict[str, int | None] = field(default_factory=dict)  # group id -> new member epoch (None: gone)
+    topics: dict[TopicKey, bytes | None] = field(default_factory=dict)  # a topic's offsets key's new value
     index: JournalIndex | None = None  # the journal's index after it (None: unchanged)
 
     @property
@@ -59,13 +66,13 @@ class Built:
         return any(ok for _, ok in self.outcomes)
 
     def put(self, key: bytes, value: bytes) -> None:
-        self.ops.append({"request_put": {"key": b64(key), "value": b64(value)}})
+        self.ops.append({"request_put": {"key": key, "value": value}})  # bytes: base64 when encoded (client)
         self.size += len(key) + len(value) + OP_OVERHEAD_BYTES
 
     def delete(self, key: bytes, range_end: bytes | None = None) -> None:
-        body = {"key": b64(key)}
+        body = {"key": key}
         if range_end is not None:
-            body["range_end"] = b64(range_end)
+            body["range_end"] = range_end
         self.ops.append({"request_delete_range": body})
         self.size += len(key) + len(range_end or b"") + OP_OVERHEAD_BYTES
 
@@ -76,12 +83,15 @@ def build(
     epochs: Mapping[str, int],
     index: JournalIndex,
     retention: Retention,
+    topics: Mapping[TopicKey, bytes],
 ) -> Built:
+    """The transaction of ``writes`` over the stored state the writer knows: the groups' member ``epochs``, the
+    journal's ``index`` and the ``topics``' committed offsets (their keys' values)."""
     batch = prepare_batch(writes)
     built = Built(batch.outcomes)
     if not built.accepted:
         return built
-    _rows(built, batch, keys, epochs)
+    _rows(built, batch, keys, epochs, topics)
     lines = number_events(batch.event_bodies, index.last + 1)
     if lines:
         built.lines = lines
@@ -94,7 +104,9 @@ def build(
     return built
 
 
-def _rows(built: Built, batch: PreparedBatch, keys: Keys, epochs: Mapping[str, int]) -> None:
+def _rows(
+    built: Built, batch: PreparedBatch, keys: Keys, epochs: Mapping[str, int], topics: Mapping[TopicKey, bytes]
+) -> None:
     for (group_id,) in batch.group_deletes:
         built.delete(keys.group(group_id))
         prefix = keys.group_members(group_id)
@@ -114,11 +126,7 @@ def _rows(built: Built, batch: PreparedBatch, keys: Keys, epochs: Mapping[str, i
         )
     for group_id, member_id in batch.member_deletes:
         built.delete(keys.member(group_id, epochs.get(group_id, 0), member_id))
-    for group_id, topic, partition, offset, leader_epoch, metadata, ts in batch.offset_rows:
-        value = json.dumps([offset, leader_epoch, metadata, ts], separators=(",", ":"), ensure_ascii=False)
-        built.put(keys.offset(group_id, topic, partition), value.encode())
-    for group_id, topic, partition in batch.offset_deletes:
-        built.delete(keys.offset(group_id, topic, partition))
+    _offsets(built, batch, keys, topics)
     for group_id, ids in batch.expected_rows:
         built.put(keys.expected_members(group_id), ids.encode())
     for (group_id,) in batch.expected_deletes:
@@ -134,3 +142,32 @@ def fitting(writes: Sequence[Write], make: Callable[[Sequence[Write]], Built], l
         take //= 2
         built = make(writes[:take])
     return take, built
+
+
+def decode_topic_offsets(value: bytes) -> TopicOffsets:
+    """A topic's offsets key's value (ValueError, msgspec.DecodeError when it is not one)."""
+    return _decode_topic(value)
+
+
+def _offsets(built: Built, batch: PreparedBatch, keys: Keys, topics: Mapping[TopicKey, bytes]) -> None:
+    changed: dict[TopicKey, dict[int, tuple[int, int, str, int] | None]] = {}
+    for group_id, topic, partition, offset, leader_epoch, metadata, ts in batch.offset_rows:
+        changed.setdefault((group_id, topic), {})[partition] = (offset, leader_epoch, metadata, ts)
+    for group_id, topic, partition in batch.offset_deletes:
+        changed.setdefault((group_id, topic), {})[partition] = None
+    for (group_id, topic), partitions in changed.items():
+        stored = topics.get((group_id, topic))
+        current = _decode_topic(stored) if stored is not None else {}
+        for partition, entry in partitions.items():
+            if entry is None:
+                current.pop(partition, None)
+            else:
+                current[partition] = entry
+        key = keys.topic_offsets(group_id, topic)
+        if current:
+            value = _encode_topic(dict(sorted(current.items())))
+            built.put(key, value)
+            built.topics[(group_id, topic)] = value
+        elif stored is not None:
+            built.delete(key)
+            built.topics[(group_id, topic)] = None

@@ -73,7 +73,7 @@ class EtcdWriter(QueuedWriter):
             try:
                 take, built = fitting(
                     pending,
-                    lambda run: build(run, store.keys, store.epochs, store.index, store.retention),
+                    lambda run: build(run, store.keys, store.epochs, store.index, store.retention, store.topic_offsets),
                     store.limits,
                 )
             except Exception:  # a bug: fail these writes, not the thread
