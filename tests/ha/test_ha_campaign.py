@@ -26,9 +26,8 @@ from berth.coordinator.client.state import Phase
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.replicas import Replicas
 
-pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(300)]
-
 ROUNDS = int(os.environ.get("BERTH_HA_ROUNDS", "2"))
+pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(180 + 30 * ROUNDS)]
 GROUP = "fleet"
 MEMBERS = 4
 PARTITIONS = 8
