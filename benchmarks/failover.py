@@ -1,4 +1,4 @@
-"""Benchmark 13: the replicated coordinator (docs/high-availability.md): failover time, rebalances during failovers,
+"""The replicated coordinator (docs/high-availability.md): failover time, rebalances during failovers,
 and durable-write throughput against the SQLite store, side by side.
 
 Set-up as the chart's HA option runs it, on this machine: a 3-member etcd cluster on loopback (Debian's etcd-server,

@@ -87,7 +87,7 @@ def render() -> str:
             f"{ha['kinds'].count('freeze')} SIGSTOP past the lease), {ha['acknowledged_commits']} acknowledged "
             f"commits, **{ha['lost']} lost**, **{ha['rebalances']} rebalances**, {ha['errors']} errors surfaced; "
             f"a standby was ready {min(takeovers):.1f} to {max(takeovers):.1f} s after the active replica stopped "
-            "(lease TTL 3 s in the tests; benchmark 13 measures the chart's 5 s).",
+            "(lease TTL 3 s in the tests; `python -m benchmarks failover` measures the chart's 5 s).",
             "",
         ]
     lines += [
