@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from berth.coordinator.store.segments import Retention, event_ts
+from berth.coordinator.store.segments import Retention, event_ts, retention_drops
 
 Lines = Sequence[tuple[int, str]]
 
@@ -78,7 +78,7 @@ class JournalIndex:
                 first_ts=newest.first_ts if newest.first_ts is not None else first_ts,
                 last_ts=last_ts,
             )
-        dropped = _dropped(segments, retention)
+        dropped = retention_drops([(s.bytes, s.last_ts) for s in segments], retention)
         kept = tuple(segments[dropped:])
         return JournalIndex(kept, lines[-1][0]), (kept[0].first if dropped else None)
 
@@ -107,26 +107,3 @@ class JournalIndex:
 
 def _opt_int(value: object) -> int | None:
     return None if value is None else int(value)  # type: ignore[call-overload]
-
-
-def _dropped(segments: list[Segment], retention: Retention) -> int:
-    """How many of the oldest segments retention drops (never the newest)."""
-    if len(segments) < 2 or (retention.max_bytes is None and retention.max_age_ms is None):
-        return 0
-    newest_ts = segments[-1].last_ts
-    remaining = sum(s.bytes for s in segments)
-    dropped = 0
-    while dropped < len(segments) - 1:
-        oldest = segments[dropped]
-        too_big = retention.max_bytes is not None and remaining > retention.max_bytes
-        too_old = (
-            retention.max_age_ms is not None
-            and newest_ts is not None
-            and oldest.last_ts is not None
-            and oldest.last_ts < newest_ts - retention.max_age_ms
-        )
-        if not (too_big or too_old):
-            break
-        remaining -= oldest.bytes
-        dropped += 1
-    return dropped
