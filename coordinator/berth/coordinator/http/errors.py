@@ -98,3 +98,13 @@ def not_coordinator() -> HttpError:
         int(Error.NOT_COORDINATOR),
         close_connection=True,
     )
+
+
+def store_unreadable() -> HttpError:
+    """The store could not be read (etcd out of reach, a disk error): the client asks again."""
+    return HttpError(
+        503,
+        Error.COORDINATOR_NOT_AVAILABLE.name,
+        "the store could not be read; ask again",
+        int(Error.COORDINATOR_NOT_AVAILABLE),
+    )

@@ -20,6 +20,11 @@ from berth.coordinator.core import Coordinator
 from berth.coordinator.http.engine import WriterPort, WritesDone
 
 
+class TermLost(Exception):
+    """``Term.load`` could not load the store for a reason that may pass (the replicated store out of reach): the
+    term is given up and the replica stands by again. Anything else a load raises is fatal (exit 2)."""
+
+
 class Term(Protocol):
     """One tenure as the acting replica."""
 
@@ -34,7 +39,8 @@ class Term(Protocol):
         ...
 
     def load(self, core: Coordinator) -> None:
-        """Replay the store into ``core`` (blocking: the server runs it in an executor); raises ``StoreError``."""
+        """Replay the store into ``core`` (blocking: the server runs it in an executor); raises ``StoreError`` for a
+        store that cannot be loaded, ``TermLost`` when the term ended or the store could not be reached."""
         ...
 
     def make_writer(self, on_done: WritesDone) -> WriterPort:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from berth.coordinator.core import Coordinator, RecordFormatError
 from berth.coordinator.http.engine import WriterPort, WritesDone
-from berth.coordinator.http.leadership import Term
+from berth.coordinator.http.leadership import Term, TermLost
 from berth.coordinator.store import StoreConfig, StoreError
 from berth.coordinator.store.etcd import (
     CHART_MAX_REQUEST_BYTES,
@@ -54,6 +54,9 @@ class EtcdTerm:
                 core.replay(record)
         except RecordFormatError as exc:
             raise StoreError(f"{self.store.where} holds a record this Berth cannot load: {exc}") from exc
+        except EtcdUnavailable as exc:  # etcd out of reach: give the term up, another replica (or this one) retries
+            self.tenure.end(f"the store could not be loaded: {exc}")
+            raise TermLost(str(exc)) from exc
 
     def make_writer(self, on_done: WritesDone) -> WriterPort:
         return EtcdWriter(self.store, self.tenure, on_done)

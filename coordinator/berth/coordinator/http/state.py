@@ -39,7 +39,7 @@ from berth.coordinator.http.errors import (
     unsupported_media_type,
 )
 from berth.coordinator.http.journal import JournalWaiters
-from berth.coordinator.http.leadership import Leadership, Term
+from berth.coordinator.http.leadership import Leadership, Term, TermLost
 from berth.coordinator.http.metrics import Metrics
 from berth.coordinator.http.quiet_log import QuietLog
 from berth.coordinator.protocol import Error
@@ -187,6 +187,9 @@ class CoordinatorServer:
         self.loading_term = True
         try:
             await asyncio.get_running_loop().run_in_executor(None, term.load, self.core)
+        except TermLost as exc:
+            log.warning("term %s given up before it was served (%s): standing by", term.name, exc)
+            return
         finally:
             self.loading_term = False
         engine = Engine(

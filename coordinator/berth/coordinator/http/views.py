@@ -5,6 +5,7 @@ back (the group protocol's POST routes come from ``protocol_views``). ``VIEWS`` 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -12,7 +13,14 @@ from aiohttp import web
 
 from berth.coordinator.http import health
 from berth.coordinator.http.audit import acting_as
-from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid, not_coordinator, not_found
+from berth.coordinator.http.errors import (
+    GroupOwnedError,
+    bad_request,
+    from_invalid,
+    not_coordinator,
+    not_found,
+    store_unreadable,
+)
 from berth.coordinator.http.protocol_views import (
     PROTOCOL_ROUTES,
     ProtocolRoute,
@@ -51,6 +59,9 @@ from berth.coordinator.protocol.routes import (
     JOURNAL_MAX_WAIT_MS,
     Access,
 )
+from berth.coordinator.store import StoreError
+
+log = logging.getLogger("berth.coordinator")
 
 B = TypeVar("B", bound=Body)
 B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
@@ -288,9 +299,13 @@ async def journal(request: web.Request) -> web.Response:
         await state.journal_polls.wait(after, wait_ms)
         _refuse_unless_serving_journal(state)  # the term may have ended while it waited
     max_bytes = state.config.journal_page_max_bytes
-    window = await asyncio.get_running_loop().run_in_executor(
-        None, state.journal.journal_window, after, limit, max_bytes
-    )
+    try:
+        window = await asyncio.get_running_loop().run_in_executor(
+            None, state.journal.journal_window, after, limit, max_bytes
+        )
+    except StoreError as exc:
+        log.warning("journal: %s", exc)
+        raise store_unreadable() from None
     lines = window.lines
     page_end = _seq_of(lines[-1]) if lines else after
     tail = f'],"next":{page_end},"first":{window.first},"last":{window.last}}}'

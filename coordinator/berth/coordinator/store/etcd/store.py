@@ -42,7 +42,16 @@ from berth.coordinator.core import (
 from berth.coordinator.protocol import GroupId, InstanceId
 from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
-from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdRefused, KeyValue, b64, num, prefix_end
+from berth.coordinator.store.etcd.client import (
+    EtcdClient,
+    EtcdError,
+    EtcdRefused,
+    EtcdUnavailable,
+    KeyValue,
+    b64,
+    num,
+    prefix_end,
+)
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import SCHEMA, Keys
 from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
@@ -128,9 +137,13 @@ class EtcdStore:
             log.info("store: %s initialised as a Berth store", self.where)
 
     def load(self) -> Iterator[Record]:
-        """Every record for replay, read at one revision; also resets the writer's view (epochs, index, progress)."""
+        """Every record for replay, read at one revision; also resets the writer's view (epochs, index, progress).
+        Raises ``EtcdUnavailable`` when etcd does not answer (a load that may succeed later), ``StoreError`` for
+        anything else."""
         try:
             yield from self._load()
+        except EtcdUnavailable:
+            raise
         except EtcdError as exc:
             raise StoreError(f"{self.where} cannot be read: {exc}") from exc
         except (ValueError, TypeError, msgspec.DecodeError) as exc:
