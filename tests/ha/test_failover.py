@@ -9,6 +9,8 @@ coordinator replicas, and a ``ServiceProxy`` in the place of their Service (new 
   leader key's create revision is no longer its term's), so the client is told COORDINATOR_NOT_AVAILABLE, never
   NONE; what the new active acknowledged stays.
 
+- an etcd member dies: no failover, no acknowledged commit lost (a transaction in flight to it is sent again).
+
 The campaign under load (members of the member library heartbeating and committing through failovers) is
 ``test_ha_campaign.py``.
 """
@@ -18,12 +20,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from support.api import Api
 from support.ha_fixtures import HaSetup
+
+from berth.operator.local.etcd_cluster import EtcdCluster
+from berth.operator.local.replicas import Replicas, ServiceProxy
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -175,3 +181,35 @@ async def test_a_frozen_active_replica_is_fenced_when_it_resumes(ha: Callable[..
         await until(lambda: direct.get("/readyz"), lambda answer: answer[1] == {"status": "standby"})
         journal = await api.whole_journal()
         assert [e["seq"] for e in journal] == list(range(1, len(journal) + 1))
+
+
+async def test_losing_an_etcd_member_costs_no_failover_and_no_acknowledged_commit(tmp_path: Path) -> None:
+    """The replicas start on the first endpoint; when that member dies, a transaction in flight to it is sent again to
+    another one (applying once), the lease is renewed there, and the active replica stays the active one."""
+    with EtcdCluster(tmp_path / "etcd", 3, fsync=False) as etcd:
+        replicas = Replicas(tmp_path / "replicas", etcd.endpoints_flag, "/berth/", 2, lease_ttl_s=3)
+        with replicas, ServiceProxy(lambda: replicas.processes) as service:
+            active = replicas.active()
+            async with aiohttp.ClientSession() as session:
+                api = Api(session, service.url)
+                acknowledged = 0
+                stop_at = time.monotonic() + 8
+
+                async def commit_forever() -> None:
+                    nonlocal acknowledged
+                    offset = 0
+                    while time.monotonic() < stop_at:
+                        offset += 1
+                        answer = await answered(lambda offset=offset: commit(api, "simple", None, None, offset))
+                        assert answer["error"] == "NONE", answer
+                        acknowledged = offset
+
+                load = asyncio.create_task(commit_forever())
+                await asyncio.sleep(2)
+                await asyncio.to_thread(etcd.kill, 0)
+                await load
+                assert acknowledged > 0
+                assert await committed(api, "simple") in (acknowledged, acknowledged + 1)
+                metrics = await (await session.get(f"{active.probe_url}/metrics")).text()
+                assert "berth_active 1" in metrics and "berth_terms_total 1" in metrics  # no failover
+                assert replicas.active() is active
