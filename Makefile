@@ -52,6 +52,8 @@ demo: install
 soak: install
 	BERTH_CRASH_ROUNDS=50 BERTH_CRASH_RESULTS=benchmarks/results/crash.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
+	BERTH_HA_ROUNDS=20 BERTH_HA_RESULTS=benchmarks/results/ha_campaign.json \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
 	$(BIN)/python -m benchmarks.floods
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability

@@ -19,6 +19,8 @@ _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
 _STOPPING = StatusResponse("stopping")
 _STORE_FAILING = StatusResponse("store failing")
+_LOADING = StatusResponse("loading")
+_STANDBY = StatusResponse("standby")
 
 Row = tuple[str, str, dict[str, str], float]
 
@@ -28,16 +30,21 @@ def liveness() -> web.Response:
 
 
 def readiness(state: CoordinatorServer) -> web.Response:
-    """Ready once loaded, until stopping, and while the store takes writes (docs/api.md §10).
+    """Ready once loaded, until stopping, while the store takes writes, and on a replicated store only on the
+    active replica (docs/api.md §10): a standby is 503 ``standby``, so the Service sends it nobody.
 
-    While the last transaction failed (a full or read-only disk) the answer is 503 ``store failing``, and each
-    probe of it queues a small write, so that readiness comes back once the disk does even when no client (kept
-    away by the failed probe) writes anything."""
-    if not (state.started and state.engine.ready):
-        return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
-    if state.engine.closing:
+    While the last transaction failed (a full or read-only disk, etcd out of reach) the answer is 503 ``store
+    failing``, and each probe of it queues a small write (or read), so that readiness comes back once the store
+    does even when no client (kept away by the failed probe) writes anything."""
+    if state.stopping:
         return struct_response(_STOPPING, status=503)
-    writer = state.engine.writer
+    engine = state.running_engine
+    if engine is None or not engine.ready:
+        standby = state.leadership.replicated and not state.loading_term
+        return struct_response(_STANDBY if standby else _LOADING, status=503)
+    if engine.closing:
+        return struct_response(_STOPPING, status=503)
+    writer = engine.writer
     if not writer.healthy:
         writer.probe()
         return struct_response(_STORE_FAILING, status=503)
@@ -63,12 +70,15 @@ def gauges(state: CoordinatorServer) -> list[Row]:
         ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
         for cause, n in sorted(core.rebalances_by_cause.items())
     )
-    if state.started:
-        rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
-        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
+    engine = state.running_engine
+    if engine is not None:
+        rows.append(("berth_parked_requests", "gauge", {}, float(engine.parked)))
+        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(engine.writes_in_flight)))
     rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
-    ready = state.loaded.is_set() and state.started and state.engine.writer.healthy and not state.engine.closing
-    rows.append(("berth_ready", "gauge", {}, 1.0 if ready else 0.0))
+    active = engine is not None and engine.ready and not engine.closing and not state.stopping
+    rows.append(("berth_ready", "gauge", {}, 1.0 if active and engine is not None and engine.writer.healthy else 0.0))
+    rows.append(("berth_active", "gauge", {}, 1.0 if active else 0.0))
+    rows.append(("berth_terms_total", "counter", {}, float(state.terms)))
     rows.extend(journal_size(state))
     rows.extend(per_group(state))
     return rows

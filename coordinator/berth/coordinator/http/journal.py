@@ -7,6 +7,7 @@ coordinator shuts down; then it is answered like any other page. Rules:
 - Waking is by seq: the engine reports the last durable seq after every batch of writes (``notify``).
 - At most ``max_parked`` polls park; a poll beyond that is answered at once (it is still a valid page).
 - ``release_all`` answers every parked poll (shutdown); nothing stays parked once the engine is closed.
+  ``release_waiting`` answers them without closing (a replicated store's term ended: each asks again elsewhere).
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ class JournalWaiters:
         for poll in self._polls:
             if poll.deadline_ms <= now_ms:
                 _wake(poll)
+
+    def release_waiting(self) -> None:
+        """Answer every parked poll (a term ended); polls may park again."""
+        for poll in self._polls:
+            _wake(poll)
 
     def release_all(self) -> None:
         self.closed = True

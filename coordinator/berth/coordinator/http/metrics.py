@@ -21,6 +21,14 @@ BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 #: name -> (type, help). The one list of what /metrics exports; docs/api.md §10 lists the same names.
 FAMILIES: dict[str, tuple[str, str]] = {
     "berth_ready": ("gauge", "1 while /readyz is 200: loaded, serving, not stopping, and the store takes writes"),
+    "berth_active": (
+        "gauge",
+        "1 while this replica is the one that acts (loaded; on a replicated store, holding the leader lease)",
+    ),
+    "berth_terms_total": (
+        "counter",
+        "Terms this process has acted in: 1 for the single replica; on a replicated store, each takeover",
+    ),
     "berth_groups": ("gauge", "Groups by state"),
     "berth_members": ("gauge", "Members of all groups"),
     "berth_groups_refused_total": ("counter", "Requests refused because they would create a group beyond --max-groups"),

@@ -20,7 +20,7 @@ from aiohttp import web
 from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.http.audit import acting_as
 from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid
-from berth.coordinator.http.responses import answer_response
+from berth.coordinator.http.responses import answer_response, not_served
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import (
     Answer,
@@ -124,8 +124,8 @@ async def protocol_view(
         raise from_invalid(exc) from None
     engine = state.running_engine
     if engine is None or not engine.ready or engine.closing:
-        state.refuse_if_closed()
-        return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+        refusal = state.not_serving() or Error.COORDINATOR_LOAD_IN_PROGRESS  # (a term that ends in between)
+        return not_served(protocol.refuse(req, refusal), version)
     if protocol.route.owned:
         refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
