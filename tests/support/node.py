@@ -83,7 +83,9 @@ def missing_pieces(binaries: Binaries | None) -> list[str]:
 
 
 def _which(tool: str) -> str | None:
-    return shutil.which(tool) or next((str(p) for p in (Path("/usr/sbin", tool), Path("/sbin", tool)) if p.exists()), None)
+    return shutil.which(tool) or next(
+        (str(p) for p in (Path("/usr/sbin", tool), Path("/sbin", tool)) if p.exists()), None
+    )
 
 
 def node_binary(binaries: Binaries, name: str) -> Path | None:
@@ -101,9 +103,10 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def _used_networks() -> list[ipaddress.IPv4Network]:
     """Every IPv4 network this machine already has an address or a route in (all tables)."""
     found = []
-    for line in _run("ip", "-4", "-o", "addr").stdout.splitlines() + _run(
-        "ip", "-4", "route", "show", "table", "all"
-    ).stdout.splitlines():
+    for line in (
+        _run("ip", "-4", "-o", "addr").stdout.splitlines()
+        + _run("ip", "-4", "route", "show", "table", "all").stdout.splitlines()
+    ):
         for word in line.split():
             with contextlib.suppress(ValueError):
                 if "/" in word or word[:1].isdigit():
@@ -405,6 +408,32 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         out = _run("ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "ls", "-q").stdout
         return out.split()
 
+    def start_kfake(self, kfake: Path, configs: tuple[str, ...], timeout_s: float = 30.0) -> str:
+        """kfake (a Kafka-protocol broker that listens on, and advertises, 127.0.0.1 only) inside the node's network
+        namespace, so that pods on the node's network (``hostNetwork: true``) reach it at the address it advertises;
+        its bootstrap address there. Stopped with the node."""
+        port = free_port()
+        args = [str(kfake), "-port", str(port), "-log-level", "warn"]
+        for config in configs:
+            args += ["-c", config]
+        self._spawn("kfake", self.network.inside(*args))
+        deadline = time.monotonic() + timeout_s
+        while f"listening 127.0.0.1:{port}" not in self.log("kfake"):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kfake did not listen within {timeout_s:g} s:\n{self.log('kfake')}")
+            time.sleep(0.1)
+        return f"127.0.0.1:{port}"
+
+    def run_inside(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A command in the node's network namespace (PYTHONPATH: the tests' support package), to completion."""
+        env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+        return subprocess.run(self.network.inside(*argv), capture_output=True, text=True, env=env, check=True)
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process in place, as a crash would (the kubelet restarts it in the same pod)."""
+        _run("ctr", "--address", str(self.socket), "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id)
+
     def _start_kubelet(self) -> None:
         assert self.plane is not None
         w = self.workdir
@@ -513,7 +542,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def stop(self) -> None:
         pod_uids = self._pod_uids()
-        for name in ("kubelet", "kube-proxy", "kube-scheduler", "dns"):
+        for name in ("kubelet", "kube-proxy", "kube-scheduler", "dns", "kfake"):
             self._end(name)
         self._remove_containers()
         self._end("containerd")

@@ -113,10 +113,14 @@ def _ignored(relative: str, patterns: list[str]) -> bool:
         negated = pattern.startswith("!")
         body = pattern[1:] if negated else pattern
         body = body.rstrip("/")
-        names = [relative] + [relative[: i] for i, c in enumerate(relative) if c == "/"]
+        names = [relative] + [relative[:i] for i, c in enumerate(relative) if c == "/"]
         candidates = {body, body.removeprefix("**/")}
-        if any(fnmatch.fnmatch(name, c) or fnmatch.fnmatch(name.rsplit("/", 1)[-1], c.removeprefix("**/"))
-               for name in names for c in candidates if c):
+        if any(
+            fnmatch.fnmatch(name, c) or fnmatch.fnmatch(name.rsplit("/", 1)[-1], c.removeprefix("**/"))
+            for name in names
+            for c in candidates
+            if c
+        ):
             excluded = not negated
     return excluded
 
@@ -124,9 +128,7 @@ def _ignored(relative: str, patterns: list[str]) -> bool:
 def context_files(root: Path) -> Iterator[Path]:
     """The files a build of ``root`` sends to the builder, after .dockerignore."""
     ignore = root / ".dockerignore"
-    patterns = [
-        line.strip() for line in (ignore.read_text().splitlines() if ignore.is_file() else []) if line.strip()
-    ]
+    patterns = [line.strip() for line in (ignore.read_text().splitlines() if ignore.is_file() else []) if line.strip()]
     patterns = [p for p in patterns if not p.startswith("#")]
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
@@ -165,12 +167,28 @@ class Builder:
 
     def buildah_out(self, *args: str) -> str:
         store = self.cache / "buildah"
-        argv = ["buildah", "--root", str(store / "root"), "--runroot", str(store / "run"), "--storage-driver", "overlay"]
+        argv = [
+            "buildah",
+            "--root",
+            str(store / "root"),
+            "--runroot",
+            str(store / "run"),
+            "--storage-driver",
+            "overlay",
+        ]
         return subprocess.run([*argv, *args], capture_output=True, text=True, check=True).stdout.strip()
 
     def has_image(self, ref: str) -> bool:
         store = self.cache / "buildah"
-        argv = ["buildah", "--root", str(store / "root"), "--runroot", str(store / "run"), "--storage-driver", "overlay"]
+        argv = [
+            "buildah",
+            "--root",
+            str(store / "root"),
+            "--runroot",
+            str(store / "run"),
+            "--storage-driver",
+            "overlay",
+        ]
         return subprocess.run([*argv, "inspect", "--type", "image", ref], capture_output=True).returncode == 0
 
     def _commit_rootfs(self, rootfs_tar: Path, ref: str, *config: str) -> None:
