@@ -63,6 +63,7 @@ def kept_one(ordinal: int) -> str:
         f" `kubectl delete pvc data-orders-{ordinal}` frees the storage"
     )
 
+
 def test_a_fleet_with_per_pod_volumes_scales_3_5_3_and_keeps_the_departed_pods_claims_for_their_return(
     stage: Stage,
 ) -> None:

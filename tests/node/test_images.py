@@ -80,9 +80,10 @@ def test_the_runtime_image_has_no_spark_and_its_programs_answer(node_kube: Kube,
 python -c "{probe}" {modules}
 berth-operator --help > /dev/null && echo operator answers
 berth-groups --help > /dev/null && echo berth-groups answers
-berth-analyze --journal /tmp --out /tmp/out 2>&1; echo "berth-analyze exited $?"
+berth-analyze --journal /journal --out /tmp/out 2>&1; echo "berth-analyze exited $?"
 """
-    phase, log = run_pod(node_kube, namespace, "runtime", "berth:0.1.0", script)
+    journal = {"configMap": {"name": "demo-journal"}}
+    phase, log = run_pod(node_kube, namespace, "runtime", "berth:0.1.0", script, journal=journal)
     assert phase == "Succeeded", log
     lines = log.splitlines()
     assert lines[:3] == ["present: []", "operator answers", "berth-groups answers"], log

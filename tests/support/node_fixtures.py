@@ -170,9 +170,9 @@ def _checked() -> NodeTier:
     return found
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start building the images as soon as the session is known to run a node test."""
-    if any(item.get_closest_marker("node") for item in items):
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the images as soon as the session is known to run a node test (after -m/-k deselection)."""
+    if any(item.get_closest_marker("node") for item in session.items):
         tier().start_build()
 
 
