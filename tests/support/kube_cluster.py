@@ -271,12 +271,16 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-            proc = self.processes.pop(name, None)
-            if proc is None or proc.poll() is not None:
-                continue
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_process(self.processes.pop(name, None))
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout_s: float = 10.0) -> None:
+    """SIGTERM to a process group this run started, SIGKILL after ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

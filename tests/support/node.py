@@ -48,7 +48,7 @@ from pathlib import Path
 
 import yaml
 
-from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate
+from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate, stop_process
 from support.net import free_port
 
 CLAMP = REPO.parent / "shared" / "tools" / "k8s" / "node" / "runc-oom-clamp"
@@ -555,15 +555,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _end(self, name: str) -> None:
-        proc = self.processes.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(self.processes.pop(name, None), timeout_s=15)
 
     def _pod_uids(self) -> list[str]:
         if self.plane is None or "kubelet" not in self.processes:

@@ -161,35 +161,20 @@ class Builder:
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(map(str, argv[:4]))} ... exited {result.returncode}: see {self.log}")
 
-    def buildah(self, *args: str | Path) -> None:
+    def _buildah_argv(self, *args: str | Path) -> list[str]:
         store = self.cache / "buildah"
-        self._run("buildah", "--root", store / "root", "--runroot", store / "run", "--storage-driver", "overlay", *args)
+        common = ["buildah", "--root", store / "root", "--runroot", store / "run", "--storage-driver", "overlay"]
+        return [str(a) for a in (*common, *args)]
+
+    def buildah(self, *args: str | Path) -> None:
+        self._run(*self._buildah_argv(*args))
 
     def buildah_out(self, *args: str) -> str:
-        store = self.cache / "buildah"
-        argv = [
-            "buildah",
-            "--root",
-            str(store / "root"),
-            "--runroot",
-            str(store / "run"),
-            "--storage-driver",
-            "overlay",
-        ]
-        return subprocess.run([*argv, *args], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(self._buildah_argv(*args), capture_output=True, text=True, check=True).stdout.strip()
 
     def has_image(self, ref: str) -> bool:
-        store = self.cache / "buildah"
-        argv = [
-            "buildah",
-            "--root",
-            str(store / "root"),
-            "--runroot",
-            str(store / "run"),
-            "--storage-driver",
-            "overlay",
-        ]
-        return subprocess.run([*argv, "inspect", "--type", "image", ref], capture_output=True).returncode == 0
+        found = subprocess.run(self._buildah_argv("inspect", "--type", "image", ref), capture_output=True)
+        return found.returncode == 0
 
     def _commit_rootfs(self, rootfs_tar: Path, ref: str, *config: str) -> None:
         container = self.buildah_out("from", "scratch")
