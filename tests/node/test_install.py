@@ -53,6 +53,12 @@ def test_helm_install_runs_every_berth_pod_from_the_locally_built_images(
 
     print("\n" + berth_release.transcript)
     print("$ kubectl -n berth get pods -o wide\n" + berth_release.pods_wide())
+    status = ".status.containerStatuses[0]"
+    columns = f"NAME:.metadata.name,IMAGE:{status}.image,IMAGE_ID:{status}.imageID"
+    print(f"$ kubectl -n berth get pods -o custom-columns={columns}")
+    print(kube.kubectl("-n", "berth", "get", "pods", "-o", f"custom-columns={columns}").stdout)
+    print("$ ctr -n k8s.io images ls -q  (the node's image store: imported from the archives built here)")
+    print("\n".join(node.images()))
 
 
 def test_helm_test_passes(berth_release: Release) -> None:

@@ -2,26 +2,22 @@
 
 ``Node.start()`` builds, in this order (every name carries a per-run suffix, so runs coexist on one machine):
 
-- **the network**: namespace ``berth-node-<pid>-<hex>`` joined to this machine by a veth pair (host end
-  ``10.A.B.249/30``, node end ``10.A.B.250/30``, the node's InternalIP), a /25 of the same /24 for pods on a bridge
-  inside the namespace, and the Service range routed onto that bridge; nothing is routed out of the
-  namespace (it has no default route) and this machine routes only the pods' /25 into it.
+- **the network** (``support.node_network``): a namespace of the node's own joined to this machine by a veth pair,
+  the pods' bridge inside it, nothing routed out of it.
 - **its control plane**: a ``ControlPlane`` of its own serving on the host end of the link, so the kubelet, the
   pods (through the ``kubernetes`` Service, whose endpoints the apiserver keeps) and ``kubectl`` on this machine all
   reach it. (The control-plane tier's plane has no scheduler and its fake kubelet binds pods itself; a scheduler
   there would race it for every pod, so the node tier does not share it.)
-- **containerd** (private config, root, state and socket under the work directory; runc through
-  ``../shared/tools/k8s/node/runc-oom-clamp``, with its own state root; the CNI bridge; pod network namespaces
-  mounted under containerd's state directory), **kubelet** and **kube-proxy** (iptables mode) inside the network
-  namespace, **kube-scheduler** beside the apiserver, and **cluster DNS**: ``support.node_dns``, a small responder
-  for ``<service>.<namespace>.svc.cluster.local`` (and StatefulSet pods' names under their governing Service)
-  from the apiserver, on the node's address, which the kubelet gives pods as their nameserver. There is no upstream
-  resolver: only cluster names resolve.
+- **containerd** (``support.node_configs``: private config, root, state and socket under the work directory; runc
+  through ``../shared/tools/k8s/node/runc-oom-clamp``; the CNI bridge), **kubelet** and **kube-proxy** (iptables
+  mode) inside the network namespace, **kube-scheduler** beside the apiserver, and **cluster DNS**:
+  ``support.node_dns``, a small responder for ``<service>.<namespace>.svc.cluster.local`` (and StatefulSet pods'
+  names under their governing Service) from the apiserver, on the node's address, which the kubelet gives pods as
+  their nameserver. There is no upstream resolver: only cluster names resolve.
 - **storage**: ``PersistentVolume``s of the empty storage class on directories of the work directory, which claims
   with no class (the chart's, a stateful fleet's) bind to.
 
-Processes in the namespace are started with ``nsenter --net`` (not ``ip netns exec``, which would give them a mount
-namespace of their own: the kubelet's volume mounts must be the ones containerd sees). ``stop()`` ends every process
+``stop()`` ends every process
 it started by PID (containers first, through runc's state root), unmounts what the node mounted under its work
 directory, deletes the namespace and the work directory.
 
@@ -33,11 +29,8 @@ containerd, runc, the CNI plugins, iptables and nsenter from Debian (``scripts/e
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
-import random
-import secrets
 import shutil
 import signal
 import subprocess
@@ -50,6 +43,8 @@ import yaml
 
 from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate, stop_process
 from support.net import free_port
+from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config
+from support.node_network import NodeNetwork, run
 
 CLAMP = REPO.parent / "shared" / "tools" / "k8s" / "node" / "runc-oom-clamp"
 CNI_BIN = Path("/usr/lib/cni")
@@ -61,8 +56,6 @@ HOW_TO_GET = (
     "containernetworking-plugins, buildah, debootstrap, busybox-static and iptables (make install runs "
     "scripts/ensure-node.sh)"
 )
-SERVICE_RANGE = "10.0.0.0/24"
-CLUSTER_DOMAIN = "cluster.local"
 
 
 def missing_pieces(binaries: Binaries | None) -> list[str]:
@@ -91,114 +84,6 @@ def _which(tool: str) -> str | None:
 def node_binary(binaries: Binaries, name: str) -> Path | None:
     path = binaries.apiserver.parent / name
     return path if path.is_file() else None
-
-
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(list(argv), capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {result.returncode}: {result.stderr.strip()}")
-    return result
-
-
-def _used_networks() -> list[ipaddress.IPv4Network]:
-    """Every IPv4 network this machine already has an address or a route in (all tables)."""
-    found = []
-    for line in (
-        _run("ip", "-4", "-o", "addr").stdout.splitlines()
-        + _run("ip", "-4", "route", "show", "table", "all").stdout.splitlines()
-    ):
-        for word in line.split():
-            with contextlib.suppress(ValueError):
-                if "/" in word or word[:1].isdigit():
-                    found.append(ipaddress.ip_network(word, strict=False))
-    return [n for n in found if n.prefixlen > 0]
-
-
-@dataclass(frozen=True)
-class NodeNetwork:
-    """Names and addresses of one node's network (see the module docstring)."""
-
-    suffix: str
-    prefix: str  # "10.A.B"
-
-    @classmethod
-    def choose(cls) -> NodeNetwork:
-        used = _used_networks()
-        rng = random.SystemRandom()
-        for _ in range(200):
-            prefix = f"10.{rng.randrange(100, 200)}.{rng.randrange(0, 256)}"
-            candidate = ipaddress.ip_network(f"{prefix}.0/24")
-            if not any(candidate.overlaps(n) for n in used):
-                return cls(f"{os.getpid() % 100000}{secrets.token_hex(2)}", prefix)
-        raise RuntimeError("no free /24 in 10.100.0.0-10.199.255.0 for the node's network")
-
-    @property
-    def netns(self) -> str:
-        return f"berth-node-{self.suffix}"
-
-    def _if(self, kind: str) -> str:  # at most 15 characters
-        return f"bn{self.suffix[-9:]}{kind}"
-
-    @property
-    def host_if(self) -> str:
-        return self._if("h")
-
-    @property
-    def node_if(self) -> str:
-        return self._if("n")
-
-    @property
-    def bridge(self) -> str:
-        return self._if("b")
-
-    @property
-    def host_ip(self) -> str:
-        return f"{self.prefix}.249"
-
-    @property
-    def node_ip(self) -> str:
-        return f"{self.prefix}.250"
-
-    @property
-    def pod_cidr(self) -> str:
-        return f"{self.prefix}.0/25"
-
-    @property
-    def gateway(self) -> str:
-        return f"{self.prefix}.1"
-
-    def inside(self, *argv: str) -> list[str]:
-        """``argv`` run in the node's network namespace (and this machine's mount namespace)."""
-        return ["nsenter", f"--net=/var/run/netns/{self.netns}", "--", *argv]
-
-    def create(self) -> None:
-        ns = self.netns
-        _run("ip", "netns", "add", ns)
-        _run("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.node_if, "netns", ns)
-        _run("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.host_if)
-        _run("ip", "link", "set", self.host_if, "up")
-        # This machine reaches the pods (tests, the apiserver's probes of nothing, kubectl port-forward's peer).
-        _run("ip", "route", "add", self.pod_cidr, "via", self.node_ip, "src", self.host_ip)
-        for argv in (
-            ("ip", "link", "set", "lo", "up"),
-            ("ip", "addr", "add", f"{self.node_ip}/30", "dev", self.node_if),
-            ("ip", "link", "set", self.node_if, "up"),
-            # The pods' bridge, made here (the CNI plugin takes it as it finds it) so that ClusterIPs can be routed
-            # to it: kube-proxy's rules rewrite the ones it knows, the rest go unanswered on the bridge.
-            ("ip", "link", "add", self.bridge, "type", "bridge"),
-            ("ip", "addr", "add", f"{self.gateway}/25", "dev", self.bridge),
-            ("ip", "link", "set", self.bridge, "up"),
-            ("ip", "route", "add", SERVICE_RANGE, "dev", self.bridge),
-            ("sysctl", "-qw", "net.ipv4.ip_forward=1"),
-        ):
-            _run(*self.inside(*argv))
-        # Pod-to-Service-to-pod on one bridge: the replies must pass the namespace's iptables to be un-NATed.
-        with contextlib.suppress(RuntimeError):
-            _run(*self.inside("sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"))
-
-    def delete(self) -> None:
-        _run("ip", "netns", "delete", self.netns, check=False)  # takes the veth pair, the bridge and the routes along
-        _run("ip", "link", "delete", self.host_if, check=False)
 
 
 @dataclass
@@ -333,68 +218,14 @@ class Node:
     def _start_containerd(self) -> None:
         w = self.workdir
         (w / "cni").mkdir()
-        (w / "cni" / "10-berth-node.conflist").write_text(
-            json.dumps(
-                {
-                    "cniVersion": "1.0.0",
-                    "name": f"berth-node-{self.network.suffix}",
-                    "plugins": [
-                        {
-                            "type": "bridge",
-                            "bridge": self.network.bridge,
-                            "isGateway": True,
-                            "ipMasq": False,
-                            "hairpinMode": True,
-                            "ipam": {
-                                "type": "host-local",
-                                "dataDir": str(w / "cni-ipam"),
-                                "ranges": [[{"subnet": self.network.pod_cidr, "gateway": self.network.gateway}]],
-                                "routes": [{"dst": "0.0.0.0/0"}],
-                            },
-                        },
-                        {"type": "portmap", "capabilities": {"portMappings": True}},
-                    ],
-                }
-            )
-        )
-        cri = 'plugins."io.containerd.grpc.v1.cri"'
-        config = f"""version = 2
-root = "{w / "containerd" / "root"}"
-state = "{w / "containerd" / "state"}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "{self.socket}"
-[ttrpc]
-  address = "{self.socket}.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{w / "containerd" / "opt"}"
-[{cri}]
-  sandbox_image = "localhost/berth-node-pause:1"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  netns_mounts_under_state_dir = true
-  disable_apparmor = true
-  enable_selinux = false
-[{cri}.containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[{cri}.containerd.runtimes.runc.options]
-  BinaryName = "{CLAMP}"
-  Root = "{self.runc_root}"
-  SystemdCgroup = false
-[{cri}.cni]
-  bin_dir = "{CNI_BIN}"
-  conf_dir = "{w / "cni"}"
-"""
+        (w / "cni" / "10-berth-node.conflist").write_text(json.dumps(cni_conflist(w, self.network)))
+        config = containerd_toml(w, self.socket, self.runc_root, CLAMP, CNI_BIN)
         (w / "containerd.toml").write_text(config)
         containerd = _which("containerd")
         assert containerd is not None
         self._spawn("containerd", self.network.inside(containerd, "--config", str(w / "containerd.toml")))
         deadline = time.monotonic() + 60
-        while _run("ctr", "--address", str(self.socket), "version", check=False).returncode != 0:
+        while run("ctr", "--address", str(self.socket), "version", check=False).returncode != 0:
             self._check_alive()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"containerd did not answer within 60 s:\n{self.log('containerd')[-3000:]}")
@@ -402,10 +233,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def import_image(self, archive: Path) -> None:
         """An OCI archive into the node's image store (containerd's ``k8s.io`` namespace, where the kubelet looks)."""
-        _run("ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "import", str(archive))
+        run("ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "import", str(archive))
 
     def images(self) -> list[str]:
-        out = _run("ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "ls", "-q").stdout
+        out = run("ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "ls", "-q").stdout
         return out.split()
 
     def start_kfake(self, kfake: Path, configs: tuple[str, ...], timeout_s: float = 30.0) -> str:
@@ -432,45 +263,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's process in place, as a crash would (the kubelet restarts it in the same pod)."""
-        _run("ctr", "--address", str(self.socket), "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id)
+        run("ctr", "--address", str(self.socket), "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id)
 
     def _start_kubelet(self) -> None:
         assert self.plane is not None
         w = self.workdir
-        (w / "resolv.conf").write_text("")  # no upstream: pods resolve cluster names only
+        (w / "resolv.conf").write_text("")
         self.kubelet_port = free_port()
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "authentication": {
-                # The apiserver calls the kubelet (logs, exec) without a client certificate here; only this machine
-                # and the node's namespace reach the kubelet's address.
-                "anonymous": {"enabled": True},
-                "webhook": {"enabled": False},
-                "x509": {"clientCAFile": str(self.plane.pki / "ca.crt")},
-            },
-            "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs",
-            "containerRuntimeEndpoint": f"unix://{self.socket}",
-            "failSwapOn": False,
-            "address": self.network.node_ip,
-            "port": self.kubelet_port,
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": free_port(),
-            "readOnlyPort": 0,
-            "cgroupsPerQOS": False,
-            "enforceNodeAllocatable": [],
-            "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "localStorageCapacityIsolation": False,
-            "clusterDNS": [self.network.node_ip],
-            "clusterDomain": CLUSTER_DOMAIN,
-            "resolvConf": str(w / "resolv.conf"),
-            "volumePluginDir": str(w / "kubelet-plugins"),
-            "serializeImagePulls": False,
-            "maxPods": 60,
-        }
+        ca = self.plane.pki / "ca.crt"
+        config = kubelet_config(w, self.network, self.socket, ca, self.kubelet_port, free_port())
         (w / "kubelet.yaml").write_text(yaml.safe_dump(config))
         self._spawn(
             "kubelet",
@@ -567,9 +368,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         """Every container of this node, through runc's state root (the shims would keep them running)."""
         if not self.runc_root.is_dir():
             return
-        listed = _run(str(RUNC), "--root", str(self.runc_root), "list", "-q", check=False).stdout.split()
+        listed = run(str(RUNC), "--root", str(self.runc_root), "list", "-q", check=False).stdout.split()
         for container in listed:
-            _run(str(RUNC), "--root", str(self.runc_root), "delete", "--force", container, check=False)
+            run(str(RUNC), "--root", str(self.runc_root), "delete", "--force", container, check=False)
 
     def _end_shims(self) -> None:
         """The containerd shims this node's containerd started (they outlive it): found by its socket address."""
@@ -593,7 +394,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             if point.startswith(prefix):
                 mounts.append(point)
         for point in sorted(set(mounts), key=len, reverse=True):
-            _run("umount", "-l", point, check=False)
+            run("umount", "-l", point, check=False)
 
     def _remove_pod_logs(self, uids: list[str]) -> None:
         """The kubelet keeps pod logs under /var/log/pods (not configurable in 1.28): remove this node's."""

@@ -14,7 +14,8 @@ Each archive is named by a key over exactly its inputs (the base: Debian suite, 
 machine's CA bundle and apt settings; a target: the base's key, the Dockerfile, ``.dockerignore`` and every file of
 the build context it lets in), so a second run finds the archives and builds nothing; buildah keeps its layers
 (``--layers``) beside them, so a changed source file rebuilds only the stages after its COPY. The cache lives in
-``$BERTH_NODE_CACHE`` (default ``~/.cache/berth-node``), shared by every checkout on the machine, under a lock.
+``$BERTH_NODE_CACHE`` (default ``~/.cache/berth-node``), shared by every checkout on the machine, under a lock; the
+three archives of each image used last are kept.
 
 ``python -m support.node_images MANIFEST`` (``PYTHONPATH=tests``) builds all four and writes ``{name: {"ref",
 "archive"}}`` to MANIFEST: the node tier starts it in the background when the session starts
@@ -59,6 +60,8 @@ IMAGES = {
     "examples": ("docker.io/library/berth-examples:0.1.0", EXAMPLES_DIR / "Dockerfile", None),
 }
 TOOLS = ("buildah", "debootstrap")
+#: Archives kept per image (the ones used last); buildah's layers stay too, so an older one rebuilds quickly.
+KEEP = 3
 
 
 def cache_dir() -> Path:
@@ -191,11 +194,26 @@ class Builder:
         partial.unlink(missing_ok=True)
         self.buildah("push", "-q", ref, f"oci-archive:{partial}:{ref}")
         partial.rename(archive)
+        self._prune(archive)
+
+    def _hit(self, archive: Path) -> bool:
+        """Whether the archive is cached (then marked used now, for :meth:`_prune`)."""
+        if not archive.exists():
+            return False
+        os.utime(archive)
+        return True
+
+    def _prune(self, archive: Path, keep: int = KEEP) -> None:
+        """Of one image's archives, keep the ``keep`` used last (checkouts of other branches share the cache)."""
+        name = archive.name.rsplit("-", 1)[0]
+        same = sorted(self.archives.glob(f"{name}-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in same[keep:]:
+            old.unlink(missing_ok=True)
 
     def pause(self) -> Path:
         key = _digest(RECIPE, BUSYBOX.read_bytes())
         archive = self.archives / f"pause-{key}.tar"
-        if archive.exists():
+        if self._hit(archive):
             return archive
         with tempfile.TemporaryDirectory(dir=self.cache) as scratch:
             rootfs = Path(scratch) / "rootfs"
@@ -247,7 +265,7 @@ class Builder:
         ref, dockerfile, target = IMAGES[name]
         key = target_key(dockerfile, target, base_key())
         archive = self.archives / f"{name}-{key}.tar"
-        if archive.exists():
+        if self._hit(archive):
             return ref, archive
         base_ref = self.base()
         local = f"localhost/berth-node-{name}:{key}"
