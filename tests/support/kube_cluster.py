@@ -97,19 +97,8 @@ def make_pki(pki: Path, address: str = "127.0.0.1") -> None:
 
 def sign_certificate(pki: Path, name: str, subject: str, ext: str | None = None) -> None:
     """``name.key`` and ``name.crt`` for ``subject``, signed by the CA in ``pki``."""
-    _openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.csr",
-        "-subj",
-        subject,
-        cwd=pki,
-    )
+    request = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr"]
+    _openssl(*request, "-subj", subject, cwd=pki)
     sign = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"]
     _openssl(*sign, "-out", f"{name}.crt", "-days", "2", *(["-extfile", ext] if ext else []), cwd=pki)
 
@@ -122,7 +111,6 @@ def kubeconfig_text(
     key: Path | None = None,
     token: str | None = None,
     user: str = "user",
-    tls_server_name: str | None = None,
 ) -> str:
     """A kubeconfig for one user: a client certificate or a bearer token."""
     if token is not None:
@@ -132,8 +120,7 @@ def kubeconfig_text(
     return (
         "apiVersion: v1\nkind: Config\n"
         f"clusters:\n- name: berth-test\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n"
-        + (f"    tls-server-name: {tls_server_name}\n" if tls_server_name else "")
-        + f"users:\n- name: {user}\n  user:\n{credentials}"
+        f"users:\n- name: {user}\n  user:\n{credentials}"
         f"contexts:\n- name: berth-test\n  context:\n    cluster: berth-test\n    user: {user}\n"
         "current-context: berth-test\n"
     )

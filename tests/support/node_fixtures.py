@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,7 +150,7 @@ class NodeTier:
             self.build.wait()
         if self.node is not None:
             self.node.stop()
-        subprocess.run(["rm", "-rf", str(self.workdir)], check=False)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 _tier: NodeTier | None = None
