@@ -400,9 +400,7 @@ def check_journal_rows(conn: sqlite3.Connection, db_path: Path) -> None:
         raise StoreError(f"database {db_path} cannot be read: {' '.join(str(exc).split())}") from exc
     if problem is not None:
         seq, what = problem
-        raise StoreError(
-            f"database {db_path} cannot be read: journal event {seq} {what}; restore it from a backup"
-        )
+        raise StoreError(f"database {db_path} cannot be read: journal event {seq} {what}; restore it from a backup")
 
 
 def _window_query(conn: sqlite3.Connection, after: int, limit: int, max_bytes: int | None) -> list[Any]:
