@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from benchmarks import stored_report
 from benchmarks.bounds_floods import BYSTANDER_RATE, BYSTANDER_SECONDS
 from benchmarks.common import RESULTS, ROOT
 
@@ -124,8 +125,9 @@ def render() -> str:
             "",
             "Limits that bound them: `--max-body-bytes` (413, connection closed without reading the rest),",
             "`--max-list-items` and `--max-id-bytes` (400 naming the field), JSON nesting (400), the KIP-394 pending",
-            "cap `--max-pending-members-per-group` (GROUP_MAX_SIZE_REACHED) with pending ids expiring after their",
-            "session timeout, `--idle-timeout-s` and `--body-timeout-s` (slow clients: closed, or 408), and",
+            "bounds `--max-pending-members-per-group` and `--max-pending-members` (a newcomer beyond them pushes out",
+            "the oldest pending id) with pending ids living at most `--pending-member-timeout-ms`,",
+            "`--idle-timeout-s` and `--body-timeout-s` (slow clients: closed, or 408), and",
             "`--max-connections` (503 and closed). The bystander is never refused; its latency rises while the single",
             "coordinator core is saturated by the flood, most for anonymous joins (each one is a journal write).",
             "",
@@ -194,6 +196,7 @@ def render() -> str:
             "is left of the bystander's cost is sharing transactions (and their fsync) with an 8 MiB group record",
             "ten times a second, far more often than any real group rebalances.",
             "",
+            *stored_report.report(bounds["figures"]),
         ]
     lines += [
         "## Group ownership",

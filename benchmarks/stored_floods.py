@@ -26,11 +26,12 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmarks.bounds_floods import MiB, tree_bytes
+from benchmarks.bounds_floods import CHART_MEMORY_MIB, MiB, at_rest
 from benchmarks.common import Coordinator, progress
 from benchmarks.fastclient import Connection
 from benchmarks.floods import probe
@@ -43,8 +44,6 @@ TOKENS = {
         {"name": "glob", "token": GLOB, "groups": ["*"]},
     ]
 }
-CHART_MEMORY_MIB = 512
-CHART_VOLUME_MIB = 1024
 COMMITS, PARTITIONS, METADATA = 501, 250, "m" * 4_000
 GROUPS, MEMBERS, MEMBER_METADATA = 80, 40, 200 * 1024
 ANONYMOUS_JOINS = 10_000
@@ -56,23 +55,6 @@ def chart_coordinator(tmp: Path, name: str, *extra: str) -> Coordinator:
     tokens = tmp / "tokens.yaml"
     tokens.write_text(json.dumps(TOKENS))
     return Coordinator(tmp / name, "--tokens-file", str(tokens), "--probe-port", "0", *extra, cpu=0)
-
-
-def at_rest(coordinator: Coordinator) -> dict[str, Any]:
-    """RSS and disk after a flood, then the reload: time to ready, RSS once ready, the peak while loading."""
-    figures: dict[str, Any] = {
-        "rss_mib": coordinator.rss_bytes() / MiB,
-        "peak_rss_mib": coordinator.peak_rss_bytes() / MiB,
-        "disk_mib": tree_bytes(coordinator.data_dir) / MiB,
-    }
-    coordinator.stop()
-    started = time.perf_counter()
-    coordinator.start(timeout=300)
-    figures["reload_s"] = time.perf_counter() - started
-    figures["reload_rss_mib"] = coordinator.rss_bytes() / MiB
-    figures["reload_peak_rss_mib"] = coordinator.peak_rss_bytes() / MiB
-    figures["limits"] = {"memory_mib": CHART_MEMORY_MIB, "volume_mib": CHART_VOLUME_MIB}
-    return figures
 
 
 def said(name: str, figures: dict[str, Any]) -> None:
@@ -413,17 +395,31 @@ def urlopen_text(url: str) -> str:
 
 # ---------------------------------------------------------------------------------------------------------- all
 
+FLOODS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "offsets_one_group": lambda tmp: offsets_flood(tmp, "offsets_one_group", TEAM, lambda _: "team-orders"),
+    "offsets_glob_token": lambda tmp: offsets_flood(tmp, "offsets_glob_token", GLOB, lambda n: f"glob-{n:04d}"),
+    "offsets_admin": lambda tmp: offsets_flood(tmp, "offsets_admin", ADMIN, lambda n: f"admin-{n:04d}"),
+    "metadata_across_groups": metadata_across_groups,
+    "anonymous_joins": anonymous_joins,
+    "probe_flood": probe_flood,
+    "metric_slots": metric_slots,
+}
 
-def run(tmp: Path) -> dict[str, Any]:
-    return {
-        "offsets_one_group": offsets_flood(tmp, "offsets_one_group", TEAM, lambda _: "team-orders"),
-        "offsets_glob_token": offsets_flood(tmp, "offsets_glob_token", GLOB, lambda n: f"glob-{n:04d}"),
-        "offsets_admin": offsets_flood(tmp, "offsets_admin", ADMIN, lambda n: f"admin-{n:04d}"),
-        "metadata_across_groups": metadata_across_groups(tmp),
-        "anonymous_joins": anonymous_joins(tmp),
-        "probe_flood": probe_flood(tmp),
-        "metric_slots": metric_slots(tmp),
-    }
+
+def run(tmp: Path, names: list[str] | None = None) -> dict[str, Any]:
+    return {name: FLOODS[name](tmp) for name in names or FLOODS}
+
+
+def met(figures: dict[str, Any]) -> bool:
+    """The goals of these floods (RSS, reload and disk are checked with every flood's ``at_rest``)."""
+    probes = figures["probe_flood"]["probes"].values()
+    slots = figures["metric_slots"]
+    return (
+        all(p["ok"] == sum(p["statuses"].values()) for p in probes)
+        and figures["anonymous_joins"]["newcomer"]["join"] == "NONE"
+        and slots["fleet_group_has_series"]
+        and figures["offsets_one_group"]["fetch"]["largest_page_mib"] <= 2
+    )
 
 
 if __name__ == "__main__":
@@ -431,15 +427,4 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        names = sys.argv[1:]
-        root = Path(tmp)
-        every = {
-            "offsets_one_group": lambda: offsets_flood(root, "offsets_one_group", TEAM, lambda _: "team-orders"),
-            "offsets_glob_token": lambda: offsets_flood(root, "offsets_glob_token", GLOB, lambda n: f"glob-{n:04d}"),
-            "offsets_admin": lambda: offsets_flood(root, "offsets_admin", ADMIN, lambda n: f"admin-{n:04d}"),
-            "metadata_across_groups": lambda: metadata_across_groups(root),
-            "anonymous_joins": lambda: anonymous_joins(root),
-            "probe_flood": lambda: probe_flood(root),
-            "metric_slots": lambda: metric_slots(root),
-        }
-        print(json.dumps({name: every[name]() for name in names or every}, indent=2))
+        print(json.dumps(run(Path(tmp), sys.argv[1:]), indent=2))
