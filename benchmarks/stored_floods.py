@@ -238,12 +238,12 @@ async def lockout(url: str) -> dict[str, Any]:
     answers: dict[str, int] = {}
     started = time.perf_counter()
 
-    async def flood(c: Connection, n: int) -> None:
-        for _ in range(n):
+    async def flood(c: Connection, index: int) -> None:
+        for _ in range(index, ANONYMOUS_JOINS, len(conns)):
             _, raw = await c.send(c.encode("POST", path, join(session_ms=1_800_000)))
             count(answers, json.loads(raw)["error"])
 
-    await asyncio.gather(*(flood(c, ANONYMOUS_JOINS // len(conns)) for c in conns))
+    await asyncio.gather(*(flood(c, i) for i, c in enumerate(conns)))
     flood_s = time.perf_counter() - started
     arrived = time.perf_counter()
     first = json.loads((await conn.send(conn.encode("POST", path, join())))[1])

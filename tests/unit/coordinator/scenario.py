@@ -675,10 +675,11 @@ class Scenario:
         ledgers: dict[str | None, list[int]] = {None: [0, 0]}
         for group_id, group in core.groups.items():
             held = core.offsets.get(group_id, {})
-            assert group.offset_count == sum(len(partitions) for partitions in held.values()), group_id
+            usage = group.usage
+            assert usage.offset_count == sum(len(partitions) for partitions in held.values()), group_id
             size = sum(offset_bytes(t, o.metadata) for t, partitions in held.items() for o in partitions.values())
-            assert group.offset_bytes == size, f"{group_id}: offset bytes drifted"
-            assert group.reserved_offsets == group.reserved_offset_bytes == 0, f"{group_id}: a reservation was left"
+            assert usage.offset_bytes == size, f"{group_id}: offset bytes drifted"
+            assert usage.reserved_offsets == usage.reserved_offset_bytes == 0, f"{group_id}: a reservation was left"
             for tenant in {None, group.tenant}:
                 figures = ledgers.setdefault(tenant, [0, 0])
                 figures[0] += group.stored_bytes()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from berth.coordinator.core import CoordinatorConfig
+from berth.coordinator.core import CoordinatorConfig, Group
 from berth.coordinator.core.usage import GROUP_BYTES, MEMBER_BYTES, offset_bytes
 from berth.coordinator.protocol import (
     CommitPartition,
@@ -68,7 +68,7 @@ def test_offsets_beyond_the_groups_bytes_are_refused_and_smaller_metadata_is_not
     big = "m" * 1_500  # three of them with their topic and overhead: more than 4 KiB
     first = bounded.commit(offsets=partitions(3), metadata=big)
     assert errors(first.result) == [Error.NONE, Error.NONE, Error.INVALID_COMMIT_OFFSET_SIZE]
-    assert bounded.group().offset_bytes == 2 * offset_bytes("t", big)
+    assert bounded.group().usage.offset_bytes == 2 * offset_bytes("t", big)
     # Shrinking an offset's metadata frees room (never refused); growing it again is weighed like a new one.
     smaller = bounded.commit(offsets=partitions(1), metadata="s")
     assert errors(smaller.result) == [Error.NONE]
@@ -107,10 +107,10 @@ def test_offsets_in_flight_count_towards_the_bound() -> None:
     )
     ((_, answer),) = refused.replies
     assert isinstance(answer, OffsetCommitResponse) and errors(answer) == [Error.INVALID_COMMIT_OFFSET_SIZE]
-    assert core.groups["g"].reserved_offsets == 2
+    assert core.groups["g"].usage.reserved_offsets == 2
     core.on_write_done(pending[0], True, ctx.now)
-    group = core.groups["g"]
-    assert (group.offset_count, group.reserved_offsets, group.reserved_offset_bytes) == (3, 0, 0)
+    usage = core.groups["g"].usage
+    assert (usage.offset_count, usage.reserved_offsets, usage.reserved_offset_bytes) == (3, 0, 0)
     ctx.check_usage()
     ctx.close()
 
@@ -209,3 +209,10 @@ def test_a_reload_over_lowered_bounds_loads_everything_and_refuses_growth() -> N
     assert errors(reloaded.commit(offsets=partitions(1, start=9)).result) == [Error.INVALID_COMMIT_OFFSET_SIZE]
     assert errors(reloaded.commit(offsets=partitions(1)).result) == [Error.NONE]
     reloaded.close()
+
+
+def test_a_groups_own_attributes_stay_few_enough_for_shared_key_instance_dicts() -> None:
+    """What the bounds count per group lives in ``Group.usage``: CPython (3.11) shares an instance dict's keys, and
+    specialises the attribute reads a heartbeat makes, only up to 30 attributes. With 31 a heartbeat cost about
+    1,900 more instructions (``python -m benchmarks.instructions berth``)."""
+    assert len(vars(Group("g", 0))) <= 30

@@ -323,7 +323,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert ledger.bytes <= BOUNDS.max_stored_bytes_per_tenant  # type: ignore[operator]
             assert ledger.groups <= BOUNDS.max_groups_per_tenant  # type: ignore[operator]
         for group in core.groups.values():
-            assert group.offset_count <= BOUNDS.offsets_max_per_group  # type: ignore[operator]
+            assert group.usage.offset_count <= BOUNDS.offsets_max_per_group  # type: ignore[operator]
             assert len(group.pending_join_members) <= BOUNDS.max_pending_members_per_group
 
     @invariant()

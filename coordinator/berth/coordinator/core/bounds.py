@@ -67,14 +67,14 @@ def join_refused(core: CoreState, group: Group | None, req: JoinRequest, tenant:
         return True
     old = group.members.get(replacing) if replacing is not None else None
     delta = offered - old.protocols_bytes() if old is not None else MEMBER_BYTES + offered
-    return _refused_by(group.ledgers, delta)
+    return _refused_by(group.usage.ledgers, delta)
 
 
 def assignment_refused(core: CoreState, group: Group, assignment: dict[MemberId, bytes]) -> bool:
     """Would the leader's assignment take the group beyond its metadata bound or a ledger?"""
     after = group.metadata_bytes_with(0, assignments=assignment)
     limit = core.config.group_metadata_max_bytes
-    return (limit is not None and after > limit) or _refused_by(group.ledgers, after - group.metadata_bytes)
+    return (limit is not None and after > limit) or _refused_by(group.usage.ledgers, after - group.metadata_bytes)
 
 
 # ----------------------------------------------------------------------------------------------------- offsets
@@ -85,14 +85,15 @@ def refuse_offset(core: CoreState, group: Group, new_offset: bool, delta: int) -
     stored bytes go beyond the group's offset bounds or a ledger? Offsets in flight count."""
     config = core.config
     most = config.offsets_max_per_group
-    if new_offset and most is not None and group.offset_count + group.reserved_offsets >= most:
+    usage = group.usage
+    if new_offset and most is not None and usage.offset_count + usage.reserved_offsets >= most:
         return True
     if delta <= 0:
         return False
     limit = config.offsets_max_bytes_per_group
-    if limit is not None and group.offset_bytes + group.reserved_offset_bytes + delta > limit:
+    if limit is not None and usage.offset_bytes + usage.reserved_offset_bytes + delta > limit:
         return True
-    return _refused_by(group.ledgers, delta)
+    return _refused_by(usage.ledgers, delta)
 
 
 # ------------------------------------------------------------------------------------------------ pending ids

@@ -1,9 +1,9 @@
 """The coordinator's group limits and the bounds on what it keeps (docs/api.md §6 defaults, §10 flags).
 
 The bounds on stored bytes (``usage``) derive from the chart's limits, as docs/api.md §6 sets out: of its 512 MiB of
-memory, about 55 MiB are the process itself and at least 150 MiB are kept for what requests and rebalances hold for
-a moment; of its 1 GiB volume, the journal takes up to 560 MiB. ``max_stored_bytes`` = 192 MiB then runs at under
-300 MiB, reloads in about 260 MiB and takes under 300 MiB of disk (docs/reliability.md measures it). A tenant (a
+memory, about 55 MiB are the process itself and at least 160 MiB are kept for what requests and rebalances hold for
+a moment; of its 1 GiB volume, the journal takes up to 560 MiB. ``max_stored_bytes`` = 192 MiB then runs in under
+350 MiB, reloads in about 260 MiB and takes under 300 MiB of disk (docs/reliability.md measures it). A tenant (a
 non-admin token) may take an eighth of it.
 """
 

@@ -202,7 +202,7 @@ class Coordinator(CoreState):
                 group = group_from_record(record, self.now_ms)
                 if previous is not None:
                     group.set_expected_instance_ids(previous.expected_instance_ids)
-                    group.offset_count, group.offset_bytes = previous.offset_count, previous.offset_bytes
+                    group.usage = previous.usage  # its offsets are the group id's, whichever record came last
                 self.register(group)
             elif previous is not None:
                 self.offsets.pop(record.group_id, None)  # as the delete that wrote the tombstone did

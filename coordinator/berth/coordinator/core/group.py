@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from berth.coordinator.core.member import Member
-from berth.coordinator.core.usage import GROUP_BYTES, MEMBER_BYTES, Ledger
+from berth.coordinator.core.usage import GROUP_BYTES, MEMBER_BYTES, GroupUsage
 from berth.coordinator.protocol import GroupId, GroupOwner, InstanceId, JoinMember, JoinProtocol, MemberId
 
 
@@ -72,15 +72,10 @@ class Group:
         self.members: dict[MemberId, Member] = {}
         # Bytes of every member's protocol metadata and assignment: what ``group_metadata_max_bytes`` bounds.
         self.metadata_bytes = 0
-        # Its committed offsets (``usage.offset_bytes`` each): durable, and accepted but not yet durable.
-        self.offset_count = 0
-        self.offset_bytes = 0
-        self.reserved_offsets = 0
-        self.reserved_offset_bytes = 0
-        # The non-admin token that created the group (None: an admin's, or no tokens) and the ledgers it counts in
-        # while the core holds it (``usage``): all groups', and its tenant's.
+        # The non-admin token that created the group (None: an admin's, or no tokens); its committed offsets in
+        # figures and the ledgers it counts in while the core holds it (``usage``: all groups', and its tenant's).
         self.tenant = tenant
-        self.ledgers: tuple[Ledger, ...] = ()
+        self.usage = GroupUsage()
         self.static_members: dict[InstanceId, MemberId] = {}
         # KIP-394 ids handed out, not yet joined, oldest first (the value: none, an ordered set).
         self.pending_join_members: dict[MemberId, None] = {}
@@ -138,17 +133,18 @@ class Group:
 
     def stored_bytes(self) -> int:
         """The group's size in stored bytes (``usage``), offsets in flight included."""
+        usage = self.usage
         return (
             GROUP_BYTES
             + MEMBER_BYTES * len(self.members)
             + self.metadata_bytes
-            + self.offset_bytes
-            + self.reserved_offset_bytes
+            + usage.offset_bytes
+            + usage.reserved_offset_bytes
         )
 
     def charge(self, delta: int) -> None:
         """Count ``delta`` stored bytes in the group's ledgers (none until the core registers the group)."""
-        for ledger in self.ledgers:
+        for ledger in self.usage.ledgers:
             ledger.bytes += delta
 
     def static_member_id(self, group_instance_id: InstanceId) -> MemberId | None:

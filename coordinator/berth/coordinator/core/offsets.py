@@ -117,6 +117,7 @@ def _admit(
     """Weigh each partition against the metadata bound and the offset bounds; reserve what is accepted."""
     max_bytes = core.config.offset_metadata_max_bytes
     committed = core.offsets.get(group.group_id, {})
+    usage = group.usage
     accepted: list[OffsetRecord] = []
     reserved_offsets = reserved_bytes = 0
     topics = []
@@ -135,8 +136,8 @@ def _admit(
                 continue
             grows = max(delta, 0)
             new = int(old is None)
-            group.reserved_offsets += new
-            group.reserved_offset_bytes += grows
+            usage.reserved_offsets += new
+            usage.reserved_offset_bytes += grows
             group.charge(grows)
             reserved_offsets += new
             reserved_bytes += grows
@@ -150,8 +151,8 @@ def _admit(
 
 def _release(group: Group, reserved: Reservation) -> None:
     offsets, size = reserved
-    group.reserved_offsets -= offsets
-    group.reserved_offset_bytes -= size
+    group.usage.reserved_offsets -= offsets
+    group.usage.reserved_offset_bytes -= size
     group.charge(-size)
 
 
@@ -211,8 +212,8 @@ def apply_offset(core: CoreState, record: OffsetRecord) -> None:
 def _count(group: Group, topic: str, old: OffsetAndMetadata | None, new: OffsetAndMetadata | None) -> None:
     before = 0 if old is None else offset_bytes(topic, old.metadata)
     after = 0 if new is None else offset_bytes(topic, new.metadata)
-    group.offset_count += (new is not None) - (old is not None)
-    group.offset_bytes += after - before
+    group.usage.offset_count += (new is not None) - (old is not None)
+    group.usage.offset_bytes += after - before
     group.charge(after - before)
 
 

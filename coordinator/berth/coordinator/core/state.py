@@ -219,9 +219,9 @@ class CoreState:
         """Hold ``group`` (replacing nothing: the caller forgot any group of that id first) and count it."""
         assert group.group_id not in self.groups, group
         self.groups[group.group_id] = group
-        group.ledgers = self.ledgers_for(group.tenant, keep=True)
+        ledgers = group.usage.ledgers = self.ledgers_for(group.tenant, keep=True)
         size = group.stored_bytes()
-        for ledger in group.ledgers:
+        for ledger in ledgers:
             ledger.bytes += size
             ledger.groups += 1
 
@@ -232,12 +232,12 @@ class CoreState:
         if group is None:
             return None
         size = group.stored_bytes()
-        for ledger in group.ledgers:
+        for ledger in group.usage.ledgers:
             ledger.bytes -= size
             ledger.groups -= 1
             if ledger.tenant is not None and ledger.groups == 0:
                 del self.tenants[ledger.tenant]
-        group.ledgers = ()
+        group.usage.ledgers = ()
         return group
 
     def generate_member_id(self, client_id: str | None, group_instance_id: InstanceId | None) -> MemberId:

@@ -47,6 +47,21 @@ def offset_bytes(topic: str, metadata: str | None) -> int:
     return OFFSET_BYTES + text_bytes(topic) + text_bytes(metadata)
 
 
+class GroupUsage:
+    """A group's committed offsets in figures (durable, and accepted but not yet durable) and the ledgers it counts
+    in. Kept apart from the group's own attributes, so that those stay few enough (at most 30) for CPython's
+    shared-key instance dicts, whose attribute reads the heartbeat path relies on."""
+
+    __slots__ = ("ledgers", "offset_bytes", "offset_count", "reserved_offset_bytes", "reserved_offsets")
+
+    def __init__(self) -> None:
+        self.ledgers: tuple[Ledger, ...] = ()
+        self.offset_count = 0
+        self.offset_bytes = 0
+        self.reserved_offsets = 0
+        self.reserved_offset_bytes = 0
+
+
 class Ledger:
     """The stored bytes and the number of groups of a set of groups, with their bounds (None: unbounded)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import gc
 import logging
 import os
@@ -471,7 +470,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         fail(str(exc))
     tune_garbage_collector()
-    tune_allocator()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(serve(config, store))
@@ -490,25 +488,6 @@ GC_THRESHOLDS = (50_000, 20, 20)
 def tune_garbage_collector() -> None:
     """Collect cycles less often (see ``GC_THRESHOLDS``); the memory they may hold meanwhile is a few MiB."""
     gc.set_threshold(*GC_THRESHOLDS)
-
-
-# glibc serves allocations of 128 KiB and more with mmap, and returns them to the system when they are freed, until
-# the first such free: from then on it raises that threshold to the size freed (up to 32 MiB), so that member
-# metadata, request bodies and answers of a few hundred KiB come from the heap, where what is freed stays in the
-# process. Measured with ``python -m benchmarks.floods`` (metadata across groups, 255 MiB of member metadata kept):
-# RSS 422 MiB after the flood with the moving threshold, 325 MiB with it fixed; a reload holds 313-323 MiB either way.
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 128 * 1024
-
-
-def tune_allocator() -> None:
-    """Keep glibc's mmap threshold at its 128 KiB default (see above); nothing elsewhere (musl, macOS)."""
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

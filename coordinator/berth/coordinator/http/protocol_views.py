@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
@@ -109,6 +109,11 @@ class ProtocolRoute(Generic[B]):
     refuse: Callable[[B, Error], Answer]  # the route's answer carrying just an error
     host_call: HostCall[B] | None = None  # the peer's address is looked up only for the call that records it
     tenant_call: TenantCall[B] | None = None  # a call that may create a group: it learns the request's tenant
+    plain: bool = field(init=False)  # neither of the two above: ``call`` alone (heartbeat, sync, leave)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.host_call is None and self.tenant_call is None)
+
     audited: bool = False  # its journal events carry the acting token's name (an admin removal is a leave)
     timed_per_group: bool = False  # its latency goes into the group's histogram (join, sync: the rebalance wait)
 
@@ -150,15 +155,16 @@ async def protocol_view(
         refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
     invoke: Callable[[int, int], Effects]
-    if protocol.host_call is not None:
+    if protocol.plain:  # the heartbeat's way: one test, as before tenants
+        invoke = partial(protocol.call, state.core, group_id, req, version)
+    elif protocol.host_call is not None:
         host = request.remote or ""
         invoke = partial(
             protocol.host_call, state.core, group_id, req, version, client_host=host, tenant=tenant_of(principal)
         )
-    elif protocol.tenant_call is not None:
-        invoke = partial(protocol.tenant_call, state.core, group_id, req, version, tenant=tenant_of(principal))
     else:
-        invoke = partial(protocol.call, state.core, group_id, req, version)
+        assert protocol.tenant_call is not None
+        invoke = partial(protocol.tenant_call, state.core, group_id, req, version, tenant=tenant_of(principal))
     if protocol.audited and principal is not None:
         invoke = acting_as(principal.name, invoke)
     answer = await engine.call(invoke, partial(protocol.refuse, req, Error.COORDINATOR_NOT_AVAILABLE), group_id)
