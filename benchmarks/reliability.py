@@ -97,8 +97,8 @@ def render() -> str:
             f"{check['start_with_off_s']:.2f} s with `off`; both starts include the check of the journal's rows,",
             f"which every start makes ({check.get('journal_rows_check_s', float('nan')):.2f} s for its"
             f" {check.get('journal_table_rows', 0):,} rows). Both integrity checks read the whole file once, so with",
-            "a cold",
-            f"cache they cost its read at the disk's speed: this disk reads {check['disk_read_mib_s']:.0f} MiB/s",
+            f"a cold cache they cost its read at the disk's speed: this disk reads {check['disk_read_mib_s']:.0f}"
+            " MiB/s",
             f"past the cache ({check['database_mib'] / check['disk_read_mib_s']:.2f} s for this file); a 1 GiB volume",
             "at a cloud disk's 125 MiB/s would take about 8 s, within the chart's 60 s start-up probe.",
             "",
