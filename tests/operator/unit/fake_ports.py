@@ -23,7 +23,14 @@ from berth.operator.planners.observations import (
 )
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import Applied, ApplyResult, CoordinatorPort, WorkloadObservation, WorkloadView
+from berth.operator.ports import (
+    Applied,
+    ApplyResult,
+    CoordinatorPort,
+    GroupRecords,
+    WorkloadObservation,
+    WorkloadView,
+)
 from berth.operator.reconcile.context import PassContext
 from berth.operator.spec import Fleet, OperatorDefaults
 
@@ -118,6 +125,24 @@ class InMemoryCoordinator:
         return "NONE" if self.members.pop(group_id, None) is not None else "GROUP_ID_NOT_FOUND"
 
 
+class InMemoryRecords:
+    """GroupRecords in a dict: the first claim of a key wins, a release by another uid changes nothing."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], GroupOwnerRef] = {}
+
+    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
+        return self.records.get((coordinator, group_id))
+
+    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
+        return self.records.setdefault((coordinator, group_id), owner)
+
+    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
+        recorded = self.records.get((coordinator, group_id))
+        if recorded is not None and recorded.uid == owner_uid:
+            del self.records[(coordinator, group_id)]
+
+
 class OneCoordinator:
     """A CoordinatorDirectory that hands out one coordinator whatever the endpoint (and remembers which)."""
 
@@ -171,6 +196,7 @@ def pass_context(
     defaults: OperatorDefaults,
     now: datetime,
     secrets: Secrets | None = None,
+    records: GroupRecords | None = None,
 ) -> PassContext:
     def workload_for(fleet: Fleet) -> NamesFleet:
         return workload
@@ -193,4 +219,5 @@ def pass_context(
         last_waiting={},
         advice_problems_seen=set(),
         secrets=secrets,
+        records=InMemoryRecords() if records is None else records,
     )

@@ -22,7 +22,7 @@ from typing import Any
 import kopf
 
 from berth.operator.names import GROUP, PLURAL, VERSION
-from berth.operator.planners.claims import ClaimKey, GroupClaim, claims_of
+from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
@@ -59,7 +59,7 @@ def register_fleet_handlers(
 ) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id=CLAIMS_INDEX)
     def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
-        return claims_of(body, defaults)
+        return index_entries(body, defaults)
 
     def lookup(handler_kwargs: dict[str, Any]) -> Callable[[ClaimKey], Iterable[GroupClaim]]:
         index: kopf.Index[ClaimKey, GroupClaim] = handler_kwargs[CLAIMS_INDEX]

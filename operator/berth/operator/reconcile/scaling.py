@@ -49,6 +49,7 @@ async def scale(
             leave_on_scale_down=fleet.spec.leave_on_scale_down,
             deleting=deleting,
             group_members=description.static_instance_ids(),
+            dynamic_members=tuple(m.member_id for m in description.members if m.group_instance_id is None),
             kind=group.kind,
             delete_group=deletes_group(fleet, group.kind),
             terminating=observed.terminating,
