@@ -24,7 +24,6 @@ from berth.operator.planners.observations import GroupDescription, GroupMember
 from berth.operator.planners.scaling import (
     BatchLeave,
     DeleteGroup,
-    PatchStatus,
     ScaleWorkload,
     ScalingObservation,
     ScalingStatus,
@@ -252,9 +251,9 @@ def described(state: str, **members: str) -> GroupDescription:
 
 
 def test_evidence_records_a_restart_an_expiry_a_rebalance_and_the_operators_removal() -> None:
-    first, events = observe_group(EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000)
+    first, events = observe_group(EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000, key="orders")
     assert events == []  # the first look is the baseline
-    state, events = observe_group(first, described("Stable", **{"o-0": "a2", "o-1": "b"}), now_ms=4_000)
+    state, events = observe_group(first, described("Stable", **{"o-0": "a2", "o-1": "b"}), now_ms=4_000, key="orders")
     (replaced,) = events
     assert (replaced["type"], replaced["group_instance_id"], replaced["offline_ms"]) == (
         "static_member_replaced",
@@ -262,7 +261,7 @@ def test_evidence_records_a_restart_an_expiry_a_rebalance_and_the_operators_remo
         3_000,
     )
     assert (replaced["member_id"], replaced["old_member_id"], replaced["rebalance"]) == ("a2", "a", False)
-    state, events = observe_group(state, described("PreparingRebalance", **{"o-0": "a2"}), now_ms=9_000)
+    state, events = observe_group(state, described("PreparingRebalance", **{"o-0": "a2"}), now_ms=9_000, key="orders")
     assert [(e["type"], e.get("cause")) for e in events] == [
         ("member_expired", None),
         ("rebalance_started", "member_expired"),

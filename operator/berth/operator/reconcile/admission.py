@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from berth.operator.planners.admission import admit
+from berth.operator.planners.advice import group_key
 from berth.operator.planners.claims import (
     ClaimKey,
     GroupClaim,
@@ -31,7 +32,7 @@ from berth.operator.planners.claims import (
     volume_claim_keys,
 )
 from berth.operator.planners.coordinator_kind import CoordinatorKind, kind_of_group
-from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget
+from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.kafka_credentials import SecretRole, checked, kafka_connection, secrets_needed
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
@@ -51,9 +52,15 @@ class AdmittedGroup:
     group_id: str
     where: str  # the coordinator, for messages (its URL, or kafka://...)
     kind: CoordinatorKind
+    target: CoordinatorTarget
 
     async def describe(self) -> GroupDescription:
         return (await describe(self.coordinator, self.group_id, self.where))[0]
+
+    @property
+    def evidence_key(self) -> str:
+        """What the operator's evidence names the group (``planners.advice.group_key``)."""
+        return group_key(self.target, self.group_id) if isinstance(self.target, KafkaTarget) else self.group_id
 
 
 def admit_fleet(
@@ -134,7 +141,7 @@ async def look_up_group(
     """The group described and its kind decided, without claiming it (the deletion's look)."""
     where = str(target)
     description, kind = await describe(coordinator, fleet.spec.group_id, where)
-    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind), description
+    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind, target), description
 
 
 async def admit_group(

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from berth.operator.planners import announcements
+from berth.operator.planners.advice import advice_key
 from berth.operator.planners.coordinator_kind import UnmanagedGroup
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
@@ -68,7 +69,8 @@ class FleetPass:
             coordinator = await admission.connect(ctx, fleet, target)
             group, bounds = await admission.admit_group(ctx, record, fleet, target, coordinator)
             workload = ctx.workload_for(fleet)
-            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload)
+            key = advice_key(target, fleet.spec.group_id, ctx.defaults)
+            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload, advice_key=key)
             description = await group.describe()
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
             return await status.mirror(

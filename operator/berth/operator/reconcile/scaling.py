@@ -72,7 +72,7 @@ async def scale(
             )
         if recorder is not None:
             await recorder.removed(
-                record.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=context.now_ms()
+                record.uid, group.evidence_key, results, everyone=leave.everyone, now_ms=context.now_ms()
             )
 
     await execute_plan(

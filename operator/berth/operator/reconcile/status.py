@@ -50,7 +50,7 @@ async def mirror(
         description = await group.describe()
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, description, context.now_ms())
+        await context.evidence.observed(record.uid, group.evidence_key, description, context.now_ms())
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
