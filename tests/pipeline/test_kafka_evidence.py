@@ -1,9 +1,10 @@
 """``berth-analyze`` over the evidence journal the operator keeps for a Kafka fleet (Kafka keeps none itself).
 
 The operator's own recorder and journal (``EvidenceRecorder`` over ``DirectoryJournal``) see a fleet of three static
-members (its group keyed ``kafka://<cluster>/orders``, as the advice is): orders-1 comes back under a new member id 4 s after it was last seen, orders-2 6 s after, and then the
-operator removes orders-2. The pipeline reads that journal like the coordinator's and gives the same advice it
-would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s heartbeat = 12 s.
+members (its group keyed ``kafka://<cluster>/orders``, as the advice is): orders-1 comes back under a new member
+id 4 s after it was last seen, orders-2 6 s after, and then the operator removes orders-2. The pipeline reads that
+journal like the coordinator's and gives the same advice it would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s
+heartbeat = 12 s.
 """
 
 from __future__ import annotations

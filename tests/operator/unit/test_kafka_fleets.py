@@ -251,7 +251,9 @@ def described(state: str, **members: str) -> GroupDescription:
 
 
 def test_evidence_records_a_restart_an_expiry_a_rebalance_and_the_operators_removal() -> None:
-    first, events = observe_group(EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000, key="orders")
+    first, events = observe_group(
+        EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000, key="orders"
+    )
     assert events == []  # the first look is the baseline
     state, events = observe_group(first, described("Stable", **{"o-0": "a2", "o-1": "b"}), now_ms=4_000, key="orders")
     (replaced,) = events
