@@ -27,6 +27,7 @@ from berth.operator.ports import (
     Applied,
     ApplyResult,
     CoordinatorPort,
+    GroupOwned,
     GroupRecords,
     WorkloadObservation,
     WorkloadView,
@@ -87,9 +88,19 @@ class InMemoryCoordinator:
         return CoordinatorBounds(6_000, 1_800_000)
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
+        """As Berth's coordinator decides (docs/api.md §7a): another uid's group, or one in use without ``adopt``,
+        is refused."""
+        recorded = self.owners.get(group_id)
+        if recorded is not None and recorded.uid != owner.uid:
+            raise GroupOwned(group_id, recorded)
+        if recorded is None and self.members.get(group_id) and not adopt:
+            raise GroupOwned(group_id, None)
         self.owners[group_id] = owner
 
     async def release_group(self, group_id: str, owner_uid: str) -> None:
+        recorded = self.owners.get(group_id)
+        if recorded is not None and recorded.uid != owner_uid:
+            raise GroupOwned(group_id, recorded)
         self.owners.pop(group_id, None)
 
     async def put_expected_members(
@@ -141,6 +152,16 @@ class InMemoryRecords:
         recorded = self.records.get((coordinator, group_id))
         if recorded is not None and recorded.uid == owner_uid:
             del self.records[(coordinator, group_id)]
+
+
+class Fleets:
+    """A FleetReader over bodies by (namespace, name)."""
+
+    def __init__(self, *bodies: Mapping[str, Any]) -> None:
+        self.bodies = {(b["metadata"]["namespace"], b["metadata"]["name"]): dict(b) for b in bodies}
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.bodies.get((namespace, name))
 
 
 class OneCoordinator:
