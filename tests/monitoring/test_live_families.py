@@ -1,7 +1,7 @@
 """The families the dashboard and the alert rules use, as a real scrape shows them: a coordinator process's
-``/metrics`` (after a group formed, so per-group series exist) and the operator's metrics endpoint (its own aiohttp
-server, in a thread of its own, after a pass, a batch leave and a fleet's state were recorded). Each family must be there with
-``# HELP`` and ``# TYPE``, of a type that fits the sample names the queries use."""
+``/metrics`` (after a group formed, so per-group series exist) and the operator's metrics endpoint (its own server,
+in a thread of its own, after a pass, a batch leave and a fleet's state were recorded). Each family must be there
+with ``# HELP`` and ``# TYPE``, of a type that fits the sample names the queries use."""
 
 from __future__ import annotations
 

@@ -51,7 +51,9 @@ RECONCILES = Family(
     "Reconcile passes by outcome: converged, waiting (more to do), refused (spec or trust), retry (a coordinator or"
     " the API could not be asked), error (a bug: see the log)",
 )
-BATCH_LEAVES = Family("berth_operator_batch_leaves_total", "counter", "Batch leaves sent (ONE per scale-down, normally)")
+BATCH_LEAVES = Family(
+    "berth_operator_batch_leaves_total", "counter", "Batch leaves sent (ONE per scale-down, normally)"
+)
 MEMBERS_LEFT = Family(
     "berth_operator_members_left_total", "counter", "Instance ids the batch leaves removed from the group"
 )
@@ -202,7 +204,7 @@ class OperatorMetrics:
 class _Handler(BaseHTTPRequestHandler):
     metrics: OperatorMetrics
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:  # http.server's name for it
         if self.path.split("?", 1)[0] != "/metrics":
             self.send_error(404)
             return
@@ -213,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: object) -> None:  # http.server's signature
         return  # scrapes are not worth a log line each
 
 

@@ -14,9 +14,9 @@ import pytest
 from fake_ports import InMemoryCoordinator, InMemoryRecords, NamesFleet, RecordedEvents, Secrets, pass_context
 
 from berth.operator.local.demo_support import InMemoryStatus
+from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.observations import GroupOwnerRef, GroupProtocol
 from berth.operator.ports import ApiCallFailed
 from berth.operator.reconcile.context import PassResult, RetryLater

@@ -128,6 +128,14 @@ async def test_a_record_whose_fleet_is_gone_is_reclaimed_and_one_whose_fleet_exi
         (reclaimed,) = [m for _, reason, m in stage.events.said if reason == "GroupReclaimed"]
         assert "uid-of-a-deleted-fleet" in reclaimed and "no longer exists" in reclaimed
 
+    # Gone from this API server but with members in the group: perhaps a fleet of another cluster that shares the
+    # coordinator, so never reclaimed.
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    stage.coordinator.owners["orders"] = TEAM_A
+    stage.coordinator.members["orders"] = {"orders-0"}
+    stage.context.fleets = Fleets()
+    assert (await stage.run()).refused and stage.condition("SpecValid")["reason"] == "GroupOwned"
+
     alive = TEAM_A
     stage = kafka_stage(fleet_body, now, InMemoryRecords())
     assert stage.context.records is not None

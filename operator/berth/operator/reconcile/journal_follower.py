@@ -42,6 +42,7 @@ END_PAGES = 1_000
 class JournalRewound(Exception):
     """The coordinator answered a cursor before the one asked for: its journal is not the one being followed."""
 
+
 OnChange = Callable[[str, set[str]], Awaitable[None]]
 
 

@@ -8,7 +8,8 @@ are ``planners.ownership``'s. Rules:
 - :func:`claim` (the admission step): nothing else is sent for a fleet before its group is recorded as its own; a
   group in use by nobody's fleet is claimed only with the administrator's adoption (``--adopt-groups``) or on the
   upgrade path; a group whose recorded owner no longer exists (checked against the API server: its namespace and
-  name hold no fleet of its uid) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
+  name hold no fleet of its uid) and that has no members (a fleet of another cluster sharing the coordinator would
+  look gone here) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
   for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim is written into ``status.ownedGroups``.
 - :func:`settle` (every pass after the claim): a claim status holds besides the current group is released once none
   of the fleet's members is in that group any more (its pods moved to the new group), at once beyond
@@ -74,7 +75,7 @@ async def claim(
             try:
                 await coordinator.claim_group(group_id, me, adopt=planned.adopt)
             except GroupOwned as owned:
-                if owned.owner is None or not await owner_is_gone(context, owned.owner):
+                if owned.owner is None or not await owner_is_gone(context, owned.owner, description):
                     raise
                 await coordinator.release_group(group_id, owned.owner.uid)
                 _reclaimed(record, group_id, where, owned.owner)
@@ -104,7 +105,7 @@ async def _claim_in_records(
             " POD_NAMESPACE or --group-owners-namespace), and Kafka keeps none, so nothing is sent for this fleet",
         )
     recorded = await records.owner(identity, group_id)
-    if recorded is not None and recorded.uid != me.uid and await owner_is_gone(context, recorded):
+    if recorded is not None and recorded.uid != me.uid and await owner_is_gone(context, recorded, description):
         await records.release(identity, group_id, recorded.uid)
         _reclaimed(record, group_id, where, recorded)
         recorded = None
@@ -118,10 +119,11 @@ async def _claim_in_records(
         _claimed(record, group_id, where, adopted=bool(description.members))
 
 
-async def owner_is_gone(context: PassContext, owner: GroupOwnerRef) -> bool:
-    """Whether the recorded owner no longer exists (``planners.ownership.is_stale``); a fleet that cannot be read
-    (no reader, no right to read that namespace) counts as alive."""
-    if context.fleets is None:
+async def owner_is_gone(context: PassContext, owner: GroupOwnerRef, description: GroupDescription) -> bool:
+    """Whether the recorded owner no longer exists (``planners.ownership.is_stale``) and left nothing running: a group
+    with members may be a fleet's of another cluster sharing the coordinator, which this API server cannot see; a
+    fleet that cannot be read (no reader, no right to read that namespace) counts as alive."""
+    if context.fleets is None or description.members:
         return False
     try:
         body = await context.fleets.read(owner.namespace, owner.name)
