@@ -4,17 +4,13 @@ CRD file. (What the API server does with the CRD is tested on the real server in
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import functools
 import json
 import os
 import shutil
-import socket
-import ssl
 import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,34 +173,3 @@ def example_fleet(path: Path) -> Obj:
 
 def is_kafka_example(path: Path) -> bool:
     return "kafka" in (example_fleet(path)["spec"].get("coordinator") or {})
-
-
-def tls_handshake(data: dict[str, bytes], server_name: str) -> str | None:
-    """Serve ``tls.crt``/``tls.key`` on loopback and connect verifying against ``ca.crt`` as ``server_name``: None
-    when the handshake verifies, else why not."""
-    with tempfile.TemporaryDirectory() as directory:
-        cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
-        cert.write_bytes(data["tls.crt"])
-        key.write_bytes(data["tls.key"])
-        server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        server_context.load_cert_chain(cert, key)
-    client_context = ssl.create_default_context(cadata=data["ca.crt"].decode())
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-
-        def serve() -> None:
-            connection, _ = listener.accept()
-            with contextlib.suppress(OSError), server_context.wrap_socket(connection, server_side=True) as tls:
-                tls.recv(1)
-
-        server = threading.Thread(target=serve, daemon=True)
-        server.start()
-        try:
-            with (
-                socket.create_connection(listener.getsockname(), timeout=10) as raw,
-                client_context.wrap_socket(raw, server_hostname=server_name),
-            ):
-                return None
-        except ssl.SSLCertVerificationError as error:
-            return str(error)
-        finally:
-            server.join(10)

@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 import yaml
-from chart_helpers import ROOT, Obj, find, load_all, one, tls_handshake
-from support.certs import openssl_or_skip
+from chart_helpers import ROOT, Obj, find, load_all, one
+from support.certs import openssl_or_skip, tls_handshake
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet

@@ -29,8 +29,8 @@ from chart_helpers import (
     run_helm,
     secret_strings,
     template_args,
-    tls_handshake,
 )
+from support.certs import tls_handshake
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet

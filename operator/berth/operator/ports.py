@@ -19,7 +19,7 @@ them over. Implementations:
   (``evidence_files``, ``kube.evidence_configmap``), :class:`JournalSource` (``coordinator_adapter``) and
   :class:`PassMetrics` (``metrics``);
 - :class:`GroupRecords`: the operator's own owner records of groups on coordinators that keep none (Kafka), one
-  Lease per (cluster, group) in the operator's namespace (``kube.group_records``), or a dict (``local``).
+  Lease per (cluster, group) in the operator's namespace (``kube.group_records``; berth-demo has no Kafka fleets).
 
 Rules:
 

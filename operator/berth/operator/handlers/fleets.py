@@ -1,7 +1,8 @@
 """Kopf handlers for ConsumerFleets: an index of group claims, create/update/resume, a timer, and the finalizer.
 
-- ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, so a pass can tell whether
-  another fleet holds its group (``planners.claims``).
+- ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, its census entries and its
+  volume claims' name prefixes, so a pass can tell whether another fleet holds its group or its claim names, and
+  whether it is within the fleet bounds (``planners.claims.index_entries``).
 - ``fleet_changed`` (create, resume, spec update): passes until the fleet converges or a settle budget is spent.
 - ``fleet_tick`` (timer, ``--reconcile-interval-s``): one pass, which also mirrors the group into status, and moves
   waits along (pods still terminating, a coordinator that was down).
