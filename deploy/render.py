@@ -74,7 +74,11 @@ VARIANTS = (
     Variant(
         "berth-namespaced.yaml",
         "The operator serves ConsumerFleets in namespace berth only (Role; no cluster-wide rights).",
-        (f"auth.existingSecret={TOKENS_SECRET}", f"coordinator.tls.secretName={TLS_SECRET}", "operator.scope=namespace"),
+        (
+            f"auth.existingSecret={TOKENS_SECRET}",
+            f"coordinator.tls.secretName={TLS_SECRET}",
+            "operator.scope=namespace",
+        ),
     ),
 )
 

@@ -199,3 +199,39 @@ def test_the_coordinator_ca_file_must_be_a_pem_ca_bundle_at_start(tmp_path: Path
     for argv, environ in ((["--coordinator-ca-file", str(junk)], {}), ([], {"BERTH_CA_FILE": str(tmp_path / "no")})):
         with pytest.raises(OptionsError, match="--coordinator-ca-file"):
             parse_options(argv, environ)
+
+
+def test_the_administrators_adoption_policy_and_the_fleet_bounds_are_flags(tmp_path: Path) -> None:
+    from berth.operator.options import OptionsError, parse_options
+
+    none = tmp_path / "no-namespace-file"
+    options = parse_options(
+        ["--adopt-groups", "shop=orders,orders-*", "--adopt-groups", "ops=legacy"],
+        {},
+        service_account_namespace_file=none,
+    )
+    assert options.adoption.allows("shop", "orders-eu") and options.adoption.allows("ops", "legacy")
+    assert not options.adoption.allows("ops", "orders")
+    from_env = parse_options([], {"BERTH_ADOPT_GROUPS": "shop=a;ops=b"}, service_account_namespace_file=none)
+    assert from_env.adoption.describe() == "shop=a; ops=b"
+    defaults = parse_options([], {}, service_account_namespace_file=none)
+    assert (defaults.max_fleets, defaults.max_fleets_per_namespace, defaults.group_owners_namespace) == (
+        2000,
+        500,
+        None,
+    )
+    assert parse_options(
+        [], {"POD_NAMESPACE": "berth"}, service_account_namespace_file=none
+    ).group_owners_namespace == ("berth")
+    bounded = parse_options(
+        ["--max-fleets", "0", "--max-fleets-per-namespace", "3"], {}, service_account_namespace_file=none
+    )
+    assert (bounded.defaults.max_fleets, bounded.defaults.max_fleets_per_namespace) == (0, 3)
+    for argv, flag in (
+        (["--adopt-groups", "shop"], "--adopt-groups"),
+        (["--adopt-groups", "Shop=x"], "--adopt-groups"),
+        (["--max-fleets", "-1"], "--max-fleets"),
+        (["--group-owners-namespace", "Not_A_Namespace"], "--group-owners-namespace"),
+    ):
+        with pytest.raises(OptionsError, match=flag):
+            parse_options(argv, {}, service_account_namespace_file=none)
