@@ -21,8 +21,8 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from berth.operator.planners import announcements
 from berth.operator.planners.advice import advice_key
@@ -39,6 +39,8 @@ from berth.operator.reconcile.record import FleetRecord
 
 __all__ = ["ClaimsLookup", "FleetPass", "PassContext", "PassResult", "RetryLater"]
 
+T = TypeVar("T")
+
 
 class FleetPass:
     def __init__(self, context: PassContext, body: Mapping[str, Any], claims: ClaimsLookup) -> None:
@@ -48,14 +50,21 @@ class FleetPass:
 
     async def run(self) -> PassResult:
         """One pass: admit, size, scale, mirror (the module docstring); what the fleet still waits for."""
-        ctx, record = self.ctx, self.record
+        return await self._reporting_failures(self._steps())
+
+    async def finalize(self) -> str | None:
+        """One step of the deletion: None once the fleet may be released, else what it still waits for."""
+        return await self._reporting_failures(self._finalize())
+
+    async def _reporting_failures(self, step: Awaitable[T]) -> T:
+        """``step``, with an unreachable coordinator recorded (and re-raised) and a failed API call reported."""
         try:
-            return await self._steps()
+            return await step
         except CoordinatorUnavailable as error:
-            await status.record_unreachable(ctx, record, error)
+            await status.record_unreachable(self.ctx, self.record, error)
             raise
         except ApiCallFailed as error:
-            record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
+            self.record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
             raise RetryLater(str(error)) from error
 
     async def _steps(self) -> PassResult:
@@ -83,18 +92,6 @@ class FleetPass:
             return await status.refuse(ctx, record, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:
             return await status.refuse(ctx, record, refusal)
-
-    async def finalize(self) -> str | None:
-        """One step of the deletion: None once the fleet may be released, else what it still waits for."""
-        ctx, record = self.ctx, self.record
-        try:
-            return await self._finalize()
-        except CoordinatorUnavailable as error:
-            await status.record_unreachable(ctx, record, error)
-            raise
-        except ApiCallFailed as error:
-            record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
-            raise RetryLater(str(error)) from error
 
     async def _finalize(self) -> str | None:
         ctx, record = self.ctx, self.record
