@@ -151,7 +151,8 @@ async def admit_group(
     ``Refusal``, ``CoordinatorUnavailable``)."""
     bounds = await context.coordinators.bounds_of(coordinator)
     group, description = await look_up_group(coordinator, fleet, target)
-    kinds_record = group.kind.records_owners
-    await ownership.claim(context, record, fleet, target, coordinator, description, records_owners=kinds_record)
+    await ownership.claim(
+        context, record, fleet, target, coordinator, description, records_owners=group.kind.records_owners
+    )
     await ownership.settle(context, record, fleet, OwnedGroup(target.identity, fleet.spec.group_id), coordinator)
     return group, bounds
