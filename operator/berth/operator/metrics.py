@@ -56,6 +56,19 @@ class OperatorMetrics:
             buckets=(1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
             registry=r,
         )
+        self.static_restarts = Counter(
+            "berth_operator_static_restarts",
+            "Pods that restarted and rejoined the group as themselves without a rebalance (static membership's"
+            " benefit), as the coordinator's journal (or, on Kafka, the operator's evidence) tells",
+            FLEET,
+            registry=r,
+        )
+        self.rolls = Counter(
+            "berth_operator_rolls",
+            "Rollouts of the fleet's StatefulSet whose pods restarted (one per roll, counted when it ends)",
+            FLEET,
+            registry=r,
+        )
         self.departing = Gauge(
             "berth_operator_departing_members", "Instance ids waiting for their batch leave", FLEET, registry=r
         )
@@ -70,6 +83,8 @@ class OperatorMetrics:
             self.members_left,
             self.leave_delay,
             self.scale_down,
+            self.static_restarts,
+            self.rolls,
             self.departing,
             self.ready,
             self.refused,
@@ -87,6 +102,12 @@ class OperatorMetrics:
         if since_start_s is not None:
             self.scale_down.labels(namespace, fleet).observe(since_start_s)
 
+    def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None:
+        if (namespace, fleet) not in self._known:
+            self._start(namespace, fleet)
+        self.static_restarts.labels(namespace, fleet).inc(static)
+        self.rolls.labels(namespace, fleet).inc(rolls)
+
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None:
         if (namespace, fleet) not in self._known:
             self._start(namespace, fleet)
@@ -98,7 +119,14 @@ class OperatorMetrics:
         """Create the fleet's counters and histograms at 0 (see the module docstring)."""
         with self._lock:
             self._known.add((namespace, fleet))
-            for family in (self.batch_leaves, self.members_left, self.leave_delay, self.scale_down):
+            for family in (
+                self.batch_leaves,
+                self.members_left,
+                self.leave_delay,
+                self.scale_down,
+                self.static_restarts,
+                self.rolls,
+            ):
                 family.labels(namespace, fleet)
             for outcome in OUTCOMES:
                 self.reconciles.labels(namespace, fleet, outcome)

@@ -9,11 +9,12 @@ cache (a watched object's informer) or a gate (a leader's Lease) in front of any
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.claims import ClaimKey, GroupClaim
+from berth.operator.planners.restarts import NOTHING, GroupActivity
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
@@ -26,6 +27,22 @@ from berth.operator.ports import (
 )
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.spec import Fleet, OperatorDefaults
+
+
+class ActivityLedger:
+    """Each followed group's activity since its fleet's last pass, keyed by (coordinator URL, group id)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, str], GroupActivity] = {}
+
+    def add(self, url: str, activity: Mapping[str, GroupActivity]) -> None:
+        for group, counted in activity.items():
+            if counted != NOTHING:
+                self._pending[url, group] = self._pending.get((url, group), NOTHING) + counted
+
+    def take(self, url: str, group: str) -> GroupActivity:
+        return self._pending.pop((url, group), NOTHING)
+
 
 #: The fleets claiming one (coordinator, group) (Kopf's index in the operator; nothing in berth-demo).
 ClaimsLookup = Callable[[ClaimKey], Iterable[GroupClaim]]
@@ -67,6 +84,8 @@ class PassContext:
     metrics: PassMetrics | None = None
     #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
     coordinator_ca: Callable[[], str | None] = lambda: None
+    #: What the journal said of followed groups' restarts since their fleets' last passes (``reconcile.restarts``).
+    activity: ActivityLedger = field(default_factory=lambda: ActivityLedger())
 
     def now_ms(self) -> int:
         return int(self.now().timestamp() * 1000)

@@ -27,12 +27,13 @@ class EvidenceRecorder:
         self.journal = journal
         self._states: dict[str, EvidenceState] = {}
 
-    async def observed(self, fleet_uid: str, description: GroupDescription, now_ms: int) -> None:
-        if self.journal is None:
-            return
+    async def observed(self, fleet_uid: str, description: GroupDescription, now_ms: int) -> list[EvidenceEvent]:
+        """The events this describe shows since the last one (kept where there is a journal; returned either way:
+        the fleet's restarts are counted from them)."""
         state, events = observe_group(self._states.get(fleet_uid, EvidenceState()), description, now_ms=now_ms)
         self._states[fleet_uid] = state
         await self._write(events)
+        return events
 
     async def removed(
         self, fleet_uid: str, group_id: str, results: Mapping[str, str], *, everyone: bool, now_ms: int

@@ -2,8 +2,9 @@
 
 The timer mirrors every fleet's group into status once per reconcile interval; between two ticks a rebalance would
 go unseen for up to that long. Instead of describing every fleet more often, the operator keeps ONE long-poll per
-coordinator that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the group ids of
-each page to ``on_change``, which runs a pass for the fleets holding those groups. Rules:
+coordinator that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the groups of
+each page, with their activity (restarts, rebalances: ``planners.restarts``), to ``on_change``, which counts the
+activity for the fleets holding those groups and runs a pass for them. Rules:
 
 - It starts at the journal's end: history is not replayed (the timer's passes cover what happened before).
 - A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode; the timer's passes
@@ -16,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import JournalSource
 
 logger = logging.getLogger("berth.operator.journal")
@@ -28,7 +30,7 @@ WAIT_MS = 25_000
 PAGE = 1_000
 BACKOFF_MAX_S = 30.0
 
-OnChange = Callable[[str, set[str]], Awaitable[None]]
+OnChange = Callable[[str, Mapping[str, GroupActivity]], Awaitable[None]]
 
 
 class JournalFollower:

@@ -1,5 +1,6 @@
 """The status step: what a pass saw, mirrored into the fleet's status, conditions, metrics and evidence; and the
-two other endings of a pass, a refusal and an unreachable coordinator.
+two other endings of a pass, a refusal and an unreachable coordinator. Restarts since the last pass are counted
+here too (``reconcile.restarts``).
 
 Rules: every write is trimmed to what changes (``fleet_status.only_changes``), so an idle fleet's pass writes
 nothing. A refusal is announced (a Warning Event) only when status does not already say exactly it. A coordinator
@@ -17,10 +18,12 @@ from berth.operator.planners import fleet_status
 from berth.operator.planners.coordinator_kind import kind_conditions
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import ScalingPlan
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort
+from berth.operator.reconcile import restarts
 from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext, PassResult
 from berth.operator.reconcile.record import FleetRecord
@@ -47,9 +50,11 @@ async def mirror(
     if plan.actions:
         view = await workload.observe()
         description = await group.describe()
+    evidence = NOTHING
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, description, context.now_ms())
+        observed = await context.evidence.observed(record.uid, description, context.now_ms())
+        evidence = sum(activity_by_group(observed).values(), NOTHING)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
@@ -66,6 +71,12 @@ async def mirror(
         notes=kind_conditions(fleet, group.kind),
     )
     await record.write_changes(patch)
+    follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
+    quiet = record.condition(READY) == "True" and view.observation.settled and not view.observation.terminating
+    if follows is not None:
+        await restarts.account_journal(context, record, view, follows, quiet=quiet)
+    else:
+        await restarts.account(context, record, view, evidence, quiet=quiet)
     claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
     await record.write(claims.patch)
     if claims.event is not None:
@@ -75,7 +86,6 @@ async def mirror(
     count_state(context, record, refused=False)
     if reachable_before == "False":
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
-    follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
     return PassResult(waiting=plan.waiting, follows=follows)
 
 
