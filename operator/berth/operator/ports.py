@@ -193,6 +193,10 @@ class StatusPort(Protocol):
         stored afterwards."""
         ...
 
+    async def label(self, labels: Mapping[str, str]) -> None:
+        """Merge ``labels`` into the fleet's own labels (the ConsumerFleet's ``metadata.labels``)."""
+        ...
+
 
 class EventSink(Protocol):
     """Where the pass reports what it did, in words a person understands (Kubernetes Events, demo lines)."""

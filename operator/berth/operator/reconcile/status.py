@@ -20,6 +20,7 @@ from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import ScalingPlan
+from berth.operator.planners.statefulset import FLEET_LABEL
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort
@@ -71,6 +72,7 @@ async def mirror(
         notes=kind_conditions(fleet, group.kind),
     )
     await record.write_changes(patch)
+    await _label(record, fleet)
     follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
     quiet = record.condition(READY) == "True" and view.observation.settled and not view.observation.terminating
     if follows is not None:
@@ -87,6 +89,14 @@ async def mirror(
     if reachable_before == "False":
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
     return PassResult(waiting=plan.waiting, follows=follows)
+
+
+async def _label(record: FleetRecord, fleet: Fleet) -> None:
+    """The fleet carries the label its objects carry, so ``kubectl get cf,sts,pods,pvc -l berth.dev/fleet=NAME``
+    lists it with them (once: every pass reads the fleet as stored)."""
+    labels = (record.body.get("metadata") or {}).get("labels") or {}
+    if labels.get(FLEET_LABEL) != fleet.name:
+        await record.status_port.label({FLEET_LABEL: fleet.name})
 
 
 async def refuse(context: PassContext, record: FleetRecord, refusal: Refusal) -> PassResult:
