@@ -83,7 +83,11 @@ def test_ready_counts_the_pods_that_exist_and_are_ready_while_one_is_gone(stage:
 
     wait_until(lambda: stage.status().get("ready") == "1/2", "READY 1/2")
     ready = stage.condition("Ready")
-    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "PodsNotReady", "1 of 2 pods are ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "PodsNotReady",
+        "1 of 2 pods are ready (not ready: orders-1)",
+    )
     assert stage.status()["readyReplicas"] == 1
 
     stage.kubelet.release()

@@ -61,7 +61,6 @@ class FleetApi:
             await asyncio.sleep(CONFLICT_PAUSE_S * attempt)
             attempt += 1
 
-
     async def label(self, namespace: str, name: str, labels: Mapping[str, str]) -> None:
         """Merge ``labels`` into the fleet's ``metadata.labels`` (the main resource, not its status)."""
         with port_errors():

@@ -17,13 +17,14 @@ import logging
 from berth.operator.planners import fleet_status
 from berth.operator.planners.coordinator_kind import kind_conditions
 from berth.operator.planners.fleet_status import Refusal
+from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import ScalingPlan
 from berth.operator.planners.statefulset import FLEET_LABEL
-from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
+from berth.operator.planners.status import COORDINATOR_REACHABLE, READY, PodsBlocked
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
-from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort
+from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort, WorkloadView
 from berth.operator.reconcile import restarts
 from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext, PassResult
@@ -57,6 +58,9 @@ async def mirror(
         observed = await context.evidence.observed(record.uid, description, context.now_ms())
         evidence = sum(activity_by_group(observed).values(), NOTHING)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
+    not_ready = _not_ready(fleet, view)
+    blocked = await _pods_blocked(context, fleet) if not_ready else None
+    ready_before = fleet_status.find_condition(record.status, READY) or {}
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
         group_id=fleet.spec.group_id,
@@ -70,8 +74,12 @@ async def mirror(
         now=context.now(),
         generation=record.generation,
         notes=kind_conditions(fleet, group.kind),
+        not_ready=not_ready,
+        blocked=blocked,
     )
     await record.write_changes(patch)
+    if blocked is not None and ready_before.get("reason") != blocked.reason:
+        record.events.warning(blocked.reason, blocked.message)
     await _label(record, fleet)
     follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
     quiet = record.condition(READY) == "True" and view.observation.settled and not view.observation.terminating
@@ -89,6 +97,28 @@ async def mirror(
     if reachable_before == "False":
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
     return PassResult(waiting=plan.waiting, follows=follows)
+
+
+def _not_ready(fleet: Fleet, view: WorkloadView) -> tuple[str, ...]:
+    """The fleet's instance ids without a running, Ready pod (when the view names its unready pods)."""
+    seen = view.observation
+    ready = set(seen.existing) - set(seen.terminating) - seen.unready
+    missing = tuple(name for name in instance_ids(fleet.name, fleet.spec.replicas) if name not in ready)
+    # A local fleet does not name its unready members: name nothing rather than the wrong ones.
+    return missing if len(missing) == max(0, fleet.spec.replicas - seen.ready) else ()
+
+
+async def _pods_blocked(context: PassContext, fleet: Fleet) -> PodsBlocked | None:
+    """What keeps pods from starting that the operator can see (read only while some pod is not Ready)."""
+    ref = fleet.spec.coordinator.token_secret_ref
+    if ref is None or context.secrets is None:
+        return None
+    try:
+        secret = await context.secrets.read(fleet.namespace, ref.name)
+    except ApiCallFailed as error:  # not knowing is not a reason to stop the pass
+        logger.info("fleet %s/%s: could not read Secret %s: %s", fleet.namespace, fleet.name, ref.name, error)
+        return None
+    return fleet_status.token_secret_blocked(fleet, secret)
 
 
 async def _label(record: FleetRecord, fleet: Fleet) -> None:
