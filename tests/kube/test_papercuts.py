@@ -78,3 +78,30 @@ def test_the_fleet_is_listed_by_the_label_its_objects_carry(stage: Stage) -> Non
         "service/orders",
         "statefulset.apps/orders",
     ]
+
+
+def test_a_paused_fleet_is_left_alone_and_resumes_when_the_annotation_goes(stage: Stage) -> None:
+    stage.apply(fleet_body("orders", 2, stage.group))
+    stage.ready_and_stable(2)
+
+    stage.kubectl("annotate", "cf/orders", "berth.dev/paused=true")
+    wait_until(lambda: stage.condition("Paused").get("status") == "True", "Paused=True")
+    ready = stage.condition("Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "Paused")
+    wait_until(lambda: stage.events("Paused"), "the Paused Event")
+    row = stage.kubectl("get", "cf", "orders", "--no-headers").split()
+    assert row[-3:-1] == ["Unknown", "Paused"]  # STATUS and REASON, before AGE
+
+    stage.kubectl("scale", "cf/orders", "--replicas=1")
+    generation = stage.get("cf", "orders")["metadata"]["generation"]
+    # A pass saw the new spec (the condition names its generation) and did nothing with it.
+    wait_until(lambda: stage.condition("Paused").get("observedGeneration") == generation, "the spec seen")
+    assert stage.get("statefulset", "orders")["spec"]["replicas"] == 2
+    assert stage.members() == {"orders-0", "orders-1"} and stage.status().get("departing") == []
+
+    stage.kubectl("annotate", "cf/orders", "berth.dev/paused-")
+    last = wait_until(lambda: stage.status().get("lastScaleDown"), "the scale-down, once resumed", timeout_s=60)
+    assert last["removed"] == ["orders-1"]
+    assert stage.condition("Paused")["status"] == "False"
+    wait_until(lambda: stage.events("Resumed"), "the Resumed Event")
+    stage.ready_and_stable(1)

@@ -250,3 +250,26 @@ async def test_on_kafka_a_static_restart_seen_between_two_describes_is_counted(
     stage.context.now = lambda: now + timedelta(minutes=5)
     await stage.run()
     assert stage.events.said[-1] == ("Normal", "Restarted", "1 pod restarted statically, 0 rebalances")
+
+
+async def test_a_paused_fleet_gets_its_condition_and_nothing_else_until_the_annotation_goes(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    leaves, writes = list(stage.coordinator.leaves), list(stage.coordinator.owner_uids)
+    for value in ("true", "True"):
+        stage.body["metadata"]["annotations"] = {"berth.dev/paused": value}
+        stage.body["spec"]["replicas"] = 1
+        assert await stage.run() == PassResult()
+        assert stage.workload.replicas == 3  # not scaled
+        assert (stage.coordinator.leaves, stage.coordinator.owner_uids) == (leaves, writes)  # nothing sent
+    assert (stage.condition("Paused")["status"], stage.condition("Ready")["reason"]) == ("True", "Paused")
+    assert [said for said in stage.events.said if said[1] == "Paused"] == [
+        ("Normal", "Paused", stage.condition("Paused")["message"])
+    ]  # once, on the transition
+
+    stage.body["metadata"]["annotations"] = {"berth.dev/paused": "false"}  # anything else is not paused
+    await stage.converge(1)
+    assert stage.coordinator.leaves[-1] == ("orders", ("orders-1", "orders-2"))
+    assert stage.condition("Paused")["status"] == "False" and "Resumed" in stage.events.reasons()

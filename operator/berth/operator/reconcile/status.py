@@ -19,6 +19,15 @@ from berth.operator.planners.coordinator_kind import kind_conditions
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.pause import (
+    NOT_PAUSED,
+    PAUSED_EVENT,
+    PAUSED_MESSAGE,
+    RESUMED_EVENT,
+    RESUMED_MESSAGE,
+    paused_patch,
+    was_paused,
+)
 from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import ScalingPlan
 from berth.operator.planners.statefulset import FLEET_LABEL
@@ -61,6 +70,7 @@ async def mirror(
     not_ready = _not_ready(fleet, view)
     blocked = await _pods_blocked(context, fleet) if not_ready else None
     ready_before = fleet_status.find_condition(record.status, READY) or {}
+    resumed = was_paused(record.status)
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
         group_id=fleet.spec.group_id,
@@ -73,7 +83,7 @@ async def mirror(
         unreachable_reason="",
         now=context.now(),
         generation=record.generation,
-        notes=kind_conditions(fleet, group.kind),
+        notes=(*kind_conditions(fleet, group.kind), *((NOT_PAUSED,) if resumed else ())),
         not_ready=not_ready,
         blocked=blocked,
     )
@@ -93,6 +103,8 @@ async def mirror(
         record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
     if was_refused:
         record.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
+    if resumed:
+        record.events.info(RESUMED_EVENT, RESUMED_MESSAGE)
     count_state(context, record, refused=False)
     if reachable_before == "False":
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
@@ -127,6 +139,15 @@ async def _label(record: FleetRecord, fleet: Fleet) -> None:
     labels = (record.body.get("metadata") or {}).get("labels") or {}
     if labels.get(FLEET_LABEL) != fleet.name:
         await record.status_port.label({FLEET_LABEL: fleet.name})
+
+
+async def pause(context: PassContext, record: FleetRecord) -> PassResult:
+    """A paused fleet: only its Paused condition (and Ready Unknown) written, nothing else done."""
+    if not was_paused(record.status):
+        record.events.info(PAUSED_EVENT, PAUSED_MESSAGE)
+    await record.write_changes(paused_patch(record.status, now=context.now(), generation=record.generation))
+    count_state(context, record, refused=False)
+    return PassResult()
 
 
 async def refuse(context: PassContext, record: FleetRecord, refusal: Refusal) -> PassResult:
