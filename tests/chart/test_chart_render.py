@@ -335,6 +335,8 @@ def check_coordinator_tuning(docs: list[Obj]) -> None:
     args = coordinator_args(docs)
     assert arg_after(args, "--group-max-size") == "50"
     assert arg_after(args, "--group-min-session-timeout-ms") == "10000"
+    assert arg_after(args, "--max-stored-bytes") == "402653184"  # with a larger memory limit, more kept
+    assert arg_after(args, "--metrics-max-groups-per-token") == "0"
     assert arg_after(args, "--log-level") == "debug"
     claim = one(docs, "StatefulSet")["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["storageClassName"] == "fast-ssd"
@@ -632,6 +634,8 @@ CASES = [
             "coordinator": {
                 "groupMaxSize": 50,
                 "groupMinSessionTimeoutMs": 10000,
+                "maxStoredBytes": 402653184,
+                "metricsMaxGroupsPerToken": 0,
                 "logLevel": "debug",
                 "persistence": {"size": "5Gi", "storageClassName": "fast-ssd"},
                 "nodeSelector": {"disk": "ssd"},

@@ -78,6 +78,7 @@ class ExpiryPhase(StrEnum):
     NEW_MEMBER_JOIN = "new_member_join"
     SYNC = "sync"
     PENDING = "pending"
+    EVICTED = "evicted"  # a KIP-394 id pushed out by newer ones beyond the pending bounds (core/bounds.py)
     REBALANCE = "rebalance"
 
 
