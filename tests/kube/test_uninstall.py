@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support.coordinator import CoordinatorProcess, coordinator_get
 from support.fake_kubelet import FakeKubelet, run_member
-from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, fleet_body
+from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, fleet_body, write_tokens
 from support.kube import Kube, wait_until
 from support.operator_process import OperatorProcess
 
@@ -64,17 +63,7 @@ def fleet_pods_only(pod: Any, env: dict[str, str]) -> list[str] | None:
 def release(kube: Kube, tmp_path: Path) -> Iterator[Release]:
     name = f"uninstall-{next(_releases)}"
     kube.helm("install", name, str(CHART), "-n", name, "--create-namespace", "--set", "operator.scope=namespace")
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(
-        yaml.safe_dump(
-            {
-                "tokens": [
-                    {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-                    {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
-                ]
-            }
-        )
-    )
+    tokens = write_tokens(tmp_path / "tokens.yaml")
     coordinator = CoordinatorProcess(
         tmp_path / "data", "--group-initial-rebalance-delay-ms", "100", "--tokens-file", str(tokens), manual_clock=False
     )
