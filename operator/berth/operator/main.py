@@ -38,7 +38,7 @@ def run(argv: Sequence[str] | None) -> int:
         return fail(str(error))
     if taken:
         return fail(taken)
-    configure_logging(options.log_format)
+    configure_logging(options.log_format, options.log_level)
     logger.info("berth-operator starting; Kubernetes identity: %s (%s)", identity.source, identity.configuration.host)
     for line in options.describe():
         logger.info(line)

@@ -102,3 +102,48 @@ def test_text_lines_name_the_object_and_the_level() -> None:
     text = log_lines("text", logging.getLogger("berth.test"))
     first = text.splitlines()[0]
     assert " INFO berth.test [shop/orders] fleet orders reconciled" in first and "not shown" not in text
+
+
+# --- both daemons, one convention ----------------------------------------------------------------------------------
+
+
+def test_every_flag_of_both_daemons_has_its_variable_named_in_help() -> None:
+    from berth.coordinator.http.main import build_parser as coordinator_parser
+    from berth.operator.options import build_parser as operator_parser
+
+    for parser in (coordinator_parser(), operator_parser()):
+        apply_environment(parser, {})
+        for action in parser._actions:
+            flags = [o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--version")]
+            if flags:
+                assert f"[env {variable_of(flags[0])}]" in (action.help or ""), (parser.prog, flags[0])
+        assert {"--log-format", "--log-level"} <= set(parser._option_string_actions), parser.prog
+
+
+def test_the_operator_reads_every_flag_from_the_environment_and_keeps_its_older_names(tmp_path: Path) -> None:
+    from berth.operator.options import OptionsError, parse_options
+
+    ca = Path(__file__).resolve().parents[2] / "support" / "certs.py"  # any readable file: checked as PEM below
+    environ = {
+        "BERTH_COORDINATOR_URL": "http://berth-coordinator.berth:9094",
+        "BERTH_METRICS_PORT": "9100",
+        "BERTH_LOG_FORMAT": "json",
+        "BERTH_LOG_LEVEL": "debug",
+        "BERTH_FOLLOW_JOURNAL": "false",
+        "BERTH_RECONCILE_INTERVAL_S": "5",
+        "BERTH_KAFKA_TRUSTED_BOOTSTRAP": "k0:9092,k1:9092;k2:9092",
+        "BERTH_TRUSTED_COORDINATORS": "http://other.team:9094",  # the older, plural name
+        "BERTH_TOKEN": "the-admin-token",
+    }
+    options = parse_options([], environ, service_account_namespace_file=tmp_path / "none")
+    assert (options.metrics_port, options.log_format, options.log_level) == (9100, "json", "debug")
+    assert options.follow_journal is False and options.reconcile_interval_s == 5.0
+    assert options.kafka_trusted == ("k0:9092,k1:9092", "k2:9092")
+    assert options.trusted_coordinators == ("http://other.team:9094",)
+    assert options.admin_token == "the-admin-token" and options.token_source == "from BERTH_TOKEN"
+    flags = parse_options(["--metrics-port", "0", "--trusted-coordinator", "http://mine:9094"], environ)
+    assert flags.metrics_port == 0 and flags.trusted_coordinators == ("http://mine:9094",)  # the flag wins
+    with pytest.raises(OptionsError, match=r"^BERTH_METRICS_PORT: invalid value 'lots'$"):
+        parse_options([], {"BERTH_METRICS_PORT": "lots"})
+    with pytest.raises(OptionsError, match=r"^--coordinator-ca-file names .*certs.py.*, which is not a PEM file"):
+        parse_options([], {"BERTH_CA_FILE": str(ca)})  # the older name of BERTH_COORDINATOR_CA_FILE, read as a flag

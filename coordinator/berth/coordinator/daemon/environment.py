@@ -9,6 +9,8 @@ Rules:
   (or the separator its daemon declares). A variable that is set but empty counts as not set.
 - A value that its flag would refuse is an :class:`EnvironmentValueError` naming the variable, so the daemon says it
   in one line and exits 2, as for a bad flag; nothing is half applied.
+- A daemon may keep an older name of a flag's variable as an alias (the operator's ``BERTH_CA_FILE`` for
+  ``--coordinator-ca-file``): read only when the flag's own variable is not set.
 - Each flag's help says its variable, so ``--help`` documents both.
 """
 
@@ -38,10 +40,12 @@ def apply_environment(
     *,
     separators: Mapping[str, str] | None = None,
     skip: frozenset[str] = frozenset(),
+    aliases: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Make each flag's ``BERTH_*`` variable its default and name it in the flag's help. ``separators``: the list
-    separator of a repeatable flag when it is not ``,``; ``skip``: flags without a variable. Returns the variables
-    that were used (variable -> flag), for a start-up log."""
+    separator of a repeatable flag when it is not ``,``; ``skip``: flags without a variable; ``aliases``: a flag's
+    older variable, read when its own is unset. Returns the variables that were used (variable -> flag), for a
+    start-up log."""
     used: dict[str, str] = {}
     defaults: dict[str, Any] = {}
     for action in _flags(parser):
@@ -51,6 +55,9 @@ def apply_environment(
         variable = variable_of(flag)
         action.help = f"{action.help or ''} [env {variable}]".strip()
         text = environ.get(variable, "")
+        alias = (aliases or {}).get(flag)
+        if not text.strip() and alias is not None and environ.get(alias, "").strip():
+            variable, text = alias, environ[alias]
         if not text.strip():
             continue
         defaults[action.dest] = _value(action, variable, text, (separators or {}).get(flag, ","))
