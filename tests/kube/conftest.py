@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
-from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
+from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage, write_tokens
 from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
 from support.kafka_stage import KafkaStage
@@ -46,17 +45,7 @@ def operator_identity(kube: Kube, chart_release: str) -> Kube:
 def coordinator_for_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoordinatorProcess]:
     """A real coordinator (system clock) that requires tokens: the operator's admin token, and one for members."""
     directory = tmp_path_factory.mktemp("coordinator")
-    tokens = directory / "tokens.yaml"
-    tokens.write_text(
-        yaml.safe_dump(
-            {
-                "tokens": [
-                    {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-                    {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
-                ]
-            }
-        )
-    )
+    tokens = write_tokens(directory / "tokens.yaml")
     process = CoordinatorProcess(
         directory / "data", *COORDINATOR_FLAGS, "--tokens-file", str(tokens), manual_clock=False
     )

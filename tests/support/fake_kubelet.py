@@ -8,6 +8,8 @@ like a kubelet on node ``fake-node``:
   ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would, and
   its ``configMap`` volumes written to a directory of the pod's (a variable naming a file under the mount path
   names the same file there) — then reports it Running and Ready through ``pods/status``;
+- when a pod's environment names a Secret (or key) that does not exist, leaves it Pending with its container
+  waiting (``CreateContainerConfigError``, the kubelet's message) and tries again every second, as a kubelet does;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
   stops its process with SIGTERM, a static member's "pod gone" (it does not leave the group), then confirms the
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
@@ -71,6 +73,10 @@ def ensure_node(core: kubernetes.client.CoreV1Api, name: str = NODE) -> None:
     core.patch_node_status(name, {"status": {"conditions": [ready]}})
 
 
+class ContainerConfigError(Exception):
+    """What a kubelet reports as CreateContainerConfigError: the container's environment cannot be built."""
+
+
 class FakeKubelet:
     def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path, program: Program = run_member) -> None:
         self.client = api_client(kubeconfig)
@@ -86,6 +92,7 @@ class FakeKubelet:
         self.finished: dict[str, int] = {}  # pods that ran once -> their exit status
         self.gone_at: dict[str, float] = {}  # pod -> when its deletion was last confirmed (time.time())
         self._terminating: set[str] = set()
+        self._blocked: dict[str, Any] = {}  # pods whose environment cannot be built yet -> the pod, to retry
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{namespace}", daemon=True)
@@ -158,6 +165,7 @@ class FakeKubelet:
                     if self._stop.is_set():
                         break
                 self._report_exits()
+                self._retry_blocked()
             except kubernetes.client.ApiException as error:
                 if error.status == 410:  # the resource version is too old: start over from a fresh list
                     version = ""
@@ -170,6 +178,9 @@ class FakeKubelet:
 
     def _on_pod(self, kind: str, pod: Any) -> None:
         name = pod.metadata.name
+        if kind == "DELETED" or pod.metadata.deletion_timestamp is not None:
+            with self._lock:
+                self._blocked.pop(name, None)
         if kind == "DELETED":
             self._stop_member(name, signal.SIGTERM)
             return
@@ -202,7 +213,17 @@ class FakeKubelet:
 
     def _start_member(self, pod: Any) -> bool:
         name = pod.metadata.name
-        env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        try:
+            env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        except ContainerConfigError as error:
+            with self._lock:
+                first = name not in self._blocked
+                self._blocked[name] = pod
+            if first:
+                self._report_waiting(pod, "CreateContainerConfigError", str(error))
+            return False
+        with self._lock:
+            self._blocked.pop(name, None)
         argv = self.program(pod, env)
         if argv is None:
             return False
@@ -230,6 +251,29 @@ class FakeKubelet:
             with contextlib.suppress(kubernetes.client.ApiException):
                 self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": phase}})
 
+    def _retry_blocked(self) -> None:
+        with self._lock:
+            blocked = [pod for name, pod in self._blocked.items() if name not in self.processes]
+        for pod in blocked:
+            if self._start_member(pod):
+                self._report_ready(pod.metadata.name)
+
+    def _report_waiting(self, pod: Any, reason: str, message: str) -> None:
+        containers = [
+            {
+                "name": container.name,
+                "image": container.image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
+            for container in pod.spec.containers
+        ]
+        status = {"phase": "Pending", "containerStatuses": containers}
+        with contextlib.suppress(kubernetes.client.ApiException):  # deleted meanwhile
+            self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, {"status": status})
+
     def _container_env(self, pod: Any) -> dict[str, str]:
         env: dict[str, str] = {}
         for var in pod.spec.containers[0].env or []:
@@ -240,7 +284,14 @@ class FakeKubelet:
                 env[var.name] = {"metadata.name": pod.metadata.name, "metadata.namespace": self.namespace}[path]
             elif var.value_from.secret_key_ref is not None:
                 ref = var.value_from.secret_key_ref
-                secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+                try:
+                    secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+                except kubernetes.client.ApiException as error:
+                    if error.status != 404:
+                        raise
+                    raise ContainerConfigError(f'secret "{ref.name}" not found') from None
+                if ref.key not in (secret.data or {}):
+                    raise ContainerConfigError(f"couldn't find key {ref.key} in Secret {self.namespace}/{ref.name}")
                 env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
         return self._mounted(pod, env)
 

@@ -43,6 +43,7 @@ from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, Malfo
 from berth.coordinator.protocol import GroupOwner
 from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
+from berth.operator.planners.restarts import GroupActivity, activity_by_group
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
 T = TypeVar("T")
@@ -144,10 +145,11 @@ class ClientCoordinatorPort:
             owner=_owner(described.owner),
         )
 
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """A page of the journal after ``after`` (a long-poll with ``wait_ms``): the next cursor and its group ids."""
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, dict[str, GroupActivity]]:
+        """A page of the journal after ``after`` (a long-poll with ``wait_ms``): the next cursor, and each group of
+        the page with its activity (restarts, rebalances)."""
         page = await self._ask("reading the journal", self.admin.journal(after, limit, wait_ms=wait_ms))
-        return page.next, {str(event.get("group_id")) for event in page.events}
+        return page.next, activity_by_group(page.events)
 
     async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         outcome = await self._ask(

@@ -9,8 +9,8 @@ off Kopf's event loop and bounded:
 - **Rendered once per change.** Each fleet's lines are rendered when a scrape finds the fleet changed since its last
   render (a version number per fleet), so a scrape of 10,000 idle fleets joins cached strings instead of formatting
   450,000 samples (what prometheus-client's registry did on the loop: 13.8 s, during which no handler ran).
-- **Bounded per fleet.** 10 series per fleet: the reconcile outcomes (5), batch leaves, members left, departing
-  members, ready, refused — labelled by the fleet (namespace, name) only, never by instance id, group or URL, and
+- **Bounded per fleet.** 12 series per fleet: the reconcile outcomes (5), batch leaves, members left, static restarts,
+  rolls, departing members, ready, refused — labelled by the fleet (namespace, name) only, never by instance id, group or URL, and
   removed when the fleet is released. The two latency histograms (leave delay, scale-down duration) are the
   operator's, not per fleet: the dashboard reads them summed over fleets (``sum by (le)``), and per fleet they were
   28 of the 45 series a fleet cost. No ``_created`` series. With ``--max-fleets`` the whole scrape is bounded.
@@ -57,11 +57,22 @@ BATCH_LEAVES = Family(
 MEMBERS_LEFT = Family(
     "berth_operator_members_left_total", "counter", "Instance ids the batch leaves removed from the group"
 )
+STATIC_RESTARTS = Family(
+    "berth_operator_static_restarts_total",
+    "counter",
+    "Pods that restarted and rejoined the group as themselves without a rebalance (static membership's benefit), as"
+    " the coordinator's journal (or, on Kafka, the operator's evidence) tells",
+)
+ROLLS = Family(
+    "berth_operator_rolls_total",
+    "counter",
+    "Rollouts of the fleet's StatefulSet whose pods restarted (one per roll, counted when it ends)",
+)
 DEPARTING = Family("berth_operator_departing_members", "gauge", "Instance ids waiting for their batch leave")
 READY = Family("berth_operator_fleet_ready", "gauge", "1 when the fleet's Ready condition is True")
 REFUSED = Family("berth_operator_fleet_refused", "gauge", "1 while the fleet is refused (SpecValid=False)")
 #: The per-fleet families, in exposition order.
-FLEET_FAMILIES = (RECONCILES, BATCH_LEAVES, MEMBERS_LEFT, DEPARTING, READY, REFUSED)
+FLEET_FAMILIES = (RECONCILES, BATCH_LEAVES, MEMBERS_LEFT, STATIC_RESTARTS, ROLLS, DEPARTING, READY, REFUSED)
 LEAVE_DELAY = Family(
     "berth_operator_leave_delay_seconds",
     "histogram",
@@ -92,6 +103,8 @@ class _Fleet:
     reconciles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     batch_leaves: int = 0
     members_left: int = 0
+    static_restarts: int = 0
+    rolls: int = 0
     departing: int = 0
     ready: int = 0
     refused: int = 0
@@ -103,7 +116,15 @@ class _Fleet:
             f'{RECONCILES.name}{{{self.labels},outcome="{outcome}"}} {_number(count)}\n'
             for outcome, count in self.reconciles.items()
         )
-        values = (self.batch_leaves, self.members_left, self.departing, self.ready, self.refused)
+        values = (
+            self.batch_leaves,
+            self.members_left,
+            self.static_restarts,
+            self.rolls,
+            self.departing,
+            self.ready,
+            self.refused,
+        )
         singles = tuple(
             f"{family.name}{{{self.labels}}} {_number(value)}\n"
             for family, value in zip(FLEET_FAMILIES[1:], values, strict=True)
@@ -163,6 +184,12 @@ class OperatorMetrics:
             self._leave_delay.observe(delay_s)
             if since_start_s is not None:
                 self._scale_down.observe(since_start_s)
+
+    def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None:
+        with self._lock:
+            record = self._fleet(namespace, fleet)
+            record.static_restarts += static
+            record.rolls += rolls
 
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None:
         with self._lock:

@@ -66,6 +66,7 @@ from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.planners.statefulset import PlannedWorkload
 
 
@@ -135,6 +136,9 @@ class WorkloadObservation:
     ready: int  # how many of them are ready
     #: Pods being deleted -> when their grace period ends (deletionTimestamp); a local fleet has none.
     terminating: Mapping[str, datetime] = field(default_factory=dict)
+    #: Pods that run (not terminating) and are not Ready: under OrderedReady the StatefulSet deletes no pod while
+    #: one of its pods is unhealthy, which is what a scale-down then waits for.
+    unready: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,14 @@ class WorkloadView:
     #: The fleet's per-pod volume claims that stay: neither being deleted nor going with their pod (``whenScaled:
     #: Delete`` makes a departing pod their owner). Empty for a fleet without claim templates, and for local fleets.
     claims: frozenset[str] = frozenset()
+    #: The revision of the pod template the workload rolls its pods to (StatefulSet status.updateRevision); None
+    #: where there is none (a local fleet).
+    revision: str | None = None
+    #: A rollout is in progress: pods are being replaced onto ``revision`` (RollingUpdate, not yet at the partition).
+    rolling: bool = False
+    #: The latest start of a running pod's container (or of the pod, when its containers are not reported); None
+    #: when unknown (a local fleet).
+    last_started: datetime | None = None
 
 
 class WorkloadObserver(Protocol):
@@ -181,6 +193,10 @@ class StatusPort(Protocol):
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
         """Merge ``patch`` into the status at once (a JSON merge patch: ``None`` removes a key); the status as
         stored afterwards."""
+        ...
+
+    async def label(self, labels: Mapping[str, str]) -> None:
+        """Merge ``labels`` into the fleet's own labels (the ConsumerFleet's ``metadata.labels``)."""
         ...
 
 
@@ -264,8 +280,9 @@ class CoordinatorDirectory(Protocol):
 class JournalSource(Protocol):
     """A coordinator's membership journal, paged (Berth's: ``GET /v1/journal``, docs/api.md §8)."""
 
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, dict[str, GroupActivity]]:
+        """The cursor after the page and each group in it with its activity (``planners.restarts``: restarts,
+        rebalances); empty when ``wait_ms`` passed with nothing new."""
         ...
 
 
@@ -322,5 +339,7 @@ class PassMetrics(Protocol):
     def left(self, namespace: str, fleet: str, removed: int, delay_s: float, since_start_s: float | None) -> None: ...
 
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None: ...
+
+    def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None: ...
 
     def forget(self, namespace: str, fleet: str) -> None: ...

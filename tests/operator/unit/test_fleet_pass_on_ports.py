@@ -2,12 +2,14 @@
 Kubernetes, no coordinator. What differs between coordinators comes from the port's kind, never from the adapter:
 Berth's kind claims, pre-registers, names the owner on every write and is followed through its journal; a Kafka
 kind does none of that; a group of a protocol the operator does not manage is refused before anything is created,
-and its deletion sends nothing. A failed platform call is the ports' ``ApiCallFailed``, reported and retried."""
+and its deletion sends nothing. A failed platform call is the ports' ``ApiCallFailed``, reported and retried.
+Restarts are counted from Berth's journal or from the Kafka evidence alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,9 +19,11 @@ from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import GroupOwnerRef, GroupProtocol
+from berth.operator.planners.observations import GroupDescription, GroupMember, GroupOwnerRef, GroupProtocol
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import ApiCallFailed
 from berth.operator.reconcile.context import PassResult, RetryLater
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.spec import KafkaDefaults, OperatorDefaults
 
@@ -202,3 +206,86 @@ async def test_a_failed_platform_call_is_reported_once_as_such_and_retried(
         "KubernetesApiError",
         "a Kubernetes API call failed: HTTP 500: etcdserver: request timed out",
     )
+
+
+async def test_restarts_the_journal_told_of_are_counted_at_the_next_pass_and_kept_when_status_cannot_be_written(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    assert stage.status.status["restarts"]["static"] == 0
+    # What the journal follower read: two of this fleet's pods back as themselves (and another group's news).
+    stage.context.activity.add("memory://", {"orders": GroupActivity(static=2), "payments": GroupActivity(static=5)})
+
+    writes = stage.status.patch_status
+
+    async def refuse_restarts(patch: Mapping[str, Any]) -> Mapping[str, Any]:
+        if "restarts" in patch:
+            raise ApiCallFailed("HTTP 500: etcdserver: request timed out")
+        return await writes(patch)
+
+    stage.status.patch_status = refuse_restarts  # type: ignore[method-assign]
+    with pytest.raises(RetryLater):
+        await stage.run()
+    stage.status.patch_status = writes  # type: ignore[method-assign]
+    await stage.run()
+    assert stage.status.status["restarts"]["static"] == 2  # counted once, by the pass that could write it
+    assert "Restarted" not in stage.events.reasons()  # the burst ends a session timeout later
+    stage.context.now = lambda: now + timedelta(minutes=5)
+    await stage.run()
+    assert stage.events.said[-1] == ("Normal", "Restarted", "2 pods restarted statically, 0 rebalances")
+
+
+class RestartingKafka(InMemoryCoordinator):
+    """A Kafka coordinator whose members come back under new member ids when restarted."""
+
+    def __init__(self) -> None:
+        super().__init__(KAFKA_CLASSIC)
+        self.incarnation: dict[str, int] = {}
+
+    async def describe(self, group_id: str) -> GroupDescription:
+        described = await super().describe(group_id)
+        members = tuple(
+            GroupMember(f"{m.member_id}-{self.incarnation.get(m.group_instance_id or '', 0)}", m.group_instance_id)
+            for m in described.members
+        )
+        return dataclasses.replace(described, members=members)
+
+
+async def test_on_kafka_a_static_restart_seen_between_two_describes_is_counted(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    coordinator = RestartingKafka()
+    stage = Stage(fleet_body(spec=KAFKA_SPEC), coordinator, KAFKA_DEFAULTS, now)
+    stage.context.evidence = EvidenceRecorder(None)  # as the operator has it without an evidence journal
+    await stage.converge(3)
+    await stage.run()  # the pods' members seen once
+    coordinator.incarnation["orders-1"] = 1  # back under a new member id, no rebalance
+    await stage.run()
+    assert stage.status.status["restarts"]["static"] == 1
+    stage.context.now = lambda: now + timedelta(minutes=5)
+    await stage.run()
+    assert stage.events.said[-1] == ("Normal", "Restarted", "1 pod restarted statically, 0 rebalances")
+
+
+async def test_a_paused_fleet_gets_its_condition_and_nothing_else_until_the_annotation_goes(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    leaves, writes = list(stage.coordinator.leaves), list(stage.coordinator.owner_uids)
+    for value in ("true", "True"):
+        stage.body["metadata"]["annotations"] = {"berth.dev/paused": value}
+        stage.body["spec"]["replicas"] = 1
+        assert await stage.run() == PassResult()
+        assert stage.workload.replicas == 3  # not scaled
+        assert (stage.coordinator.leaves, stage.coordinator.owner_uids) == (leaves, writes)  # nothing sent
+    assert (stage.condition("Paused")["status"], stage.condition("Ready")["reason"]) == ("True", "Paused")
+    assert [said for said in stage.events.said if said[1] == "Paused"] == [
+        ("Normal", "Paused", stage.condition("Paused")["message"])
+    ]  # once, on the transition
+
+    stage.body["metadata"]["annotations"] = {"berth.dev/paused": "false"}  # anything else is not paused
+    await stage.converge(1)
+    assert stage.coordinator.leaves[-1] == ("orders", ("orders-1", "orders-2"))
+    assert stage.condition("Paused")["status"] == "False" and "Resumed" in stage.events.reasons()

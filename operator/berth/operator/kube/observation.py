@@ -5,9 +5,10 @@ Two halves, so that a cache of watched objects can replace the reads without tou
 
 - :func:`workload_view` interprets the objects (pure): pods are filtered by the fleet's labels and instance-id names,
   not only by the API's selector; terminating pods count as existing until they are gone (with when their grace
-  period ends); the StatefulSet is settled once its controller reports having observed its generation; claims
-  that stay are those neither being deleted nor owned by a pod (``whenScaled: Delete`` makes a departing pod
-  their owner), listed only when the StatefulSet has claim templates.
+  period ends), and running pods not Ready are named; the StatefulSet is settled once its controller reports
+  having observed its generation, and rolling while it still has pods to move to its update revision
+  (:func:`rolling_out`); claims that stay are those neither being deleted nor owned by a pod (``whenScaled:
+  Delete`` makes a departing pod their owner), listed only when the StatefulSet has claim templates.
 - :class:`ApiWorkloadObserver` reads them through the API (the StatefulSet by name, pods and claims by the
   StatefulSet's selector, which its controller copies onto both): a
   :class:`~berth.operator.ports.WorkloadObserver`.
@@ -16,6 +17,7 @@ Two halves, so that a cache of watched objects can replace the reads without tou
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -51,25 +53,44 @@ def workload_view(
     existing = frozenset(pod["metadata"]["name"] for pod in ours)
     running = [pod for pod in ours if not pod["metadata"].get("deletionTimestamp")]
     ready = sum(1 for pod in running if _is_ready(pod))
+    unready = frozenset(pod["metadata"]["name"] for pod in running if not _is_ready(pod))
     terminating = {
         pod["metadata"]["name"]: deadline
         for pod in ours
         if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
     }
     if statefulset is None:
-        return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
+        return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating, unready), None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
     metadata = statefulset.get("metadata", {})
     observed = (statefulset.get("status") or {}).get("observedGeneration")
     generation = metadata.get("generation")
     # The controller has acted on the current spec once it reports having observed its generation.
     settled = generation is None or (observed is not None and observed >= generation)
+    replicas = int(statefulset["spec"].get("replicas") or 0)
     return WorkloadView(
-        WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating),
+        WorkloadObservation(replicas, settled, existing, ready, terminating, unready),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
         staying,
+        revision=(statefulset.get("status") or {}).get("updateRevision"),
+        rolling=rolling_out(statefulset),
+        last_started=max((started for pod in running if (started := _started(pod)) is not None), default=None),
     )
+
+
+def rolling_out(statefulset: Mapping[str, Any]) -> bool:
+    """A RollingUpdate in progress: pods not yet on the update revision that the controller will replace (those
+    below ``partition`` stay as they are). OnDelete replaces a pod only when someone deletes it: never rolling."""
+    spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return False
+    if status.get("updateRevision") in (None, status.get("currentRevision")):
+        return False
+    partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+    replicas = int(spec.get("replicas") or 0)
+    return int(status.get("updatedReplicas") or 0) < replicas - partition
 
 
 class ApiWorkloadObserver:
@@ -116,6 +137,17 @@ def _staying(claims: Sequence[Mapping[str, Any]]) -> frozenset[str]:
         if not metadata.get("deletionTimestamp") and not owned_by_pod:
             staying.add(str(metadata.get("name", "")))
     return frozenset(staying)
+
+
+def _started(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod's containers last started (a container restarted in place counts), else the pod's creation."""
+    status = pod.get("status") or {}
+    starts = [
+        started
+        for container in status.get("containerStatuses") or []
+        if (started := parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt"))) is not None
+    ]
+    return max(starts, default=None) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

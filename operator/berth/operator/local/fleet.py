@@ -51,6 +51,9 @@ class LocalFleet:
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._ready: set[str] = set()
         self._exited = asyncio.Condition()
+        #: Set by whoever restarts the members one by one (a local fleet does not roll by itself): observed as a
+        #: rollout in progress, as a StatefulSet's would be.
+        self.rolling = False
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
@@ -84,6 +87,7 @@ class LocalFleet:
             ),
             self._applied_hash,
             running=len(existing - stopping),
+            rolling=self.rolling,
         )
 
     # --------------------------------------------------------------------------------------------- members

@@ -17,7 +17,8 @@ from typing import Any
 from berth.operator.planners.conditions import Condition, format_duration_ms, merge_conditions
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.status import READY, plan_group_status
+from berth.operator.planners.status import READY, PodsBlocked, plan_group_status
+from berth.operator.spec import Fleet
 
 SPEC_VALID = "SpecValid"
 
@@ -83,6 +84,8 @@ def view_patch(
     now: datetime,
     generation: int | None,
     notes: tuple[Condition, ...] = (),
+    not_ready: tuple[str, ...] = (),
+    blocked: PodsBlocked | None = None,
 ) -> dict[str, Any]:
     """The fleet's view for status: its pods, its group as the coordinator sees it, and every condition
     (``notes``: conditions the coordinator's kind adds, such as PreRegistration on Kafka)."""
@@ -97,6 +100,8 @@ def view_patch(
         observed_generation=generation,
         unreachable_reason=unreachable_reason,
         ready_replicas=ready,
+        not_ready=not_ready,
+        blocked=blocked,
     )
     conditions = merge_conditions(
         plan.conditions,
@@ -121,6 +126,29 @@ def view_patch(
     if plan.group is not None:
         patch["group"] = plan.group
     return patch
+
+
+TOKEN_SECRET_MISSING = "TokenSecretMissing"
+
+
+def token_secret_blocked(fleet: Fleet, secret: Mapping[str, str] | None) -> PodsBlocked | None:
+    """What keeps the pods from starting when the Secret their token comes from (``spec.coordinator.tokenSecretRef``)
+    is missing or lacks the key: the kubelet cannot build their environment (CreateContainerConfigError)."""
+    ref = fleet.spec.coordinator.token_secret_ref
+    if ref is None:
+        return None
+    where = f"Secret {fleet.namespace}/{ref.name}"
+    if secret is None:
+        problem = "does not exist"
+    elif ref.key not in secret:
+        problem = f"has no key {ref.key}"
+    else:
+        return None
+    return PodsBlocked(
+        TOKEN_SECRET_MISSING,
+        f"{where} (spec.coordinator.tokenSecretRef) {problem}: the pods cannot start until it"
+        f" {'exists' if secret is None else 'does'} (they take their coordinator token from it)",
+    )
 
 
 def unreachable_patch(

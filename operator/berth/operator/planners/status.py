@@ -9,7 +9,8 @@ CoordinatorReachable, Rebalancing and ScaleDownPending. Rules:
 - When the coordinator could not be asked, ``group`` is None (keep the last known block) and the conditions that
   depend on it are Unknown; ScaleDownPending depends only on the fleet's own ``departing`` list.
 - Ready means: the group is Stable, every instance id of the fleet is a member and (when known) every pod is ready;
-  pods not ready are named before members missing (they are why members are missing).
+  pods not ready are named before members missing (they are why members are missing), and what keeps them from
+  starting before that, when it is known (``PodsBlocked``: a Secret the pods need that does not exist).
   A fleet scaled to zero is Ready when its group is Empty or gone.
 """
 
@@ -32,6 +33,18 @@ REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
 IDLE_STATES = frozenset({"Empty", "Dead"})
 
 
+#: Named in a PodsNotReady message at most.
+NAMED_PODS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class PodsBlocked:
+    """Why the fleet's pods cannot start, as the operator found it: the Ready reason and a sentence."""
+
+    reason: str
+    message: str
+
+
 @dataclass(frozen=True, slots=True)
 class GroupStatusPlan:
     group: dict[str, Any] | None  # status.group; None: the coordinator was not reachable, keep the last one
@@ -51,6 +64,8 @@ def plan_group_status(
     unreachable_reason: str = "the coordinator did not answer",
     ready_replicas: int | None = None,
     reachable_reason: str = "Unreachable",
+    not_ready: Sequence[str] = (),
+    blocked: PodsBlocked | None = None,
 ) -> GroupStatusPlan:
     """``description`` is the coordinator's describe of the fleet's group, None when it could not be asked."""
     updates = [_scale_down_pending(departing)]
@@ -78,7 +93,7 @@ def plan_group_status(
         "members": list(members),
     }
     updates += [
-        _ready(description, instance_ids, missing, ready_replicas),
+        _ready(description, instance_ids, missing, ready_replicas, not_ready, blocked),
         Condition(
             COORDINATOR_REACHABLE,
             "True",
@@ -95,7 +110,12 @@ def plan_group_status(
 
 
 def _ready(
-    description: GroupDescription, instance_ids: Sequence[str], missing: Sequence[str], ready_replicas: int | None
+    description: GroupDescription,
+    instance_ids: Sequence[str],
+    missing: Sequence[str],
+    ready_replicas: int | None,
+    not_ready: Sequence[str],
+    blocked: PodsBlocked | None,
 ) -> Condition:
     if not instance_ids and description.state in IDLE_STATES:
         return Condition(READY, "True", "ScaledToZero", "the fleet has no members and its group is idle")
@@ -103,7 +123,10 @@ def _ready(
         return Condition(READY, "False", "GroupRebalancing", f"the group is in {description.state}")
     # Pods that are not ready (Pending, starting) are why their members are missing: name the cause, not the effect.
     if ready_replicas is not None and ready_replicas < len(instance_ids):
-        return Condition(READY, "False", "PodsNotReady", f"{ready_replicas} of {len(instance_ids)} pods are ready")
+        counted = f"{ready_replicas} of {len(instance_ids)} pods are ready"
+        if blocked is not None:
+            return Condition(READY, "False", blocked.reason, f"{blocked.message}; {counted}")
+        return Condition(READY, "False", "PodsNotReady", counted + _named(not_ready))
     if missing:
         return Condition(READY, "False", "MembersMissing", f"not in the group: {', '.join(missing)}")
     if description.state != "Stable":
@@ -114,6 +137,13 @@ def _ready(
         "GroupStable",
         f"all {len(instance_ids)} instances are members of the Stable group at generation {description.generation}",
     )
+
+
+def _named(pods: Sequence[str]) -> str:
+    if not pods:
+        return ""
+    shown = ", ".join(pods[:NAMED_PODS]) + (f" and {len(pods) - NAMED_PODS} more" if len(pods) > NAMED_PODS else "")
+    return f" (not ready: {shown})"
 
 
 def _rebalancing(description: GroupDescription) -> Condition:

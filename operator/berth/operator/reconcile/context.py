@@ -15,6 +15,7 @@ from typing import Any
 
 from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.ownership import AdoptionPolicy
+from berth.operator.planners.restarts import NOTHING, GroupActivity
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
@@ -29,6 +30,22 @@ from berth.operator.ports import (
 )
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.spec import Fleet, OperatorDefaults
+
+
+class ActivityLedger:
+    """Each followed group's activity since its fleet's last pass, keyed by (coordinator URL, group id)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, str], GroupActivity] = {}
+
+    def add(self, url: str, activity: Mapping[str, GroupActivity]) -> None:
+        for group, counted in activity.items():
+            if counted != NOTHING:
+                self._pending[url, group] = self._pending.get((url, group), NOTHING) + counted
+
+    def take(self, url: str, group: str) -> GroupActivity:
+        return self._pending.pop((url, group), NOTHING)
+
 
 #: The fleets claiming one (coordinator, group) (Kopf's index in the operator; nothing in berth-demo).
 ClaimsLookup = Callable[[ClaimKey], Iterable[GroupClaim]]
@@ -79,6 +96,8 @@ class PassContext:
     fleets: FleetReader | None = None
     #: Per census key, when it was ranked and the uids within the bound (the fleet bound, over the bound only).
     census: dict[ClaimKey, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    #: What the journal said of followed groups' restarts since their fleets' last passes (``reconcile.restarts``).
+    activity: ActivityLedger = field(default_factory=lambda: ActivityLedger())
 
     def now_ms(self) -> int:
         return int(self.now().timestamp() * 1000)

@@ -27,14 +27,17 @@ class EvidenceRecorder:
         self.journal = journal
         self._states: dict[str, EvidenceState] = {}
 
-    async def observed(self, fleet_uid: str, key: str, description: GroupDescription, now_ms: int) -> None:
-        """One describe of the fleet's group, recorded under ``key`` (``planners.advice.group_key``)."""
-        if self.journal is None:
-            return
+    async def observed(
+        self, fleet_uid: str, key: str, description: GroupDescription, now_ms: int
+    ) -> list[EvidenceEvent]:
+        """One describe of the fleet's group, recorded under ``key`` (``planners.advice.group_key``): the events it
+        shows since the last one (kept where there is a journal; returned either way: the fleet's restarts are
+        counted from them)."""
         previous = self._states.get(fleet_uid, EvidenceState())
         state, events = observe_group(previous, description, now_ms=now_ms, key=key)
         self._states[fleet_uid] = state
         await self._write(events)
+        return events
 
     async def removed(
         self, fleet_uid: str, key: str, results: Mapping[str, str], *, everyone: bool, now_ms: int

@@ -4,6 +4,8 @@ The pass is the one reconcile loop's body: the operator runs it on Kubernetes (t
 status subresource, Events), ``berth-demo`` on local processes with status in a dict, and both on Berth's
 coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 
+A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition; then:
+
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed;
 2. sizing (``reconcile.sizing``): the session timeout, and the workload applied with it;
@@ -30,6 +32,7 @@ from berth.operator.planners.coordinator_kind import UnmanagedGroup
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import OwnedGroup, group_owned_message, refusal_reason
+from berth.operator.planners.pause import is_paused
 from berth.operator.planners.status import COORDINATOR_REACHABLE
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, GroupOwned
 from berth.operator.reconcile import admission, ownership, scaling, sizing, status
@@ -69,6 +72,8 @@ class FleetPass:
 
     async def _steps(self) -> PassResult:
         ctx, record = self.ctx, self.record
+        if is_paused(record.body):
+            return await status.pause(ctx, record)
         admitted = admission.admit_fleet(ctx, record, self.claims)
         if isinstance(admitted, Refusal):
             return await status.refuse(ctx, record, admitted)

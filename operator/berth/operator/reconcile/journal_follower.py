@@ -2,8 +2,9 @@
 
 The timer mirrors every fleet's group into status once per reconcile interval; between two ticks a rebalance would
 go unseen for up to that long. Instead of describing every fleet more often, the operator keeps ONE long-poll per
-coordinator that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the group ids of
-each page to ``on_change``, which runs a pass for the fleets holding those groups. Rules:
+coordinator that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the groups of
+each page, with their activity (restarts, rebalances: ``planners.restarts``), to ``on_change``, which counts the
+activity for the fleets holding those groups and runs a pass for them. Rules:
 
 - It starts at the journal's end: history is not replayed (the timer's passes cover what happened before).
 - A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode; the timer's passes
@@ -22,8 +23,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import JournalSource
 
 logger = logging.getLogger("berth.operator.journal")
@@ -43,7 +45,7 @@ class JournalRewound(Exception):
     """The coordinator answered a cursor before the one asked for: its journal is not the one being followed."""
 
 
-OnChange = Callable[[str, set[str]], Awaitable[None]]
+OnChange = Callable[[str, Mapping[str, GroupActivity]], Awaitable[None]]
 
 
 class JournalFollower:

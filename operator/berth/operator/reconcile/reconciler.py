@@ -12,7 +12,8 @@ leave twice. Rules:
 - Status follows the coordinator: a pass on a Berth coordinator records which group the fleet follows, and a
   :class:`~berth.operator.reconcile.journal_follower.JournalFollower` per coordinator URL pokes the fleets whose
   groups its journal mentions (:meth:`poke`). Pokes are coalesced: at most one pass runs and one waits per fleet,
-  however busy the journal.
+  however busy the journal. What the journal says of a followed group's restarts is kept for its fleet's next
+  pass (``context.activity``), which counts it into status (``reconcile.restarts``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import CoordinatorUnavailable, FleetReader, JournalSource
 from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
 from berth.operator.reconcile.fleet_pass import FleetPass
@@ -107,11 +109,13 @@ class FleetReconciler:
             self._followers[url] = follower
             follower.start()
 
-    async def poke(self, url: str, group_ids: set[str]) -> None:
+    async def poke(self, url: str, group_ids: Mapping[str, GroupActivity]) -> None:
         """A pass soon for every fleet following one of ``group_ids`` on ``url``, unless one already waits."""
         claims = self._claims
         if claims is None:
             return
+        followed = {group for followed_url, group in self._follows.values() if followed_url == url}
+        self.context.activity.add(url, {group: group_ids[group] for group in followed if group in group_ids})
         for key, (followed_url, group) in list(self._follows.items()):
             if followed_url == url and group in group_ids and key not in self._poked:
                 self._poked.add(key)

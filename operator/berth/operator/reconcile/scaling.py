@@ -54,6 +54,8 @@ async def scale(
             delete_group=deletes_group(fleet, group.kind),
             terminating=observed.terminating,
             stuck_allowance=context.stuck_allowance,
+            unready=observed.unready,
+            ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
         ),
         now=context.now(),
     )

@@ -1,5 +1,6 @@
 """The status step: what a pass saw, mirrored into the fleet's status, conditions, metrics and evidence; and the
-two other endings of a pass, a refusal and an unreachable coordinator.
+two other endings of a pass, a refusal and an unreachable coordinator. Restarts since the last pass are counted
+here too (``reconcile.restarts``).
 
 Rules: every write is trimmed to what changes (``fleet_status.only_changes``), so an idle fleet's pass writes
 nothing. A refusal is announced (a Warning Event) only when status does not already say exactly it. A coordinator
@@ -16,12 +17,25 @@ import logging
 from berth.operator.planners import fleet_status
 from berth.operator.planners.coordinator_kind import kind_conditions
 from berth.operator.planners.fleet_status import Refusal
+from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.ownership import FOREIGN_MEMBERS_EVENT, adopt_group_notes, foreign_report
+from berth.operator.planners.pause import (
+    NOT_PAUSED,
+    PAUSED_EVENT,
+    PAUSED_MESSAGE,
+    RESUMED_EVENT,
+    RESUMED_MESSAGE,
+    paused_patch,
+    was_paused,
+)
+from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import ScalingPlan
-from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
+from berth.operator.planners.statefulset import FLEET_LABEL
+from berth.operator.planners.status import COORDINATOR_REACHABLE, READY, PodsBlocked
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
-from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort
+from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort, WorkloadView
+from berth.operator.reconcile import restarts
 from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext, PassResult
 from berth.operator.reconcile.record import FleetRecord
@@ -48,10 +62,16 @@ async def mirror(
     if plan.actions:
         view = await workload.observe()
         description = await group.describe()
+    evidence = NOTHING
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, group.evidence_key, description, context.now_ms())
+        observed = await context.evidence.observed(record.uid, group.evidence_key, description, context.now_ms())
+        evidence = sum(activity_by_group(observed).values(), NOTHING)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
+    not_ready = _not_ready(fleet, view)
+    blocked = await _pods_blocked(context, fleet) if not_ready else None
+    ready_before = fleet_status.find_condition(record.status, READY) or {}
+    resumed = was_paused(record.status)
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
         group_id=fleet.spec.group_id,
@@ -64,24 +84,79 @@ async def mirror(
         unreachable_reason="",
         now=context.now(),
         generation=record.generation,
-        notes=(*kind_conditions(fleet, group.kind), *adopt_group_notes(fleet, record.status)),
+        notes=(
+            *kind_conditions(fleet, group.kind),
+            *adopt_group_notes(fleet, record.status),
+            *((NOT_PAUSED,) if resumed else ()),
+        ),
+        not_ready=not_ready,
+        blocked=blocked,
     )
     await record.write_changes(patch)
     foreign = foreign_report(fleet.spec.group_id, record.status, plan.foreign_members)
     await record.write(foreign.patch)
     if foreign.event is not None:
         record.events.warning(FOREIGN_MEMBERS_EVENT, foreign.event)
+    if blocked is not None and ready_before.get("reason") != blocked.reason:
+        record.events.warning(blocked.reason, blocked.message)
+    await _label(record, fleet)
+    follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
+    quiet = record.condition(READY) == "True" and view.observation.settled and not view.observation.terminating
+    if follows is not None:
+        await restarts.account_journal(context, record, view, follows, quiet=quiet)
+    else:
+        await restarts.account(context, record, view, evidence, quiet=quiet)
     claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
     await record.write(claims.patch)
     if claims.event is not None:
         record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
     if was_refused:
         record.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
+    if resumed:
+        record.events.info(RESUMED_EVENT, RESUMED_MESSAGE)
     count_state(context, record, refused=False)
     if reachable_before == "False":
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
-    follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
     return PassResult(waiting=plan.waiting, follows=follows)
+
+
+def _not_ready(fleet: Fleet, view: WorkloadView) -> tuple[str, ...]:
+    """The fleet's instance ids without a running, Ready pod (when the view names its unready pods)."""
+    seen = view.observation
+    ready = set(seen.existing) - set(seen.terminating) - seen.unready
+    missing = tuple(name for name in instance_ids(fleet.name, fleet.spec.replicas) if name not in ready)
+    # A local fleet does not name its unready members: name nothing rather than the wrong ones.
+    return missing if len(missing) == max(0, fleet.spec.replicas - seen.ready) else ()
+
+
+async def _pods_blocked(context: PassContext, fleet: Fleet) -> PodsBlocked | None:
+    """What keeps pods from starting that the operator can see (read only while some pod is not Ready)."""
+    ref = fleet.spec.coordinator.token_secret_ref
+    if ref is None or context.secrets is None:
+        return None
+    try:
+        secret = await context.secrets.read(fleet.namespace, ref.name)
+    except ApiCallFailed as error:  # not knowing is not a reason to stop the pass
+        logger.info("fleet %s/%s: could not read Secret %s: %s", fleet.namespace, fleet.name, ref.name, error)
+        return None
+    return fleet_status.token_secret_blocked(fleet, secret)
+
+
+async def _label(record: FleetRecord, fleet: Fleet) -> None:
+    """The fleet carries the label its objects carry, so ``kubectl get cf,sts,pods,pvc -l berth.dev/fleet=NAME``
+    lists it with them (once: every pass reads the fleet as stored)."""
+    labels = (record.body.get("metadata") or {}).get("labels") or {}
+    if labels.get(FLEET_LABEL) != fleet.name:
+        await record.status_port.label({FLEET_LABEL: fleet.name})
+
+
+async def pause(context: PassContext, record: FleetRecord) -> PassResult:
+    """A paused fleet: only its Paused condition (and Ready Unknown) written, nothing else done."""
+    if not was_paused(record.status):
+        record.events.info(PAUSED_EVENT, PAUSED_MESSAGE)
+    await record.write_changes(paused_patch(record.status, now=context.now(), generation=record.generation))
+    count_state(context, record, refused=False)
+    return PassResult()
 
 
 async def refuse(context: PassContext, record: FleetRecord, refusal: Refusal) -> PassResult:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetRecord, Record, Write
+from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
 from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, b64, prefix_end
@@ -187,8 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        apply_environment(parser, os.environ if environ is None else environ)  # BERTH_<FLAG>, as the server's
+    except EnvironmentValueError as exc:
+        _fail(str(exc))
+    args = parser.parse_args(argv)
     endpoints = [url.strip() for url in args.etcd_endpoints.split(",") if url.strip()]
     config = StoreConfig(
         journal_retention_bytes=args.journal_retention_bytes or None,
