@@ -9,11 +9,12 @@ off Kopf's event loop and bounded:
 - **Rendered once per change.** Each fleet's lines are rendered when a scrape finds the fleet changed since its last
   render (a version number per fleet), so a scrape of 10,000 idle fleets joins cached strings instead of formatting
   450,000 samples (what prometheus-client's registry did on the loop: 13.8 s, during which no handler ran).
-- **Bounded per fleet.** 12 series per fleet: the reconcile outcomes (5), batch leaves, members left, static restarts,
-  rolls, departing members, ready, refused — labelled by the fleet (namespace, name) only, never by instance id, group or URL, and
-  removed when the fleet is released. The two latency histograms (leave delay, scale-down duration) are the
-  operator's, not per fleet: the dashboard reads them summed over fleets (``sum by (le)``), and per fleet they were
-  28 of the 45 series a fleet cost. No ``_created`` series. With ``--max-fleets`` the whole scrape is bounded.
+- **Bounded per fleet.** 12 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
+  restarts, rolls, departing members, ready, refused — labelled by the fleet (namespace, name) only, never by instance
+  id, group or URL, and removed when the fleet is released. The two latency histograms (leave delay, scale-down
+  duration) are the operator's, not per fleet: the dashboard reads them summed over fleets (``sum by (le)``), and per
+  fleet they were 28 of the 45 series a fleet cost. No ``_created`` series. With ``--max-fleets`` the whole scrape is
+  bounded.
 - Recording never fails a pass. A fleet's counters exist at 0 from its first pass on (``state``), not from their
   first increment: Prometheus' ``increase()`` and ``rate()`` only see an increment between two samples, so a series
   born at 1 would hide a fleet's first scale-down (and its first reconcile error) from the dashboard and the alerts.
