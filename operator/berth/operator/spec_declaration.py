@@ -20,6 +20,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -289,3 +290,15 @@ class FleetSpecDeclared(Declared, frozen=True):
     persistent_volume_claim_retention_policy: ClaimRetentionDeclared | None = None
     update_strategy: UpdateStrategyDeclared | None = None
     pod_disruption_budget: DisruptionBudget = DisruptionBudget()
+
+
+def _prepare(*declared: type[Declared]) -> None:
+    """Have msgspec build each Struct's conversion information now, at import, in one thread. msgspec builds it the
+    first time a value is converted to the type; Kopf runs synchronous handlers (the claims index) in worker threads,
+    and several of them converting a first fleet at once crashed the operator with SIGSEGV in msgspec's ``_core``."""
+    for struct in declared:
+        with contextlib.suppress(msgspec.ValidationError):  # a required field missing: built all the same
+            msgspec.convert({}, struct, strict=True)
+
+
+_prepare(FleetSpecDeclared, PodTemplateShape, ClaimTemplateShape)

@@ -59,7 +59,9 @@ def register_fleet_handlers(
     poll_s: float,
 ) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id=CLAIMS_INDEX)
-    def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
+    async def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
+        # async: on the event loop. Kopf runs a sync handler in a worker thread, and several of them parsing fleets
+        # at once is what the spec declaration's _prepare guards msgspec against.
         return index_entries(body, defaults)
 
     def lookup(handler_kwargs: dict[str, Any]) -> Callable[[ClaimKey], Iterable[GroupClaim]]:
