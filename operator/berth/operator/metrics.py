@@ -65,6 +65,38 @@ class OperatorMetrics:
         self.refused = Gauge(
             "berth_operator_fleet_refused", "1 while the fleet is refused (SpecValid=False)", FLEET, registry=r
         )
+        self.lag_total = Gauge(
+            "berth_operator_fleet_lag",
+            "A Kafka fleet's lag: records between its group's committed offsets and the log ends, summed over the"
+            " partitions it committed (status.lag.total; per partition in status and berth-groups)",
+            FLEET,
+            registry=r,
+        )
+        self.lag_max = Gauge(
+            "berth_operator_fleet_lag_max_partition",
+            "The largest lag of one partition of a Kafka fleet's group (status.lag.maxPartition)",
+            FLEET,
+            registry=r,
+        )
+        self.unreleased = Gauge(
+            "berth_operator_unreleased_instances",
+            "Pods of the fleet whose restarted process is refused UNRELEASED_INSTANCE_ID: their previous member"
+            " still holds their group.instance.id (KIP-848 groups)",
+            FLEET,
+            registry=r,
+        )
+        self.fencing = Gauge(
+            "berth_operator_fencing_instances",
+            "Instance ids of the fleet two processes fence each other over (member id changing without a restart)",
+            FLEET,
+            registry=r,
+        )
+        self.released = Counter(
+            "berth_operator_stale_instances_released",
+            "Stale members removed so a restarted pod could rejoin (spec.coordinator.kafka.releaseStaleInstances)",
+            FLEET,
+            registry=r,
+        )
         self._fleet_families: Iterable[Counter | Gauge | Histogram] = (
             self.batch_leaves,
             self.members_left,
@@ -73,6 +105,11 @@ class OperatorMetrics:
             self.departing,
             self.ready,
             self.refused,
+            self.lag_total,
+            self.lag_max,
+            self.unreleased,
+            self.fencing,
+            self.released,
         )
         self._lock = threading.Lock()
         self._known: set[tuple[str, str]] = set()  # fleets whose series exist (at 0 until something happens)
@@ -93,6 +130,17 @@ class OperatorMetrics:
         self.ready.labels(namespace, fleet).set(1 if ready else 0)
         self.refused.labels(namespace, fleet).set(1 if refused else 0)
         self.departing.labels(namespace, fleet).set(departing)
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None:
+        self.lag_total.labels(namespace, fleet).set(total)
+        self.lag_max.labels(namespace, fleet).set(max_partition)
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None:
+        self.unreleased.labels(namespace, fleet).set(unreleased)
+        self.fencing.labels(namespace, fleet).set(fencing)
+        counter = self.released.labels(namespace, fleet)
+        if released:
+            counter.inc(released)
 
     def _start(self, namespace: str, fleet: str) -> None:
         """Create the fleet's counters and histograms at 0 (see the module docstring)."""

@@ -63,7 +63,13 @@ from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
+from berth.operator.planners.observations import (
+    CoordinatorBounds,
+    GroupDescription,
+    GroupLag,
+    GroupOwnerRef,
+    PodTimes,
+)
 from berth.operator.planners.statefulset import PlannedWorkload
 
 
@@ -133,6 +139,8 @@ class WorkloadObservation:
     ready: int  # how many of them are ready
     #: Pods being deleted -> when their grace period ends (deletionTimestamp); a local fleet has none.
     terminating: Mapping[str, datetime] = field(default_factory=dict)
+    #: Running pods -> when their current process started (and the previous one ended), where the platform says.
+    times: Mapping[str, PodTimes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +254,19 @@ class CoordinatorPort(Protocol):
         """DeleteGroups: ``"NONE"``, ``"GROUP_ID_NOT_FOUND"`` or ``"NON_EMPTY_GROUP"``."""
         ...
 
+    async def set_group_session_timeout(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
+        """Make the group's own session timeout and heartbeat interval these (KIP-848 group configs
+        ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``); called only where the group's kind
+        has ``session_timeout_on_group`` (an implementation without group configs refuses)."""
+        ...
+
+    async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
+        """Per partition the group committed or owns (``description`` says who owns what), its committed and log
+        end offsets; None where the coordinator keeps no partition log (Berth's)."""
+        ...
+
 
 class CoordinatorDirectory(Protocol):
     """One :class:`CoordinatorPort` per coordinator (sessions and clients shared by the fleets on it)."""
@@ -299,5 +320,9 @@ class PassMetrics(Protocol):
     def left(self, namespace: str, fleet: str, removed: int, delay_s: float, since_start_s: float | None) -> None: ...
 
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None: ...
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None: ...
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None: ...
 
     def forget(self, namespace: str, fleet: str) -> None: ...

@@ -88,7 +88,33 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 @dataclass(frozen=True, slots=True)
 class SecretRef:
+    """A SASL credentials Secret and the keys to read: ``passwordKey`` holds the password; the username is
+    ``usernameKey``'s value where the Secret has it, else the ``username="..."`` of its ``sasl.jaas.config`` (what
+    Strimzi's KafkaUser Secrets hold: ``password`` and ``sasl.jaas.config``), else the Secret's name (Strimzi names
+    the Secret after the KafkaUser, which is the principal)."""
+
     name: str
+    username_key: str = "username"
+    password_key: str = "password"
+    jaas_config_key: str = "sasl.jaas.config"
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateSecretRef:
+    """A client certificate for mutual TLS: a Secret with the PEM certificate and its private key (Strimzi's
+    KafkaUser with ``authentication: tls``: ``user.crt``, ``user.key``, and ``user.p12``/``user.password`` for
+    Java keystores)."""
+
+    name: str
+    certificate_key: str = "user.crt"
+    private_key_key: str = "user.key"
+
+
+class GroupProtocolName(StrEnum):
+    """``spec.coordinator.kafka.groupProtocol``: the rebalance protocol the fleet's consumers use."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +125,19 @@ class KafkaRef:
     bootstrap_servers: str | None
     security_protocol: SecurityProtocol | None
     sasl_mechanism: str | None
-    #: A Secret in the fleet's namespace with keys ``username`` and ``password``: the fleet's own principal,
-    #: which both its pods and the operator (for this fleet's group) authenticate as.
+    #: A Secret in the fleet's namespace with the fleet's own SASL principal (:class:`SecretRef`), which both its
+    #: pods and the operator (for this fleet's group) authenticate as.
     credentials_secret_ref: SecretRef | None
     #: A Secret key holding the PEM CA bundle that signs the brokers' certificates (TLS).
     ca_secret_ref: SecretKeyRef | None
+    #: The fleet's own client certificate for mutual TLS (with securityProtocol SSL or SASL_SSL).
+    client_certificate_secret_ref: CertificateSecretRef | None = None
+    #: The protocol the fleet's consumers use (``group.protocol``): classic, or KIP-848's consumer protocol, where
+    #: the session timeout is the group's config the operator sets, not a client setting.
+    group_protocol: GroupProtocolName = GroupProtocolName.CLASSIC
+    #: Remove a consumer-protocol member that holds a pod's instance id after the pod was replaced (the new
+    #: process is refused UNRELEASED_INSTANCE_ID until that member's session expires); off by default.
+    release_stale_instances: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +320,14 @@ def _kafka(value: object) -> KafkaRef:
         )
     credentials = None
     if kafka.get("credentialsSecretRef") is not None:
-        ref = _mapping(kafka["credentialsSecretRef"], "spec.coordinator.kafka.credentialsSecretRef")
-        credentials = SecretRef(_str(ref.get("name"), "spec.coordinator.kafka.credentialsSecretRef.name"))
+        where = "spec.coordinator.kafka.credentialsSecretRef"
+        ref = _mapping(kafka["credentialsSecretRef"], where)
+        credentials = SecretRef(
+            name=_str(ref.get("name"), f"{where}.name"),
+            username_key=_str(_get(ref, "usernameKey", "username"), f"{where}.usernameKey"),
+            password_key=_str(_get(ref, "passwordKey", "password"), f"{where}.passwordKey"),
+            jaas_config_key=_str(_get(ref, "jaasConfigKey", "sasl.jaas.config"), f"{where}.jaasConfigKey"),
+        )
     ca = None
     if kafka.get("caSecretRef") is not None:
         ref = _mapping(kafka["caSecretRef"], "spec.coordinator.kafka.caSecretRef")
@@ -295,7 +335,32 @@ def _kafka(value: object) -> KafkaRef:
             name=_str(ref.get("name"), "spec.coordinator.kafka.caSecretRef.name"),
             key=_str(_get(ref, "key", "ca.crt"), "spec.coordinator.kafka.caSecretRef.key"),
         )
-    return KafkaRef(bootstrap, protocol, mechanism, credentials, ca)
+    certificate = None
+    if kafka.get("clientCertificateSecretRef") is not None:
+        where = "spec.coordinator.kafka.clientCertificateSecretRef"
+        ref = _mapping(kafka["clientCertificateSecretRef"], where)
+        certificate = CertificateSecretRef(
+            name=_str(ref.get("name"), f"{where}.name"),
+            certificate_key=_str(_get(ref, "certificateKey", "user.crt"), f"{where}.certificateKey"),
+            private_key_key=_str(_get(ref, "privateKeyKey", "user.key"), f"{where}.privateKeyKey"),
+        )
+        if protocol is not None and not protocol.uses_tls:
+            raise SpecError(where, f"is a TLS client certificate: securityProtocol {protocol.value} uses no TLS")
+    group_protocol = _get(kafka, "groupProtocol", GroupProtocolName.CLASSIC.value)
+    if group_protocol not in tuple(GroupProtocolName):
+        choices = ", ".join(p.value for p in GroupProtocolName)
+        raise SpecError("spec.coordinator.kafka.groupProtocol", f"{group_protocol!r} is not one of {choices}")
+    release = _bool(_get(kafka, "releaseStaleInstances", False), "spec.coordinator.kafka.releaseStaleInstances")
+    return KafkaRef(
+        bootstrap,
+        protocol,
+        mechanism,
+        credentials,
+        ca,
+        client_certificate_secret_ref=certificate,
+        group_protocol=GroupProtocolName(group_protocol),
+        release_stale_instances=release,
+    )
 
 
 def _coordinator(value: object) -> CoordinatorRef:

@@ -118,7 +118,7 @@ async def test_on_a_kafka_kind_nothing_is_pre_registered_or_claimed_and_one_remo
 async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_created_and_released_untouched(
     fleet_body: FleetBody, now: datetime
 ) -> None:
-    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.STREAMS)
     stage = Stage(fleet_body(spec=KAFKA_SPEC), coordinator, KAFKA_DEFAULTS, now)
 
     result = await stage.run()
@@ -126,13 +126,13 @@ async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_cr
     assert result.refused
     assert stage.workload.planned is None  # nothing applied
     spec_valid = stage.condition("SpecValid")
-    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "ConsumerProtocolGroup")
-    assert "KIP-848" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
-    assert stage.events.said[-1][:2] == ("Warning", "ConsumerProtocolGroup")
+    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "StreamsProtocolGroup")
+    assert "no admin removal" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
+    assert stage.events.said[-1][:2] == ("Warning", "StreamsProtocolGroup")
 
     stage.workload.replicas = 0  # as if a StatefulSet had been created before the group changed protocol
     assert await stage.finalize() is None
-    assert stage.events.said[-1][0:2] == ("Warning", "ConsumerProtocolGroup")
+    assert stage.events.said[-1][0:2] == ("Warning", "StreamsProtocolGroup")
     assert stage.events.said[-1][2].endswith(": releasing the fleet")
     assert coordinator.leaves == [] and coordinator.owner_uids == []  # nothing sent for the group
 
@@ -159,7 +159,7 @@ async def test_a_kafka_fleets_credentials_are_read_by_name_and_a_missing_key_is_
     spec_valid = stage.condition("SpecValid")
     assert (spec_valid["reason"], spec_valid["message"]) == (
         "CredentialsMissing",
-        "Secret shop/orders-kafka has no key password",
+        "Secret shop/orders-kafka has no key password (its credentials)",
     )
 
     secrets.secrets[("shop", "orders-kafka")] = {"username": "orders", "password": "s3cret"}

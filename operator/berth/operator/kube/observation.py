@@ -7,7 +7,8 @@ Two halves, so that a cache of watched objects can replace the reads without tou
   not only by the API's selector; terminating pods count as existing until they are gone (with when their grace
   period ends); the StatefulSet is settled once its controller reports having observed its generation; claims
   that stay are those neither being deleted nor owned by a pod (``whenScaled: Delete`` makes a departing pod
-  their owner), listed only when the StatefulSet has claim templates.
+  their owner), listed only when the StatefulSet has claim templates; each running pod's times (its containers'
+  latest ``startedAt``, else its ``startTime``, else its creation; a restarted container's ``finishedAt``).
 - :class:`ApiWorkloadObserver` reads them through the API (the StatefulSet by name, pods and claims by the
   StatefulSet's selector, which its controller copies onto both): a
   :class:`~berth.operator.ports.WorkloadObserver`.
@@ -24,6 +25,7 @@ from berth.operator.kube.calls import call_json, read_or_none
 from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.observations import PodTimes
 from berth.operator.ports import WorkloadObservation, WorkloadView
 
 
@@ -56,8 +58,9 @@ def workload_view(
         for pod in ours
         if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
     }
+    times = {pod["metadata"]["name"]: found for pod in running if (found := pod_times(pod)) is not None}
     if statefulset is None:
-        return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
+        return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating, times), None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
     metadata = statefulset.get("metadata", {})
     observed = (statefulset.get("status") or {}).get("observedGeneration")
@@ -65,7 +68,9 @@ def workload_view(
     # The controller has acted on the current spec once it reports having observed its generation.
     settled = generation is None or (observed is not None and observed >= generation)
     return WorkloadView(
-        WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating),
+        WorkloadObservation(
+            int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating, times
+        ),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
         staying,
@@ -116,6 +121,22 @@ def _staying(claims: Sequence[Mapping[str, Any]]) -> frozenset[str]:
         if not metadata.get("deletionTimestamp") and not owned_by_pod:
             staying.add(str(metadata.get("name", "")))
     return frozenset(staying)
+
+
+def pod_times(pod: Mapping[str, Any]) -> PodTimes | None:
+    """When the pod's current process started and the previous one (in this pod) ended; None without a creation
+    time (not a pod the API server stored)."""
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return None
+    status = pod.get("status") or {}
+    starts, ends = [], []
+    for container in status.get("containerStatuses") or []:
+        starts.append(parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt")))
+        ends.append(parse_time(((container.get("lastState") or {}).get("terminated") or {}).get("finishedAt")))
+    started = max((t for t in starts if t is not None), default=None) or parse_time(status.get("startTime"))
+    ended = max((t for t in ends if t is not None), default=None)
+    return PodTimes(created, started or created, ended if ended is not None and ended >= created else None)
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

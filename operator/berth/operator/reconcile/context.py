@@ -9,7 +9,7 @@ cache (a watched object's informer) or a gate (a leader's Lease) in front of any
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from berth.operator.ports import (
     WorkloadPort,
 )
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
+from berth.operator.reconcile.members import InstanceMemory
 from berth.operator.spec import Fleet, OperatorDefaults
 
 #: The fleets claiming one (coordinator, group) (Kopf's index in the operator; nothing in berth-demo).
@@ -67,6 +68,10 @@ class PassContext:
     metrics: PassMetrics | None = None
     #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
     coordinator_ca: Callable[[], str | None] = lambda: None
+    #: Who held each Kafka fleet's instance ids since when (stale members and fencing are told from it).
+    instances: InstanceMemory = field(default_factory=InstanceMemory)
+    #: Why lag could not be read, as already logged (once each, not once per pass).
+    lag_problems_seen: set[str] = field(default_factory=set)
 
     def now_ms(self) -> int:
         return int(self.now().timestamp() * 1000)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from berth.operator.planners.evidence import EvidenceEvent, EvidenceState, observe_group, removal_events
-from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.observations import GroupDescription, PodTimes
 from berth.operator.ports import EvidenceJournal
 
 logger = logging.getLogger("berth.operator.evidence")
@@ -27,10 +27,18 @@ class EvidenceRecorder:
         self.journal = journal
         self._states: dict[str, EvidenceState] = {}
 
-    async def observed(self, fleet_uid: str, description: GroupDescription, now_ms: int) -> None:
+    async def observed(
+        self,
+        fleet_uid: str,
+        description: GroupDescription,
+        now_ms: int,
+        pods: Mapping[str, PodTimes] | None = None,
+    ) -> None:
         if self.journal is None:
             return
-        state, events = observe_group(self._states.get(fleet_uid, EvidenceState()), description, now_ms=now_ms)
+        state, events = observe_group(
+            self._states.get(fleet_uid, EvidenceState()), description, now_ms=now_ms, pods=pods
+        )
         self._states[fleet_uid] = state
         await self._write(events)
 

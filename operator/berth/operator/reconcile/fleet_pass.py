@@ -6,9 +6,13 @@ coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed;
-2. sizing (``reconcile.sizing``): the session timeout, and the workload applied with it;
-3. scaling (``reconcile.scaling``): observe -> plan -> execute, status written through the API after every step;
-4. status (``reconcile.status``): the workload and the group mirrored into status, conditions and metrics.
+2. sizing (``reconcile.sizing``): the session timeout (on a consumer-protocol group, set as the group's config),
+   and the workload applied with it;
+3. scaling (``reconcile.scaling``): the group looked at again (its kind decided again: a group may convert between
+   protocols), observe -> plan -> execute, status written through the API after every step;
+4. status (``reconcile.status``): the members checked (``reconcile.members``: instance ids held by stale members,
+   released where the fleet says so), and the workload, the group and its lag mirrored into status, conditions
+   and metrics.
 
 Every step may end the pass: a :class:`~berth.operator.planners.fleet_status.Refusal` (or ``GroupOwned``)
 becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
@@ -21,6 +25,7 @@ pass: it sends the leave, the deletion or the release only for a group the coord
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from berth.operator.planners import announcements
@@ -63,11 +68,12 @@ class FleetPass:
         fleet, target = admitted
         reachable_before = record.condition(COORDINATOR_REACHABLE)
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, bounds = await admission.admit_group(ctx, record, fleet, target, coordinator)
+            connected = await admission.connect(ctx, fleet, target)
+            group, bounds = await admission.admit_group(ctx, record, fleet, target, connected)
             workload = ctx.workload_for(fleet)
-            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload)
-            description = await group.describe()
+            sized = await sizing.size_and_apply(ctx, record, fleet, group, bounds, workload)
+            description, kind = await group.look()
+            group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
             return await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
@@ -97,8 +103,8 @@ class FleetPass:
             record.events.info("Released", "nothing was created for this fleet")
             return None
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, description = await admission.look_up_group(coordinator, fleet, target)
+            connected = await admission.connect(ctx, fleet, target)
+            group, description = await admission.look_up_group(connected, fleet, target)
             if group.kind.records_owners and not owns(description, record.uid):
                 # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.
                 record.events.info("Released", announcements.left_untouched(fleet, group.where, description.owner))

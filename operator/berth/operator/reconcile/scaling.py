@@ -53,6 +53,7 @@ async def scale(
             delete_group=deletes_group(fleet, group.kind),
             terminating=observed.terminating,
             stuck_allowance=context.stuck_allowance,
+            group_generation=description.generation if group.kind.reports_generation and description.known else None,
         ),
         now=context.now(),
     )

@@ -1,6 +1,11 @@
 """The status step: what a pass saw, mirrored into the fleet's status, conditions, metrics and evidence; and the
 two other endings of a pass, a refusal and an unreachable coordinator.
 
+Besides the workload and the group: the members checked (``reconcile.members``), a Kafka group's lag
+(``status.lag``, the gauges; a lag that cannot be read is logged once and leaves the last one), the rebalances the
+last scale-down cost once the group settles (``lastScaleDown.rebalances``, a ``Rebalanced`` Event; where the
+coordinator reports generations), and the conditions the kind, the sizing and the group's protocol add.
+
 Rules: every write is trimmed to what changes (``fleet_status.only_changes``), so an idle fleet's pass writes
 nothing. A refusal is announced (a Warning Event) only when status does not already say exactly it. A coordinator
 that cannot be asked is recorded (CoordinatorReachable=False, a Warning Event on the transition, in the port's
@@ -14,15 +19,17 @@ from __future__ import annotations
 import logging
 
 from berth.operator.planners import fleet_status
-from berth.operator.planners.coordinator_kind import kind_conditions
+from berth.operator.planners.coordinator_kind import kind_conditions, protocol_conditions
 from berth.operator.planners.fleet_status import Refusal
-from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.scaling import ScalingPlan
+from berth.operator.planners.lag import LAG, lag_status
+from berth.operator.planners.observations import GroupDescription, GroupLag
+from berth.operator.planners.scaling import LAST_SCALE_DOWN, ScalingPlan, rebalances_since_leave
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort
 from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext, PassResult
+from berth.operator.reconcile.members import check_members
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.reconcile.sizing import Sized
 from berth.operator.spec import Fleet
@@ -49,7 +56,9 @@ async def mirror(
         description = await group.describe()
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, description, context.now_ms())
+        await context.evidence.observed(record.uid, description, context.now_ms(), view.observation.times)
+    member_notes = await check_members(context, record, fleet, group, view, description)
+    lag = await read_lag(context, record, group, description)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
@@ -63,8 +72,24 @@ async def mirror(
         unreachable_reason="",
         now=context.now(),
         generation=record.generation,
-        notes=kind_conditions(fleet, group.kind),
+        notes=(
+            *kind_conditions(fleet, group.kind),
+            *sized.notes,
+            *protocol_conditions(fleet, description, group.kind),
+            *member_notes,
+        ),
     )
+    if lag is not None:
+        patch[LAG] = lag_status(lag)
+    rebalances = rebalances_since_leave(record.status, state=description.state, generation=description.generation)
+    if rebalances is not None:
+        patch[LAST_SCALE_DOWN] = {**record.status[LAST_SCALE_DOWN], "rebalances": rebalances}
+        removed = ", ".join(record.status[LAST_SCALE_DOWN].get("removed") or ()) or "the departed members"
+        record.events.info(
+            "Rebalanced",
+            f"group {fleet.spec.group_id} is Stable at generation {description.generation}:"
+            f" {rebalances} rebalance{'' if rebalances == 1 else 's'} since {removed} left",
+        )
     await record.write_changes(patch)
     claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
     await record.write(claims.patch)
@@ -77,6 +102,25 @@ async def mirror(
         record.events.info("CoordinatorReachable", f"the coordinator at {group.where} answers again")
     follows = (group.coordinator.endpoint, fleet.spec.group_id) if group.kind.keeps_journal else None
     return PassResult(waiting=plan.waiting, follows=follows)
+
+
+async def read_lag(
+    context: PassContext, record: FleetRecord, group: AdmittedGroup, description: GroupDescription
+) -> GroupLag | None:
+    """The group's lag (None where the coordinator keeps no partition log, or it could not be read now)."""
+    if not description.known:
+        return None
+    try:
+        lag = await group.coordinator.group_lag(group.group_id, description)
+    except CoordinatorUnavailable as error:
+        if str(error) not in context.lag_problems_seen:
+            context.lag_problems_seen.add(str(error))
+            logger.warning("fleet %s/%s: lag not read: %s", record.namespace, record.name, error)
+        return None
+    if lag is not None and context.metrics is not None:
+        shown = lag_status(lag)
+        context.metrics.lag(record.namespace, record.name, total=shown["total"], max_partition=shown["maxPartition"])
+    return lag
 
 
 async def refuse(context: PassContext, record: FleetRecord, refusal: Refusal) -> PassResult:
