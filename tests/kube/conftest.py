@@ -14,7 +14,7 @@ from support.fake_kubelet import FakeKubelet
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
 from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
-from support.kafka_stage import KafkaStage
+from support.kafka_stage import KafkaStage, grant_secret_reads
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.net import free_port
@@ -149,6 +149,7 @@ def kafka_stage(
     """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
     its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
     namespace = kube.create_namespace(f"{KAFKA_NAMESPACE}-{next(_groups)}")
+    grant_secret_reads(kube, namespace)  # the chart grants no cluster-wide Secret read: one namespace at a time
     directory = tmp_path_factory.mktemp("kafka-operator")
     evidence = directory / "evidence"
     args = [
@@ -175,6 +176,50 @@ def kafka_stage(
     operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
     try:
         yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence)
+        assert operator.process is not None and operator.process.poll() is None, operator.log()
+    finally:
+        operator.stop()
+        kubelet.stop()
+    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
+    forbidden = operator.forbidden()
+    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+
+
+@pytest.fixture(scope="module")
+def kip848_stage(
+    kube: Kube,
+    operator_identity: Kube,
+    kip848_bootstrap: str,
+    kip848_topic: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaStage]:
+    """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount, its Secrets granted the
+    chart's way) with a consumer-protocol broker (``kfake-kip848``, Kafka's defaults: a 45 s session timeout) as its
+    default Kafka connection, /metrics on, and a fake kubelet running the example consumers for its pods."""
+    namespace = kube.create_namespace(f"kip848-fleets-{next(_groups)}")
+    grant_secret_reads(kube, namespace)
+    directory = tmp_path_factory.mktemp("kip848-operator")
+    evidence = directory / "evidence"
+    metrics_port = free_port()
+    args = [
+        "--namespace",
+        namespace,
+        "--kafka-bootstrap-servers",
+        kip848_bootstrap,
+        "--liveness-port",
+        "0",
+        "--metrics-port",
+        str(metrics_port),
+        "--reconcile-interval-s",
+        "1",
+        "--evidence-dir",
+        str(evidence),
+    ]
+    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
+    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        yield KafkaStage(kube, namespace, kubelet, kip848_bootstrap, kip848_topic, evidence, metrics_url)
         assert operator.process is not None and operator.process.poll() is None, operator.log()
     finally:
         operator.stop()

@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 
 env = os.environ
 name = env.get("BERTH_GROUP_INSTANCE_ID", "consumer")
@@ -94,7 +94,7 @@ consumer = subscribed()
 while not stopping:
     message = consumer.poll(0.1)
     error = message.error() if message is not None else None
-    if error is not None and error.fatal():
+    if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
         emit("fatal", error=error.str())
         consumer.close()
         owned.clear()

@@ -146,7 +146,7 @@ class OperatorMetrics:
         """Create the fleet's counters and histograms at 0 (see the module docstring)."""
         with self._lock:
             self._known.add((namespace, fleet))
-            for family in (self.batch_leaves, self.members_left, self.leave_delay, self.scale_down):
+            for family in (self.batch_leaves, self.members_left, self.leave_delay, self.scale_down, self.released):
                 family.labels(namespace, fleet)
             for outcome in OUTCOMES:
                 self.reconciles.labels(namespace, fleet, outcome)

@@ -100,6 +100,10 @@ class ApiCallFailed(Exception):
     the message is the API server's own (``HTTP 422: ...``). The pass reports it (a Warning Event) and retries."""
 
 
+class NotPermitted(ApiCallFailed):
+    """The platform refused the operator a read it needs (on Kubernetes, HTTP 403): its RBAC does not grant it."""
+
+
 class NotOurs(RuntimeError):
     """An object with the fleet's name exists and is not controlled by this fleet."""
 
@@ -296,7 +300,8 @@ class FleetReader(Protocol):
 
 class SecretLookup(Protocol):
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        """A Secret's keys, decoded; None when it does not exist. Values are never logged."""
+        """A Secret's keys, decoded; None when it does not exist; :class:`NotPermitted` when the operator may not
+        read Secrets in that namespace. Values are never logged."""
         ...
 
 

@@ -29,6 +29,7 @@ NAME_TAKEN = "NameTaken"
 TEMPLATE_REJECTED = "TemplateRejected"
 UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
 CREDENTIALS_MISSING = "CredentialsMissing"
+SECRETS_NOT_READABLE = "SecretsNotReadable"
 CONSUMER_PROTOCOL_GROUP = "ConsumerProtocolGroup"
 STREAMS_PROTOCOL_GROUP = "StreamsProtocolGroup"
 

@@ -25,17 +25,14 @@ Rules:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from berth.coordinator.protocol.jaas import jaas_value
 from berth.operator.planners import fleet_status
 from berth.operator.planners.coordinator_target import KafkaTarget
 from berth.operator.planners.fleet_status import Refusal
-
-#: ``username="..."`` in a JAAS line (ScramLoginModule / PlainLoginModule), quotes escaped with a backslash.
-_JAAS_USERNAME = re.compile(r'(?:^|\s)username\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +97,13 @@ def checked(need: SecretNeed, namespace: str, found: Mapping[str, str] | None) -
     return found
 
 
-def jaas_username(jaas_config: str | None) -> str | None:
-    """The ``username="..."`` of a ``sasl.jaas.config`` line; None when it names none."""
-    if not jaas_config:
-        return None
-    match = _JAAS_USERNAME.search(jaas_config)
-    return re.sub(r"\\(.)", r"\1", match.group(1)) if match else None
+def secrets_not_readable(namespace: str, name: str) -> str:
+    """Why Secret ``name`` could not be read: the operator's RBAC does not open the namespace, and how to."""
+    return (
+        f"the operator may not read Secrets in namespace {namespace} (Secret {name}): it reads Secrets only where"
+        " it is granted; add the namespace to the chart's operator.kafka.secretNamespaces, or bind the ClusterRole"
+        " <release>-operator-kafka-secrets to the operator's ServiceAccount there with a RoleBinding"
+    )
 
 
 def kafka_connection(
@@ -122,7 +120,7 @@ def kafka_connection(
         username = credentials.get(ref.username_key) or None
         if username is None:
             derived = True
-            username = jaas_username(credentials.get(ref.jaas_config_key)) or ref.name
+            username = jaas_value(credentials.get(ref.jaas_config_key), "username") or ref.name
         principals.append(f"the credentials in Secret {namespace}/{ref.name}")
     if target.client_certificate is not None:
         ref_cert = target.client_certificate

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from berth.operator.planners import fleet_status
 from berth.operator.planners.admission import admit
 from berth.operator.planners.claims import GroupClaim, claim_key, holder_of
 from berth.operator.planners.coordinator_kind import CoordinatorKind, declared_protocol, kind_of_group
@@ -31,10 +32,11 @@ from berth.operator.planners.kafka_credentials import (
     checked,
     kafka_connection,
     secrets_needed,
+    secrets_not_readable,
 )
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef, GroupProtocol
 from berth.operator.planners.ownership import plan_claim
-from berth.operator.ports import CoordinatorPort
+from berth.operator.ports import CoordinatorPort, NotPermitted
 from berth.operator.reconcile.context import ClaimsLookup, PassContext
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.spec import Fleet
@@ -95,7 +97,11 @@ async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget)
         return Connected(await context.coordinators.connect(target))
     secrets: dict[SecretRole, dict[str, str]] = {}
     for need in secrets_needed(target):
-        found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+        try:
+            found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+        except NotPermitted as error:
+            message = secrets_not_readable(fleet.namespace, need.name)
+            raise Refusal(fleet_status.SECRETS_NOT_READABLE, message) from error
         secrets[need.role] = dict(checked(need, fleet.namespace, found))
     connection = kafka_connection(target, fleet.namespace, secrets)
     return Connected(await context.coordinators.connect(connection), connection)
