@@ -186,3 +186,28 @@ async def test_a_failed_platform_call_is_reported_once_as_such_and_retried(
         "KubernetesApiError",
         "a Kubernetes API call failed: HTTP 500: etcdserver: request timed out",
     )
+
+
+async def test_a_consumer_protocol_group_gets_its_session_timeout_as_a_group_config_and_its_pods_none(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    spec = {"coordinator": {"kafka": {"groupProtocol": "consumer"}}}
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    stage = Stage(fleet_body(spec=spec), coordinator, KAFKA_DEFAULTS, now)
+
+    await stage.converge(5)
+    await stage.converge(3)
+
+    # (30 s grace + 10 s scheduling) x 1.5 = 60 s, within Kafka's default bounds (45-60 s); the heartbeat within
+    # the broker's 5-15 s and below the session.
+    assert coordinator.group_timeouts == {"orders": (60_000, 5_000)}
+    assert stage.status.status["sessionTimeoutMs"] == 60_000
+    assert stage.workload.planned is not None
+    env = stage.workload.planned.member_env
+    assert env["BERTH_KAFKA_GROUP_PROTOCOL"] == "consumer"
+    assert "BERTH_SESSION_TIMEOUT_MS" not in env and "BERTH_HEARTBEAT_INTERVAL_MS" not in env
+    # Removal by instance id all the same, once.
+    assert coordinator.leaves == [("orders", ("orders-3", "orders-4"))]
+    assert stage.condition("GroupProtocol")["reason"] == "AsDeclared"
+    assert stage.condition("SessionTimeoutSufficient")["status"] == "True"
+    assert stage.condition("InstanceIdConflict")["status"] == "False"

@@ -83,7 +83,7 @@ async def mirror(
         patch[LAG] = lag_status(lag)
     rebalances = rebalances_since_leave(record.status, state=description.state, generation=description.generation)
     if rebalances is not None:
-        patch[LAST_SCALE_DOWN] = {**record.status[LAST_SCALE_DOWN], "rebalances": rebalances}
+        patch[LAST_SCALE_DOWN] = {"rebalances": rebalances}  # a merge patch: the record's other keys stay
         removed = ", ".join(record.status[LAST_SCALE_DOWN].get("removed") or ()) or "the departed members"
         record.events.info(
             "Rebalanced",
