@@ -213,8 +213,11 @@ class KafkaCoordinatorPort:
             ) from error
         except (errors.KafkaError, OSError, TimeoutError) as error:
             self._executor.submit(self._close_admin)
+            # kafka-python retries a bootstrap whose authentication was refused until it times out, so a wrong
+            # password looks like an unreachable cluster: say whose credentials were tried.
+            who = "" if self.connection.principal == "no credentials" else f" (with {self.connection.principal})"
             raise CoordinatorUnavailable(
-                f"cannot reach the coordinator at {self.endpoint}: {what}: {_text(error)}", reason="Unreachable"
+                f"cannot reach the coordinator at {self.endpoint}{who}: {what}: {_text(error)}", reason="Unreachable"
             ) from error
 
     def _close_admin(self) -> None:
