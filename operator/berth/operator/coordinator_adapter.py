@@ -100,7 +100,12 @@ class ClientCoordinatorPort:
 
     async def get_config(self) -> CoordinatorBounds:
         config = await self._ask("reading the coordinator's config", self.admin.config())
-        return CoordinatorBounds(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms)
+        return CoordinatorBounds(
+            config.group_min_session_timeout_ms,
+            config.group_max_session_timeout_ms,
+            min_setting="berth-coordinator --group-min-session-timeout-ms",
+            max_setting="berth-coordinator --group-max-session-timeout-ms",
+        )
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
         await self._ask(

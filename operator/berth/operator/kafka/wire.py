@@ -16,20 +16,21 @@ Every function takes a connected ``KafkaAdminClient`` and returns plain values. 
   consumer-protocol groups (Kafka's defaults when a broker lists none). A consumer-protocol group's session
   timeout and heartbeat interval are its group configs (IncrementalAlterConfigs on the GROUP resource, KIP-848).
 - TLS: the CA bundle and a client certificate are PEM text from the fleet's Secrets; Python's ``ssl`` loads a
-  certificate chain only from files, so the certificate and key are written to a private directory (0700,
-  files 0600), loaded and removed at once.
+  certificate chain only from files, so the certificate and key are handed to it as anonymous in-memory files
+  (memfd, never on a disk), else as files in a private directory (0700, files 0600) removed at once.
 - Errors are kafka-python's exceptions; ``port`` maps them. These reach into the admin client's connection manager
   (``_manager``, ``_find_coordinator_id``) for the raw requests; kafka-python is pinned below 4 for that.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import ssl
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,16 +99,31 @@ def ssl_context(connection: KafkaConnection) -> ssl.SSLContext | None:
         ssl.create_default_context(cadata=connection.ca_pem) if connection.ca_pem else ssl.create_default_context()
     )
     if connection.certificate_pem is not None and connection.private_key_pem is not None:
-        directory = tempfile.mkdtemp(prefix="berth-kafka-tls-")  # 0700
-        try:
-            certificate, key = os.path.join(directory, "user.crt"), os.path.join(directory, "user.key")
-            for path, text in ((certificate, connection.certificate_pem), (key, connection.private_key_pem)):
-                with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-                    out.write(text)
+        with _private_file(connection.certificate_pem) as certificate, _private_file(connection.private_key_pem) as key:
             context.load_cert_chain(certificate, key)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
     return context
+
+
+@contextlib.contextmanager
+def _private_file(text: str) -> Iterator[str]:
+    """A path to ``text`` that no other process can read and that is gone afterwards: an anonymous in-memory file
+    (Linux's memfd, reached as /proc/self/fd/N), else a file of mode 0600 in a private directory (0700)."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        descriptor = os.memfd_create("berth-kafka-tls", getattr(os, "MFD_CLOEXEC", 0))
+        try:
+            os.write(descriptor, text.encode())
+            yield f"/proc/self/fd/{descriptor}"
+        finally:
+            os.close(descriptor)
+        return
+    directory = tempfile.mkdtemp(prefix="berth-kafka-tls-")
+    try:
+        path = os.path.join(directory, "pem")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(text)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def session_bounds(admin: KafkaAdminClient) -> Bounds:
