@@ -21,13 +21,12 @@ import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import kafka_scale_down
 from benchmarks.common import Result, progress, spread
 from benchmarks.goals import GOALS
 from benchmarks.kafka_scale_down import Member, covered, create_topic, until
@@ -151,35 +150,9 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return found
 
 
-@contextlib.contextmanager
 def broker(workdir: Path) -> Any:
-    external = os.environ.get("BERTH_KAFKA_BOOTSTRAP")
-    if external:
-        yield external
-        return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [str(KFAKE), "-port", str(port), "-log-level", "warn"],
-        stdout=(workdir / "kfake.log").open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        until(lambda: _listening(port), "kfake-kip848 to listen", 20)
-        yield f"127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
+    """kfake-kip848 with Kafka's defaults for consumer-protocol groups (or BERTH_KAFKA_BOOTSTRAP's cluster)."""
+    return kafka_scale_down.broker(workdir, KFAKE, "group.max.session.timeout.ms=1800000")
 
 
 def main() -> Result:

@@ -12,9 +12,8 @@ import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
-from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
-from support.kafka_stage import KafkaStage, grant_secret_reads
+from support.kafka_stage import KafkaStage, grant_secret_reads, operated_namespace
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.net import free_port
@@ -151,38 +150,17 @@ def kafka_stage(
     namespace = kube.create_namespace(f"{KAFKA_NAMESPACE}-{next(_groups)}")
     grant_secret_reads(kube, namespace)  # the chart grants no cluster-wide Secret read: one namespace at a time
     directory = tmp_path_factory.mktemp("kafka-operator")
-    evidence = directory / "evidence"
     args = [
-        "--namespace",
-        namespace,
-        "--kafka-bootstrap-servers",
-        kafka_bootstrap,
-        "--kafka-trusted-bootstrap",
-        unreachable_kafka,
-        "--liveness-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--reconcile-interval-s",
-        "1",
+        *("--kafka-bootstrap-servers", kafka_bootstrap, "--kafka-trusted-bootstrap", unreachable_kafka),
+        *("--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "1"),
         # Members hear of a rebalance on their next heartbeat: the takeover after a removal is about one of them.
-        "--heartbeat-interval-ms",
-        "500",
-        "--evidence-dir",
-        str(evidence),
+        *("--heartbeat-interval-ms", "500", "--evidence-dir", str(directory / "evidence")),
     ]
     topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
-    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
-    try:
-        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence)
-        assert operator.process is not None and operator.process.poll() is None, operator.log()
-    finally:
-        operator.stop()
-        kubelet.stop()
-    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
-    forbidden = operator.forbidden()
-    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+    with operated_namespace(
+        kube, operator_identity, namespace, directory, args, bootstrap=kafka_bootstrap, topic=topic
+    ) as stage:
+        yield stage
 
 
 @pytest.fixture(scope="module")
@@ -199,31 +177,19 @@ def kip848_stage(
     namespace = kube.create_namespace(f"kip848-fleets-{next(_groups)}")
     grant_secret_reads(kube, namespace)
     directory = tmp_path_factory.mktemp("kip848-operator")
-    evidence = directory / "evidence"
     metrics_port = free_port()
     args = [
-        "--namespace",
-        namespace,
-        "--kafka-bootstrap-servers",
-        kip848_bootstrap,
-        "--liveness-port",
-        "0",
-        "--metrics-port",
-        str(metrics_port),
-        "--reconcile-interval-s",
-        "1",
-        "--evidence-dir",
-        str(evidence),
+        *("--kafka-bootstrap-servers", kip848_bootstrap, "--liveness-port", "0", "--metrics-port", str(metrics_port)),
+        *("--reconcile-interval-s", "1", "--evidence-dir", str(directory / "evidence")),
     ]
-    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
-    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-    try:
-        yield KafkaStage(kube, namespace, kubelet, kip848_bootstrap, kip848_topic, evidence, metrics_url)
-        assert operator.process is not None and operator.process.poll() is None, operator.log()
-    finally:
-        operator.stop()
-        kubelet.stop()
-    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
-    forbidden = operator.forbidden()
-    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+    with operated_namespace(
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kip848_bootstrap,
+        topic=kip848_topic,
+        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+    ) as stage:
+        yield stage

@@ -22,14 +22,11 @@ from pathlib import Path
 
 import pytest
 from support.certs import Pair, make_ca, make_server_cert
-from support.fake_kubelet import FakeKubelet
 from support.kafka_auth_proxy import KafkaAuthProxy
 from support.kafka_broker import external_bootstrap
-from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
-from support.kafka_stage import KafkaStage, grant_secret_reads, kafka_fleet
+from support.kafka_stage import KafkaStage, grant_secret_reads, kafka_fleet, operated_namespace
 from support.kube import Kube, wait_until
-from support.operator_process import OperatorProcess
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka, pytest.mark.slow]
 
@@ -136,25 +133,20 @@ def strimzi_stage(
         ),
     )
     args = [
-        *("--namespace", namespace),
         *("--kafka-bootstrap-servers", fronts.scram.bootstrap),
         *("--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-mechanism", "SCRAM-SHA-512"),
         *("--kafka-trusted-bootstrap", fronts.mtls.bootstrap),
         *("--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "1"),
     ]
     topic = create_topic(kafka_bootstrap, f"strimzi-{namespace}")
-    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
     try:
-        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, directory / "evidence"), fronts
-        assert operator.process is not None and operator.process.poll() is None, operator.log()
+        with operated_namespace(
+            kube, operator_identity, namespace, directory, args, bootstrap=kafka_bootstrap, topic=topic
+        ) as stage:
+            yield stage, fronts
     finally:
-        operator.stop()
-        kubelet.stop()
         fronts.scram.stop()
         fronts.mtls.stop()
-    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
-    assert not operator.forbidden(), "\n".join(operator.forbidden())
 
 
 def test_a_fleet_authenticates_with_a_strimzi_scram_kafkauser_secret(strimzi_stage: tuple[KafkaStage, Fronts]) -> None:

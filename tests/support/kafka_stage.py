@@ -11,13 +11,16 @@ does for each namespace of Kafka fleets (the chart grants no cluster-wide Secret
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from support.fake_kubelet import FakeKubelet
-from support.kafka_consumers import CLIENTS, Ownership, read_lines
+from support.kafka_consumers import CLIENTS, Ownership, program_for_pod, read_lines
 from support.kube import Kube, wait_until
+from support.operator_process import OperatorProcess
 
 Obj = dict[str, Any]
 
@@ -145,3 +148,33 @@ class KafkaStage:
             f"{', '.join(pods)} to own every partition",
             timeout_s=90,
         )
+
+
+@contextmanager
+def operated_namespace(
+    kube: Kube,
+    identity: Kube,
+    namespace: str,
+    directory: Path,
+    args: Sequence[str],
+    *,
+    bootstrap: str,
+    topic: str,
+    metrics_url: str = "",
+) -> Iterator[KafkaStage]:
+    """``berth-operator --namespace NAMESPACE ARGS`` as ``identity`` (the chart's ServiceAccount) and a fake kubelet
+    running the example consumers for the namespace's pods; stopped afterwards, and the operator must have been
+    refused nothing by the API server."""
+    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
+    operator = OperatorProcess(
+        identity.kubeconfig, directory / "operator.log", ["--namespace", namespace, *args]
+    ).start()
+    try:
+        yield KafkaStage(kube, namespace, kubelet, bootstrap, topic, directory / "evidence", metrics_url)
+        assert operator.process is not None and operator.process.poll() is None, operator.log()
+    finally:
+        operator.stop()
+        kubelet.stop()
+    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
+    forbidden = operator.forbidden()
+    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
