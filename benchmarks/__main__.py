@@ -27,6 +27,8 @@ BENCHMARKS = {
     "kafka_consumer_protocol": "benchmarks.kafka_consumer_protocol",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
+    "failover": "benchmarks.failover",
+    "operator_metrics": "benchmarks.operator_metrics",
 }
 
 

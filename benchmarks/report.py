@@ -24,6 +24,8 @@ ORDER = [
     "kafka_scale_down",
     "kafka_consumer_protocol",
     "status_lag",
+    "failover",
+    "operator_metrics",
 ]
 
 

@@ -144,6 +144,7 @@ def kafka_stage(
     kafka_bootstrap: str,
     unreachable_kafka: str,
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[KafkaStage]:
     """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
     its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
@@ -154,11 +155,19 @@ def kafka_stage(
         *("--kafka-bootstrap-servers", kafka_bootstrap, "--kafka-trusted-bootstrap", unreachable_kafka),
         *("--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "1"),
         # Members hear of a rebalance on their next heartbeat: the takeover after a removal is about one of them.
-        *("--heartbeat-interval-ms", "500", "--evidence-dir", str(directory / "evidence")),
+        *("--heartbeat-interval-ms", "500"),
+        *getattr(request.module, "KAFKA_OPERATOR_ARGS", ()),
     ]
     topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
     with operated_namespace(
-        kube, operator_identity, namespace, directory, args, bootstrap=kafka_bootstrap, topic=topic
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        records_namespace=RELEASE_NAMESPACE,
     ) as stage:
         yield stage
 
@@ -180,7 +189,7 @@ def kip848_stage(
     metrics_port = free_port()
     args = [
         *("--kafka-bootstrap-servers", kip848_bootstrap, "--liveness-port", "0", "--metrics-port", str(metrics_port)),
-        *("--reconcile-interval-s", "1", "--evidence-dir", str(directory / "evidence")),
+        *("--reconcile-interval-s", "1"),
     ]
     with operated_namespace(
         kube,
@@ -191,5 +200,6 @@ def kip848_stage(
         bootstrap=kip848_bootstrap,
         topic=kip848_topic,
         metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+        records_namespace=RELEASE_NAMESPACE,
     ) as stage:
         yield stage

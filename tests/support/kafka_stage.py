@@ -81,6 +81,8 @@ class KafkaStage:
     bootstrap: str
     topic: str
     evidence_dir: Path
+    directory: Path  # the stage's own scratch directory
+    operator_args: list[str]  # what its operator runs with (another team's operator may share them)
     metrics_url: str = ""
 
     def apply(self, *fleets: Obj) -> None:
@@ -161,16 +163,21 @@ def operated_namespace(
     bootstrap: str,
     topic: str,
     metrics_url: str = "",
+    records_namespace: str = "berth",
 ) -> Iterator[KafkaStage]:
-    """``berth-operator --namespace NAMESPACE ARGS`` as ``identity`` (the chart's ServiceAccount) and a fake kubelet
-    running the example consumers for the namespace's pods; stopped afterwards, and the operator must have been
-    refused nothing by the API server."""
+    """``berth-operator --namespace NAMESPACE --group-owners-namespace RECORDS_NAMESPACE --evidence-dir ... ARGS`` as
+    ``identity`` (the chart's ServiceAccount; its owner records of Kafka groups are Leases where the chart's Role
+    grants them, the release namespace) and a fake kubelet running the example consumers for the namespace's pods;
+    stopped afterwards, and the operator must have been refused nothing by the API server."""
+    evidence = directory / "evidence"
+    full = [
+        *("--namespace", namespace, "--group-owners-namespace", records_namespace),
+        *("--evidence-dir", str(evidence), *args),
+    ]
     kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(
-        identity.kubeconfig, directory / "operator.log", ["--namespace", namespace, *args]
-    ).start()
+    operator = OperatorProcess(identity.kubeconfig, directory / "operator.log", full).start()
     try:
-        yield KafkaStage(kube, namespace, kubelet, bootstrap, topic, directory / "evidence", metrics_url)
+        yield KafkaStage(kube, namespace, kubelet, bootstrap, topic, evidence, directory, full, metrics_url)
         assert operator.process is not None and operator.process.poll() is None, operator.log()
     finally:
         operator.stop()

@@ -15,7 +15,9 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
   observation interval. Events carry generation -1 (classic Kafka groups have none to give).
 - Events are the coordinator journal's (``berth.coordinator.protocol.journal``, declared once for the core, this
   module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
-  numbers them.
+  numbers them. Their ``group_id`` is the group's advice key (``planners.advice.group_key``:
+  ``kafka://<cluster>/<group>``), never the bare group id, so another coordinator's group of the same name is
+  never mistaken for it.
 """
 
 from __future__ import annotations
@@ -61,10 +63,16 @@ class EvidenceState:
 
 
 def observe_group(
-    state: EvidenceState, description: GroupDescription, *, now_ms: int, pods: Mapping[str, PodTimes] | None = None
+    state: EvidenceState,
+    description: GroupDescription,
+    *,
+    now_ms: int,
+    key: str,
+    pods: Mapping[str, PodTimes] | None = None,
 ) -> tuple[EvidenceState, list[EvidenceEvent]]:
-    """Compare one describe with the last; the events it shows (``pods``: the fleet's pods' times, by name)."""
-    group = description.group_id
+    """Compare one describe with the last; the events it shows (``key``: what the events name the group; ``pods``:
+    the fleet's pods' times, by name)."""
+    group = key
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
     events: list[EvidenceEvent] = []
     causes: list[RebalanceCause] = []

@@ -14,11 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.claims import ClaimKey, GroupClaim
+from berth.operator.planners.ownership import AdoptionPolicy
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
     CoordinatorDirectory,
     EventSink,
+    FleetReader,
+    GroupRecords,
     PassMetrics,
     SecretLookup,
     StatusPort,
@@ -72,6 +75,15 @@ class PassContext:
     instances: InstanceMemory = field(default_factory=InstanceMemory)
     #: Why lag could not be read, as already logged (once each, not once per pass).
     lag_problems_seen: set[str] = field(default_factory=set)
+    #: The administrator's decision of which groups in use fleets may take over (--adopt-groups).
+    adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
+    #: The operator's own owner records of groups on coordinators that keep none (Kafka); None: none kept, and such
+    #: fleets are refused (their groups would have no owner).
+    records: GroupRecords | None = None
+    #: Reads fleets fresh, to tell whether a group's recorded owner still exists (None: never judged stale).
+    fleets: FleetReader | None = None
+    #: Per census key, when it was ranked and the uids within the bound (the fleet bound, over the bound only).
+    census: dict[ClaimKey, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     def now_ms(self) -> int:
         return int(self.now().timestamp() * 1000)

@@ -57,7 +57,10 @@ async def size_and_apply(
     group: AdmittedGroup,
     coordinator_bounds: CoordinatorBounds,
     workload: WorkloadPort,
+    *,
+    advice_key: str | None,
 ) -> Sized:
+    """``advice_key``: the group's key in the advice (``planners.advice.advice_key``; None: no advice applies)."""
     reading = await context.advice.current()
     for problem in reading.problems:
         if problem not in context.advice_problems_seen:
@@ -69,7 +72,7 @@ async def size_and_apply(
     bounds = session_bounds_for(group.kind, coordinator_bounds)
     try:
         decision = decide_session_timeout(
-            spec, fleet.spec.template, reading.for_group(fleet.spec.group_id), bounds, context.session_bounds
+            spec, fleet.spec.template, reading.for_group(advice_key), bounds, context.session_bounds
         )
     except SessionTimeoutError as error:
         raise Refusal(fleet_status.INVALID_SESSION_TIMEOUT, f"no valid session timeout: {error}") from error

@@ -23,6 +23,7 @@ from berth.operator.planners.coordinator_kind import kind_conditions, protocol_c
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.lag import LAG, lag_status
 from berth.operator.planners.observations import GroupDescription, GroupLag
+from berth.operator.planners.ownership import FOREIGN_MEMBERS_EVENT, adopt_group_notes, foreign_report
 from berth.operator.planners.scaling import LAST_SCALE_DOWN, ScalingPlan, rebalances_since_leave
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
@@ -56,7 +57,9 @@ async def mirror(
         description = await group.describe()
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, description, context.now_ms(), view.observation.times)
+        await context.evidence.observed(
+            record.uid, group.evidence_key, description, context.now_ms(), view.observation.times
+        )
     member_notes = await check_members(context, record, fleet, group, view, description)
     lag = await read_lag(context, record, group, description)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
@@ -77,6 +80,7 @@ async def mirror(
             *sized.notes,
             *protocol_conditions(fleet, description, group.kind),
             *member_notes,
+            *adopt_group_notes(fleet, record.status),
         ),
     )
     if lag is not None:
@@ -91,6 +95,10 @@ async def mirror(
             f" {rebalances} rebalance{'' if rebalances == 1 else 's'} since {removed} left",
         )
     await record.write_changes(patch)
+    foreign = foreign_report(fleet.spec.group_id, record.status, plan.foreign_members)
+    await record.write(foreign.patch)
+    if foreign.event is not None:
+        record.events.warning(FOREIGN_MEMBERS_EVENT, foreign.event)
     claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
     await record.write(claims.patch)
     if claims.event is not None:
