@@ -318,20 +318,22 @@ def test_the_jaas_line_is_read_for_a_key_with_escapes_and_nothing_is_guessed() -
 def test_a_restart_is_as_long_as_the_pods_own_times_say_not_as_long_as_the_describes_are_apart() -> None:
     t0 = int(NOW.timestamp() * 1000)
     first = GroupDescription("orders", "Stable", -1, None, (GroupMember("m1", "orders-1"),))
-    state, _ = observe_group(EvidenceState(), first, now_ms=t0)
+    state, _ = observe_group(EvidenceState(), first, now_ms=t0, key="orders")
     after = GroupDescription("orders", "Stable", -1, None, (GroupMember("m1b", "orders-1"),))
     # The describes are 10 s apart; the pod was replaced 4 s in, its new process started 2 s after that.
     replaced = PodTimes(created=NOW + timedelta(seconds=4), started=NOW + timedelta(seconds=6))
-    _, events = observe_group(state, after, now_ms=t0 + 10_000, pods={"orders-1": replaced})
+    _, events = observe_group(state, after, now_ms=t0 + 10_000, pods={"orders-1": replaced}, key="orders")
     assert [(e["type"], e["offline_ms"]) for e in events] == [("static_member_replaced", 2_000)]
     # A container restarted in place: from its previous end to its new start.
     in_place = PodTimes(NOW - timedelta(hours=1), NOW + timedelta(seconds=7), previous_ended=NOW + timedelta(seconds=5))
-    _, events = observe_group(state, after, now_ms=t0 + 10_000, pods={"orders-1": in_place})
+    _, events = observe_group(state, after, now_ms=t0 + 10_000, pods={"orders-1": in_place}, key="orders")
     assert events[0]["offline_ms"] == 2_000
     # Without the pod's times (or times from before the old member was last seen): the describes' window.
-    _, events = observe_group(state, after, now_ms=t0 + 10_000)
+    _, events = observe_group(state, after, now_ms=t0 + 10_000, key="orders")
     assert events[0]["offline_ms"] == 10_000
-    _, events = observe_group(state, after, now_ms=t0 + 10_000, pods={"orders-1": pod(NOW - timedelta(hours=1))})
+    _, events = observe_group(
+        state, after, now_ms=t0 + 10_000, pods={"orders-1": pod(NOW - timedelta(hours=1))}, key="orders"
+    )
     assert events[0]["offline_ms"] == 10_000
 
 
