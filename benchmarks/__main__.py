@@ -24,6 +24,7 @@ BENCHMARKS = {
     "reload": "benchmarks.reload",
     "pipeline": "benchmarks.pipeline_bench",
     "kafka_scale_down": "benchmarks.kafka_scale_down",
+    "kafka_consumer_protocol": "benchmarks.kafka_consumer_protocol",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
     "failover": "benchmarks.failover",

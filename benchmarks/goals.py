@@ -42,6 +42,11 @@ GOALS: dict[str, str] = {
         "events/s reported; 10,000,000 events in < 120 s from Parquet on local[2]. No heartbeat or session timeout "
         "involved: synthetic journals of members heartbeating every 3 s with 10-60 s session timeouts"
     ),
+    "kafka_consumer_protocol": (
+        "the removal and the release hand partitions back within seconds, against the broker's 45 s timeout. "
+        "Assumes Kafka's defaults for consumer-protocol groups (45 s session, 5 s heartbeat: survivors hear of a "
+        "removal on their next heartbeat), 6 partitions, confluent-kafka on group.protocol=consumer"
+    ),
     "static_restart": (
         "coordinator CPU per restart (join + sync) flat: at 10,000 members <= 1.5x that at 10; a bystander's "
         "heartbeat p99 < 10 ms while 10,000 members roll. Assumes a 30 min session timeout (no heartbeats from the "

@@ -22,6 +22,7 @@ ORDER = [
     "static_restart",
     "store_throughput",
     "kafka_scale_down",
+    "kafka_consumer_protocol",
     "status_lag",
     "failover",
     "operator_metrics",

@@ -202,8 +202,10 @@ def test_chart_grants_the_operator_exactly_what_its_code_needs(
     needed = needed_permissions(operator_scan)
     if scope == "namespace":
         needed -= KOPF_CLUSTER_ONLY
-    # analytics on: the operator then also reads the advice ConfigMap; the widest set of grants.
-    granted = operator_grants({"operator": {"scope": scope}, "analytics": {"enabled": True}})
+    # analytics on: the operator then also reads the advice ConfigMap; and a namespace of Kafka fleets whose Secrets
+    # it reads: the widest set of grants.
+    widest = {"scope": scope, "kafka": {"secretNamespaces": ["team-a"]}}
+    granted = operator_grants({"operator": widest, "analytics": {"enabled": True}})
     missing, extra = needed - granted, granted - needed
     assert not missing, "the operator needs, the chart does not grant:\n" + explain(missing, operator_scan.evidence)
     assert not extra, "the chart grants, the operator does not need:\n" + explain(extra)
@@ -219,6 +221,43 @@ def test_default_install_grants_nothing_beyond_the_full_one() -> None:
     plain = operator_grants(PLAIN_HTTP)
     assert plain < full and operator_grants({}) <= full
     assert full - plain == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
+
+
+SECRETS_GET = ("", "secrets", "get")
+
+
+def secret_bindings(values: dict[str, object]) -> set[tuple[str, str | None]]:
+    """(kind, namespace) of every binding that gives the operator Secret reads."""
+    docs = render(values)
+    secret_roles = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole") and any("secrets" in r["resources"] for r in d.get("rules") or [])
+    }
+    return {
+        (d["kind"], d["metadata"].get("namespace"))
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and (d["roleRef"]["kind"], d["roleRef"]["name"]) in secret_roles
+        and any(s.get("name") == "berth-operator" for s in d.get("subjects") or [])
+    }
+
+
+def test_a_cluster_wide_install_reads_secrets_only_in_the_namespaces_it_is_given() -> None:
+    """No cluster-wide Secret read by default: one RoleBinding per namespace of Kafka fleets (to a ClusterRole an
+    administrator can bind for a later one); everywhere only when asked for (secretsClusterWide)."""
+    assert secret_bindings({}) == set()
+    assert SECRETS_GET not in operator_grants({})
+    listed = {"operator": {"kafka": {"secretNamespaces": ["team-a", "team-b"]}}}
+    assert secret_bindings(listed) == {("RoleBinding", "team-a"), ("RoleBinding", "team-b")}
+    role = next(
+        d for d in render({}) if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator-kafka-secrets"
+    )
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    everywhere = {"operator": {"kafka": {"secretsClusterWide": True}}}
+    assert secret_bindings(everywhere) == {("ClusterRoleBinding", None)}
+    # Namespaced: the release's namespace's Secrets, in its one Role.
+    assert secret_bindings({"operator": {"scope": "namespace"}}) == {("RoleBinding", "berth")}
 
 
 def test_tls_grants_configmaps_get_create_and_patch_in_fleet_namespaces_and_nothing_else() -> None:
@@ -262,3 +301,4 @@ def test_namespaced_install_grants_nothing_cluster_scoped() -> None:
     cluster_wide = operator_grants({"operator": {"scope": "cluster"}, "analytics": {"enabled": True}})
     namespaced = operator_grants({"operator": {"scope": "namespace"}, "analytics": {"enabled": True}})
     assert cluster_wide - namespaced == KOPF_CLUSTER_ONLY
+    assert namespaced - cluster_wide == {SECRETS_GET}  # cluster-wide, Secrets only in the namespaces it is given

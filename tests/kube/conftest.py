@@ -11,9 +11,8 @@ import pytest
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage, write_tokens
-from support.kafka_consumers import program_for_pod
 from support.kafka_fixtures import create_topic
-from support.kafka_stage import KafkaStage
+from support.kafka_stage import KafkaStage, grant_secret_reads, operated_namespace
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.net import free_port
@@ -139,40 +138,57 @@ def kafka_stage(
     """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
     its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
     namespace = kube.create_namespace(f"{KAFKA_NAMESPACE}-{next(_groups)}")
+    grant_secret_reads(kube, namespace)  # the chart grants no cluster-wide Secret read: one namespace at a time
     directory = tmp_path_factory.mktemp("kafka-operator")
-    evidence = directory / "evidence"
     args = [
-        "--namespace",
-        namespace,
-        "--kafka-bootstrap-servers",
-        kafka_bootstrap,
-        "--kafka-trusted-bootstrap",
-        unreachable_kafka,
-        "--liveness-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--reconcile-interval-s",
-        "1",
+        *("--kafka-bootstrap-servers", kafka_bootstrap, "--kafka-trusted-bootstrap", unreachable_kafka),
+        *("--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "1"),
         # Members hear of a rebalance on their next heartbeat: the takeover after a removal is about one of them.
-        "--heartbeat-interval-ms",
-        "500",
-        "--evidence-dir",
-        str(evidence),
-        # The owner records of Kafka groups: Leases where the chart's Role grants them (its release namespace).
-        "--group-owners-namespace",
-        RELEASE_NAMESPACE,
+        *("--heartbeat-interval-ms", "500"),
         *getattr(request.module, "KAFKA_OPERATOR_ARGS", ()),
     ]
     topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
-    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
-    try:
-        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence, directory, args)
-        assert operator.process is not None and operator.process.poll() is None, operator.log()
-    finally:
-        operator.stop()
-        kubelet.stop()
-    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
-    forbidden = operator.forbidden()
-    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+    with operated_namespace(
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        records_namespace=RELEASE_NAMESPACE,
+    ) as stage:
+        yield stage
+
+
+@pytest.fixture(scope="module")
+def kip848_stage(
+    kube: Kube,
+    operator_identity: Kube,
+    kip848_bootstrap: str,
+    kip848_topic: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaStage]:
+    """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount, its Secrets granted the
+    chart's way) with a consumer-protocol broker (``kfake-kip848``, Kafka's defaults: a 45 s session timeout) as its
+    default Kafka connection, /metrics on, and a fake kubelet running the example consumers for its pods."""
+    namespace = kube.create_namespace(f"kip848-fleets-{next(_groups)}")
+    grant_secret_reads(kube, namespace)
+    directory = tmp_path_factory.mktemp("kip848-operator")
+    metrics_port = free_port()
+    args = [
+        *("--kafka-bootstrap-servers", kip848_bootstrap, "--liveness-port", "0", "--metrics-port", str(metrics_port)),
+        *("--reconcile-interval-s", "1"),
+    ]
+    with operated_namespace(
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kip848_bootstrap,
+        topic=kip848_topic,
+        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+        records_namespace=RELEASE_NAMESPACE,
+    ) as stage:
+        yield stage

@@ -8,6 +8,7 @@ import functools
 
 import pytest
 import yaml
+from support.kafka_stage import grant_secret_reads
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.rbac_scan import KOPF_CLUSTER_ONLY, Permission, needed_permissions, resource_names, scan_tree
@@ -22,6 +23,8 @@ LEASES: frozenset[Permission] = frozenset(
      ("coordination.k8s.io", "leases", "delete")}
 )  # fmt: skip
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+#: Reading a Kafka fleet's Secrets: cluster-wide, granted per namespace only (operator.kafka.secretNamespaces).
+SECRETS: frozenset[Permission] = frozenset({("", "secrets", "get")})
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
 PROBED: tuple[tuple[str, str], ...] = (
     ("berth.dev", "consumerfleets"),
@@ -77,16 +80,21 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
     granted = allowed(kube, user, fleets)
     # TLS is on by default: ConfigMaps get, create and patch everywhere (the CA each fleet's pods mount); the
-    # Leases only where the records are kept.
-    expected = needed() - LEASES
+    # Leases only where the records are kept; without a RoleBinding in the namespace no Secret may be read there.
+    expected = needed() - LEASES - SECRETS
     assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
     assert {p for p in allowed(kube, user, "berth") if p[1] == "leases"} == LEASES
     # The same answers through kubectl, as a person would ask.
     assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
-    # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef); never listed.
+    # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef), and only in the
+    # namespaces the operator is given (a RoleBinding to the chart's ClusterRole); never listed.
+    assert not kube.can_i("get", "secrets", as_user=user, namespace=fleets)
+    grant_secret_reads(kube, fleets)
+    assert allowed(kube, user, fleets) == needed() - LEASES
     assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
+    assert not kube.can_i("get", "secrets", as_user=user, namespace="default")
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
 
 
@@ -129,5 +137,6 @@ def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_
     fleets = kube.create_namespace("rbac-tls-fleets")
     user = "system:serviceaccount:secure:secure-operator"
     granted = allowed(kube, user, fleets)
-    assert granted == set(needed() - LEASES), f"differs: {sorted(granted ^ set(needed() - LEASES))}"
+    expected = needed() - LEASES - SECRETS  # Secrets: per namespace granted (operator.kafka.secretNamespaces)
+    assert granted == expected, f"differs: {sorted(granted ^ expected)}"
     assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch"}

@@ -5,9 +5,10 @@ like a kubelet on node ``fake-node``:
 
 - binds each new pod to the node (``pods/binding``), starts its member process
   (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
-  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would, and
-  its ``configMap`` volumes written to a directory of the pod's (a variable naming a file under the mount path
-  names the same file there) — then reports it Running and Ready through ``pods/status``;
+  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` (``optional`` ones left out when
+  the key is missing) resolved as a kubelet would, and its ``configMap`` and ``secret`` volumes written to a
+  directory of the pod's (a variable naming a file under the mount path names the same file there) — then reports
+  it Running and Ready through ``pods/status``;
 - when a pod's environment names a Secret (or key) that does not exist, leaves it Pending with its container
   waiting (``CreateContainerConfigError``, the kubelet's message) and tries again every second, as a kubelet does;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
@@ -18,7 +19,8 @@ Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kep
 ``program`` chooses another command for a pod (or None to leave it Pending): ``run_member`` (Berth's member
 library) by default, ``support.kafka_consumers.program_for_pod`` for the example Kafka consumers a pod's container
 names. ``gone_at`` keeps when each pod was last confirmed gone (wall clock). A pod with ``restartPolicy: Never``
-whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects.
+whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects. :meth:`kill`
+ends a pod's process with SIGKILL and leaves the pod as it is (a crash: nothing is sent on the way out).
 """
 
 from __future__ import annotations
@@ -127,6 +129,15 @@ class FakeKubelet:
             now = released & self._terminating
         for name in now:
             self._confirm_deletion(name)
+
+    def kill(self, name: str) -> None:
+        """The pod's process dies at once (SIGKILL, as in a crash or an OOM kill); the pod object is left alone."""
+        with self._lock:
+            process = self.processes.get(name)
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def running(self) -> set[str]:
         with self._lock:
@@ -291,22 +302,33 @@ class FakeKubelet:
                         raise
                     raise ContainerConfigError(f'secret "{ref.name}" not found') from None
                 if ref.key not in (secret.data or {}):
+                    if ref.optional:
+                        continue
                     raise ContainerConfigError(f"couldn't find key {ref.key} in Secret {self.namespace}/{ref.name}")
                 env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
         return self._mounted(pod, env)
 
     def _mounted(self, pod: Any, env: dict[str, str]) -> dict[str, str]:
-        """The first container's configMap volumes, written under the log directory; paths in ``env`` moved there."""
-        volumes = {v.name: v.config_map for v in pod.spec.volumes or [] if v.config_map is not None}
+        """The first container's configMap and secret volumes, written under the log directory (a secret volume's
+        ``items`` as their paths); paths in ``env`` moved there."""
+        volumes = {v.name: v for v in pod.spec.volumes or [] if v.config_map is not None or v.secret is not None}
         for mount in pod.spec.containers[0].volume_mounts or []:
             source = volumes.get(mount.name)
             if source is None:
                 continue
-            config_map = self.core.read_namespaced_config_map(source.name, self.namespace)
+            files: dict[str, bytes]
+            if source.config_map is not None:
+                data = self.core.read_namespaced_config_map(source.config_map.name, self.namespace).data or {}
+                files = {key: value.encode() for key, value in data.items()}
+            else:
+                secret = self.core.read_namespaced_secret(source.secret.secret_name, self.namespace)
+                decoded = {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
+                items = source.secret.items
+                files = {item.path: decoded[item.key] for item in items} if items else decoded
             directory = self.log_dir / f"{pod.metadata.name}-volumes" / mount.name
             directory.mkdir(parents=True, exist_ok=True)
-            for key, value in (config_map.data or {}).items():
-                (directory / key).write_text(value)
+            for key, value in files.items():
+                (directory / key).write_bytes(value)
             prefix = mount.mount_path.rstrip("/") + "/"
             env = {k: str(directory) + "/" + v[len(prefix) :] if v.startswith(prefix) else v for k, v in env.items()}
         return env

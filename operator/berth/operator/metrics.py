@@ -9,12 +9,13 @@ off Kopf's event loop and bounded:
 - **Rendered once per change.** Each fleet's lines are rendered when a scrape finds the fleet changed since its last
   render (a version number per fleet), so a scrape of 10,000 idle fleets joins cached strings instead of formatting
   450,000 samples (what prometheus-client's registry did on the loop: 13.8 s, during which no handler ran).
-- **Bounded per fleet.** 12 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
-  restarts, rolls, departing members, ready, refused — labelled by the fleet (namespace, name) only, never by instance
-  id, group or URL, and removed when the fleet is released. The two latency histograms (leave delay, scale-down
-  duration) are the operator's, not per fleet: the dashboard reads them summed over fleets (``sum by (le)``), and per
-  fleet they were 28 of the 45 series a fleet cost. No ``_created`` series. With ``--max-fleets`` the whole scrape is
-  bounded.
+- **Bounded per fleet.** 17 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
+  restarts, rolls, departing members, ready, refused, and a Kafka fleet's lag (total, largest partition), unreleased
+  and fencing instance ids and stale instances released (0 for other fleets) — labelled by the fleet (namespace,
+  name) only, never by instance id, group or URL, and removed when the fleet is released. The two latency
+  histograms (leave delay, scale-down duration) are the operator's, not per fleet: the dashboard reads them summed
+  over fleets (``sum by (le)``), and per fleet they were 28 of the 45 series a fleet cost. No ``_created`` series.
+  With ``--max-fleets`` the whole scrape is bounded.
 - Recording never fails a pass. A fleet's counters exist at 0 from its first pass on (``state``), not from their
   first increment: Prometheus' ``increase()`` and ``rate()`` only see an increment between two samples, so a series
   born at 1 would hide a fleet's first scale-down (and its first reconcile error) from the dashboard and the alerts.
@@ -72,8 +73,49 @@ ROLLS = Family(
 DEPARTING = Family("berth_operator_departing_members", "gauge", "Instance ids waiting for their batch leave")
 READY = Family("berth_operator_fleet_ready", "gauge", "1 when the fleet's Ready condition is True")
 REFUSED = Family("berth_operator_fleet_refused", "gauge", "1 while the fleet is refused (SpecValid=False)")
+LAG = Family(
+    "berth_operator_fleet_lag",
+    "gauge",
+    "A Kafka fleet's lag: records between its group's committed offsets and the log ends, summed over the partitions"
+    " it committed (status.lag.total; per partition in status and berth-groups)",
+)
+LAG_MAX = Family(
+    "berth_operator_fleet_lag_max_partition",
+    "gauge",
+    "The largest lag of one partition of a Kafka fleet's group (status.lag.maxPartition)",
+)
+UNRELEASED = Family(
+    "berth_operator_unreleased_instances",
+    "gauge",
+    "Pods of the fleet whose restarted process is refused UNRELEASED_INSTANCE_ID: their previous member still holds"
+    " their group.instance.id (KIP-848 groups)",
+)
+FENCING = Family(
+    "berth_operator_fencing_instances",
+    "gauge",
+    "Instance ids of the fleet two processes fence each other over (member id changing without a restart)",
+)
+RELEASED = Family(
+    "berth_operator_stale_instances_released_total",
+    "counter",
+    "Stale members removed so a restarted pod could rejoin (spec.coordinator.kafka.releaseStaleInstances)",
+)
 #: The per-fleet families, in exposition order.
-FLEET_FAMILIES = (RECONCILES, BATCH_LEAVES, MEMBERS_LEFT, STATIC_RESTARTS, ROLLS, DEPARTING, READY, REFUSED)
+FLEET_FAMILIES = (
+    RECONCILES,
+    BATCH_LEAVES,
+    MEMBERS_LEFT,
+    STATIC_RESTARTS,
+    ROLLS,
+    DEPARTING,
+    READY,
+    REFUSED,
+    LAG,
+    LAG_MAX,
+    UNRELEASED,
+    FENCING,
+    RELEASED,
+)
 LEAVE_DELAY = Family(
     "berth_operator_leave_delay_seconds",
     "histogram",
@@ -109,6 +151,11 @@ class _Fleet:
     departing: int = 0
     ready: int = 0
     refused: int = 0
+    lag: int = 0
+    lag_max: int = 0
+    unreleased: int = 0
+    fencing: int = 0
+    released: int = 0
     version: int = 0
     rendered: tuple[int, tuple[str, ...]] | None = None  # (version, one block per family)
 
@@ -125,6 +172,11 @@ class _Fleet:
             self.departing,
             self.ready,
             self.refused,
+            self.lag,
+            self.lag_max,
+            self.unreleased,
+            self.fencing,
+            self.released,
         )
         singles = tuple(
             f"{family.name}{{{self.labels}}} {_number(value)}\n"
@@ -200,6 +252,23 @@ class OperatorMetrics:
                 return  # an idle fleet's pass changes nothing: its rendered lines stay valid
             record = self._fleet(namespace, fleet)
             record.ready, record.refused, record.departing = values
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None:
+        with self._lock:
+            record = self._fleets.get((namespace, fleet))
+            if record is not None and (record.lag, record.lag_max) == (total, max_partition):
+                return
+            record = self._fleet(namespace, fleet)
+            record.lag, record.lag_max = total, max_partition
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None:
+        with self._lock:
+            record = self._fleets.get((namespace, fleet))
+            if record is not None and (record.unreleased, record.fencing, released) == (unreleased, fencing, 0):
+                return
+            record = self._fleet(namespace, fleet)
+            record.unreleased, record.fencing = unreleased, fencing
+            record.released += released
 
     def forget(self, namespace: str, fleet: str) -> None:
         """Remove a released fleet's series (bounded cardinality: only existing fleets have series)."""

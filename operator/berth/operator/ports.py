@@ -65,7 +65,13 @@ from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
+from berth.operator.planners.observations import (
+    CoordinatorBounds,
+    GroupDescription,
+    GroupLag,
+    GroupOwnerRef,
+    PodTimes,
+)
 from berth.operator.planners.restarts import GroupActivity
 from berth.operator.planners.statefulset import PlannedWorkload
 
@@ -95,6 +101,10 @@ class GroupOwned(Exception):
 class ApiCallFailed(Exception):
     """A call to the platform's API failed (on Kubernetes: the API server answered other than 2xx, or not at all);
     the message is the API server's own (``HTTP 422: ...``). The pass reports it (a Warning Event) and retries."""
+
+
+class NotPermitted(ApiCallFailed):
+    """The platform refused the operator a read it needs (on Kubernetes, HTTP 403): its RBAC does not grant it."""
 
 
 class NotOurs(RuntimeError):
@@ -139,6 +149,8 @@ class WorkloadObservation:
     #: Pods that run (not terminating) and are not Ready: under OrderedReady the StatefulSet deletes no pod while
     #: one of its pods is unhealthy, which is what a scale-down then waits for.
     unready: frozenset[str] = frozenset()
+    #: Running pods -> when their current process started (and the previous one ended), where the platform says.
+    times: Mapping[str, PodTimes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +276,19 @@ class CoordinatorPort(Protocol):
         """DeleteGroups: ``"NONE"``, ``"GROUP_ID_NOT_FOUND"`` or ``"NON_EMPTY_GROUP"``."""
         ...
 
+    async def set_group_session_timeout(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
+        """Make the group's own session timeout and heartbeat interval these (KIP-848 group configs
+        ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``); called only where the group's kind
+        has ``session_timeout_on_group`` (an implementation without group configs refuses)."""
+        ...
+
+    async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
+        """Per partition the group committed or owns (``description`` says who owns what), its committed and log
+        end offsets; None where the coordinator keeps no partition log (Berth's)."""
+        ...
+
 
 class CoordinatorDirectory(Protocol):
     """One :class:`CoordinatorPort` per coordinator (sessions and clients shared by the fleets on it)."""
@@ -315,7 +340,8 @@ class FleetReader(Protocol):
 
 class SecretLookup(Protocol):
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        """A Secret's keys, decoded; None when it does not exist. Values are never logged."""
+        """A Secret's keys, decoded; None when it does not exist; :class:`NotPermitted` when the operator may not
+        read Secrets in that namespace. Values are never logged."""
         ...
 
 
@@ -341,5 +367,9 @@ class PassMetrics(Protocol):
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None: ...
 
     def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None: ...
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None: ...
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None: ...
 
     def forget(self, namespace: str, fleet: str) -> None: ...

@@ -25,8 +25,10 @@ from typing import Any, get_args
 from berth.operator.spec_checks import SpecError as SpecError
 from berth.operator.spec_checks import decode, integer, mapping, optional_string, string
 from berth.operator.spec_declaration import (
+    CertificateSecretRef,
     Coordinator,
     FleetSpecDeclared,
+    GroupProtocolName,
     KafkaRef,
     PodTemplateShape,
     SaslMechanism,
@@ -39,9 +41,11 @@ from berth.operator.spec_declaration import (
 from berth.operator.spec_stateful import StatefulSpec, parse_stateful_spec
 
 __all__ = [
+    "CertificateSecretRef",
     "CoordinatorRef",
     "Fleet",
     "FleetSpec",
+    "GroupProtocolName",
     "KafkaDefaults",
     "KafkaRef",
     "OperatorDefaults",
@@ -212,7 +216,14 @@ def _coordinator(declared: Coordinator | None) -> CoordinatorRef:
                 raise SpecError(
                     f"spec.coordinator.{berth_only}", "is Berth's coordinator's; it cannot be set together with kafka"
                 )
-        return CoordinatorRef(url=None, token_secret_ref=None, kafka=declared.kafka)
+        kafka = declared.kafka
+        protocol = kafka.security_protocol
+        if kafka.client_certificate_secret_ref is not None and protocol is not None and not protocol.uses_tls:
+            raise SpecError(
+                "spec.coordinator.kafka.clientCertificateSecretRef",
+                f"is a TLS client certificate: securityProtocol {protocol.value} uses no TLS",
+            )
+        return CoordinatorRef(url=None, token_secret_ref=None, kafka=kafka)
     return CoordinatorRef(
         url=declared.url, token_secret_ref=declared.token_secret_ref, adopt_group=bool(declared.adopt_group)
     )

@@ -93,9 +93,32 @@ class SecretKeyRef(Declared, frozen=True):
 
 
 class SecretRef(Declared, frozen=True):
-    """A Secret in the fleet's namespace: a Kafka fleet's own principal (keys ``username`` and ``password``)."""
+    """A Secret in the fleet's namespace with a Kafka fleet's own SASL principal and the keys to read:
+    ``passwordKey`` holds the password; the username is ``usernameKey``'s value where the Secret has it, else the
+    ``username="..."`` of its ``sasl.jaas.config`` (what Strimzi's KafkaUser Secrets hold: ``password`` and
+    ``sasl.jaas.config``), else the Secret's name (Strimzi names the Secret after the KafkaUser, the principal)."""
 
     name: Annotated[str, DNS_SUBDOMAIN]
+    username_key: Annotated[str, SECRET_KEY] = "username"
+    password_key: Annotated[str, SECRET_KEY] = "password"
+    jaas_config_key: Annotated[str, SECRET_KEY] = "sasl.jaas.config"
+
+
+class CertificateSecretRef(Declared, frozen=True):
+    """A client certificate for mutual TLS: a Secret with the PEM certificate and its private key (Strimzi's
+    KafkaUser with ``authentication: tls``: ``user.crt``, ``user.key``, and ``user.p12``/``user.password`` for
+    Java keystores)."""
+
+    name: Annotated[str, DNS_SUBDOMAIN]
+    certificate_key: Annotated[str, SECRET_KEY] = "user.crt"
+    private_key_key: Annotated[str, SECRET_KEY] = "user.key"
+
+
+class GroupProtocolName(StrEnum):
+    """``spec.coordinator.kafka.groupProtocol``: the rebalance protocol the fleet's consumers use."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 class CaSecretRef(SecretKeyRef, frozen=True):
@@ -122,11 +145,19 @@ class KafkaRef(Declared, frozen=True):
     ) = None
     security_protocol: SecurityProtocol | None = None
     sasl_mechanism: SaslMechanism | None = None
-    #: A Secret in the fleet's namespace with keys ``username`` and ``password``: the fleet's own principal,
-    #: which both its pods and the operator (for this fleet's group) authenticate as.
+    #: A Secret in the fleet's namespace with the fleet's own SASL principal (:class:`SecretRef`), which both its
+    #: pods and the operator (for this fleet's group) authenticate as.
     credentials_secret_ref: SecretRef | None = None
     #: A Secret key holding the PEM CA bundle that signs the brokers' certificates (TLS).
     ca_secret_ref: CaSecretRef | None = None
+    #: The fleet's own client certificate for mutual TLS (with securityProtocol SSL or SASL_SSL).
+    client_certificate_secret_ref: CertificateSecretRef | None = None
+    #: The protocol the fleet's consumers use (``group.protocol``): classic, or KIP-848's consumer protocol, where
+    #: the session timeout is the group's config the operator sets, not a client setting.
+    group_protocol: GroupProtocolName = GroupProtocolName.CLASSIC
+    #: Remove a consumer-protocol member that holds a pod's instance id after the pod was replaced (the new
+    #: process is refused UNRELEASED_INSTANCE_ID until that member's session expires); off by default.
+    release_stale_instances: bool = False
 
 
 class Coordinator(Declared, frozen=True):

@@ -138,7 +138,7 @@ async def test_on_a_kafka_kind_nothing_is_pre_registered_the_operator_records_th
 async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_created_and_released_untouched(
     fleet_body: FleetBody, now: datetime
 ) -> None:
-    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.STREAMS)
     stage = Stage(fleet_body(spec=KAFKA_SPEC), coordinator, KAFKA_DEFAULTS, now)
 
     result = await stage.run()
@@ -146,13 +146,13 @@ async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_cr
     assert result.refused
     assert stage.workload.planned is None  # nothing applied
     spec_valid = stage.condition("SpecValid")
-    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "ConsumerProtocolGroup")
-    assert "KIP-848" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
-    assert stage.events.said[-1][:2] == ("Warning", "ConsumerProtocolGroup")
+    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "StreamsProtocolGroup")
+    assert "no admin removal" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
+    assert stage.events.said[-1][:2] == ("Warning", "StreamsProtocolGroup")
 
     stage.workload.replicas = 0  # as if a StatefulSet had been created before the group changed protocol
     assert await stage.finalize() is None
-    assert stage.events.said[-1][0:2] == ("Warning", "ConsumerProtocolGroup")
+    assert stage.events.said[-1][0:2] == ("Warning", "StreamsProtocolGroup")
     assert stage.events.said[-1][2].endswith(": releasing the fleet")
     assert coordinator.leaves == [] and coordinator.owner_uids == []  # nothing sent for the group
 
@@ -179,7 +179,7 @@ async def test_a_kafka_fleets_credentials_are_read_by_name_and_a_missing_key_is_
     spec_valid = stage.condition("SpecValid")
     assert (spec_valid["reason"], spec_valid["message"]) == (
         "CredentialsMissing",
-        "Secret shop/orders-kafka has no key password",
+        "Secret shop/orders-kafka has no key password (its credentials)",
     )
 
     secrets.secrets[("shop", "orders-kafka")] = {"username": "orders", "password": "s3cret"}
@@ -289,3 +289,28 @@ async def test_a_paused_fleet_gets_its_condition_and_nothing_else_until_the_anno
     await stage.converge(1)
     assert stage.coordinator.leaves[-1] == ("orders", ("orders-1", "orders-2"))
     assert stage.condition("Paused")["status"] == "False" and "Resumed" in stage.events.reasons()
+
+
+async def test_a_consumer_protocol_group_gets_its_session_timeout_as_a_group_config_and_its_pods_none(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    spec = {"coordinator": {"kafka": {"groupProtocol": "consumer"}}}
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    stage = Stage(fleet_body(spec=spec), coordinator, KAFKA_DEFAULTS, now)
+
+    await stage.converge(5)
+    await stage.converge(3)
+
+    # (30 s grace + 10 s scheduling) x 1.5 = 60 s, within Kafka's default bounds (45-60 s); the heartbeat within
+    # the broker's 5-15 s and below the session.
+    assert coordinator.group_timeouts == {"orders": (60_000, 5_000)}
+    assert stage.status.status["sessionTimeoutMs"] == 60_000
+    assert stage.workload.planned is not None
+    env = stage.workload.planned.member_env
+    assert env["BERTH_KAFKA_GROUP_PROTOCOL"] == "consumer"
+    assert "BERTH_SESSION_TIMEOUT_MS" not in env and "BERTH_HEARTBEAT_INTERVAL_MS" not in env
+    # Removal by instance id all the same, once.
+    assert coordinator.leaves == [("orders", ("orders-3", "orders-4"))]
+    assert stage.condition("GroupProtocol")["reason"] == "AsDeclared"
+    assert stage.condition("SessionTimeoutSufficient")["status"] == "True"
+    assert stage.condition("InstanceIdConflict")["status"] == "False"

@@ -105,6 +105,9 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
                 "results": {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"},
                 "seconds": 41,
                 "at": "2026-03-01T12:00:41Z",
+                # Counted once the group settles (rebalances_since_leave), never asserted here.
+                "fromGeneration": None,
+                "rebalances": None,
             },
         }
     )
@@ -266,6 +269,8 @@ def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_tol
                         "results": {},
                         "seconds": 30,
                         "at": "2026-03-01T12:00:30Z",
+                        "fromGeneration": None,
+                        "rebalances": None,
                     },
                 }
             ),

@@ -21,6 +21,8 @@ Owns the command line (``main``). Rules:
   groups of a describe that exist) is still printed before the error. Notes that are not errors (a dry run changed
   nothing) go to stderr, so stdout stays the result.
 - A closed stdout (``berth-groups list | head``) ends the command quietly (exit status 141).
+- ``--bootstrap-server HOST:PORT`` reads a Kafka cluster's groups instead (``list`` and ``describe`` with the
+  LAG column, as ``kafka-consumer-groups.sh``; ``groups_kafka``); the commands that change a group stay Berth's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from berth.coordinator.client import groups_kafka
 from berth.coordinator.client import groups_render as render
 from berth.coordinator.client.admin import CoordinatorAdmin
 from berth.coordinator.client.config import (
@@ -102,7 +105,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.token is not None:
         print(TOKEN_IN_ARGV_WARNING, file=sys.stderr)
     try:
-        outcome = asyncio.run(run(args))
+        outcome = asyncio.run(run_kafka(args) if args.bootstrap_server else run(args))
+    except groups_kafka.KafkaCliError as error:
+        return _fail(str(error), error.code)
     except AuthorizationError as error:
         return _fail(f"{_explained(error)}{_token_hint(args)}", exit_code_of(error))
     except CoordinatorHttpError as error:
@@ -124,6 +129,10 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     """What argparse cannot say by itself; a usage error (exit 2)."""
     if args.command == "describe" and args.all_groups == bool(args.groups or args.group):
         parser.error("describe: name groups (GROUP... or --group G) or give --all-groups, not both")
+    if args.bootstrap_server and args.command not in ("list", "describe"):
+        parser.error(f"{args.command}: with --bootstrap-server only list and describe (reading a Kafka cluster)")
+    if args.command_config and not args.bootstrap_server:
+        parser.error("--command-config is for a Kafka cluster: give --bootstrap-server too")
     if args.command == "remove-members":
         named = args.instance_id or args.member_id or args.instance_ids is not None
         if args.all == bool(named):
@@ -200,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     return parser
+
+
+async def run_kafka(args: argparse.Namespace) -> Outcome:
+    text, error = await groups_kafka.run(args, args.output == "json")
+    return Outcome(text, error)
 
 
 async def run(args: argparse.Namespace) -> Outcome:
@@ -498,6 +512,18 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         metavar="FILE",
         default=default(None),
         help=f"PEM CA bundle to verify an https coordinator with (default: ${ENV_CA_FILE}, else the system's CAs)",
+    )
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT,...",
+        default=default(None),
+        help="read a Kafka cluster's groups instead (list, describe with LAG), as kafka-consumer-groups.sh",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=default(None),
+        help="with --bootstrap-server: client properties for a secured cluster (security.protocol, sasl.*, ssl.*)",
     )
     parser.add_argument("--output", "-o", choices=["table", "json"], default=default("table"), help="output format")
     parser.add_argument("--timeout", type=float, default=default(10.0), help="seconds per request (default 10)")

@@ -8,7 +8,9 @@ Two halves, so that a cache of watched objects can replace the reads without tou
   period ends), and running pods not Ready are named; the StatefulSet is settled once its controller reports
   having observed its generation, and rolling while it still has pods to move to its update revision
   (:func:`rolling_out`); claims that stay are those neither being deleted nor owned by a pod (``whenScaled:
-  Delete`` makes a departing pod their owner), listed only when the StatefulSet has claim templates.
+  Delete`` makes a departing pod their owner), listed only when the StatefulSet has claim templates; each running
+  pod's times (its containers' latest ``startedAt``, else its ``startTime``, else its creation; a restarted
+  container's ``finishedAt``).
 - :class:`ApiWorkloadObserver` reads them through the API (the StatefulSet by name, pods and claims by the
   StatefulSet's selector, which its controller copies onto both): a
   :class:`~berth.operator.ports.WorkloadObserver`.
@@ -17,7 +19,6 @@ Two halves, so that a cache of watched objects can replace the reads without tou
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -26,6 +27,7 @@ from berth.operator.kube.calls import call_json, read_or_none
 from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.observations import PodTimes
 from berth.operator.ports import WorkloadObservation, WorkloadView
 
 
@@ -59,8 +61,10 @@ def workload_view(
         for pod in ours
         if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
     }
+    times = {pod["metadata"]["name"]: found for pod in running if (found := pod_times(pod)) is not None}
     if statefulset is None:
-        return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating, unready), None, len(running))
+        observation = WorkloadObservation(None, True, existing, ready, terminating, unready=unready, times=times)
+        return WorkloadView(observation, None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
     metadata = statefulset.get("metadata", {})
     observed = (statefulset.get("status") or {}).get("observedGeneration")
@@ -69,13 +73,13 @@ def workload_view(
     settled = generation is None or (observed is not None and observed >= generation)
     replicas = int(statefulset["spec"].get("replicas") or 0)
     return WorkloadView(
-        WorkloadObservation(replicas, settled, existing, ready, terminating, unready),
+        WorkloadObservation(replicas, settled, existing, ready, terminating, unready=unready, times=times),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
         staying,
         revision=(statefulset.get("status") or {}).get("updateRevision"),
         rolling=rolling_out(statefulset),
-        last_started=max((started for pod in running if (started := _started(pod)) is not None), default=None),
+        last_started=max((found.started for found in times.values()), default=None),
     )
 
 
@@ -139,15 +143,20 @@ def _staying(claims: Sequence[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(staying)
 
 
-def _started(pod: Mapping[str, Any]) -> datetime | None:
-    """When the pod's containers last started (a container restarted in place counts), else the pod's creation."""
+def pod_times(pod: Mapping[str, Any]) -> PodTimes | None:
+    """When the pod's current process started and the previous one (in this pod) ended; None without a creation
+    time (not a pod the API server stored)."""
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return None
     status = pod.get("status") or {}
-    starts = [
-        started
-        for container in status.get("containerStatuses") or []
-        if (started := parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt"))) is not None
-    ]
-    return max(starts, default=None) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    starts, ends = [], []
+    for container in status.get("containerStatuses") or []:
+        starts.append(parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt")))
+        ends.append(parse_time(((container.get("lastState") or {}).get("terminated") or {}).get("finishedAt")))
+    started = max((t for t in starts if t is not None), default=None) or parse_time(status.get("startTime"))
+    ended = max((t for t in ends if t is not None), default=None)
+    return PodTimes(created, started or created, ended if ended is not None and ended >= created else None)
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

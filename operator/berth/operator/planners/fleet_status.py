@@ -30,10 +30,14 @@ NAME_TAKEN = "NameTaken"
 TEMPLATE_REJECTED = "TemplateRejected"
 UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
 CREDENTIALS_MISSING = "CredentialsMissing"
+SECRETS_NOT_READABLE = "SecretsNotReadable"
 CONSUMER_PROTOCOL_GROUP = "ConsumerProtocolGroup"
+STREAMS_PROTOCOL_GROUP = "StreamsProtocolGroup"
 
 #: On a coordinator without pre-registration (Kafka): says what that means for scale-ups.
 PRE_REGISTRATION = "PreRegistration"
+#: On Kafka: the protocol the group uses, and whether the fleet's pods are set up for it.
+GROUP_PROTOCOL = "GroupProtocol"
 
 
 class Refusal(Exception):
@@ -125,6 +129,8 @@ def view_patch(
         patch["sessionTimeout"] = format_duration_ms(status["sessionTimeoutMs"])
     if plan.group is not None:
         patch["group"] = plan.group
+    elif description is not None:
+        patch["group"] = None  # the coordinator knows no such group: nothing to show (a merge patch removes it)
     return patch
 
 

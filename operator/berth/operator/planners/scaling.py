@@ -96,6 +96,9 @@ class BatchLeave:
     stuck: tuple[str, ...] = ()
     #: Departing ids this leave does not name (their pods still run behind a stuck one): they stay departing.
     later: tuple[str, ...] = ()
+    #: The group's generation (epoch) when the leave was planned, where the coordinator reports one: the
+    #: rebalances it costs are counted from it (:func:`rebalances_since_leave`), not assumed.
+    from_generation: int | None = None
 
     @property
     def member_ids(self) -> tuple[str, ...]:
@@ -172,6 +175,8 @@ class ScalingObservation:
     #: them is unhealthy (it waits for it to be Running and Ready first).
     unready: frozenset[str] = frozenset()
     ordered_ready: bool = True
+    #: The group's generation (or epoch) as described, where the coordinator reports one.
+    group_generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +229,13 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             everyone = obs.deleting and not still_there and not foreign
             actions.append(
                 BatchLeave(
-                    leaving, since, everyone=everyone, thread_member_ids=threads, stuck=stuck, later=tuple(still_there)
+                    leaving,
+                    since,
+                    everyone=everyone,
+                    thread_member_ids=threads,
+                    stuck=stuck,
+                    later=tuple(still_there),
+                    from_generation=obs.group_generation,
                 )
             )
             if still_there:
@@ -351,7 +362,23 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
         )
     )
     departing = (*leave.instance_ids, *leave.later)
-    return PatchStatus(_scale_down_record(departing, left, answered, leave.departing_since, now))
+    record = _scale_down_record(departing, left, answered, leave.departing_since, now)
+    if leave.from_generation is not None and left and not leave.everyone:
+        record[LAST_SCALE_DOWN]["fromGeneration"] = leave.from_generation
+    return PatchStatus(record)
+
+
+def rebalances_since_leave(status: Mapping[str, Any] | None, *, state: str, generation: int) -> int | None:
+    """Once the group is Stable again after the last scale-down's leave, the rebalances it went through since
+    (generations, or KIP-848 epochs, counted from ``lastScaleDown.fromGeneration``); None when there is nothing to
+    count yet or any more (already counted, no generation reported, not Stable)."""
+    last = (status or {}).get(LAST_SCALE_DOWN)
+    if not isinstance(last, Mapping) or last.get("rebalances") is not None:
+        return None
+    start = last.get("fromGeneration")
+    if not isinstance(start, int) or isinstance(start, bool) or state != "Stable" or generation < start:
+        return None
+    return generation - start
 
 
 def _scale_down_record(
@@ -368,6 +395,9 @@ def _scale_down_record(
             # Whole seconds: departingSince has second precision (metav1.Time).
             "seconds": _seconds_between(since, at),
             "at": at,
+            # A merge patch: what the previous scale-down counted goes (this one is counted when it settles).
+            "fromGeneration": None,
+            "rebalances": None,
         },
     }
 

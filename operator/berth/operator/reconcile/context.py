@@ -29,6 +29,7 @@ from berth.operator.ports import (
     WorkloadPort,
 )
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
+from berth.operator.reconcile.members import InstanceMemory
 from berth.operator.spec import Fleet, OperatorDefaults
 
 
@@ -87,6 +88,10 @@ class PassContext:
     metrics: PassMetrics | None = None
     #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
     coordinator_ca: Callable[[], str | None] = lambda: None
+    #: Who held each Kafka fleet's instance ids since when (stale members and fencing are told from it).
+    instances: InstanceMemory = field(default_factory=InstanceMemory)
+    #: Why lag could not be read, as already logged (once each, not once per pass).
+    lag_problems_seen: set[str] = field(default_factory=set)
     #: The administrator's decision of which groups in use fleets may take over (--adopt-groups).
     adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
     #: The operator's own owner records of groups on coordinators that keep none (Kafka); None: none kept, and such

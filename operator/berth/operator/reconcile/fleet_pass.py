@@ -8,9 +8,13 @@ A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets 
 
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed;
-2. sizing (``reconcile.sizing``): the session timeout, and the workload applied with it;
-3. scaling (``reconcile.scaling``): observe -> plan -> execute, status written through the API after every step;
-4. status (``reconcile.status``): the workload and the group mirrored into status, conditions and metrics.
+2. sizing (``reconcile.sizing``): the session timeout (on a consumer-protocol group, set as the group's config),
+   and the workload applied with it;
+3. scaling (``reconcile.scaling``): the group looked at again (its kind decided again: a group may convert between
+   protocols), observe -> plan -> execute, status written through the API after every step;
+4. status (``reconcile.status``): the members checked (``reconcile.members``: instance ids held by stale members,
+   released where the fleet says so), and the workload, the group and its lag mirrored into status, conditions
+   and metrics.
 
 Every step may end the pass: a :class:`~berth.operator.planners.fleet_status.Refusal` (or ``GroupOwned``)
 becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
@@ -24,6 +28,7 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from berth.operator.planners import announcements
@@ -80,12 +85,13 @@ class FleetPass:
         fleet, target = admitted
         reachable_before = record.condition(COORDINATOR_REACHABLE)
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, bounds = await admission.admit_group(ctx, record, fleet, target, coordinator)
+            connected = await admission.connect(ctx, fleet, target)
+            group, bounds = await admission.admit_group(ctx, record, fleet, target, connected)
             workload = ctx.workload_for(fleet)
             key = advice_key(target, fleet.spec.group_id, ctx.defaults)
-            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload, advice_key=key)
-            description = await group.describe()
+            sized = await sizing.size_and_apply(ctx, record, fleet, group, bounds, workload, advice_key=key)
+            description, kind = await group.look()
+            group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
             return await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
@@ -119,8 +125,8 @@ class FleetPass:
             return None
         current = OwnedGroup(target.identity, fleet.spec.group_id)
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, description = await admission.look_up_group(coordinator, fleet, target)
+            connected = await admission.connect(ctx, fleet, target)
+            group, description = await admission.look_up_group(connected, fleet, target)
             owner = await self._owner(group, description, current)
             if owner is None or owner.uid != record.uid:
                 # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.

@@ -166,6 +166,7 @@ class FleetReconciler:
                 self.context.last_waiting.pop(uid, None)
                 if self.context.evidence is not None:
                     self.context.evidence.forget(uid)
+                self.context.instances.forget(uid)
                 return None
             if time.monotonic() >= deadline:
                 return waiting

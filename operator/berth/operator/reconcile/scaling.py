@@ -56,6 +56,7 @@ async def scale(
             stuck_allowance=context.stuck_allowance,
             unready=observed.unready,
             ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
+            group_generation=description.generation if group.kind.reports_generation and description.known else None,
         ),
         now=context.now(),
     )

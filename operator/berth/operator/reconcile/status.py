@@ -2,6 +2,11 @@
 two other endings of a pass, a refusal and an unreachable coordinator. Restarts since the last pass are counted
 here too (``reconcile.restarts``).
 
+Besides the workload and the group: the members checked (``reconcile.members``), a Kafka group's lag
+(``status.lag``, the gauges; a lag that cannot be read is logged once and leaves the last one), the rebalances the
+last scale-down cost once the group settles (``lastScaleDown.rebalances``, a ``Rebalanced`` Event; where the
+coordinator reports generations), and the conditions the kind, the sizing and the group's protocol add.
+
 Rules: every write is trimmed to what changes (``fleet_status.only_changes``), so an idle fleet's pass writes
 nothing. A refusal is announced (a Warning Event) only when status does not already say exactly it. A coordinator
 that cannot be asked is recorded (CoordinatorReachable=False, a Warning Event on the transition, in the port's
@@ -15,10 +20,11 @@ from __future__ import annotations
 import logging
 
 from berth.operator.planners import fleet_status
-from berth.operator.planners.coordinator_kind import kind_conditions
+from berth.operator.planners.coordinator_kind import kind_conditions, protocol_conditions
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.instances import instance_ids
-from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.lag import LAG, lag_status
+from berth.operator.planners.observations import GroupDescription, GroupLag
 from berth.operator.planners.ownership import FOREIGN_MEMBERS_EVENT, adopt_group_notes, foreign_report
 from berth.operator.planners.pause import (
     NOT_PAUSED,
@@ -30,7 +36,7 @@ from berth.operator.planners.pause import (
     was_paused,
 )
 from berth.operator.planners.restarts import NOTHING, activity_by_group
-from berth.operator.planners.scaling import ScalingPlan
+from berth.operator.planners.scaling import LAST_SCALE_DOWN, ScalingPlan, rebalances_since_leave
 from berth.operator.planners.statefulset import FLEET_LABEL
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY, PodsBlocked
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
@@ -38,6 +44,7 @@ from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, Workload
 from berth.operator.reconcile import restarts
 from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext, PassResult
+from berth.operator.reconcile.members import check_members
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.reconcile.sizing import Sized
 from berth.operator.spec import Fleet
@@ -65,8 +72,12 @@ async def mirror(
     evidence = NOTHING
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        observed = await context.evidence.observed(record.uid, group.evidence_key, description, context.now_ms())
+        observed = await context.evidence.observed(
+            record.uid, group.evidence_key, description, context.now_ms(), view.observation.times
+        )
         evidence = sum(activity_by_group(observed).values(), NOTHING)
+    member_notes = await check_members(context, record, fleet, group, view, description)
+    lag = await read_lag(context, record, group, description)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     not_ready = _not_ready(fleet, view)
     blocked = await _pods_blocked(context, fleet) if not_ready else None
@@ -86,12 +97,26 @@ async def mirror(
         generation=record.generation,
         notes=(
             *kind_conditions(fleet, group.kind),
+            *sized.notes,
+            *protocol_conditions(fleet, description, group.kind),
+            *member_notes,
             *adopt_group_notes(fleet, record.status),
             *((NOT_PAUSED,) if resumed else ()),
         ),
         not_ready=not_ready,
         blocked=blocked,
     )
+    if lag is not None:
+        patch[LAG] = lag_status(lag)
+    rebalances = rebalances_since_leave(record.status, state=description.state, generation=description.generation)
+    if rebalances is not None:
+        patch[LAST_SCALE_DOWN] = {"rebalances": rebalances}  # a merge patch: the record's other keys stay
+        removed = ", ".join(record.status[LAST_SCALE_DOWN].get("removed") or ()) or "the departed members"
+        record.events.info(
+            "Rebalanced",
+            f"group {fleet.spec.group_id} is Stable at generation {description.generation}:"
+            f" {rebalances} rebalance{'' if rebalances == 1 else 's'} since {removed} left",
+        )
     await record.write_changes(patch)
     foreign = foreign_report(fleet.spec.group_id, record.status, plan.foreign_members)
     await record.write(foreign.patch)
@@ -157,6 +182,25 @@ async def pause(context: PassContext, record: FleetRecord) -> PassResult:
     await record.write_changes(paused_patch(record.status, now=context.now(), generation=record.generation))
     count_state(context, record, refused=False)
     return PassResult()
+
+
+async def read_lag(
+    context: PassContext, record: FleetRecord, group: AdmittedGroup, description: GroupDescription
+) -> GroupLag | None:
+    """The group's lag (None where the coordinator keeps no partition log, or it could not be read now)."""
+    if not description.known:
+        return None
+    try:
+        lag = await group.coordinator.group_lag(group.group_id, description)
+    except CoordinatorUnavailable as error:
+        if str(error) not in context.lag_problems_seen:
+            context.lag_problems_seen.add(str(error))
+            logger.warning("fleet %s/%s: lag not read: %s", record.namespace, record.name, error)
+        return None
+    if lag is not None and context.metrics is not None:
+        shown = lag_status(lag)
+        context.metrics.lag(record.namespace, record.name, total=shown["total"], max_partition=shown["maxPartition"])
+    return lag
 
 
 async def refuse(context: PassContext, record: FleetRecord, refusal: Refusal) -> PassResult:
