@@ -65,6 +65,19 @@ class OperatorMetrics:
         self.refused = Gauge(
             "berth_operator_fleet_refused", "1 while the fleet is refused (SpecValid=False)", FLEET, registry=r
         )
+        self.leader = Gauge(
+            "berth_operator_leader",
+            "1 while this replica acts (it holds the leader's Lease, or runs without leader election), 0 while it"
+            " waits as a standby",
+            registry=r,
+        )
+        self.watch_lists = Counter(
+            "berth_operator_watch_lists",
+            "Complete lists of a watched kind: at start (reason start), and again after its watch expired (410 Gone:"
+            " reason expired)",
+            ["resource", "reason"],
+            registry=r,
+        )
         self._fleet_families: Iterable[Counter | Gauge | Histogram] = (
             self.batch_leaves,
             self.members_left,
@@ -93,6 +106,12 @@ class OperatorMetrics:
         self.ready.labels(namespace, fleet).set(1 if ready else 0)
         self.refused.labels(namespace, fleet).set(1 if refused else 0)
         self.departing.labels(namespace, fleet).set(departing)
+
+    def leading(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+    def listed(self, resource: str, reason: str) -> None:
+        self.watch_lists.labels(resource, reason).inc()
 
     def _start(self, namespace: str, fleet: str) -> None:
         """Create the fleet's counters and histograms at 0 (see the module docstring)."""

@@ -94,6 +94,11 @@ class ApiCallFailed(Exception):
     the message is the API server's own (``HTTP 422: ...``). The pass reports it (a Warning Event) and retries."""
 
 
+class NotLeading(Exception):
+    """A write was refused because this replica does not hold the leader's Lease (any more): nothing was sent. The
+    pass stops without recording anything; the leader carries on from what is stored."""
+
+
 class NotOurs(RuntimeError):
     """An object with the fleet's name exists and is not controlled by this fleet."""
 
@@ -145,13 +150,25 @@ class WorkloadView:
     #: The fleet's per-pod volume claims that stay: neither being deleted nor going with their pod (``whenScaled:
     #: Delete`` makes a departing pod their owner). Empty for a fleet without claim templates, and for local fleets.
     claims: frozenset[str] = frozenset()
+    #: Read from a cache of watched objects, which may lag the API server by a moment: a pass confirms such a
+    #: view with a fresh one (``observe(fresh=True)``) before a step it cannot take back (a batch leave).
+    from_cache: bool = False
+
+
+class WriteGate(Protocol):
+    """Whether this replica may write now (the leader, within its renew deadline); one check before every write."""
+
+    def check(self) -> None:
+        """Return when writing is allowed; raise :class:`NotLeading` when it is not."""
+        ...
 
 
 class WorkloadObserver(Protocol):
     """Reads one fleet's workload: through the API, or from a cache of watched objects (the pass does not care)."""
 
-    async def observe(self) -> WorkloadView:
-        """The workload's size, the members that exist and how many are ready, read together."""
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
+        """The workload's size, the members that exist and how many are ready, read together; ``fresh``: from the
+        source itself, never from a cache."""
         ...
 
 

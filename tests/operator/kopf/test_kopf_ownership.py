@@ -74,6 +74,8 @@ async def test_a_fleet_whose_group_another_fleet_owns_is_refused_and_sends_nothi
 
     await delete_fleet(apiserver, "orders")
     await until(lambda: stored(apiserver, FLEETS, "orders") is None, "the fleet released", timeout_s=60)
+    # Events are posted in the background: wait for it, then check it is the only one.
+    await until(lambda: messages(apiserver, "orders", "Released"), "the Released Event")
     assert messages(apiserver, "orders", "Released") == ["nothing was created for this fleet"]
 
     # Team A's group is as it was: its owner, members, generation, and no admin write or claim from this fleet.

@@ -87,8 +87,8 @@ async def size_and_apply(
         await record.write({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
         if choice.ms != current_ms:
             record.events.info("SessionTimeout", f"session timeout {choice.ms} ms: {choice.reason}")
-    if applied.changed:
-        view = await workload.observe()
+    if applied.changed:  # seen at the source: a cache may not have the change yet
+        view = await workload.observe(fresh=True)
     return Sized(planned, view)
 
 

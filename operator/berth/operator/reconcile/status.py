@@ -44,8 +44,8 @@ async def mirror(
 ) -> PassResult:
     """Status after the pass: the workload and the group as planned from, or looked at again when the plan acted."""
     view = sized.view
-    if plan.actions:
-        view = await workload.observe()
+    if plan.actions:  # what they changed, seen at the source (a cache may not have it yet)
+        view = await workload.observe(fresh=True)
         description = await group.describe()
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
