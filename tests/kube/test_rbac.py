@@ -21,6 +21,12 @@ CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml"
 ADVICE: frozenset[Permission] = frozenset(
     {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
 )
+#: Watching the CA ConfigMaps the operator publishes: only with coordinator.tls.enabled.
+WATCHED_CONFIGMAPS: frozenset[Permission] = frozenset({("", "configmaps", "list"), ("", "configmaps", "watch")})
+#: Leader election's Lease: a Role in the release namespace, by name (create cannot be limited to a name).
+LEASE: frozenset[Permission] = frozenset(
+    {("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}
+)
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
 PROBED: tuple[tuple[str, str], ...] = (
@@ -71,13 +77,20 @@ def allowed(kube: Kube, user: str, namespace: str) -> set[Permission]:
     return {(g, r, v) for (g, r, v, _), yes in zip(checks, kube.decide(user, checks), strict=True) if yes}
 
 
+def lease_verbs(kube: Kube, user: str, namespace: str, lease: str) -> set[str]:
+    """The verbs ``user`` may use on the Lease named ``lease`` in ``namespace``."""
+    checks = [("coordination.k8s.io", f"leases:{lease}", verb, namespace) for verb in VERBS]
+    return {verb for (_, _, verb, _), yes in zip(checks, kube.decide(user, checks), strict=True) if yes}
+
+
 def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube, chart_release: str) -> None:
     fleets = kube.create_namespace("rbac-fleets")
     user = "system:serviceaccount:berth:berth-operator"
     assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
     granted = allowed(kube, user, fleets)
-    # Without analytics (the default) there is no advice ConfigMap to read (test_the_advice_configmap_... below).
-    expected = needed() - ADVICE
+    # Without analytics (the default) there is no advice ConfigMap to read (test_the_advice_configmap_... below);
+    # without TLS no CA ConfigMap to watch; the Lease is in the release namespace only.
+    expected = needed() - ADVICE - WATCHED_CONFIGMAPS - LEASE
     assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
     # The same answers through kubectl, as a person would ask.
@@ -86,12 +99,18 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
+    # Leader election: its own Lease in the release namespace (get, update; create, which a name cannot limit).
+    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update"}
+    assert lease_verbs(kube, user, "berth", "another-lease") == {"create"}
+    assert lease_verbs(kube, user, fleets, "berth-operator") == set()
 
 
 def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube) -> None:
     kube.helm("install", "team", str(CHART), "-n", "team-a", "--create-namespace", "--set", "operator.scope=namespace")
     user = "system:serviceaccount:team-a:team-operator"
-    assert allowed(kube, user, "team-a") == needed() - KOPF_CLUSTER_ONLY - ADVICE
+    not_leases = {p for p in allowed(kube, user, "team-a") if p[1] != "leases"}
+    assert not_leases == needed() - KOPF_CLUSTER_ONLY - ADVICE - WATCHED_CONFIGMAPS - LEASE
+    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update"}
     elsewhere = allowed(kube, user, "default")
     assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"
     for verb in ("list", "watch"):
@@ -117,7 +136,8 @@ def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
 
 def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_and_nothing_more(kube: Kube) -> None:
     """coordinator.tls.enabled: ConfigMaps get, create and patch in every namespace (the CA each fleet's pods mount),
-    never list, watch, update or delete; everything else as without TLS."""
+    and list and watch (the operator watches the ones it made, by their labels); never update or delete; everything
+    else as without TLS."""
     kube.helm(
         "install", "secure", str(CHART), "-n", "secure", "--create-namespace",
         "--set", "coordinator.tls.enabled=true", "--set", "coordinator.tls.secretName=coordinator-cert",
@@ -125,5 +145,6 @@ def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_
     fleets = kube.create_namespace("rbac-tls-fleets")
     user = "system:serviceaccount:secure:secure-operator"
     granted = allowed(kube, user, fleets)
-    assert granted == set(needed()), f"differs: {sorted(granted ^ set(needed()))}"
-    assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch"}
+    expected = needed() - LEASE
+    assert granted == set(expected), f"differs: {sorted(granted ^ set(expected))}"
+    assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch", "list", "watch"}

@@ -7,6 +7,11 @@ starts the three processes, waits for ``/readyz`` and writes an admin kubeconfig
 There is no scheduler and no kubelet: pods are created by the StatefulSet controller and never run
 (``fake_kubelet`` marks them Ready and runs a member process per pod). Unscheduled pods are deleted at once.
 
+The API server keeps an audit log of the requests of ``audited_groups``' members (by default every ServiceAccount of
+namespace ``berth``, where the tests and benchmarks install the chart whose identity the operator runs as): one
+line per request as it is received, with its verb, object, user and User-Agent (:meth:`ControlPlane.audit`), so a
+test or a benchmark counts exactly what the operator asked.
+
 Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, then ``BERTH_K8S_BIN_DIR``, then
 ``../shared/tools/k8s/bin`` beside the repository; etcd in the same directory or on ``PATH`` (Debian's
 ``etcd-server``, installed by ``scripts/ensure-etcd.sh``).
@@ -14,6 +19,7 @@ Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,6 +29,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from support.net import free_port
 
@@ -130,12 +137,41 @@ def kubeconfig_text(
     )
 
 
+def audit_policy(groups: tuple[str, ...]) -> str:
+    """Metadata of every request by a member of ``groups``, once, when it is received; nothing else."""
+    listed = ", ".join(json.dumps(group) for group in groups)
+    return (
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\n"
+        "omitStages: [ResponseStarted, ResponseComplete, Panic]\n"
+        f"rules:\n- level: Metadata\n  userGroups: [{listed}]\n- level: None\n"
+    )
+
+
 @dataclass
 class ControlPlane:
     binaries: Binaries
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     server: str = ""
+    audited_groups: tuple[str, ...] = ("system:serviceaccounts:berth",)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit(self, since: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The audit events logged from byte ``since`` of the log on, and the offset to read from next time."""
+        if not self.audit_log.exists():
+            return [], since
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            data = log.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()], since + len(complete)
+
+    def audit_offset(self) -> int:
+        """Where the audit log ends now: read from here to see only what comes next."""
+        return self.audit(0)[1] if self.audit_log.exists() else 0
 
     @property
     def pki(self) -> Path:
@@ -202,6 +238,10 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
             ],
         )
         self.kubeconfig.write_text(
@@ -228,6 +268,11 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
             ],
         )
+
+    def _write_audit_policy(self) -> Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(audit_policy(self.audited_groups))
+        return path
 
     def _wait_ready(self, timeout_s: float) -> None:
         context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))

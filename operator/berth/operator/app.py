@@ -242,7 +242,7 @@ def exit_on_lost_leadership() -> None:
 def user_agent(options: OperatorOptions) -> str:
     """``berth-operator/<version> (<replica>)``: what the API server's audit log shows for every request."""
     election = options.leader_election
-    replica = election.identity if election else os.environ.get("HOSTNAME") or socket.gethostname()
+    replica = election.identity if election else os.environ.get("POD_NAME") or socket.gethostname()
     return f"{COMPONENT}/{version()} ({replica})"
 
 

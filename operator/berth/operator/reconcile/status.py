@@ -66,10 +66,13 @@ async def mirror(
         notes=kind_conditions(fleet, group.kind),
     )
     await record.write_changes(patch)
-    claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
-    await record.write(claims.patch)
-    if claims.event is not None:
-        record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
+    if not record.status.get("departing"):  # a scale-down's claims are told once it is over, in one Event
+        claims = report_retained_claims(
+            fleet, record.status, claims=view.claims, existing_pods=view.observation.existing
+        )
+        await record.write(claims.patch)
+        if claims.event is not None:
+            record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
     if was_refused:
         record.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
     count_state(context, record, refused=False)
