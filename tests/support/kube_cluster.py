@@ -12,6 +12,10 @@ namespace ``berth``, where the tests and benchmarks install the chart whose iden
 line per request as it is received, with its verb, object, user and User-Agent (:meth:`ControlPlane.audit`), so a
 test or a benchmark counts exactly what the operator asked.
 
+ConfigMaps have no watch cache in this API server (``--watch-cache-sizes=configmaps#0``): their watches are served
+by etcd, so a test can make a watch expire as a long absence does in a real cluster (:meth:`ControlPlane.compact`
+compacts etcd's history; a watch resumed from before it is answered 410 Gone). Everything else is cached as usual.
+
 Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, then ``BERTH_K8S_BIN_DIR``, then
 ``../shared/tools/k8s/bin`` beside the repository; etcd in the same directory or on ``PATH`` (Debian's
 ``etcd-server``, installed by ``scripts/ensure-etcd.sh``).
@@ -153,6 +157,7 @@ class ControlPlane:
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     server: str = ""
+    etcd_url: str = ""
     audited_groups: tuple[str, ...] = ("system:serviceaccounts:berth",)
 
     @property
@@ -195,7 +200,7 @@ class ControlPlane:
         pki = self.pki
         etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
         api_port, kcm_port = free_port(), free_port()
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn(
             "etcd",
             [
@@ -242,6 +247,7 @@ class ControlPlane:
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
+                "--watch-cache-sizes=configmaps#0",
             ],
         )
         self.kubeconfig.write_text(
@@ -268,6 +274,21 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
             ],
         )
+
+    def compact(self) -> int:
+        """Compact etcd's history up to now (what the API server does every few minutes); the revision compacted to."""
+
+        def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(
+                self.etcd_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                found: dict[str, Any] = json.loads(answer.read())
+                return found
+
+        revision = int(post("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def _write_audit_policy(self) -> Path:
         path = self.workdir / "audit-policy.yaml"
