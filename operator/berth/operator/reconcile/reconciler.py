@@ -112,7 +112,8 @@ class FleetReconciler:
         assert claims is not None  # the queue starts with attach()
         try:
             result = await self.reconcile(key, claims)
-        except NotLeading:
+        except NotLeading as error:
+            logger.warning("fleet %s: pass stopped: %s", key, error)
             return None
         except (CoordinatorUnavailable, RetryLater) as error:
             return self._failed(key, f"{error}")
