@@ -26,6 +26,8 @@ BENCHMARKS = {
     "kafka_scale_down": "benchmarks.kafka_scale_down",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
+    "operator_scale": "benchmarks.operator_scale",
+    "operator_takeover": "benchmarks.operator_takeover",
 }
 
 

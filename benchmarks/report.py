@@ -23,6 +23,8 @@ ORDER = [
     "store_throughput",
     "kafka_scale_down",
     "status_lag",
+    "operator_scale",
+    "operator_takeover",
 ]
 
 

@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,7 +64,7 @@ from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
 from berth.operator.reconcile.context import PassContext
 from berth.operator.reconcile.evidence_journal import EvidenceRecorder
-from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
+from berth.operator.reconcile.reconciler import WORKERS, FleetKey, FleetReconciler
 from berth.operator.spec import Fleet
 
 logger = logging.getLogger("berth.operator")
@@ -75,6 +76,9 @@ CACHE_POKE_DELAY_S = 0.1
 CACHE_SYNC_WAIT_S = 10.0
 #: berth-operator's exit status when it lost the leader's Lease (its restart waits as a standby).
 EXIT_LOST_LEADERSHIP = 1
+#: Threads (and pooled connections) for the official client's calls: each call holds one for its round trip, and
+#: every pass running at once may be in one (asyncio's default, cores + 4, would queue them on a small machine).
+API_THREADS = WORKERS + 8
 
 
 def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
@@ -258,6 +262,8 @@ async def run_operator(
     election = options.leader_election
     gate = LeaderGate() if election is not None else None
     agent = user_agent(options)
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(API_THREADS, thread_name_prefix="api"))
+    identity.configuration.connection_pool_maxsize = API_THREADS
     api_client = GatedApiClient(identity.configuration, user_agent=agent, gate=gate)
     api = ApiSession(identity, user_agent=agent, gate=gate)
     metrics = OperatorMetrics()
