@@ -64,7 +64,8 @@ class World:
 
 
 @contextlib.contextmanager
-def world() -> Iterator[World]:
+def world(*coordinator_flags: str) -> Iterator[World]:
+    """The control plane, the chart, and a coordinator (with ``coordinator_flags``) requiring tokens."""
     with tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp, started_control_plane() as plane:
         work = Path(tmp)
         kube = admin_of(plane)
@@ -84,7 +85,13 @@ def world() -> Iterator[World]:
             )
         )
         coordinator = CoordinatorProcess(
-            work / "data", "--tokens-file", str(tokens), "--log-level", "warning", manual_clock=False
+            work / "data",
+            *coordinator_flags,
+            "--tokens-file",
+            str(tokens),
+            "--log-level",
+            "warning",
+            manual_clock=False,
         )
         coordinator.start()
         try:

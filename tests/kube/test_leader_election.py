@@ -11,16 +11,14 @@ from __future__ import annotations
 import signal
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
-from support.fleet_stage import ADMIN_TOKEN, Stage, admin_leaves, fleet_body
+from support.fleet_stage import Stage, admin_leaves, fleet_body
 from support.kube import Kube, wait_until
 from support.kube_cluster import ControlPlane
-from support.net import free_port
 from support.operator_process import OperatorProcess
 
 from berth.operator.app import EXIT_LOST_LEADERSHIP
@@ -43,34 +41,8 @@ Start = Callable[[], OperatorProcess]
 
 
 @pytest.fixture
-def start_replica(
-    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, namespace: str, tmp_path: Path
-) -> Iterator[Start]:
-    started: list[OperatorProcess] = []
-    token = tmp_path / "admin-token"
-    token.write_text(ADMIN_TOKEN)
-
-    def start() -> OperatorProcess:
-        metrics = free_port()
-        args = [
-            "--namespace", namespace,
-            "--coordinator-url", coordinator_for_operator.url,
-            "--token-file", str(token),
-            "--liveness-port", "0",
-            "--metrics-port", str(metrics),
-            *ELECTION,
-        ]  # fmt: skip
-        replica = OperatorProcess(operator_identity.kubeconfig, tmp_path / f"replica-{len(started)}.log", args)
-        replica.start()
-        replica.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
-        started.append(replica)
-        return replica
-
-    yield start
-    for replica in started:
-        replica.stop()  # a leader releases the Lease: the next test's replicas need not wait it out
-        forbidden = replica.forbidden()
-        assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+def start_replica(namespaced_operator: Callable[..., OperatorProcess]) -> Start:
+    return lambda: namespaced_operator(*ELECTION)
 
 
 def leading(replica: OperatorProcess) -> bool:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.coordinator import CoordinatorProcess
-from support.fleet_stage import ADMIN_TOKEN, fleet_body
+from support.fleet_stage import fleet_body
 from support.kube import Kube, wait_until
 from support.kube_cluster import ControlPlane
-from support.net import free_port
 from support.operator_process import OperatorProcess
 from support.tcp_proxy import TcpProxy
 
@@ -33,37 +31,14 @@ Start = Callable[..., OperatorProcess]
 
 
 @pytest.fixture
-def start_operator(
-    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, namespace: str, tmp_path: Path
-) -> Iterator[Start]:
-    """``berth-operator --namespace <the test's>`` that polls nothing; ``kubeconfig`` may route it elsewhere."""
-    started: list[OperatorProcess] = []
-    token = tmp_path / "admin-token"
-    token.write_text(ADMIN_TOKEN)
+def start_operator(namespaced_operator: Start) -> Start:
+    """An operator for the test's namespace that polls nothing; ``kubeconfig`` may route it elsewhere."""
 
     def start(*extra: str, kubeconfig: Path | None = None) -> OperatorProcess:
-        metrics = free_port()
-        args = [
-            "--namespace", namespace,
-            "--coordinator-url", coordinator_for_operator.url,
-            "--token-file", str(token),
-            "--liveness-port", "0",
-            "--metrics-port", str(metrics),
-            "--resync-interval-s", "3600",
-            "--reconcile-interval-s", "600",
-            *extra,
-        ]  # fmt: skip
-        log = tmp_path / f"operator-{len(started)}.log"
-        operator = OperatorProcess(kubeconfig or operator_identity.kubeconfig, log, args).start()
-        operator.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
-        started.append(operator)
-        return operator
+        quiet_flags = ("--resync-interval-s", "3600", "--reconcile-interval-s", "600")
+        return namespaced_operator(*quiet_flags, *extra, kubeconfig=kubeconfig)
 
-    yield start
-    for operator in started:
-        operator.stop()
-        forbidden = operator.forbidden()
-        assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+    return start
 
 
 def has_status(kube: Kube, namespace: str, name: str) -> bool:
