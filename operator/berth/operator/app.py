@@ -50,12 +50,11 @@ from berth.operator.kube.events import FleetEvents
 from berth.operator.kube.evidence_configmap import ConfigMapJournal
 from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.identity import KubeIdentity, load_identity
-from berth.operator.kube.lease import LeaseApi
 from berth.operator.kube.observation import ApiWorkloadObserver
 from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.watch_cache import CachedWorkloadObserver, WatchCache
 from berth.operator.kube.workload import StatefulSetWorkload
-from berth.operator.leader import LeaderElector, LeaderGate
+from berth.operator.leader import LeaderGate, holding_the_lease
 from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
@@ -276,74 +275,33 @@ async def run_operator(
 
     register_activities(registry, kopf_session, service.reconciler.close)
     register_fleet_handlers(registry, service.reconciler, defaults=options.defaults, poll_s=poll_interval_s(options))
-    lease_client: kubernetes.client.ApiClient | None = None
-    lease: LeaseApi | None = None
-    elector: LeaderElector | None = None
-    keeping: asyncio.Task[None] | None = None
     try:
         async with serving(metrics, options.metrics_port), serving_health(options.liveness_port):
             if service.cache is not None:
                 service.cache.start()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(service.cache.wait_synced(), CACHE_SYNC_WAIT_S)
-            if election is None:
-                metrics.leading(True)
-            else:
-                assert gate is not None
-                lease_client = kubernetes.client.ApiClient(identity.configuration)
-                lease_client.user_agent = agent
-                lease = LeaseApi(
-                    lease_client,
-                    namespace=election.namespace,
-                    name=election.lease,
-                    timeout_s=election.timing.renew_deadline_s / 2,
+            async with contextlib.AsyncExitStack() as held:
+                if election is None:
+                    metrics.leading(True)
+                else:
+                    assert gate is not None
+                    lease = holding_the_lease(
+                        identity, election, gate, user_agent=agent, on_leading=metrics.leading, on_lost=on_lost,
+                        stop_flag=stop_flag,
+                    )  # fmt: skip
+                    if not await held.enter_async_context(lease):
+                        return
+                await kopf.operator(
+                    registry=registry,
+                    settings=build_settings(options),
+                    standalone=True,
+                    clusterwide=options.namespace is None,
+                    namespaces=[options.namespace] if options.namespace else [],
+                    stop_flag=stop_flag,
+                    ready_flag=ready_flag,
                 )
-                elector = LeaderElector(
-                    lease, identity=election.identity, timing=election.timing, gate=gate, on_leading=metrics.leading
-                )
-                metrics.leading(False)
-                if not await _until_stopped(elector.acquire(), stop_flag):
-                    return
-                keeping = asyncio.create_task(_keep(elector, on_lost), name="leader's Lease")
-            await kopf.operator(
-                registry=registry,
-                settings=build_settings(options),
-                standalone=True,
-                clusterwide=options.namespace is None,
-                namespaces=[options.namespace] if options.namespace else [],
-                stop_flag=stop_flag,
-                ready_flag=ready_flag,
-            )
     finally:
-        if keeping is not None:
-            keeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeping
-        if elector is not None:
-            await elector.release()
         await service.close()
         await api.close()
-        if lease is not None:
-            lease.close()
-        if lease_client is not None:
-            lease_client.close()  # type: ignore[no-untyped-call]
         api_client.close()  # type: ignore[no-untyped-call]
-
-
-async def _keep(elector: LeaderElector, on_lost: Callable[[], None]) -> None:
-    await elector.keep()
-    on_lost()
-
-
-async def _until_stopped(waiting: Any, stop_flag: StopFlag | None) -> bool:
-    """Await ``waiting``; False (and it cancelled) when ``stop_flag`` is set first."""
-    task = asyncio.ensure_future(waiting)
-    while not task.done():
-        if stop_flag is not None and stop_flag.is_set():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            return False
-        await asyncio.wait({task}, timeout=0.2)
-    task.result()
-    return True

@@ -11,18 +11,28 @@ before another may take over (``planners.lease`` decides; this module keeps time
   the Lease and logs who leads whenever that changes.
 - What losing leadership does is the caller's (``berth-operator`` exits, as controller-runtime's managers do, and
   starts again as a standby): the gate is closed first, whatever the caller does next.
+- :func:`holding_the_lease` is how ``app`` runs the operator's work under the Lease: wait as a standby, keep it
+  while the work runs, release it after. The Lease's calls get an API client of their own (not gated: a candidate
+  must write the Lease to become the leader) on a thread of their own (``kube.lease``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
+import kubernetes
+
+from berth.operator.kube.identity import KubeIdentity
+from berth.operator.kube.lease import LeaseApi
+from berth.operator.leader_options import LeaderElection
 from berth.operator.planners.lease import (
     LeaseConflict,
     LeaseRecord,
@@ -191,3 +201,59 @@ class LeaderElector:
             logger.info("released the leader's Lease")
         except Exception as error:
             logger.warning("could not release the leader's Lease (%s): a standby takes over when it expires", error)
+
+
+@contextlib.asynccontextmanager
+async def holding_the_lease(
+    identity: KubeIdentity,
+    election: LeaderElection,
+    gate: LeaderGate,
+    *,
+    user_agent: str,
+    on_leading: Callable[[bool], None],
+    on_lost: Callable[[], None],
+    stop_flag: threading.Event | None = None,
+) -> AsyncIterator[bool]:
+    """Wait until this replica holds the Lease (True), or ``stop_flag`` is set first (False); keep renewing it while
+    the block runs (``on_lost`` when it is lost); release it when the block ends."""
+    client = kubernetes.client.ApiClient(identity.configuration)
+    client.user_agent = user_agent
+    lease = LeaseApi(
+        client, namespace=election.namespace, name=election.lease, timeout_s=election.timing.renew_deadline_s / 2
+    )
+    elector = LeaderElector(lease, identity=election.identity, timing=election.timing, gate=gate, on_leading=on_leading)
+    on_leading(False)
+    keeping: asyncio.Task[None] | None = None
+    try:
+        if not await _until_stopped(elector.acquire(), stop_flag):
+            yield False
+            return
+        keeping = asyncio.create_task(_keep(elector, on_lost), name="leader's Lease")
+        yield True
+    finally:
+        if keeping is not None:
+            keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeping
+        await elector.release()
+        lease.close()
+        client.close()  # type: ignore[no-untyped-call]
+
+
+async def _keep(elector: LeaderElector, on_lost: Callable[[], None]) -> None:
+    await elector.keep()
+    on_lost()
+
+
+async def _until_stopped(waiting: Awaitable[None], stop_flag: threading.Event | None) -> bool:
+    """Await ``waiting``; False (and it cancelled) when ``stop_flag`` is set first."""
+    task = asyncio.ensure_future(waiting)
+    while not task.done():
+        if stop_flag is not None and stop_flag.is_set():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return False
+        await asyncio.wait({task}, timeout=0.2)
+    task.result()
+    return True
