@@ -28,6 +28,8 @@ BENCHMARKS = {
     "status_lag": "benchmarks.status_lag",
     "operator_scale": "benchmarks.operator_scale",
     "operator_takeover": "benchmarks.operator_takeover",
+    "failover": "benchmarks.failover",
+    "operator_metrics": "benchmarks.operator_metrics",
 }
 
 

@@ -61,4 +61,14 @@ GOALS: dict[str, str] = {
         "a standby takes over within the lease duration (+ one retry period) of the leader's death, and reconciles"
         " within a second after that. Assumes controller-runtime's timings: lease 15 s, renew deadline 10 s, retry 2 s"
     ),
+    "failover": (
+        "replicated coordinator (chart's HA option: 3 etcd members with fsync, 2 replicas, 5 s lease, readiness every "
+        "1 s): kill -9 of the active replica to the first join answered well inside the 45 s session timeout "
+        "(stretch: < 10 s); 0 rebalances of 100 static members (heartbeat 3 s) over 8 failovers; durable writes "
+        "reported as a ratio to the SQLite store, side by side"
+    ),
+    "operator_metrics": (
+        "the event loop's 100 ms timer wakes < 100 ms late at 10,000 fleets while /metrics is scraped back to back "
+        "(before: seconds late); series per fleet bounded (10). Assumes a pass recorded every 10 ms meanwhile"
+    ),
 }

@@ -25,6 +25,8 @@ ORDER = [
     "status_lag",
     "operator_scale",
     "operator_takeover",
+    "failover",
+    "operator_metrics",
 ]
 
 

@@ -30,9 +30,13 @@ from chart_helpers import (
     secret_strings,
     template_args,
 )
+from support.certs import tls_handshake
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet
+from berth.coordinator.http.main import build_parser as coordinator_parser
+from berth.coordinator.http.replicas import replication_config
+from berth.coordinator.store.etcd.copy import build_parser as copy_parser
 from berth.operator.planners.statefulset import pod_labels
 from berth.pipeline.main import analyze_parser
 
@@ -111,13 +115,16 @@ def check_defaults(docs: list[Obj]) -> None:
     assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094), ("probes", 9095)]
     args = operator_args(docs)
     assert args[0] == "berth-operator"
-    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+    assert arg_after(args, "--coordinator-url") == "https://berth-coordinator.berth:9094"
     assert "--namespace" not in args and "--advice-configmap" not in args
+    assert (arg_after(args, "--max-fleets"), arg_after(args, "--max-fleets-per-namespace")) == ("2000", "500")
+    assert arg_after(args, "--group-owners-namespace") == NAMESPACE and "--adopt-groups" not in args
     coordinator = coordinator_args(docs)
     assert coordinator[0] == "berth-coordinator"
     # The coordinator's default host (127.0.0.1) would be unreachable from other pods.
     assert arg_after(coordinator, "--host") == "0.0.0.0"
-    assert "--group-max-size" not in coordinator and "--tls-cert-file" not in coordinator
+    assert "--group-max-size" not in coordinator
+    check_generated_tls(docs)
     assert (arg_after(coordinator, "--probe-port"), arg_after(coordinator, "--max-connections-per-client")) == (
         "9095",
         "1000",
@@ -156,7 +163,16 @@ def check_network_policies(docs: list[Obj]) -> None:
     fleet_pod = pod_labels("orders")
     peers = rule["from"]
     assert any(selects(p["podSelector"], operator_pod) and "namespaceSelector" not in p for p in peers)
-    assert any(selects(p["podSelector"], fleet_pod) and p.get("namespaceSelector") == {} for p in peers)
+    # A fleet pod passes only in the release namespace or one an administrator labelled (issue 22): the pod label
+    # berth.dev/fleet, which any pod may set, is never enough on its own.
+    fleet_peers = [p for p in peers if selects(p["podSelector"], fleet_pod)]
+    labelled = {"kubernetes.io/metadata.name": "shop", "berth.dev/fleets": "enabled"}
+    unlabelled = {"kubernetes.io/metadata.name": "shop"}
+    release = {"kubernetes.io/metadata.name": NAMESPACE}
+    assert all("namespaceSelector" in p and p["namespaceSelector"] for p in fleet_peers), fleet_peers
+    assert any(selects(p["namespaceSelector"], labelled) for p in fleet_peers)
+    assert any(selects(p["namespaceSelector"], release) for p in fleet_peers)
+    assert not any(selects(p["namespaceSelector"], unlabelled) for p in fleet_peers)
     assert not any(selects(p["podSelector"], {"app": "anything-else"}) for p in peers)
     operator_policy = one(docs, "NetworkPolicy", "berth-operator")["spec"]
     assert selects(operator_policy["podSelector"], operator_pod)
@@ -168,11 +184,44 @@ def check_network_policies(docs: list[Obj]) -> None:
     assert arg_after(operator_args(docs), "--metrics-port") == "8081"
 
 
+def check_generated_tls(docs: list[Obj]) -> None:
+    """TLS by default (issue 22): with no certificate given the chart makes a CA and a certificate for the Service's
+    names, the coordinator serves it and every client verifies against the CA alone (never the private key)."""
+    secret = one(docs, "Secret", "berth-coordinator-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    data = {key: base64.b64decode(value) for key, value in secret["data"].items()}
+    assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
+    names = (
+        "berth-coordinator",
+        "berth-coordinator.berth",
+        "berth-coordinator.berth.svc",
+        "berth-coordinator.berth.svc.cluster.local",
+    )
+    for name in names:  # a real handshake: the certificate chains to the CA and names the Service
+        assert tls_handshake(data, name) is None, name
+    assert "Hostname mismatch" in (tls_handshake(data, "evil.example") or "")
+    assert arg_after(coordinator_args(docs), "--tls-cert-file") == "/etc/berth/tls/tls.crt"
+    assert arg_after(operator_args(docs), "--coordinator-ca-file") == "/etc/berth/ca/ca.crt"
+    for name, spec in pod_specs(docs):
+        if name.startswith("StatefulSet/"):
+            continue
+        ca_volume = next(v for v in spec["volumes"] if v["name"] == "coordinator-ca")["secret"]
+        assert ca_volume["secretName"] == "berth-coordinator-tls", name
+        assert ca_volume["items"] == [{"key": "ca.crt", "path": "ca.crt"}], name
+
+
+def tokens_secret(docs: list[Obj]) -> Obj:
+    """The generated tokens Secret (the generated TLS Secret holds no token)."""
+    (secret,) = [d for d in find(docs, "Secret") if d["metadata"]["name"].endswith("-coordinator-tokens")]
+    return secret
+
+
 def check_trusted_coordinators(docs: list[Obj]) -> None:
     args = operator_args(docs)
     trusted = [args[i + 1] for i, arg in enumerate(args) if arg == "--trusted-coordinator"]
     assert trusted == ["http://orders-coordinator.team-a:9094", "https://coordinator.example.net:9443"]
-    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+    assert arg_after(args, "--coordinator-url") == "https://berth-coordinator.berth:9094"
 
 
 def check_no_network_policies(docs: list[Obj]) -> None:
@@ -203,9 +252,11 @@ def check_analytics(docs: list[Obj]) -> None:
     assert analyze["args"] == [
         "berth-analyze",
         "--journal-url",
-        "http://berth-coordinator.berth:9094",
+        "https://berth-coordinator.berth:9094",
         "--token-file",
         "/etc/berth/analytics/token",
+        "--ca-file",
+        "/etc/berth/ca/ca.crt",
         "--also-journal",
         "/etc/berth/kafka-evidence/evidence.jsonl",
         "--out",
@@ -297,10 +348,10 @@ def check_dashboard_label(docs: list[Obj]) -> None:
 
 
 def check_existing_secret(docs: list[Obj]) -> None:
-    assert not find(docs, "Secret")
+    assert [s["metadata"]["name"] for s in find(docs, "Secret")] == ["berth-coordinator-tls"]  # no tokens Secret
     for name, spec in pod_specs(docs):
         secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
-        assert secrets == {"my-tokens"}, name
+        assert secrets - {"berth-coordinator-tls"} == {"my-tokens"}, name
 
 
 def check_group_tokens(docs: list[Obj]) -> None:
@@ -369,6 +420,8 @@ def check_coordinator_tuning(docs: list[Obj]) -> None:
     args = coordinator_args(docs)
     assert arg_after(args, "--group-max-size") == "50"
     assert arg_after(args, "--group-min-session-timeout-ms") == "10000"
+    assert arg_after(args, "--max-stored-bytes") == "402653184"  # with a larger memory limit, more kept
+    assert arg_after(args, "--metrics-max-groups-per-token") == "0"
     assert arg_after(args, "--log-level") == "debug"
     claim = one(docs, "StatefulSet")["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["storageClassName"] == "fast-ssd"
@@ -479,11 +532,86 @@ def check_probes_open_to_prometheus(docs: list[Obj]) -> None:
     assert PROMETHEUS in rules[0]["from"]
 
 
+def check_ha(docs: list[Obj]) -> None:
+    """Replicas on etcd: no data volume, the etcd the chart installs, limits that agree on both sides, readiness every
+    second (only the active replica is Ready), spread over nodes, and no budget that would pin the active replica."""
+    statefulset = one(docs, "StatefulSet", "berth-coordinator")
+    spec = statefulset["spec"]
+    assert (spec["replicas"], spec["podManagementPolicy"], spec["updateStrategy"]) == (
+        2,
+        "Parallel",
+        {"type": "OnDelete"},
+    )
+    assert "volumeClaimTemplates" not in spec
+    coordinator = container(docs, "StatefulSet", "berth-coordinator")
+    args = coordinator["args"]
+    assert "--data-dir" not in args and not any(m["mountPath"] == "/var/lib/berth" for m in coordinator["volumeMounts"])
+    member_args = container(docs, "StatefulSet", "berth-etcd")["args"]
+    etcd_flag = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in member_args}
+    assert arg_after(args, "--etcd-max-txn-ops") == etcd_flag["--max-txn-ops"] == "131072"
+    assert arg_after(args, "--etcd-max-request-bytes") == etcd_flag["--max-request-bytes"] == "16777216"
+    members = [f"berth-etcd-{i}.berth-etcd.{NAMESPACE}.svc" for i in range(3)]
+    assert arg_after(args, "--etcd-endpoints") == ",".join(f"http://{m}:2379" for m in members)
+    assert etcd_flag["--initial-cluster"] == ",".join(f"berth-etcd-{i}=http://{m}:2380" for i, m in enumerate(members))
+    assert etcd_flag["--advertise-client-urls"] == f"http://$(POD_NAME).berth-etcd.{NAMESPACE}.svc:2379"
+    assert (arg_after(args, "--etcd-prefix"), arg_after(args, "--etcd-lease-ttl-s")) == ("/berth/", "5")
+    assert arg_after(args, "--replica-name") == "$(POD_NAME)"
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in coordinator["env"]
+    parsed = coordinator_parser().parse_args(args[1:])  # the real command line takes them ...
+    replication = replication_config(parsed)
+    assert replication is not None and replication.problems(parsed.group_metadata_max_bytes) == []  # ... and starts
+    readiness = coordinator["readinessProbe"]
+    assert (readiness["periodSeconds"], readiness["failureThreshold"], readiness["timeoutSeconds"]) == (1, 1, 1)
+    pod = spec["template"]
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert selects(term["podAffinityTerm"]["labelSelector"], pod["metadata"]["labels"])
+    assert not find(docs, "PodDisruptionBudget", "berth-coordinator")
+    etcd = one(docs, "StatefulSet", "berth-etcd")
+    etcd_pod = etcd["spec"]["template"]["metadata"]["labels"]
+    assert (etcd["spec"]["replicas"], etcd["spec"]["podManagementPolicy"]) == (3, "Parallel")
+    assert [t["metadata"]["name"] for t in etcd["spec"]["volumeClaimTemplates"]] == ["data"]
+    budget = one(docs, "PodDisruptionBudget", "berth-etcd")["spec"]
+    assert budget["maxUnavailable"] == 1 and selects(budget["selector"], etcd_pod)
+    headless = one(docs, "Service", "berth-etcd")["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert selects({"matchLabels": headless["selector"]}, etcd_pod)
+    (client, peer) = one(docs, "NetworkPolicy", "berth-etcd")["spec"]["ingress"]
+    assert client["ports"] == [{"port": 2379, "protocol": "TCP"}] and peer["ports"] == [
+        {"port": 2380, "protocol": "TCP"}
+    ]
+    assert any(selects(p["podSelector"], pod["metadata"]["labels"]) for p in client["from"])
+    assert not any(selects(p["podSelector"], {"berth.dev/fleet": "orders"}) for p in client["from"])
+    assert [selects(p["podSelector"], etcd_pod) for p in peer["from"]] == [True]
+    assert not find(docs, "Job")
+
+
+def check_ha_copy(docs: list[Obj]) -> None:
+    assert one(docs, "StatefulSet", "berth-coordinator")["spec"]["replicas"] == 0
+    job = one(docs, "Job", "berth-coordinator-copy-to-etcd")
+    copy = job["spec"]["template"]["spec"]["containers"][0]
+    assert copy["args"][:2] == ["berth-coordinator", "copy-to-etcd"]
+    copy_parser().parse_args(copy["args"][2:])
+    assert arg_after(copy["args"], "--data-dir") == "/var/lib/berth"
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-berth-coordinator-0"}} in job["spec"][
+        "template"
+    ]["spec"]["volumes"]
+    (client, _) = one(docs, "NetworkPolicy", "berth-etcd")["spec"]["ingress"]
+    assert any(selects(p["podSelector"], job["spec"]["template"]["metadata"]["labels"]) for p in client["from"])
+
+
+def check_ha_required_spread(docs: list[Obj]) -> None:
+    pod = one(docs, "StatefulSet", "berth-coordinator")["spec"]["template"]
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname" and selects(term["labelSelector"], pod["metadata"]["labels"])
+    assert one(docs, "StatefulSet", "berth-coordinator")["spec"]["replicas"] == 3
+
+
 def check_fullname_override(docs: list[Obj]) -> None:
     assert one(docs, "Deployment", "shop-operator")
     assert one(docs, "StatefulSet", "shop-coordinator")
     assert arg_after(container(docs, "Deployment", "shop-operator")["args"], "--coordinator-url") == (
-        "http://shop-coordinator.berth:9094"
+        "https://shop-coordinator.berth:9094"
     )
 
 
@@ -541,7 +669,7 @@ CASES = [
     Case(
         "external-coordinator",
         {
-            "coordinator": {"enabled": False},
+            "coordinator": {"enabled": False, "tls": {"enabled": False}},
             "operator": {"coordinatorUrl": "https://coordinator.example.net:9094"},
             "auth": {"existingSecret": "external-coordinator-token"},
         },
@@ -592,6 +720,8 @@ CASES = [
             "coordinator": {
                 "groupMaxSize": 50,
                 "groupMinSessionTimeoutMs": 10000,
+                "maxStoredBytes": 402653184,
+                "metricsMaxGroupsPerToken": 0,
                 "logLevel": "debug",
                 "persistence": {"size": "5Gi", "storageClassName": "fast-ssd"},
                 "nodeSelector": {"disk": "ssd"},
@@ -614,6 +744,17 @@ CASES = [
     ),
     Case("no-user-roles", {"rbac": {"aggregateToDefaultRoles": False}}, check_no_user_roles),
     Case("fullname-override", {"fullnameOverride": "shop"}, check_fullname_override),
+    Case("ha", {"coordinator": {"ha": {"enabled": True}}}, check_ha),
+    Case(
+        "ha-copy-from-sqlite",
+        {"coordinator": {"ha": {"enabled": True, "replicas": 0, "copyFromClaim": "data-berth-coordinator-0"}}},
+        check_ha_copy,
+    ),
+    Case(
+        "ha-required-spread",
+        {"coordinator": {"ha": {"enabled": True, "replicas": 3, "antiAffinity": "required"}}},
+        check_ha_required_spread,
+    ),
     Case(
         "tls-from-a-secret",
         {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}, "analytics": {"enabled": True}},
@@ -779,6 +920,8 @@ def test_every_file_argument_is_mounted_from_the_right_secret_key(case: Case) ->
 def test_probes_use_the_documented_endpoints(case: Case) -> None:
     docs = render(case.values)
     for statefulset in find(docs, "StatefulSet"):
+        if statefulset["metadata"]["labels"]["app.kubernetes.io/component"] != "coordinator":
+            continue  # etcd (coordinator.ha): check_ha
         coordinator = container(docs, "StatefulSet", statefulset["metadata"]["name"])
         # The probe listener: answered while the API port is at its connection limit (docs/api.md §10 "Probes").
         assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
@@ -807,6 +950,8 @@ def test_commands_are_console_scripts_of_the_package(case: Case) -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for name, spec in pod_specs(render(case.values)):
         for c in spec["containers"]:
+            if c["name"] == "etcd":
+                continue  # etcd's own image (coordinator.ha): its one command is etcd (check_ha)
             # args, not command: the image's ENTRYPOINT (tini) must stay PID 1.
             assert "command" not in c, name
             assert c["args"][0] in scripts, f"{name}: {c['args'][0]} is not in [project.scripts]"
@@ -815,7 +960,7 @@ def test_commands_are_console_scripts_of_the_package(case: Case) -> None:
 @pytest.mark.parametrize("case", [c for c in CASES if "existingSecret" not in json.dumps(c.values)], ids=lambda c: c.id)
 def test_generated_tokens_appear_only_in_their_secret(case: Case) -> None:
     docs = render(case.values)
-    secret = one(docs, "Secret")
+    secret = tokens_secret(docs)
     tokens = [v for k, v in secret_strings(secret).items() if k != "tokens.yaml"]
     assert tokens and all(len(t) == 48 and t.isalnum() for t in tokens)
     others = yaml.safe_dump_all([d for d in docs if d is not secret])
@@ -838,12 +983,12 @@ def test_tokens_are_random_per_render_but_notes_never_show_them() -> None:
     fleet = yaml.safe_load(notes.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
     assert fleet["spec"]["coordinator"]["tokenSecretRef"] == {"name": "orders-token", "key": "token"}
     assert "jsonpath='{.data.token-orders}'" in notes
-    secret = one([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d], "Secret")
+    secret = tokens_secret([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d])
     for key, encoded in secret["data"].items():
         assert encoded not in notes, key
         assert secret_strings(secret)[key] not in notes, key
     # A second render draws new tokens: nothing is hard-coded in the chart.
-    again = one(render(values), "Secret")
+    again = tokens_secret(render(values))
     assert secret_strings(again)["admin-token"] != secret_strings(secret)["admin-token"]
 
 
@@ -874,7 +1019,7 @@ def test_release_name_and_namespace_flow_into_names() -> None:
     assert one(docs, "Deployment", "prod-operator")["metadata"]["namespace"] == "streaming"
     assert one(docs, "StatefulSet", "prod-coordinator")
     args = container(docs, "Deployment", "prod-operator")["args"]
-    assert arg_after(args, "--coordinator-url") == "http://prod-coordinator.streaming:9094"
+    assert arg_after(args, "--coordinator-url") == "https://prod-coordinator.streaming:9094"
 
 
 def test_longest_release_name_keeps_every_name_within_kubernetes_limits() -> None:

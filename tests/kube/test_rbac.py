@@ -16,17 +16,15 @@ pytestmark = pytest.mark.kube
 
 CHART = REPO / "charts" / "berth"
 CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml").read_text())
-#: Reading the analytics job's advice ConfigMap: granted by name, and only when analytics is on.
-#: With analytics on: the advice ConfigMap (read) and the Kafka evidence ConfigMap (read, patched, created once).
-ADVICE: frozenset[Permission] = frozenset(
-    {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
-)
-#: Watching the CA ConfigMaps the operator publishes: only with coordinator.tls.enabled.
-WATCHED_CONFIGMAPS: frozenset[Permission] = frozenset({("", "configmaps", "list"), ("", "configmaps", "watch")})
 #: Leader election's Lease: a Role in the release namespace, by name (create cannot be limited to a name).
 LEASE: frozenset[Permission] = frozenset(
     {("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}
 )
+#: The owner records of Kafka groups: Leases, in the records' namespace (the release's) only.
+LEASES: frozenset[Permission] = frozenset(
+    {("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
+     ("coordination.k8s.io", "leases", "delete")}
+)  # fmt: skip
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
 PROBED: tuple[tuple[str, str], ...] = (
@@ -88,20 +86,23 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     user = "system:serviceaccount:berth:berth-operator"
     assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
     granted = allowed(kube, user, fleets)
-    # Without analytics (the default) there is no advice ConfigMap to read (test_the_advice_configmap_... below);
-    # without TLS no CA ConfigMap to watch; the Lease is in the release namespace only.
-    expected = needed() - ADVICE - WATCHED_CONFIGMAPS - LEASE
+    # TLS is on by default: ConfigMaps get, create, patch, list and watch everywhere (the CA each fleet's pods
+    # mount, watched like the other objects fleets own); the Leases (the leader's, the owner records) only in the
+    # release namespace.
+    expected = needed() - LEASE - LEASES
     assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
+    assert {p for p in allowed(kube, user, "berth") if p[1] == "leases"} == LEASES
     # The same answers through kubectl, as a person would ask.
     assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
     # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef); never listed.
     assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
-    # Leader election: its own Lease in the release namespace (get, update; create, which a name cannot limit).
-    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update"}
-    assert lease_verbs(kube, user, "berth", "another-lease") == {"create"}
+    # Leader election: its own Lease in the release namespace (get, update; create, which a name cannot limit); the
+    # owner records of Kafka groups add get, create and delete on every Lease there.
+    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update", "delete"}
+    assert lease_verbs(kube, user, "berth", "another-lease") == {"get", "create", "delete"}
     assert lease_verbs(kube, user, fleets, "berth-operator") == set()
 
 
@@ -109,8 +110,10 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
     kube.helm("install", "team", str(CHART), "-n", "team-a", "--create-namespace", "--set", "operator.scope=namespace")
     user = "system:serviceaccount:team-a:team-operator"
     not_leases = {p for p in allowed(kube, user, "team-a") if p[1] != "leases"}
-    assert not_leases == needed() - KOPF_CLUSTER_ONLY - ADVICE - WATCHED_CONFIGMAPS - LEASE
-    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update"}
+    assert not_leases == {p for p in needed() - KOPF_CLUSTER_ONLY if p[1] != "leases"}
+    assert {p for p in allowed(kube, user, "team-a") if p[1] == "leases"} == LEASES
+    # The leader's Lease: by name (get, update), and the owner records' Role (get, create, delete on any Lease).
+    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update", "delete"}
     elsewhere = allowed(kube, user, "default")
     assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"
     for verb in ("list", "watch"):
@@ -118,9 +121,11 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
 
 
 def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
+    # Without TLS, whose CA ConfigMaps need get, create and patch everywhere.
     kube.helm(
-        "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true"
-    )
+        "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true",
+        "--set", "coordinator.tls.enabled=false",
+    )  # fmt: skip
     user = "system:serviceaccount:advised:advised-operator"
     checks = [
         ("", "configmaps:advised-advice", "get", "advised"),
@@ -145,6 +150,6 @@ def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_
     fleets = kube.create_namespace("rbac-tls-fleets")
     user = "system:serviceaccount:secure:secure-operator"
     granted = allowed(kube, user, fleets)
-    expected = needed() - LEASE
+    expected = needed() - LEASE - LEASES
     assert granted == set(expected), f"differs: {sorted(granted ^ set(expected))}"
     assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch", "list", "watch"}

@@ -18,6 +18,19 @@ longest suffix ("-coordinator-tokens") within Kubernetes' 63-character label val
 {{/* The ConfigMap where the operator keeps what it observes of Kafka fleets (the analytics job reads it). */}}
 {{- define "berth.evidenceConfigMapName" -}}{{ include "berth.prefix" . }}-kafka-evidence{{- end -}}
 
+{{/* The replicated coordinator's etcd (coordinator.ha): its StatefulSet and headless Service share this name. */}}
+{{- define "berth.etcdName" -}}{{ include "berth.prefix" . }}-etcd{{- end -}}
+
+{{/* The etcd members' client URLs, one per member by its stable DNS name (the coordinator tries them in turn). */}}
+{{- define "berth.etcdEndpoints" -}}
+{{- $name := include "berth.etcdName" . -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.coordinator.ha.etcd.replicas) -}}
+{{- $urls = append $urls (printf "http://%s-%d.%s.%s.svc:2379" $name $i $name $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
+
 {{/* The Secret with the coordinator's tokens file ("tokens.yaml") and the admin token ("admin-token"). */}}
 {{- define "berth.tokensSecretName" -}}
 {{- if .Values.auth.existingSecret -}}
@@ -37,8 +50,13 @@ namespaces inherit it as their default coordinator URL. https with coordinator.t
 {{- end -}}
 {{- end -}}
 
+{{/* Where the operator keeps its owner records of Kafka groups (Leases). */}}
+{{- define "berth.groupOwnersNamespace" -}}
+{{- default .Release.Namespace .Values.operator.groupOwners.namespace -}}
+{{- end -}}
+
 {{/* The Secret with the coordinator's certificate (tls.crt, tls.key): the given one, else the chart's
-Certificate's. */}}
+Certificate's or the one the chart generates. */}}
 {{- define "berth.coordinatorTlsSecretName" -}}
 {{- default (printf "%s-coordinator-tls" (include "berth.prefix" .)) .Values.coordinator.tls.secretName -}}
 {{- end -}}
@@ -165,6 +183,11 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- fail "auth.groupTokens is only used when the chart generates the tokens Secret: add those tokens to auth.existingSecret's tokens.yaml instead" -}}
 {{- end -}}
 {{- $names := dict -}}
+{{- range .Values.operator.adoptGroups -}}
+{{- if or (not .namespace) (not .groups) -}}
+{{- fail "operator.adoptGroups: each entry needs a namespace and a non-empty list of groups (globs)" -}}
+{{- end -}}
+{{- end -}}
 {{- range .Values.auth.groupTokens -}}
 {{- if hasKey $names .name -}}
 {{- fail (printf "auth.groupTokens: the name %q appears twice; each name becomes one Secret key" .name) -}}
@@ -172,11 +195,8 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- $_ := set $names .name true -}}
 {{- end -}}
 {{- with .Values.coordinator.tls -}}
-{{- if and .enabled $.Values.coordinator.enabled (not .secretName) (not .certManager.enabled) -}}
-{{- fail "coordinator.tls.enabled needs the certificate: coordinator.tls.secretName (a kubernetes.io/tls Secret) or coordinator.tls.certManager.enabled" -}}
-{{- end -}}
 {{- if and .enabled (not $.Values.coordinator.enabled) (not .caSecretName) -}}
-{{- fail "coordinator.tls.enabled with an external coordinator (coordinator.enabled false) needs coordinator.tls.caSecretName: the Secret with the CA that coordinator's certificate chains to" -}}
+{{- fail "coordinator.tls.enabled with an external coordinator (coordinator.enabled false) needs coordinator.tls.caSecretName: the Secret with the CA that coordinator's certificate chains to (or coordinator.tls.enabled=false for an http:// coordinator)" -}}
 {{- end -}}
 {{- if and .certManager.enabled (not .enabled) -}}
 {{- fail "coordinator.tls.certManager.enabled needs coordinator.tls.enabled" -}}
@@ -198,6 +218,15 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- if and .enabled (not (and (lt (int .retryPeriodSeconds) (int .renewDeadlineSeconds)) (lt (int .renewDeadlineSeconds) (int .leaseDurationSeconds)))) -}}
 {{- fail (printf "operator.leaderElection: retryPeriodSeconds (%d) < renewDeadlineSeconds (%d) < leaseDurationSeconds (%d) must hold: a leader must stop acting before another may take over" (int .retryPeriodSeconds) (int .renewDeadlineSeconds) (int .leaseDurationSeconds)) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.enabled (not .Values.coordinator.enabled) -}}
+{{- fail "coordinator.ha.enabled needs coordinator.enabled: it runs the coordinator this chart installs as replicas" -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.copyFromClaim (not .Values.coordinator.ha.enabled) -}}
+{{- fail "coordinator.ha.copyFromClaim needs coordinator.ha.enabled: it copies a data dir into the replicas' etcd" -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.copyFromClaim (gt (int .Values.coordinator.ha.replicas) 0) -}}
+{{- fail "coordinator.ha.copyFromClaim needs coordinator.ha.replicas 0: the copy goes into an empty prefix, before any replica serves it" -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.coordinator.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs coordinator.enabled: the ServiceMonitor scrapes the coordinator this chart installs" -}}

@@ -24,8 +24,11 @@ from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.ports import CoordinatorPort
 
-#: The admin client's own retries are short: the handlers retry with their own, longer backoff and say so.
-ADMIN_ATTEMPTS = 2
+#: How long the admin client retries an unavailable coordinator before the pass reports it: longer than a
+#: replicated coordinator's failover (4.6 s median, 6.2 s at most with the chart's 5 s lease, docs/benchmarks.md), so
+#: a failover never shows in a fleet's status; short enough that a coordinator really down is reported within
+#: seconds (the handlers then retry with their own, longer backoff and say so).
+ADMIN_RETRY_FOR_S = 10.0
 ADMIN_REQUEST_TIMEOUT_S = 15.0
 
 
@@ -53,7 +56,7 @@ class Coordinators:
                 url,
                 token=self.token,
                 request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
-                attempts=ADMIN_ATTEMPTS,
+                retry_for_s=ADMIN_RETRY_FOR_S,
                 backoff=BackoffPolicy(initial_ms=200, max_ms=1_000),
                 ca_file=self.ca_file,
                 max_response_bytes=MAX_RESPONSE_BYTES,
