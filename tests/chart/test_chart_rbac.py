@@ -227,7 +227,7 @@ def test_default_install_grants_nothing_beyond_the_full_one() -> None:
     full = operator_grants({"analytics": {"enabled": True}})
     plain = operator_grants(PLAIN_HTTP)
     assert plain < full and operator_grants({}) <= full
-    assert full - plain == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
+    assert full - plain == {("", "configmaps", verb) for verb in ("get", "list", "watch", "patch", "create")}
 
 
 def test_tls_grants_configmaps_in_fleet_namespaces_and_nothing_else() -> None:
