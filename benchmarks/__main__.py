@@ -27,6 +27,8 @@ BENCHMARKS = {
     "kafka_consumer_protocol": "benchmarks.kafka_consumer_protocol",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
+    "operator_scale": "benchmarks.operator_scale",
+    "operator_takeover": "benchmarks.operator_takeover",
     "failover": "benchmarks.failover",
     "operator_metrics": "benchmarks.operator_metrics",
 }

@@ -56,6 +56,16 @@ GOALS: dict[str, str] = {
         "status within ~1 s of the change when following the journal (median <= 1 s, max <= 1.5 s); the timer alone "
         "takes up to its interval. Assumes the default 10 s reconcile interval, a 3-pod fleet, status read every 20 ms"
     ),
+    "operator_scale": (
+        "idle API requests per fleet ~0 (< 0.05/min per fleet at 1,000); a spec change at the StatefulSet in under a"
+        " second with 1,000 fleets present (max of 10); 1,000 fleets with status within 60 s of creation and of an"
+        " operator restart; idle CPU near zero. Assumes pods Pending (no kubelet), the operator's defaults (10 min"
+        " resync), fleets of one replica on Berth's coordinator"
+    ),
+    "operator_takeover": (
+        "a standby takes over within the lease duration (+ one retry period) of the leader's death, and reconciles"
+        " within a second after that. Assumes controller-runtime's timings: lease 15 s, renew deadline 10 s, retry 2 s"
+    ),
     "failover": (
         "replicated coordinator (chart's HA option: 3 etcd members with fsync, 2 replicas, 5 s lease, readiness every "
         "1 s): kill -9 of the active replica to the first join answered well inside the 45 s session timeout "

@@ -24,6 +24,8 @@ ORDER = [
     "kafka_scale_down",
     "kafka_consumer_protocol",
     "status_lag",
+    "operator_scale",
+    "operator_takeover",
     "failover",
     "operator_metrics",
 ]

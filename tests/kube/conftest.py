@@ -4,7 +4,7 @@ ServiceAccount against a real coordinator, with a fake kubelet per test namespac
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,6 +84,40 @@ def running_operator(
     operator.stop()
     forbidden = operator.forbidden()
     assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+
+
+@pytest.fixture
+def namespaced_operator(
+    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """Start ``berth-operator --namespace <the test's>`` (as the chart's ServiceAccount, the module's coordinator its
+    default, metrics on a port of its own) with ``extra`` flags; ``kubeconfig`` routes it elsewhere. Each one started
+    is stopped at the end (gracefully: a leader releases its Lease), and none may have been refused anything."""
+    started: list[OperatorProcess] = []
+    token = tmp_path / "admin-token"
+    token.write_text(ADMIN_TOKEN)
+
+    def start(*extra: str, kubeconfig: Path | None = None) -> OperatorProcess:
+        metrics = free_port()
+        args = [
+            "--namespace", namespace,
+            "--coordinator-url", coordinator_for_operator.url,
+            "--token-file", str(token),
+            "--liveness-port", "0",
+            "--metrics-port", str(metrics),
+            *extra,
+        ]  # fmt: skip
+        log = tmp_path / f"operator-{len(started)}.log"
+        operator = OperatorProcess(kubeconfig or operator_identity.kubeconfig, log, args).start()
+        operator.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        started.append(operator)
+        return operator
+
+    yield start
+    for operator in started:
+        operator.stop()
+        forbidden = operator.forbidden()
+        assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
 
 
 @pytest.fixture

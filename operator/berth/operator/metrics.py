@@ -128,8 +128,21 @@ SCALE_DOWN = Family(
     "Seconds from a scale-down's start (status.departingSince) to its batch leave's answer, over every fleet",
 )
 
+LEADER = Family(
+    "berth_operator_leader",
+    "gauge",
+    "1 while this replica acts (it holds the leader's Lease, or runs without leader election), 0 while it waits as a"
+    " standby",
+)
+WATCH_LISTS = Family(
+    "berth_operator_watch_lists_total",
+    "counter",
+    "Complete lists of a watched kind: at start (reason start), and again after its watch expired (410 Gone: reason"
+    " expired)",
+)
+
 #: Every family the operator exports.
-FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN)
+FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN, LEADER, WATCH_LISTS)
 
 
 def _number(value: float) -> str:
@@ -213,6 +226,8 @@ class OperatorMetrics:
         self._fleets: dict[tuple[str, str], _Fleet] = {}
         self._leave_delay = _Histogram(LEAVE_DELAY, LEAVE_DELAY_BUCKETS)
         self._scale_down = _Histogram(SCALE_DOWN, SCALE_DOWN_BUCKETS)
+        self._leading = 0
+        self._lists: dict[tuple[str, str], int] = {}
 
     def _fleet(self, namespace: str, fleet: str) -> _Fleet:
         """The fleet's record (created at 0); call with the lock held."""
@@ -270,6 +285,14 @@ class OperatorMetrics:
             record.unreleased, record.fencing = unreleased, fencing
             record.released += released
 
+    def leading(self, leading: bool) -> None:
+        with self._lock:
+            self._leading = 1 if leading else 0
+
+    def listed(self, resource: str, reason: str) -> None:
+        with self._lock:
+            self._lists[(resource, reason)] = self._lists.get((resource, reason), 0) + 1
+
     def forget(self, namespace: str, fleet: str) -> None:
         """Remove a released fleet's series (bounded cardinality: only existing fleets have series)."""
         with self._lock:
@@ -284,6 +307,11 @@ class OperatorMetrics:
         with self._lock:
             fleets = list(self._fleets.values())
             histograms = self._leave_delay.render() + self._scale_down.render()
+            leader = f"{LEADER.header()}{LEADER.name} {_number(self._leading)}\n"
+            lists = WATCH_LISTS.header() + "".join(
+                f'{WATCH_LISTS.name}{{resource="{_label(resource)}",reason="{_label(reason)}"}} {_number(count)}\n'
+                for (resource, reason), count in sorted(self._lists.items())
+            )
         blocks: list[tuple[str, ...]] = []
         for record in fleets:
             version, rendered = record.version, record.rendered
@@ -291,7 +319,7 @@ class OperatorMetrics:
                 rendered = (version, record.render())  # a change meanwhile bumps version: rendered again next time
                 record.rendered = rendered
             blocks.append(rendered[1])
-        parts = [histograms]
+        parts = [histograms, leader, lists]
         for index, family in enumerate(FLEET_FAMILIES):
             parts.append(family.header())
             parts.extend(block[index] for block in blocks)

@@ -27,6 +27,12 @@ from berth.coordinator.client.tls import verifying_context
 from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
 from berth.coordinator.daemon.logs import add_logging_flags
 from berth.operator.cli import HelpFormatter, add_version
+from berth.operator.leader_options import (
+    LeaderElection,
+    LeaderOptionsError,
+    add_leader_election_arguments,
+    parse_leader_election,
+)
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,
@@ -40,6 +46,7 @@ SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceacc
 DEFAULT_SESSION_MIN_MS = 6_000
 DEFAULT_SESSION_MAX_MS = 1_800_000
 DEFAULT_RECONCILE_INTERVAL_S = 10.0
+DEFAULT_RESYNC_INTERVAL_S = 600.0
 NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -77,6 +84,10 @@ class OperatorOptions:
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
     #: The CA https coordinators are verified against (--coordinator-ca-file, env BERTH_CA_FILE); None: the system's.
     coordinator_ca_file: Path | None = None
+    #: Every fleet is passed at least this often, whatever changes (--resync-interval-s).
+    resync_interval_s: float = DEFAULT_RESYNC_INTERVAL_S
+    #: The Lease replicas elect a leader on (--leader-elect); None: this process acts alone.
+    leader_election: LeaderElection | None = None
     #: Which groups in use fleets may take over (--adopt-groups): the administrator's decision.
     adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
     #: Where the operator keeps its owner records of Kafka groups (--group-owners-namespace, else its own namespace).
@@ -141,7 +152,10 @@ class OperatorOptions:
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
             f"metrics: {f'port {self.metrics_port} /metrics' if self.metrics_port else 'off'}",
-            f"reconcile interval: {self.reconcile_interval_s:g} s; logs: {self.log_format}, {self.log_level}",
+            f"fleets pass on change; resync every {self.resync_interval_s:g} s; fleets whose group is not followed"
+            f" (Kafka), refused ones and retries every {self.reconcile_interval_s:g} s; logs: {self.log_format},"
+            f" {self.log_level}",
+            self.leader_election.describe() if self.leader_election else "leader election: off (one replica acts)",
             "status follows each coordinator's journal"
             + (" (one long-poll per coordinator)" if self.follow_journal else ": off (--no-follow-journal)"),
         ]
@@ -156,7 +170,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="berth-operator",
-        description="The Kubernetes operator for ConsumerFleets (Kopf, standalone: run exactly one replica).",
+        description="The Kubernetes operator for ConsumerFleets (Kopf; several replicas need --leader-elect).",
         formatter_class=HelpFormatter,
     )
     add_version(parser)
@@ -200,7 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--reconcile-interval-s",
         type=float,
         default=DEFAULT_RECONCILE_INTERVAL_S,
-        help="every fleet's timer: retries, and its status where the coordinator's journal is not followed",
+        help="how often a fleet is passed again when no change would announce it: its status where its group's"
+        " journal is not followed (Kafka, --no-follow-journal), a refused fleet, a wait's backstop (default 10)",
+    )
+    parser.add_argument(
+        "--resync-interval-s",
+        type=float,
+        default=DEFAULT_RESYNC_INTERVAL_S,
+        help="every fleet is passed at least this often, whatever changes (a safety net for what no watch sees;"
+        " default 600)",
     )
     parser.add_argument(
         "--stuck-terminating-s",
@@ -263,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=3_000,
         help="the members' heartbeat interval (BERTH_HEARTBEAT_INTERVAL_MS), at most a third of the session timeout",
     )
+    add_leader_election_arguments(parser)
     kafka = parser.add_argument_group("Kafka")
     kafka.add_argument("--kafka-bootstrap-servers", help="the default Kafka connection")
     kafka.add_argument(
@@ -337,6 +360,8 @@ def parse_options(
     # Timers below a tenth of a second would keep the API server busy for nothing.
     if not args.reconcile_interval_s >= 0.1:
         raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if not 1 <= args.resync_interval_s <= 86_400:
+        raise OptionsError(f"--resync-interval-s: {args.resync_interval_s} is outside 1..86400")
     if not 1 <= args.max_replicas <= 10_000:
         raise OptionsError(f"--max-replicas: {args.max_replicas} is outside 1..10000 (the CRD's maximum)")
     if not 0 <= args.stuck_terminating_s <= 86_400:
@@ -349,6 +374,10 @@ def parse_options(
     if not 100 <= args.heartbeat_interval_ms <= 60_000:
         raise OptionsError(f"--heartbeat-interval-ms: {args.heartbeat_interval_ms} is outside 100..60000")
     kafka, trusted = _kafka_options(args)
+    try:
+        leader_election = parse_leader_election(args, environ, operator_namespace)
+    except LeaderOptionsError as error:
+        raise OptionsError(str(error)) from None
     bounds = (("--max-fleets", args.max_fleets), ("--max-fleets-per-namespace", args.max_fleets_per_namespace))
     for flag, value in bounds:
         if not 0 <= value <= 1_000_000:
@@ -391,6 +420,8 @@ def parse_options(
         log_format=args.log_format,
         log_level=args.log_level,
         reconcile_interval_s=args.reconcile_interval_s,
+        resync_interval_s=args.resync_interval_s,
+        leader_election=leader_election,
     )
 
 

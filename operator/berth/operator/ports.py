@@ -107,6 +107,11 @@ class NotPermitted(ApiCallFailed):
     """The platform refused the operator a read it needs (on Kubernetes, HTTP 403): its RBAC does not grant it."""
 
 
+class NotLeading(Exception):
+    """A write was refused because this replica does not hold the leader's Lease (any more): nothing was sent. The
+    pass stops without recording anything; the leader carries on from what is stored."""
+
+
 class NotOurs(RuntimeError):
     """An object with the fleet's name exists and is not controlled by this fleet."""
 
@@ -171,13 +176,25 @@ class WorkloadView:
     #: The latest start of a running pod's container (or of the pod, when its containers are not reported); None
     #: when unknown (a local fleet).
     last_started: datetime | None = None
+    #: Read from a cache of watched objects, which may lag the API server by a moment: a pass confirms such a
+    #: view with a fresh one (``observe(fresh=True)``) before a step it cannot take back (a batch leave).
+    from_cache: bool = False
+
+
+class WriteGate(Protocol):
+    """Whether this replica may write now (the leader, within its renew deadline); one check before every write."""
+
+    def check(self) -> None:
+        """Return when writing is allowed; raise :class:`NotLeading` when it is not."""
+        ...
 
 
 class WorkloadObserver(Protocol):
     """Reads one fleet's workload: through the API, or from a cache of watched objects (the pass does not care)."""
 
-    async def observe(self) -> WorkloadView:
-        """The workload's size, the members that exist and how many are ready, read together."""
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
+        """The workload's size, the members that exist and how many are ready, read together; ``fresh``: from the
+        source itself, never from a cache."""
         ...
 
 

@@ -57,7 +57,7 @@ class NamesFleet:
         self.replicas = replicas
         self.members = {f"{self.name}-{o}" for o in range(replicas)}
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
         seen = WorkloadObservation(
             replicas=self.replicas, settled=True, existing=frozenset(self.members), ready=len(self.members)
         )

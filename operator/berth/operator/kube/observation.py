@@ -13,7 +13,8 @@ Two halves, so that a cache of watched objects can replace the reads without tou
   container's ``finishedAt``).
 - :class:`ApiWorkloadObserver` reads them through the API (the StatefulSet by name, pods and claims by the
   StatefulSet's selector, which its controller copies onto both): a
-  :class:`~berth.operator.ports.WorkloadObserver`.
+  :class:`~berth.operator.ports.WorkloadObserver`, always fresh. ``kube.watch_cache.CachedWorkloadObserver``
+  serves the same view from watched objects.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def rolling_out(statefulset: Mapping[str, Any]) -> bool:
 
 
 class ApiWorkloadObserver:
-    """Reads one fleet's objects through the API server, each pass (what a watch cache would serve instead)."""
+    """Reads one fleet's objects through the API server, each time it is asked (every view is fresh)."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str) -> None:
         self.apps = kubernetes.client.AppsV1Api(api_client)
@@ -106,7 +107,7 @@ class ApiWorkloadObserver:
         self.namespace = namespace
         self.name = name
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = True) -> WorkloadView:
         statefulset = await read_or_none(self.apps.read_namespaced_stateful_set, self.name, self.namespace)
         if statefulset is None:
             return workload_view(self.name, None, [], [])

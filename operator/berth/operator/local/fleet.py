@@ -78,7 +78,7 @@ class LocalFleet:
             if self._ordinal(name) >= replicas:
                 self.stop_member(name)
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
         existing = frozenset(self._processes)
         stopping = {name for name in existing if self._ordinal(name) >= (self._replicas or 0)}
         return WorkloadView(

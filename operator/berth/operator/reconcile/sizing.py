@@ -122,8 +122,8 @@ async def size_and_apply(
         if choice.ms != current_ms:
             where = f" (set on group {fleet.spec.group_id}: consumer.session.timeout.ms)" if on_group else ""
             record.events.info("SessionTimeout", f"session timeout {choice.ms} ms{where}: {choice.reason}")
-    if applied.changed:
-        view = await workload.observe()
+    if applied.changed:  # seen at the source: a cache may not have the change yet
+        view = await workload.observe(fresh=True)
     return Sized(planned, view, (sufficiency(decision, bounds),))
 
 

@@ -66,8 +66,8 @@ async def mirror(
 ) -> PassResult:
     """Status after the pass: the workload and the group as planned from, or looked at again when the plan acted."""
     view = sized.view
-    if plan.actions:
-        view = await workload.observe()
+    if plan.actions:  # what they changed, seen at the source (a cache may not have it yet)
+        view = await workload.observe(fresh=True)
         description = await group.describe()
     evidence = NOTHING
     if context.evidence is not None and not group.kind.keeps_journal:
@@ -131,10 +131,13 @@ async def mirror(
         await restarts.account_journal(context, record, view, follows, quiet=quiet)
     else:
         await restarts.account(context, record, view, evidence, quiet=quiet)
-    claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
-    await record.write(claims.patch)
-    if claims.event is not None:
-        record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
+    if not record.status.get("departing"):  # a scale-down's claims are told once it is over, in one Event
+        claims = report_retained_claims(
+            fleet, record.status, claims=view.claims, existing_pods=view.observation.existing
+        )
+        await record.write(claims.patch)
+        if claims.event is not None:
+            record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
     if was_refused:
         record.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
     if resumed:
