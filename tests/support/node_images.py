@@ -16,7 +16,8 @@ Each archive is named by a key over exactly its inputs (the base: Debian suite, 
 machine's CA bundle and apt settings; a target: the base's key, the Dockerfile, and every file of the build context
 that ``.dockerignore``, read as Docker reads it, lets in), so a second run finds the archives and builds nothing.
 The cache lives in ``$BERTH_NODE_CACHE`` (default ``~/.cache/berth-node``), shared by every checkout on the machine,
-under a lock, and stays bounded: the three archives of each image used last are kept, and after every run
+under a lock, and stays bounded: the three archives of each image used last (and any used in the last hour, which
+another run may be importing) are kept, and after every run
 (:meth:`Builder.tidy`) buildah's store keeps only the base and the images of the current keys with the intermediate
 images they are built on (``--layers``: a changed source file rebuilds only the stages after its COPY); every
 working container, other keys' images and the layers only they used are removed (about 2 GB of store and 3 GB of
@@ -29,6 +30,7 @@ archives, where the store alone had grown to 11 GB).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -82,6 +84,8 @@ IMAGES = {
 TOOLS = ("buildah", "debootstrap")
 #: Archives kept per image (the ones used last); buildah's layers stay too, so an older one rebuilds quickly.
 KEEP = 3
+#: An archive used this recently (seconds) may be about to be imported by another run: never pruned.
+RECENT_S = 3600.0
 
 
 def cache_dir() -> Path:
@@ -252,11 +256,14 @@ class Builder:
         return True
 
     def _prune(self, archive: Path, keep: int = KEEP) -> None:
-        """Of one image's archives, keep the ``keep`` used last (checkouts of other branches share the cache)."""
+        """Of one image's archives, keep the ``keep`` used last (checkouts of other branches share the cache), and
+        any used in the last ``RECENT_S``: a run that built or found one imports it after releasing the lock."""
         name = archive.name.rsplit("-", 1)[0]
         same = sorted(self.archives.glob(f"{name}-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in same[keep:]:
-            old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                if time.time() - old.stat().st_mtime > RECENT_S:
+                    old.unlink()
 
     def tidy(self, keep: set[str]) -> None:
         """Remove what builds leave in buildah's store: every working container (an interrupted build leaves its

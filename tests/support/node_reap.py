@@ -11,7 +11,8 @@ owner is no longer alive: processes in its network namespace (kubelet, container
 whose command line names its work directory (the control plane, containerd's shims, an image build), its containers
 through runc's state root (thawed first: a frozen process does not die of SIGKILL under cgroup v1's freezer), its
 mounts, its namespace and interface, its pods' logs and its directories. A namespace named ``berth-node-<pid><4 hex>``
-without a record (a run from before records) is reaped the same way when that pid is not alive. A node whose owner
+without a record (a run from before records) is reaped the same way when no live pid has that remainder (the name
+keeps the pid modulo 100,000). A node whose owner
 lives is never touched.
 
 The helpers (:func:`remove_containers`, :func:`end_shims`, :func:`unmount_under`, :func:`remove_pod_logs`) are the
@@ -101,12 +102,18 @@ def reap_stale() -> list[str]:
             reaped.append(record.netns)
     for netns in sorted(p.name for p in NETNS_DIR.glob("berth-node-*")) if NETNS_DIR.is_dir() else []:
         match = UNRECORDED.match(netns)
-        if netns in recorded or match is None or start_time(int(match.group(1))) is not None:
+        if netns in recorded or match is None or _pid_may_live(int(match.group(1))):
             continue
         _kill(_in_netns(netns))
         run("ip", "netns", "delete", netns)
         reaped.append(netns)
     return reaped
+
+
+def _pid_may_live(truncated: int) -> bool:
+    """Whether a live process could own a namespace named after ``truncated`` (the owner's pid modulo 100,000,
+    support.node_network): any live pid with that remainder counts, so a pid above 100,000 is never taken for dead."""
+    return any(pid % 100_000 == truncated for pid in _pids())
 
 
 def reap(record: Record) -> None:

@@ -122,3 +122,13 @@ def test_the_ledger_counts_what_the_example_acknowledged_and_what_a_user_would_s
         "orders-1: orders-1 generation 2 owns orders[2] (+nothing -nothing)",
     ]
     assert surfaced(logs, since=t + 4.5) == ["orders-1: orders-1 generation 2 owns orders[2] (+nothing -nothing)"]
+
+
+def test_an_unrecorded_namespace_is_reaped_only_when_no_live_pid_has_its_remainder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The namespace keeps the owner's pid modulo 100,000: pid 112212 lives, so "12212" is not provably dead.
+    monkeypatch.setattr(node_reap, "_pids", lambda: [1, 112212])
+    assert node_reap._pid_may_live(12212)
+    monkeypatch.setattr(node_reap, "_pids", lambda: [1, 112213])
+    assert not node_reap._pid_may_live(12212)
