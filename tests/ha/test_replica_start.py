@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from support.api import Api
 from support.ha_fixtures import HaSetup
+from support.metrics_text import samples
 
 from berth.coordinator.store.etcd import EtcdClient
 from berth.coordinator.store.etcd.client import b64
@@ -72,6 +73,6 @@ async def test_a_standby_is_not_ready_and_answers_not_coordinator_on_a_fresh_con
         status, body = await api.get("/v1/journal")
         assert (status, body["error"]) == (503, "NOT_COORDINATOR")
         metrics = await (await session.get(f"{standby.probe_url}/metrics")).text()
-        assert "berth_active 0" in metrics and "berth_ready 0" in metrics
+        assert (samples(metrics)["berth_active"], samples(metrics)["berth_ready"]) == (0, 0)
         metrics = await (await session.get(f"{active.probe_url}/metrics")).text()
-        assert "berth_active 1" in metrics and "berth_terms_total 1" in metrics
+        assert (samples(metrics)["berth_active"], samples(metrics)["berth_terms_total"]) == (1, 1)

@@ -15,6 +15,7 @@ docs/high-availability.md says, its replicas as pods, and the failures the tests
 
 from __future__ import annotations
 
+import base64
 import re
 import select
 import subprocess
@@ -194,8 +195,14 @@ class FirstJoin:
 
     def __init__(self, node: Node, release: Release, group: str) -> None:
         service = release.kube.get("service", "berth-coordinator", namespace="berth")
-        url = f"http://{service['spec']['clusterIP']}:9094"
+        tls, ca_file = release.tls(), node.workdir / "coordinator-ca.crt"
+        scheme = "https" if tls is not None else "http"
+        url = f"{scheme}://{service['spec']['clusterIP']}:9094"
         argv = [sys.executable, "-m", "support.node_probe", url, release.admin_token, group]
+        if tls is not None:  # TLS is the chart's default: verified against the CA the release generated
+            secret = release.kube.get("secret", f"{release.name}-coordinator-tls", namespace=release.namespace)
+            ca_file.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
+            argv.append(str(ca_file))
         self.process = subprocess.Popen(
             node.network.inside(*argv),
             stdin=subprocess.PIPE,

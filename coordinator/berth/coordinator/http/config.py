@@ -34,6 +34,7 @@ class ServerConfig:
     probe_port: int | None = None  # /healthz, /readyz and /metrics on a listener of their own (plain HTTP)
     tls: TlsFiles | None = None  # serve HTTPS with this certificate, reloaded when the files change
     metrics_max_groups: int = 200  # groups with per-group series; the rest only in the aggregates
+    metrics_max_groups_per_token: int = 10  # of those, held by one non-admin token's groups (0: no quota)
     replication: ReplicationConfig | None = None  # replicas on etcd (--etcd-endpoints) instead of --data-dir
 
 

@@ -8,8 +8,9 @@ series are bounded by ``--metrics-max-groups`` (``group_metrics``).
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from berth.coordinator.http.group_metrics import GroupFigureRow
+from berth.coordinator.http.group_metrics import GroupFigureRow, Sample
 from berth.coordinator.http.responses import json_response, struct_response
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import StatusResponse
@@ -21,8 +22,6 @@ _STOPPING = StatusResponse("stopping")
 _STORE_FAILING = StatusResponse("store failing")
 _LOADING = StatusResponse("loading")
 _STANDBY = StatusResponse("standby")
-
-Row = tuple[str, str, dict[str, str], float]
 
 
 def liveness() -> web.Response:
@@ -52,52 +51,51 @@ def readiness(state: CoordinatorServer) -> web.Response:
 
 
 def prometheus_text(state: CoordinatorServer) -> web.Response:
-    text = state.metrics.render(lambda: gauges(state))
-    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+    body = state.metrics.exposition(lambda: gauges(state))
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def gauges(state: CoordinatorServer) -> list[Row]:
+def gauges(state: CoordinatorServer) -> list[Sample]:
     core = state.core
     by_state = core.groups_by_state()
-    rows: list[Row] = [
-        ("berth_groups", "gauge", {"state": name}, float(by_state.get(name, 0)))
+    rows: list[Sample] = [
+        ("berth_groups", {"state": name}, by_state.get(name, 0))
         for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
     ]
-    rows.append(("berth_members", "gauge", {}, float(core.member_count())))
-    rows.append(("berth_groups_refused_total", "counter", {}, float(core.groups_refused)))
-    rows.append(("berth_fenced_members_total", "counter", {}, float(core.fenced_answers)))
+    rows.append(("berth_members", {}, core.member_count()))
+    rows.append(("berth_groups_refused_total", {}, core.groups_refused))
+    rows.append(("berth_fenced_members_total", {}, core.fenced_answers))
     rows.extend(
-        ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
-        for cause, n in sorted(core.rebalances_by_cause.items())
+        ("berth_rebalances_total", {"cause": cause}, n) for cause, n in sorted(core.rebalances_by_cause.items())
     )
     engine = state.running_engine
     if engine is not None:
-        rows.append(("berth_parked_requests", "gauge", {}, float(engine.parked)))
-        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(engine.writes_in_flight)))
-    rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
+        rows.append(("berth_parked_requests", {}, engine.parked))
+        rows.append(("berth_store_writes_in_flight", {}, engine.writes_in_flight))
+    rows.append(("berth_parked_journal_polls", {}, state.journal_polls.parked))
     active = engine is not None and engine.ready and not engine.closing and not state.stopping
-    rows.append(("berth_ready", "gauge", {}, 1.0 if active and engine is not None and engine.writer.healthy else 0.0))
-    rows.append(("berth_active", "gauge", {}, 1.0 if active else 0.0))
-    rows.append(("berth_terms_total", "counter", {}, float(state.terms)))
+    rows.append(("berth_ready", {}, 1 if active and engine is not None and engine.writer.healthy else 0))
+    rows.append(("berth_active", {}, 1 if active else 0))
+    rows.append(("berth_terms_total", {}, state.terms))
     rows.extend(journal_size(state))
     rows.extend(per_group(state))
     return rows
 
 
-def journal_size(state: CoordinatorServer) -> list[Row]:
+def journal_size(state: CoordinatorServer) -> list[Sample]:
     """The journal against its bound (docs/api.md §10): the store's in-memory figures, no scan. The oldest event's
     time is absent while the journal holds no event."""
     size = state.journal.journal_size()
-    rows: list[Row] = [
-        ("berth_journal_bytes", "gauge", {}, float(size.bytes)),
-        ("berth_journal_retention_bytes", "gauge", {}, float(size.retention_bytes)),
+    rows: list[Sample] = [
+        ("berth_journal_bytes", {}, size.bytes),
+        ("berth_journal_retention_bytes", {}, size.retention_bytes),
     ]
     if size.oldest_ts_ms is not None:
-        rows.append(("berth_journal_oldest_event_timestamp_seconds", "gauge", {}, size.oldest_ts_ms / 1000))
+        rows.append(("berth_journal_oldest_event_timestamp_seconds", {}, size.oldest_ts_ms / 1000))
     return rows
 
 
-def per_group(state: CoordinatorServer) -> list[Row]:
+def per_group(state: CoordinatorServer) -> list[Sample]:
     groups = state.core.groups
 
     def figures(group_id: str) -> GroupFigureRow | None:
@@ -108,4 +106,4 @@ def per_group(state: CoordinatorServer) -> list[Row]:
 
     tracked = state.metrics.groups
     tracked.refresh(groups, len(groups), figures)
-    return [(name, "", labels, float(value)) for name, labels, value in tracked.samples(figures)]
+    return tracked.samples(figures)

@@ -124,8 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pending-members-per-group",
         type=_positive,
-        default=10_000,
-        help="cap on KIP-394 pending ids per group (anonymous-join flood guard)",
+        default=1_000,
+        help="KIP-394 pending ids one group holds; a newcomer beyond it pushes out the group's oldest",
+    )
+    p.add_argument(
+        "--max-pending-members",
+        type=_positive,
+        default=100_000,
+        help="KIP-394 pending ids of all groups together; a newcomer beyond it pushes out the oldest of all",
+    )
+    p.add_argument(
+        "--pending-member-timeout-ms",
+        type=_positive,
+        default=30_000,
+        help="longest a KIP-394 pending id lives, whatever session timeout its join asked for",
     )
     p.add_argument(
         "--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth (default: no auth)"
@@ -181,6 +193,13 @@ def _add_edge_flags(p: argparse.ArgumentParser) -> None:
         default=200,
         help="groups that get per-group series on /metrics; the rest appear only in the aggregates",
     )
+    p.add_argument(
+        "--metrics-max-groups-per-token",
+        type=_positive,
+        default=10,
+        help="per-group series the groups one non-admin token created may hold (and all such groups together at"
+        " most half of --metrics-max-groups); groups with an owner or an admin's are not limited; 0: no limit",
+    )
 
 
 def version() -> str:
@@ -229,6 +248,45 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help="a join's metadata (its protocols together) or one assignment of a sync beyond this is HTTP 400",
     )
     p.add_argument(
+        "--offsets-max-per-group",
+        type=_positive,
+        default=100_000,
+        help="committed offsets (partitions) one group keeps; one more is INVALID_COMMIT_OFFSET_SIZE; 0: unlimited",
+    )
+    p.add_argument(
+        "--offsets-max-bytes-per-group",
+        type=_positive,
+        default=16 * 2**20,
+        help="stored bytes of one group's offsets (128 per offset, its topic and metadata); beyond it"
+        " INVALID_COMMIT_OFFSET_SIZE; 0: unlimited",
+    )
+    p.add_argument(
+        "--max-stored-bytes",
+        type=_positive,
+        default=192 * 2**20,
+        help="stored bytes of every group together (members, metadata, offsets: docs/api.md §6), sized so that what"
+        " is accepted runs and reloads within the chart's 512 MiB and fits its 1 GiB volume beside the journal;"
+        " beyond it growth is refused in-band; 0: unlimited",
+    )
+    p.add_argument(
+        "--max-stored-bytes-per-token",
+        type=_positive,
+        default=24 * 2**20,
+        help="stored bytes of the groups one non-admin token created; beyond it growth is refused in-band; 0: no bound",
+    )
+    p.add_argument(
+        "--max-groups-per-token",
+        type=_positive,
+        default=1_000,
+        help="groups one non-admin token may create; one more is COORDINATOR_NOT_AVAILABLE; 0: no bound",
+    )
+    p.add_argument(
+        "--offset-fetch-page-max-bytes",
+        type=_positive,
+        default=2**20,
+        help="an offset fetch answers in pages of about this many bytes (stored bytes of its offsets; at least one)",
+    )
+    p.add_argument(
         "--group-metadata-max-bytes",
         type=_positive,
         default=8 * 2**20,
@@ -269,6 +327,12 @@ def core_bounds(args: argparse.Namespace) -> dict[str, Any]:
         "offsets_retention_check_interval_ms": max(1, args.offsets_retention_check_interval_ms),
         "max_groups": args.max_groups or None,
         "group_metadata_max_bytes": args.group_metadata_max_bytes or None,
+        "offsets_max_per_group": args.offsets_max_per_group or None,
+        "offsets_max_bytes_per_group": args.offsets_max_bytes_per_group or None,
+        "max_stored_bytes": args.max_stored_bytes or None,
+        "max_stored_bytes_per_tenant": args.max_stored_bytes_per_token or None,
+        "max_groups_per_tenant": args.max_groups_per_token or None,
+        "offset_fetch_page_max_bytes": max(1, args.offset_fetch_page_max_bytes),
     }
 
 
@@ -294,6 +358,8 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
             new_member_join_timeout_ms=args.group_new_member_join_timeout_ms,
             offset_metadata_max_bytes=args.offset_metadata_max_bytes,
             max_pending_members_per_group=max(1, args.max_pending_members_per_group),
+            max_pending_members=max(1, args.max_pending_members),
+            pending_member_timeout_ms=max(1, args.pending_member_timeout_ms),
             **core_bounds(args),
         )
     except ValueError as exc:
@@ -336,6 +402,7 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         probe_port=args.probe_port,
         tls=tls,
         metrics_max_groups=args.metrics_max_groups,
+        metrics_max_groups_per_token=args.metrics_max_groups_per_token,
         store=store_config(args),
         journal_page_max_bytes=max(1, args.journal_page_max_bytes),
         replication=replication,

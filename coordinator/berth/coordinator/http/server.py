@@ -27,7 +27,13 @@ from berth.coordinator.http.connections import ConnectionGuard
 from berth.coordinator.http.front import ProtocolFront
 from berth.coordinator.http.leadership import Leadership
 from berth.coordinator.http.middleware import contract_middleware
-from berth.coordinator.http.probes import PROBE_MAX_CONNECTIONS, PROBE_MAX_PER_CLIENT, PROBE_TIMEOUT_S, ProbeHandler
+from berth.coordinator.http.probes import (
+    PROBE_HEAD_TIMEOUT_S,
+    PROBE_IDLE_TIMEOUT_S,
+    PROBE_MAX_CONNECTIONS,
+    PROBE_MAX_PER_CLIENT,
+    ProbeHandler,
+)
 from berth.coordinator.http.state import STATE, CoordinatorServer, JournalReader
 from berth.coordinator.http.tls import ServerTls
 from berth.coordinator.http.views import VIEWS
@@ -180,11 +186,13 @@ async def _probe_listener(
         "probes",
         max_connections=PROBE_MAX_CONNECTIONS,
         max_per_client=PROBE_MAX_PER_CLIENT,
-        header_timeout_s=PROBE_TIMEOUT_S,
+        header_timeout_s=PROBE_HEAD_TIMEOUT_S,
         stats=state.metrics.edge,
         quiet=state.quiet,
+        shed=True,
     )
-    options = {"loop": loop, "keepalive_timeout": PROBE_TIMEOUT_S, "access_log": None}
+    # lingering_time 0: a body sent with a probe is never waited for; the connection closes after the answer.
+    options = {"loop": loop, "keepalive_timeout": PROBE_IDLE_TIMEOUT_S, "access_log": None, "lingering_time": 0.0}
     listener = await loop.create_server(
         lambda: guard.protocol(server, **options), config.host, config.probe_port, reuse_address=True
     )

@@ -98,7 +98,7 @@ class CoordinatorServer:
         self.config = config
         self.clock = clock
         self.core = core
-        self.metrics = Metrics(config.metrics_max_groups)
+        self.metrics = Metrics(config.metrics_max_groups, config.metrics_max_groups_per_token, self._metrics_quota)
         self.quiet = QuietLog(log)  # lines a client can provoke: rate-limited
         self.audit = Audit(self.metrics.edge, self.quiet)
         self.journal = journal
@@ -226,6 +226,14 @@ class CoordinatorServer:
         self.journal_polls.release_waiting()
         for listener in self.on_term_end:
             listener()
+
+    def _metrics_quota(self, group_id: str) -> str | None:
+        """Whose quota of per-group series a group takes (``group_metrics``): its tenant's, or none ("") for a
+        group a fleet owns or an admin created; None when there is no such group."""
+        group = self.core.groups.get(group_id)  # type: ignore[call-overload]  # a GroupId is a str
+        if group is None:
+            return None
+        return "" if group.owner is not None or group.tenant is None else str(group.tenant)
 
     def _count_write_failure(self) -> None:
         self.metrics.write_failures += 1

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from berth.coordinator.http import health
 from berth.coordinator.http.audit import acting_as
+from berth.coordinator.http.connections import client_of
 from berth.coordinator.http.errors import (
     GroupOwnedError,
     bad_request,
@@ -32,6 +33,8 @@ from berth.coordinator.http.responses import answer_response, json_response, not
 from berth.coordinator.http.state import STATE, CoordinatorServer
 from berth.coordinator.protocol import (
     API_VERSIONS,
+    FETCH_DEFAULT_LIMIT,
+    FETCH_MAX_LIMIT,
     Body,
     ClockRequest,
     ClockResponse,
@@ -50,6 +53,7 @@ from berth.coordinator.protocol import (
     OwnerResponse,
     StoreFaultsRequest,
     StoreFaultsResponse,
+    parse_fetch_cursor,
 )
 from berth.coordinator.protocol.codec import RequestCodec, query_api_version, query_int
 from berth.coordinator.protocol.openapi import openapi_document
@@ -125,12 +129,19 @@ async def _decoded(state: CoordinatorServer, request: web.Request, codec: Reques
 
 
 async def fetch_offsets(request: web.Request) -> web.Response:
+    """One page of the group's offsets (docs/api.md §4): ``?after=`` the previous page's ``next``, ``?limit=``."""
     state, group_id = _group_route(request)
     version = _version(request, "offset_fetch")
     topics = tuple(request.query.getall("topic", [])) or None
+    limit = _query_int(request, "limit", FETCH_DEFAULT_LIMIT, 1, FETCH_MAX_LIMIT)
+    cursor = request.query.get("after")
+    try:
+        after = None if cursor is None else parse_fetch_cursor(cursor)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
     if (unserved := state.not_serving()) is not None:
         return not_served(OffsetFetchResponse(unserved), version)
-    return answer_response(state.core.fetch_offsets(group_id, topics), version)
+    return answer_response(state.core.fetch_offsets(group_id, topics, after, limit), version)
 
 
 async def describe(request: web.Request) -> web.Response:
@@ -274,6 +285,13 @@ async def get_config(request: web.Request) -> web.Response:
             offsets_retention_ms=c.offsets_retention_ms,
             journal_event_max_bytes=c.journal_event_max_bytes,
             journal_page_max_bytes=state.config.journal_page_max_bytes,
+            offsets_max_per_group=c.offsets_max_per_group,
+            offsets_max_bytes_per_group=c.offsets_max_bytes_per_group,
+            max_stored_bytes=c.max_stored_bytes,
+            max_stored_bytes_per_token=c.max_stored_bytes_per_tenant,
+            max_groups_per_token=c.max_groups_per_tenant,
+            max_pending_members_per_group=c.max_pending_members_per_group,
+            pending_member_timeout_ms=c.pending_member_timeout_ms,
         )
     )
 
@@ -289,14 +307,17 @@ async def get_openapi(request: web.Request) -> web.Response:
 async def journal(request: web.Request) -> web.Response:
     """A page of the journal; with ``wait_ms`` and nothing after ``after``, a long-poll (docs/api.md §8)."""
     state = request.app[STATE]
-    state.authorize(request, Access.JOURNAL)
+    principal = state.authorize(request, Access.JOURNAL)
     after = _query_int(request, "after", 0, 0, 2**63 - 1)
     limit = _query_int(request, "limit", JOURNAL_DEFAULT_LIMIT, 0, JOURNAL_MAX_LIMIT)
     wait_ms = _query_int(request, "wait_ms", 0, 0, JOURNAL_MAX_WAIT_MS)
     state.refuse_if_closed()
     _refuse_unless_serving_journal(state)
     if wait_ms and state.journal.last_seq() <= after:
-        await state.journal_polls.wait(after, wait_ms)
+        # Parked per token (per client without tokens): one reader cannot take the places of the others.
+        holder = principal.name if principal is not None else client_of((request.remote or "",))
+        admin = principal is not None and principal.admin
+        await state.journal_polls.wait(after, wait_ms, holder, admin)
         _refuse_unless_serving_journal(state)  # the term may have ended while it waited
     max_bytes = state.config.journal_page_max_bytes
     try:

@@ -78,6 +78,7 @@ class ExpiryPhase(StrEnum):
     NEW_MEMBER_JOIN = "new_member_join"
     SYNC = "sync"
     PENDING = "pending"
+    EVICTED = "evicted"  # a KIP-394 id pushed out by newer ones beyond the pending bounds (core/bounds.py)
     REBALANCE = "rebalance"
 
 
@@ -155,6 +156,9 @@ class EventFields(TypedDict, total=False):
     protocol_name: Annotated[str | None, Column.STRING]
     members: Annotated[list[MemberRef], Column.MEMBERS]
     assignments: Annotated[list[StoredAssignment], Column.ASSIGNMENTS]
+    #: Absent on the coordinator's events; ``operator`` on its Kafka evidence, whose group_id is then the group's
+    #: advice key ``kafka://<cluster>/<group>`` (the pipeline flags an event keyed against its source).
+    source: Annotated[EventSource, Column.STRING]
     # Not read by the pipeline:
     summarised: bool  # a bounded event (docs/formats.md "Bounded events")
     member_count: int
@@ -166,7 +170,6 @@ class EventFields(TypedDict, total=False):
     added_count: int
     removed_count: int
     actor: str  # the token that caused it (docs/api.md §10 "Audit")
-    source: EventSource
 
 
 class JournalEvent(EventHeader, EventFields, total=False):
