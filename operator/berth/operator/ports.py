@@ -156,6 +156,9 @@ class WorkloadObservation:
     unready: frozenset[str] = frozenset()
     #: Running pods -> when their current process started (and the previous one ended), where the platform says.
     times: Mapping[str, PodTimes] = field(default_factory=dict)
+    #: Pods whose container cannot be configured -> the kubelet's message (waiting, CreateContainerConfigError:
+    #: a Secret or key its environment names is missing).
+    config_errors: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,12 +170,14 @@ def test_a_missing_token_secret_or_key_is_what_keeps_the_pods_from_starting(
     fleet_body: Callable[..., dict[str, Any]],
 ) -> None:
     fleet = parse_fleet(fleet_body(spec={"coordinator": {"tokenSecretRef": {"name": "orders-token", "key": "token"}}}))
-    missing = token_secret_blocked(fleet, None)
+    # As the kubelet words it in the pods' status (CreateContainerConfigError).
+    missing = token_secret_blocked(fleet, ['secret "orders-token" not found'])
     assert missing is not None and missing.reason == "TokenSecretMissing"
     assert missing.message.startswith("Secret shop/orders-token (spec.coordinator.tokenSecretRef) does not exist")
-    no_key = token_secret_blocked(fleet, {"other": "x"})
+    no_key = token_secret_blocked(fleet, ["couldn't find key token in Secret shop/orders-token"])
     assert no_key is not None and "has no key token: the pods cannot start until it does" in no_key.message
-    assert token_secret_blocked(fleet, {"token": "t"}) is None
+    assert token_secret_blocked(fleet, []) is None
+    assert token_secret_blocked(fleet, ['secret "other" not found']) is None  # another Secret: not the token's
 
 
 def test_departing_ids_make_a_scale_down_pending(now: datetime) -> None:

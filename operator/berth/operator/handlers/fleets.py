@@ -26,6 +26,7 @@ import kopf
 
 from berth.operator.names import GROUP, PLURAL, VERSION
 from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
+from berth.operator.planners.pause import pause_unseen
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
@@ -75,6 +76,13 @@ def register_fleet_handlers(
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="update", field="spec")
     async def fleet_changed(*, namespace: str | None, name: str, **kwargs: Any) -> None:
         reconciler.attach(lookup(kwargs))
+        reconciler.poke(fleet_key(namespace, name))
+
+    # Pausing and resuming change no spec, and Kopf leaves berth.dev/* annotations (its own storage's prefix) out of
+    # what an update handler compares: a watch event whose annotation and Paused condition disagree pokes instead
+    # (once the pass has written the condition they agree, and events stop poking).
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="pause", when=pause_unseen)
+    async def pause_changed(*, namespace: str | None, name: str, **_: Any) -> None:
         reconciler.poke(fleet_key(namespace, name))
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="finalize")

@@ -63,8 +63,11 @@ def workload_view(
         if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
     }
     times = {pod["metadata"]["name"]: found for pod in running if (found := pod_times(pod)) is not None}
+    config_errors = {pod["metadata"]["name"]: error for pod in running if (error := _config_error(pod)) is not None}
     if statefulset is None:
-        observation = WorkloadObservation(None, True, existing, ready, terminating, unready=unready, times=times)
+        observation = WorkloadObservation(
+            None, True, existing, ready, terminating, unready=unready, times=times, config_errors=config_errors
+        )
         return WorkloadView(observation, None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
     metadata = statefulset.get("metadata", {})
@@ -74,7 +77,9 @@ def workload_view(
     settled = generation is None or (observed is not None and observed >= generation)
     replicas = int(statefulset["spec"].get("replicas") or 0)
     return WorkloadView(
-        WorkloadObservation(replicas, settled, existing, ready, terminating, unready=unready, times=times),
+        WorkloadObservation(
+            replicas, settled, existing, ready, terminating, unready=unready, times=times, config_errors=config_errors
+        ),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
         staying,
@@ -142,6 +147,16 @@ def _staying(claims: Sequence[Mapping[str, Any]]) -> frozenset[str]:
         if not metadata.get("deletionTimestamp") and not owned_by_pod:
             staying.add(str(metadata.get("name", "")))
     return frozenset(staying)
+
+
+def _config_error(pod: Mapping[str, Any]) -> str | None:
+    """The kubelet's message for a container it cannot configure (waiting, CreateContainerConfigError), if any."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == "CreateContainerConfigError":
+            return str(waiting.get("message") or "")
+    return None
 
 
 def pod_times(pod: Mapping[str, Any]) -> PodTimes | None:

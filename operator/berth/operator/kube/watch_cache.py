@@ -40,7 +40,16 @@ CONFIG_MAPS = WatchedResource("", "v1", "configmaps")
 #: Every object a fleet owns carries both (planners.statefulset: pods, the StatefulSet's selector, owned metadata).
 SELECTOR = f"app.kubernetes.io/name={APP_NAME},{FLEET_LABEL}"
 
-_METADATA_KEPT = ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "deletionTimestamp")
+_METADATA_KEPT = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "deletionTimestamp",
+    "creationTimestamp",
+)
 
 
 def project_metadata(obj: Mapping[str, Any]) -> Obj:
@@ -55,17 +64,50 @@ def project_statefulset(obj: Mapping[str, Any]) -> Obj:
     spec = obj.get("spec") or {}
     claims = spec.get("volumeClaimTemplates") or []
     templates = [{"metadata": {"name": (t.get("metadata") or {}).get("name")}} for t in claims]
+    status = obj.get("status") or {}
     return {
         "metadata": project_metadata(obj),
-        "spec": {"replicas": spec.get("replicas"), "selector": spec.get("selector"), "volumeClaimTemplates": templates},
-        "status": {"observedGeneration": (obj.get("status") or {}).get("observedGeneration")},
+        "spec": {
+            "replicas": spec.get("replicas"),
+            "selector": spec.get("selector"),
+            "volumeClaimTemplates": templates,
+            "updateStrategy": spec.get("updateStrategy"),
+        },
+        "status": {
+            key: status.get(key)
+            for key in ("observedGeneration", "updateRevision", "currentRevision", "updatedReplicas")
+        },
     }
 
 
 def project_pod(obj: Mapping[str, Any]) -> Obj:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    ready = [{"type": "Ready", "status": c.get("status")} for c in conditions if c.get("type") == "Ready"]
-    return {"metadata": project_metadata(obj), "status": {"conditions": ready}}
+    """Readiness, the containers' start and end times (restarts, ``observation.pod_times``) and a container the
+    kubelet cannot configure (``observation._config_error``)."""
+    status = obj.get("status") or {}
+    ready = [
+        {"type": "Ready", "status": c.get("status")} for c in status.get("conditions") or [] if c.get("type") == "Ready"
+    ]
+    return {
+        "metadata": project_metadata(obj),
+        "status": {
+            "conditions": ready,
+            "startTime": status.get("startTime"),
+            "containerStatuses": [_project_container(c) for c in status.get("containerStatuses") or []],
+            "initContainerStatuses": [_project_container(c) for c in status.get("initContainerStatuses") or []],
+        },
+    }
+
+
+def _project_container(container: Mapping[str, Any]) -> Obj:
+    state, last = container.get("state") or {}, container.get("lastState") or {}
+    waiting = state.get("waiting") or {}
+    return {
+        "state": {
+            "running": {"startedAt": (state.get("running") or {}).get("startedAt")},
+            "waiting": {"reason": waiting.get("reason"), "message": waiting.get("message")},
+        },
+        "lastState": {"terminated": {"finishedAt": (last.get("terminated") or {}).get("finishedAt")}},
+    }
 
 
 def project_owned(obj: Mapping[str, Any]) -> Obj:

@@ -10,7 +10,7 @@ idle fleet's reconcile writes nothing (every write is a watch event for every cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -137,23 +137,27 @@ def view_patch(
 TOKEN_SECRET_MISSING = "TokenSecretMissing"
 
 
-def token_secret_blocked(fleet: Fleet, secret: Mapping[str, str] | None) -> PodsBlocked | None:
+def token_secret_blocked(fleet: Fleet, config_errors: Iterable[str]) -> PodsBlocked | None:
     """What keeps the pods from starting when the Secret their token comes from (``spec.coordinator.tokenSecretRef``)
-    is missing or lacks the key: the kubelet cannot build their environment (CreateContainerConfigError)."""
+    is missing or lacks the key, as the kubelet says it in the pods' status (``config_errors``: the messages of
+    containers waiting with CreateContainerConfigError). The operator never reads the Secret itself: it may not be
+    granted Secrets in the fleet's namespace, and the kubelet has already told."""
     ref = fleet.spec.coordinator.token_secret_ref
     if ref is None:
         return None
     where = f"Secret {fleet.namespace}/{ref.name}"
-    if secret is None:
+    messages = list(config_errors)
+    if any(f'secret "{ref.name}" not found' in message for message in messages):
         problem = "does not exist"
-    elif ref.key not in secret:
+    elif any(f"couldn't find key {ref.key} in Secret {fleet.namespace}/{ref.name}" in message for message in messages):
         problem = f"has no key {ref.key}"
     else:
         return None
+    secret_missing = problem == "does not exist"
     return PodsBlocked(
         TOKEN_SECRET_MISSING,
         f"{where} (spec.coordinator.tokenSecretRef) {problem}: the pods cannot start until it"
-        f" {'exists' if secret is None else 'does'} (they take their coordinator token from it)",
+        f" {'exists' if secret_missing else 'does'} (they take their coordinator token from it)",
     )
 
 

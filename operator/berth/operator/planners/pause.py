@@ -35,6 +35,13 @@ RESUMED_MESSAGE = f'{PAUSED_ANNOTATION} is no longer "true": reconciling the fle
 NOT_PAUSED = Condition(PAUSED, "False", "Reconciling", f"reconciled as usual ({PAUSED_ANNOTATION} is not set)")
 
 
+def pause_unseen(body: Mapping[str, Any], **_: Any) -> bool:
+    """The fleet's annotation says one thing and its ``Paused`` condition another: a pass has yet to see it."""
+    status = body.get("status") or {}
+    shown = any(c.get("type") == PAUSED and c.get("status") == "True" for c in status.get("conditions") or [])
+    return is_paused(body) != shown
+
+
 def is_paused(body: Mapping[str, Any]) -> bool:
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(PAUSED_ANNOTATION, "")).strip().lower() == "true"

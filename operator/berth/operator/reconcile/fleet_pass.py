@@ -27,6 +27,7 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -93,9 +94,14 @@ class FleetPass:
             description, kind = await group.look()
             group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
-            return await status.mirror(
+            result = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
+            if record.claims_kept and result.waiting is None:
+                kept = ", ".join(record.claims_kept)
+                waiting = f"the claim on group {kept} is released once the fleet's members are gone from it"
+                return dataclasses.replace(result, waiting=waiting)
+            return result
         except GroupOwned as owned:
             message = group_owned_message(
                 fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group

@@ -25,6 +25,9 @@ class FleetRecord:
         self.name = str(metadata.get("name") or "")
         self.uid = str(metadata.get("uid") or "")
         self.generation: int | None = metadata.get("generation")
+        #: Groups a ``groupId`` edit left behind whose claims this pass kept (their members not gone yet): the pass is
+        #: not over until they are released (``reconcile.ownership.settle``).
+        self.claims_kept: tuple[str, ...] = ()
 
     def condition(self, condition_type: str) -> str | None:
         """The status ("True", "False", "Unknown") of one of the fleet's conditions, None when it has none."""

@@ -38,7 +38,7 @@ from berth.operator.planners.pause import (
 from berth.operator.planners.restarts import NOTHING, activity_by_group
 from berth.operator.planners.scaling import LAST_SCALE_DOWN, ScalingPlan, rebalances_since_leave
 from berth.operator.planners.statefulset import FLEET_LABEL
-from berth.operator.planners.status import COORDINATOR_REACHABLE, READY, PodsBlocked
+from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, WorkloadPort, WorkloadView
 from berth.operator.reconcile import restarts
@@ -80,7 +80,7 @@ async def mirror(
     lag = await read_lag(context, record, group, description)
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     not_ready = _not_ready(fleet, view)
-    blocked = await _pods_blocked(context, fleet) if not_ready else None
+    blocked = fleet_status.token_secret_blocked(fleet, view.observation.config_errors.values()) if not_ready else None
     ready_before = fleet_status.find_condition(record.status, READY) or {}
     resumed = was_paused(record.status)
     patch = fleet_status.view_patch(
@@ -155,19 +155,6 @@ def _not_ready(fleet: Fleet, view: WorkloadView) -> tuple[str, ...]:
     missing = tuple(name for name in instance_ids(fleet.name, fleet.spec.replicas) if name not in ready)
     # A local fleet does not name its unready members: name nothing rather than the wrong ones.
     return missing if len(missing) == max(0, fleet.spec.replicas - seen.ready) else ()
-
-
-async def _pods_blocked(context: PassContext, fleet: Fleet) -> PodsBlocked | None:
-    """What keeps pods from starting that the operator can see (read only while some pod is not Ready)."""
-    ref = fleet.spec.coordinator.token_secret_ref
-    if ref is None or context.secrets is None:
-        return None
-    try:
-        secret = await context.secrets.read(fleet.namespace, ref.name)
-    except ApiCallFailed as error:  # not knowing is not a reason to stop the pass
-        logger.info("fleet %s/%s: could not read Secret %s: %s", fleet.namespace, fleet.name, ref.name, error)
-        return None
-    return fleet_status.token_secret_blocked(fleet, secret)
 
 
 async def _label(record: FleetRecord, fleet: Fleet) -> None:
