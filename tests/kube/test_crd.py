@@ -529,19 +529,21 @@ def test_kubectl_get_shows_readiness_state_session_timeout_and_the_ready_conditi
         "STATE",
         "GENERATION",
         "SESSION TIMEOUT",
+        "LAG",
         "STATUS",
         "REASON",
         "GROUP",
         "STATIC RESTARTS",
         "AGE",
     ]
-    assert list(wide["orders"].values())[:10] == [
+    assert list(wide["orders"].values())[:11] == [
         "orders",
         "3",
         "2/3",
         "Stable",
         "7",
         "45s",
+        "",  # LAG: a Kafka fleet's
         "False",
         "PodsNotReady",
         "orders",

@@ -102,7 +102,7 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     # namespaces the operator is given (a RoleBinding to the chart's ClusterRole); never listed.
     assert not kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     grant_secret_reads(kube, fleets)
-    assert allowed(kube, user, fleets) == needed() - LEASES
+    assert allowed(kube, user, fleets) == needed() - LEASE - LEASES
     assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("get", "secrets", as_user=user, namespace="default")

@@ -90,6 +90,9 @@ class RestartsPlan:
     event: tuple[str, str, str] | None  # (type, reason, message) when a burst ended
     static: int  # static restarts newly counted (the metric's increment)
     rolls: int  # rollouts newly ended (0 or 1)
+    #: A burst is still open, or a quiet fleet's revision is not recorded yet: only time ends either (a session
+    #: timeout after the last restart), and no change will announce it, so the pass asks to run again.
+    pending: bool = False
 
 
 def plan_restarts(
@@ -153,7 +156,8 @@ def plan_restarts(
         # Recorded only once settled: a rollout is a move away from it, and pods that rolled before a pass saw them
         # restart (a one-pod fleet, a quick roll) started within the last session timeout.
         block["revision"] = revision
-    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls)
+    pending = ongoing is not None or (quiet and revision is not None and block.get("revision") != revision)
+    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls, pending)
 
 
 def _ended(burst: Mapping[str, Any], now: datetime) -> tuple[tuple[str, str, str] | None, dict[str, Any] | None]:

@@ -97,9 +97,12 @@ class FleetPass:
             result = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
-            if record.claims_kept and result.waiting is None:
+            if result.waiting is None and record.claims_kept:
                 kept = ", ".join(record.claims_kept)
                 waiting = f"the claim on group {kept} is released once the fleet's members are gone from it"
+                return dataclasses.replace(result, waiting=waiting)
+            if result.waiting is None and record.restarts_pending:
+                waiting = "restarts are counted once a session timeout has passed since the last one"
                 return dataclasses.replace(result, waiting=waiting)
             return result
         except GroupOwned as owned:

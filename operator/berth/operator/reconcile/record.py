@@ -28,6 +28,9 @@ class FleetRecord:
         #: Groups a ``groupId`` edit left behind whose claims this pass kept (their members not gone yet): the pass is
         #: not over until they are released (``reconcile.ownership.settle``).
         self.claims_kept: tuple[str, ...] = ()
+        #: A burst of restarts still open, or a quiet revision not recorded yet (``reconcile.restarts``): time alone
+        #: ends it, so the pass is not over.
+        self.restarts_pending = False
 
     def condition(self, condition_type: str) -> str | None:
         """The status ("True", "False", "Unknown") of one of the fleet's conditions, None when it has none."""
