@@ -91,13 +91,14 @@ def namespaced_operator(
     operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
     """Start ``berth-operator --namespace <the test's>`` (as the chart's ServiceAccount, the module's coordinator its
-    default, metrics on a port of its own) with ``extra`` flags; ``kubeconfig`` routes it elsewhere. Each one started
+    default, metrics on a port of its own) with ``extra`` flags; ``kubeconfig`` routes it elsewhere, ``env`` adds to
+    its environment. Each one started
     is stopped at the end (gracefully: a leader releases its Lease), and none may have been refused anything."""
     started: list[OperatorProcess] = []
     token = tmp_path / "admin-token"
     token.write_text(ADMIN_TOKEN)
 
-    def start(*extra: str, kubeconfig: Path | None = None) -> OperatorProcess:
+    def start(*extra: str, kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> OperatorProcess:
         metrics = free_port()
         args = [
             "--namespace", namespace,
@@ -108,7 +109,7 @@ def namespaced_operator(
             *extra,
         ]  # fmt: skip
         log = tmp_path / f"operator-{len(started)}.log"
-        operator = OperatorProcess(kubeconfig or operator_identity.kubeconfig, log, args).start()
+        operator = OperatorProcess(kubeconfig or operator_identity.kubeconfig, log, args, env).start()
         operator.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         started.append(operator)
         return operator

@@ -128,7 +128,7 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
         assert not kube.can_i(verb, "customresourcedefinitions.apiextensions.k8s.io", as_user=user)
 
 
-def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
+def test_the_advice_configmap_is_readable_and_watchable_by_name_only(kube: Kube) -> None:
     # Without TLS, whose CA ConfigMaps need get, create and patch everywhere.
     kube.helm(
         "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true",
@@ -142,8 +142,11 @@ def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
         ("", "configmaps:advised-advice", "get", "default"),
         ("", "configmaps:advised-kafka-evidence", "patch", "advised"),
         ("", "configmaps:advised-advice", "patch", "advised"),
+        ("", "configmaps:advised-advice", "list", "advised"),  # with a field selector on its name, as watched
+        ("", "configmaps:advised-advice", "watch", "advised"),
+        ("", "configmaps:another", "watch", "advised"),
     ]
-    assert kube.decide(user, checks) == [True, False, False, False, True, False]
+    assert kube.decide(user, checks) == [True, False, False, False, True, False, True, True, False]
     assert kube.can_i("get", "configmaps/advised-advice", as_user=user, namespace="advised")
 
 

@@ -9,6 +9,7 @@ long anything took.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,9 +35,9 @@ Start = Callable[..., OperatorProcess]
 def start_operator(namespaced_operator: Start) -> Start:
     """An operator for the test's namespace that polls nothing; ``kubeconfig`` may route it elsewhere."""
 
-    def start(*extra: str, kubeconfig: Path | None = None) -> OperatorProcess:
+    def start(*extra: str, kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> OperatorProcess:
         quiet_flags = ("--resync-interval-s", "3600", "--reconcile-interval-s", "600")
-        return namespaced_operator(*quiet_flags, *extra, kubeconfig=kubeconfig)
+        return namespaced_operator(*quiet_flags, *extra, kubeconfig=kubeconfig, env=env)
 
     return start
 
@@ -117,6 +118,51 @@ def test_an_object_changed_or_deleted_out_of_band_is_repaired_on_its_watch_event
         kube.kubectl("delete", f"{kind}/orders", "-n", namespace, "--wait=true")
         wait_until(lambda k=kind, b=before: (o := get(k)) and o["metadata"]["uid"] != b["metadata"]["uid"], kind)
     assert get("statefulset")["spec"]["replicas"] == 2  # type: ignore[index]
+
+
+def test_new_advice_reaches_the_fleet_it_sizes_on_its_watch_event(
+    kube: Kube, control_plane: ControlPlane, namespace: str, start_operator: Start
+) -> None:
+    """Nothing polls (a one-hour resync, a ten-minute reconcile interval, the fleet idle): the advice ConfigMap's
+    watch event is what brings the analytics job's new advice to the fleet's session timeout."""
+    advice = "berth-advice"
+    group = f"{namespace}-orders"
+    # What the chart grants with analytics enabled, here in the test's namespace: that one ConfigMap, by name.
+    kube.kubectl(
+        "create", "role", "advice-reader", "-n", namespace, "--verb=get,list,watch", "--resource=configmaps",
+        f"--resource-name={advice}",
+    )  # fmt: skip
+    kube.kubectl(
+        "create", "rolebinding", "advice-reader", "-n", namespace, "--role=advice-reader",
+        "--serviceaccount=berth:berth-operator",  # the identity of the chart's release (conftest.chart_release)
+    )  # fmt: skip
+    operator = start_operator("--advice-configmap", advice, env={"POD_NAMESPACE": namespace})
+    kube.apply(fleet_body("orders", 1, group), namespace=namespace)
+    wait_until(lambda: has_status(kube, namespace, "orders"), "the fleet's status")
+    reason = (kube.get("cf", "orders", namespace=namespace) or {})["status"]["sessionTimeoutReason"]
+    assert not reason.startswith("journal advice"), reason
+    quiet(control_plane, operator)
+
+    entry = {"advised_session_timeout_ms": 40_000, "samples": 240, "confident": True, "reason": "p99 of 240 gaps"}
+    document = {"version": 1, "generated_at_ms": int(time.time() * 1000), "groups": {group: entry}}
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": advice},
+            "data": {"advice.json": json.dumps(document)},
+        },
+        namespace=namespace,
+    )
+    wait_until(
+        lambda: (
+            (status := (kube.get("cf", "orders", namespace=namespace) or {}).get("status") or {})
+            and status.get("sessionTimeoutMs") == 40_000
+            and str(status.get("sessionTimeoutReason")).startswith("journal advice: p99 of 240 gaps")
+        ),
+        "the new advice in the fleet's status",
+        timeout_s=60,
+    )
 
 
 def test_after_its_connections_are_cut_the_operator_watches_again_and_misses_nothing(

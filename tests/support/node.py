@@ -43,7 +43,15 @@ from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, 
 from support.net import free_port
 from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config
 from support.node_network import NodeNetwork, run
-from support.node_reap import end_shims, register, remove_containers, remove_pod_logs, unmount_under, unregister
+from support.node_reap import (
+    end_shims,
+    register,
+    remove_containers,
+    remove_pod_logs,
+    start_guard,
+    unmount_under,
+    unregister,
+)
 
 CLAMP = REPO.parent / "shared" / "tools" / "k8s" / "node" / "runc-oom-clamp"
 CNI_BIN = Path("/usr/lib/cni")
@@ -146,6 +154,7 @@ class Node:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Recorded first: a run killed before stop() leaves everything below to the next session's reap_stale().
         register(self.network.netns, self.network.host_if, self.workdir, self.reap_also)
+        start_guard(self.network.netns)  # and reaped by it at once, if this run dies without stop()
         self.network.create()
         self.plane = ControlPlane(
             self.binaries,

@@ -6,8 +6,12 @@ reused pid is not mistaken for it), its network namespace and host interface, it
 to remove with it. ``stop()`` ends the node and removes the record; a run killed with ``kill -9`` leaves the record
 behind, with the node's processes still running.
 
-:func:`reap_stale` (the node tier calls it when a session with node tests starts) ends every recorded node whose
-owner is no longer alive: processes in its network namespace (kubelet, containerd, kube-proxy, DNS), processes
+A guard (:func:`start_guard`, ``python -m support.node_reap --guard <namespace>``, in a session of its own) watches
+each node from the moment it is recorded: when the owner dies without ``stop()`` (a run killed, ``os._exit`` on a
+timeout, SIGTERM), it reaps the node at once, so no pod's process outlives its run by more than a second; once
+``stop()`` removed the record, it exits. :func:`reap_stale` (the node tier calls it when a session with node tests
+starts) is the second line, for a guard killed with its run: it ends every recorded node whose owner is no longer
+alive: processes in its network namespace (kubelet, containerd, kube-proxy, DNS), processes
 whose command line names its work directory (the control plane, containerd's shims, an image build), its containers
 through runc's state root (thawed first: a frozen process does not die of SIGKILL under cgroup v1's freezer), its
 mounts, its namespace and interface, its pods' logs and its directories. A namespace named ``berth-node-<pid><4 hex>``
@@ -28,6 +32,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -80,6 +85,36 @@ def register(netns: str, host_if: str, workdir: Path, remove: tuple[Path, ...] =
     partial.write_text(json.dumps(asdict(record)))
     partial.rename(record.path)
     return record
+
+
+def start_guard(netns: str) -> subprocess.Popen[bytes]:
+    """The guard of the node recorded under ``netns`` (module docstring); it outlives this process on purpose."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "support.node_reap", "--guard", netns],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def guard(netns: str, every_s: float = 1.0) -> None:
+    """Until the record of ``netns`` is gone: reap the node once its owner is dead."""
+    path = RECORDS / f"{netns}.json"
+    while True:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return  # stopped (or reaped) by someone else
+        except (OSError, ValueError):
+            time.sleep(every_s)  # being written
+            continue
+        record = Record(**{**data, "remove": tuple(data.get("remove") or ())})
+        if not record.owner_alive():
+            reap(record)
+            return
+        time.sleep(every_s)
 
 
 def unregister(netns: str) -> None:
@@ -227,3 +262,9 @@ def remove_pod_logs(uids: list[str]) -> None:
         for link in containers.iterdir():
             if link.is_symlink() and not link.exists() and any(uid in os.readlink(link) for uid in uids):
                 link.unlink()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--guard":
+        sys.exit("usage: python -m support.node_reap --guard <namespace>")
+    guard(sys.argv[2])

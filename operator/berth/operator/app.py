@@ -35,7 +35,7 @@ from typing import Any
 import kopf
 import kubernetes
 
-from berth.operator.advice_source import AdviceSource
+from berth.operator.advice_source import ADVICE_KEY, AdviceSource
 from berth.operator.cli import version
 from berth.operator.coordinators import Coordinators
 from berth.operator.evidence_files import DirectoryJournal
@@ -45,12 +45,13 @@ from berth.operator.handlers.fleets import register_fleet_handlers
 from berth.operator.health import serving_health
 from berth.operator.kube.api_session import ApiSession, new_session
 from berth.operator.kube.calls import GatedApiClient
-from berth.operator.kube.configmaps import ConfigMapReader
+from berth.operator.kube.configmaps import ConfigMapReader, key_watch
 from berth.operator.kube.events import FleetEvents
 from berth.operator.kube.evidence_configmap import ConfigMapJournal
 from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.group_records import LeaseGroupRecords
 from berth.operator.kube.identity import KubeIdentity, load_identity
+from berth.operator.kube.informer import Informer
 from berth.operator.kube.observation import ApiWorkloadObserver
 from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.watch_cache import CachedWorkloadObserver, WatchCache
@@ -136,12 +137,26 @@ class OperatorService:
     reconciler: FleetReconciler
     coordinators: Coordinators
     metrics: OperatorMetrics
+    advice: AdviceSource
     cache: WatchCache | None = None
+    #: The advice ConfigMap's watch (with ``api`` and ``--advice-configmap``).
+    advice_watch: Informer | None = None
+
+    def start_watching(self) -> None:
+        """The watches that poke fleets: the objects they own, and the advice that sizes them."""
+        if self.cache is not None:
+            self.cache.start()
+        if self.advice_watch is not None:
+            self.advice_watch.start()
+        self.advice.start()
 
     async def close(self) -> None:
         await self.reconciler.close()
         if self.cache is not None:
             await self.cache.stop()
+        if self.advice_watch is not None:
+            await self.advice_watch.stop()
+        await self.advice.stop()
         await self.coordinators.close()
 
 
@@ -169,6 +184,12 @@ def build_service(
         ),
         file=options.advice_file,
         ttl_s=max(interval, 1.0),
+        on_changed=lambda keys: reconciler.poke_advised(keys) if reconciler is not None else None,
+    )
+    advice_watch = (
+        key_watch(api, advice.config_map[0], advice.config_map[1], ADVICE_KEY, advice.changed)
+        if api is not None and advice.config_map is not None
+        else None
     )
 
     fleets = FleetApi(api_client)
@@ -232,7 +253,7 @@ def build_service(
         timing=PassTiming(poll_s=poll_interval_s(options), interval_s=interval, resync_s=options.resync_interval_s),
         journal_source=coordinators.port if options.follow_journal else None,
     )
-    return OperatorService(context, reconciler, coordinators, metrics, cache)
+    return OperatorService(context, reconciler, coordinators, metrics, advice, cache, advice_watch)
 
 
 def poll_interval_s(options: OperatorOptions) -> float:
@@ -283,8 +304,8 @@ async def run_operator(
     register_fleet_handlers(registry, service.reconciler, defaults=options.defaults, poll_s=poll_interval_s(options))
     try:
         async with serving(metrics, options.metrics_port), serving_health(options.liveness_port):
+            service.start_watching()
             if service.cache is not None:
-                service.cache.start()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(service.cache.wait_synced(), CACHE_SYNC_WAIT_S)
             async with contextlib.AsyncExitStack() as held:

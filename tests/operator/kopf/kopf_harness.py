@@ -199,6 +199,15 @@ async def patch_fleet_spec(server: ApiServer, name: str, spec: Mapping[str, Any]
         assert response.status == 200, await response.text()
 
 
+async def set_paused(server: ApiServer, name: str, paused: bool) -> None:
+    """``berth.dev/paused: "true"`` on the fleet, or removed."""
+    path = f"/apis/berth.dev/v1alpha1/namespaces/{NAMESPACE}/consumerfleets/{name}"
+    headers = {"Content-Type": "application/merge-patch+json"}
+    patch = {"metadata": {"annotations": {"berth.dev/paused": "true" if paused else None}}}
+    async with server.patch(path, json=patch, headers=headers) as response:
+        assert response.status == 200, await response.text()
+
+
 async def delete_fleet(server: ApiServer, name: str) -> None:
     path = f"/apis/berth.dev/v1alpha1/namespaces/{NAMESPACE}/consumerfleets/{name}"
     async with server.delete(path) as response:

@@ -178,6 +178,24 @@ def test_a_burst_stays_open_while_the_fleet_is_not_quiet_or_still_rolling() -> N
     assert fleet.events[0][2] == "1 pod restarted statically (rollout), 0 rebalances"
 
 
+def test_what_only_time_ends_names_when_and_a_pass_then_ends_it() -> None:
+    """No watched change announces a session timeout passing: the plan says when to look again."""
+    fleet = Fleet()
+    assert fleet.pass_(seconds(0)).due is None  # at rest: nothing open
+    # Not quiet: what makes it quiet announces itself (a pod Ready, the group settling); a backstop meanwhile.
+    assert fleet.pass_(seconds(4), STATIC, quiet=False, last_started=seconds(3)).due == seconds(4) + SETTLE
+    # Quiet: the burst ends a session timeout after the last restart and the last start, and not before.
+    assert fleet.pass_(seconds(6), quiet=True, last_started=seconds(5)).due == seconds(5) + SETTLE
+    assert fleet.pass_(seconds(5) + SETTLE, quiet=True, last_started=seconds(5)).due is None
+    assert fleet.events == [("Normal", RESTARTED, "1 pod restarted statically, 0 rebalances")]
+    # A new revision with no restart counted yet: it is recorded once its pods have settled.
+    fleet.revision = "orders-r2"
+    at = seconds(100)
+    assert fleet.pass_(at, last_started=at - timedelta(seconds=1)).due == at - timedelta(seconds=1) + SETTLE
+    assert fleet.pass_(at + SETTLE, last_started=at - timedelta(seconds=1)).due is None
+    assert fleet.restarts["revision"] == "orders-r2"
+
+
 def test_a_rollout_whose_restarts_went_uncounted_says_nothing() -> None:
     fleet = Fleet()
     fleet.pass_(seconds(0), rolling=True, quiet=False)  # the operator started mid-roll: the journal from now on

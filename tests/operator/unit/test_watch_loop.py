@@ -184,7 +184,12 @@ def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads(
     assert informer.resource_version == "10"
     assert informer.get("shop", "orders-0") == {
         "metadata": {"name": "orders-0", "namespace": "shop", "labels": LABELS},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "startTime": None,
+            "containerStatuses": [],
+            "initContainerStatuses": [],
+        },
     }
     informer.handle({"type": "MODIFIED", "object": pod("orders-0", "11")})  # managedFields, a probe time: unread
     assert len(changes) == 1

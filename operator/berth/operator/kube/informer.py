@@ -1,5 +1,6 @@
-"""``Informer``: one kind of object, in one namespace or in all, filtered server-side by a label selector, kept in
-memory by list + watch (what client-go's informers do), and told to a callback change by change.
+"""``Informer``: one kind of object, in one namespace or in all, filtered server-side by a label selector (or one
+object by name), kept in memory by list + watch (what client-go's informers do), and told to a callback change by
+change.
 
 Rules:
 
@@ -95,11 +96,14 @@ class Informer:
         project: Callable[[Obj], Obj],
         on_change: OnChange,
         on_relist: Callable[[str], None] | None = None,
+        name: str | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
         self.namespace = namespace
         self.selector = selector
+        #: Only the object of this name (a field selector, which RBAC's ``resourceNames`` accepts for list and watch).
+        self.name = name
         self._terms = parse_selector(selector)
         self.project = project
         self.on_change = on_change
@@ -148,10 +152,16 @@ class Informer:
             logger.info("watching %s again", self.resource)
         return 0
 
+    def _selecting(self) -> dict[str, str]:
+        params = {"labelSelector": self.selector} if self.selector else {}
+        if self.name is not None:
+            params["fieldSelector"] = f"metadata.name={self.name}"
+        return params
+
     async def relist(self, reason: str) -> None:
         """List everything (in pages) and replace what is kept with it, telling every difference."""
         items: dict[Key, Obj] = {}
-        params = {"labelSelector": self.selector, "limit": str(PAGE)}
+        params = {**self._selecting(), "limit": str(PAGE)}
         while True:
             try:
                 page = await self.api.get_json(self.resource.path(self.namespace), params)
@@ -185,7 +195,7 @@ class Informer:
         params = {
             "watch": "true",
             "allowWatchBookmarks": "true",
-            "labelSelector": self.selector,
+            **self._selecting(),
             "timeoutSeconds": str(timeout),
         }
         if self.resource_version:

@@ -4,7 +4,7 @@ A change reaches a fleet as a poke: its spec (Kopf's handlers), an object it own
 coordinator's journal). What no poke announces is decided here, from how the pass ended:
 
 - **converged**, its group's changes followed (Berth's coordinator with ``--follow-journal``): nothing to do but the
-  slow resync (``resync_s``, a safety net for what no watch covers, e.g. a Secret or the advice changing), spread
+  slow resync (``resync_s``, a safety net for what no watch covers, e.g. a Secret a Kafka fleet names), spread
   over 0.9..1.1 of it by the fleet's name, so a thousand fleets created at once do not resync at once;
 - **converged**, its group not followed (Kafka keeps no journal; ``--no-follow-journal``): ``interval_s``, the pace
   at which its status follows the group;
@@ -14,6 +14,9 @@ coordinator's journal). What no poke announces is decided here, from how the pas
 - **refused**: ``interval_s`` (what fixes a refusal may be no change of the fleet: another fleet letting go of the
   group, a Secret created);
 - **failed** (a coordinator or the API could not be asked, or a bug): 1, 2, 4 ... ``backoff_cap_s``.
+
+A pass that found something only time ends (a burst of restarts settling a session timeout after the last one)
+names when (``PassResult.again_at``), and the fleet is passed then if that is sooner.
 
 Pure: the caller passes how long the fleet has been waiting and how many passes failed in a row.
 """

@@ -90,9 +90,10 @@ class RestartsPlan:
     event: tuple[str, str, str] | None  # (type, reason, message) when a burst ended
     static: int  # static restarts newly counted (the metric's increment)
     rolls: int  # rollouts newly ended (0 or 1)
-    #: A burst is still open, or a quiet fleet's revision is not recorded yet: only time ends either (a session
-    #: timeout after the last restart), and no change will announce it, so the pass asks to run again.
-    pending: bool = False
+    #: When time alone may end what is open (a burst, or a quiet fleet's revision not recorded yet: a session timeout
+    #: after the last restart), which no watched change announces: the pass asks to run again then. None: nothing
+    #: is open, or a change will announce its end (pods becoming Ready, a rollout moving, the group settling).
+    due: datetime | None = None
 
 
 def plan_restarts(
@@ -156,8 +157,13 @@ def plan_restarts(
         # Recorded only once settled: a rollout is a move away from it, and pods that rolled before a pass saw them
         # restart (a one-pod fleet, a quick roll) started within the last session timeout.
         block["revision"] = revision
-    pending = ongoing is not None or (quiet and revision is not None and block.get("revision") != revision)
-    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls, pending)
+    due = None
+    if ongoing is not None:
+        # Not quiet yet: the change that makes it quiet announces itself; a session timeout later is the backstop.
+        due = settled_at if quiet and not rolling and settled_at > now else now + settle
+    elif quiet and revision is not None and block.get("revision") != revision and last_started is not None:
+        due = last_started + settle
+    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls, due)
 
 
 def _ended(burst: Mapping[str, Any], now: datetime) -> tuple[tuple[str, str, str] | None, dict[str, Any] | None]:

@@ -62,6 +62,12 @@ class PassResult:
     refused: bool = False  # the fleet was refused (invalid, or its group is another fleet's)
     #: The coordinator URL and group id whose journal this fleet's status follows (None: none, e.g. Kafka).
     follows: tuple[str, str] | None = None
+    #: The key of the session-timeout advice that sizes this fleet (``planners.advice.advice_key``; None: none), so
+    #: that a change of that advice pokes the fleet (``FleetReconciler.poke_advised``).
+    advised_by: str | None = None
+    #: When time alone may change what this pass found (no watched change announces it): the fleet is passed again
+    #: then at the latest. None: only a change, or the usual timing, brings the next pass.
+    again_at: datetime | None = None
 
 
 @dataclass

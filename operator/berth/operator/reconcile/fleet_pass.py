@@ -27,7 +27,6 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -94,17 +93,11 @@ class FleetPass:
             description, kind = await group.look()
             group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
-            result = await status.mirror(
+            mirrored = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
-            if result.waiting is None and record.claims_kept:
-                kept = ", ".join(record.claims_kept)
-                waiting = f"the claim on group {kept} is released once the fleet's members are gone from it"
-                return dataclasses.replace(result, waiting=waiting)
-            if result.waiting is None and record.restarts_pending:
-                waiting = "restarts are counted once a session timeout has passed since the last one"
-                return dataclasses.replace(result, waiting=waiting)
-            return result
+            waiting = mirrored.waiting or _claims_waiting(record)
+            return replace(mirrored, waiting=waiting, advised_by=key, again_at=record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
                 fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
@@ -173,3 +166,11 @@ class FleetPass:
         if self.ctx.records is None:
             return None
         return await self.ctx.records.owner(current.coordinator, current.group_id)
+
+
+def _claims_waiting(record: FleetRecord) -> str | None:
+    """What a converged pass still waits for: the claims a ``groupId`` edit left (their members not gone yet)."""
+    if not record.claims_kept:
+        return None
+    kept = ", ".join(record.claims_kept)
+    return f"the claim on group {kept} is released once the fleet's members are gone from it"

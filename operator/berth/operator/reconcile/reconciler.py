@@ -17,6 +17,8 @@ group changed at the coordinator). Nothing polls: after a pass, the fleet is nex
   :class:`~berth.operator.reconcile.journal_follower.JournalFollower` per coordinator URL pokes the fleets whose
   groups its journal mentions (:meth:`poke_groups`). What the journal says of a followed group's restarts is kept
   for its fleet's next pass (``context.activity``), which counts it into status (``reconcile.restarts``).
+- A change of the session-timeout advice pokes the fleets it sizes (:meth:`poke_advised`, from the advice watch):
+  each pass records which advice key sizes its fleet (``PassResult.advised_by``).
 - A replica that is not the leader (``NotLeading`` from a gated port) stops the pass and asks for no other.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -72,6 +74,7 @@ class FleetReconciler:
         self.journal_source = journal_source
         self._followers: dict[str, JournalFollower] = {}
         self._follows: dict[FleetKey, tuple[str, str]] = {}  # fleet -> (coordinator URL, group id)
+        self._advised: dict[FleetKey, str] = {}  # fleet -> the key of the advice that sizes it
         self._claims: ClaimsLookup | None = None  # the claims index (Kopf's is live: any handler's lookup serves)
         self._failures: dict[FleetKey, int] = {}
         self._waiting_since: dict[FleetKey, float] = {}
@@ -96,6 +99,12 @@ class FleetReconciler:
         self.context.activity.add(url, {group: group_ids[group] for group in followed if group in group_ids})
         for key, (followed_url, group) in list(self._follows.items()):
             if followed_url == url and group in group_ids:
+                self.poke(key)
+
+    def poke_advised(self, keys: Collection[str]) -> None:
+        """A pass soon for every fleet whose session-timeout advice is among ``keys`` (the advice changed)."""
+        for key, advised_by in list(self._advised.items()):
+            if advised_by in keys:
                 self.poke(key)
 
     # -------------------------------------------------------------------------------------------- passing
@@ -137,9 +146,12 @@ class FleetReconciler:
         else:
             self._waiting_since.pop(key, None)
         followed = result.follows is not None and self.journal_source is not None
-        return next_pass_in(
+        delay = next_pass_in(
             self.timing, outcome, name=str(key), followed=followed, waiting_for_s=waiting_for, failures=0
         )
+        if result.again_at is not None:
+            delay = min(delay, max(0.0, (result.again_at - self.context.now()).total_seconds()))
+        return delay
 
     def _failed(self, key: FleetKey, why: str) -> float:
         failures = self._failures[key] = self._failures.get(key, 0) + 1
@@ -165,6 +177,10 @@ class FleetReconciler:
             raise
         self._count(key, "refused" if result.refused else "waiting" if result.waiting else "converged")
         self._follow(key, result.follows)
+        if result.advised_by is None:
+            self._advised.pop(key, None)
+        else:
+            self._advised[key] = result.advised_by
         return result
 
     def _count(self, key: FleetKey, outcome: str) -> None:
@@ -174,6 +190,7 @@ class FleetReconciler:
     def _forget(self, key: FleetKey) -> None:
         self.queue.forget(key)
         self._follows.pop(key, None)
+        self._advised.pop(key, None)
         self._failures.pop(key, None)
         self._waiting_since.pop(key, None)
 

@@ -36,7 +36,7 @@ async def account(
         now=context.now(),
     )
     await record.write_changes(plan.patch)
-    record.restarts_pending = plan.pending
+    record.again_at = plan.due
     if plan.event is not None:
         kind, reason, message = plan.event
         (record.events.info if kind == "Normal" else record.events.warning)(reason, message)
