@@ -288,7 +288,12 @@ def check_analytics(docs: list[Obj]) -> None:
     assert arg_after(operator_args(docs), "--evidence-configmap") == "berth-kafka-evidence"
     advice = one(docs, "Role", "berth-operator-advice")
     assert advice["rules"] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["berth-advice"], "verbs": ["get"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["berth-advice"],
+            "verbs": ["get", "list", "watch"],
+        },
         # The Kafka evidence journal: by name, and created once.
         {
             "apiGroups": [""],
@@ -625,7 +630,7 @@ def check_everything(docs: list[Obj]) -> None:
         "apiGroups": [""],
         "resources": ["configmaps"],
         "resourceNames": ["berth-advice"],
-        "verbs": ["get"],
+        "verbs": ["get", "list", "watch"],
     } in rules
     assert not find(docs, "Role", "berth-operator-advice")
 

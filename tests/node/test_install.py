@@ -25,8 +25,11 @@ def test_helm_install_runs_every_berth_pod_from_the_locally_built_images(
     kube = berth_release.kube
     pods = kube.get("pods", namespace="berth")["items"]
     coordinator = next(p for p in pods if p["metadata"]["name"] == "berth-coordinator-0")
-    (operator,) = [p for p in pods if p["metadata"]["name"].startswith("berth-operator-")]
-    for pod in (operator, coordinator):
+    operators = [p for p in pods if p["metadata"]["name"].startswith("berth-operator-")]
+    assert len(operators) == 2  # the chart's default: a leader and a standby (leader election)
+    lease = kube.get("lease", "berth-operator", namespace="berth")
+    (operator,) = [p for p in operators if p["metadata"]["name"] == lease["spec"]["holderIdentity"]]
+    for pod in (*operators, coordinator):
         assert pod["status"]["phase"] == "Running" and ready(pod), pod["status"]
         assert pod["spec"]["nodeName"] == node.name
         (status,) = pod["status"]["containerStatuses"]

@@ -75,7 +75,8 @@ class Kube:
         self, binary: str, args: Sequence[str], *, input: str | None, check: bool
     ) -> subprocess.CompletedProcess[str]:
         argv = [binary, *args]
-        result = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env, timeout=180)
+        timeout = _subprocess_timeout(args)
+        result = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and result.returncode != 0:
             raise CommandFailed(argv, result)
         return result
@@ -187,3 +188,19 @@ class Kube:
 
 def _ns(namespace: str | None) -> list[str]:
     return ["-n", namespace] if namespace else []
+
+
+#: How long a kubectl or helm call may take unless it sets its own ``--timeout``.
+COMMAND_TIMEOUT_S = 180.0
+
+
+def _subprocess_timeout(args: Sequence[str]) -> float:
+    """The command's own ``--timeout=<n>s``/``<n>m`` (a rollout, a wait) with a margin for it to say so itself,
+    else :data:`COMMAND_TIMEOUT_S`."""
+    for arg in args:
+        if arg.startswith("--timeout="):
+            value = arg.removeprefix("--timeout=")
+            unit = {"s": 1, "m": 60}.get(value[-1:])
+            if unit is not None and value[:-1].isdigit():
+                return max(COMMAND_TIMEOUT_S, int(value[:-1]) * unit + 30.0)
+    return COMMAND_TIMEOUT_S
