@@ -84,16 +84,7 @@ def test_a_consumer_protocol_fleet_scales_5_to_3_with_one_removal_restarts_witho
     # its new process takes them back; nobody else's assignment changes.
     before = stage.owning_everything(ids)
     owned_before = {pod: sorted(before.current(pod) or []) for pod in ids}
-    rolled_at = time.time()
-    for pod in reversed(ids):
-        starts = stage.kubelet.started.count(pod)
-        stage.kubectl("delete", "pod", pod, "--wait=true")
-        wait_until(lambda p=pod, n=starts: stage.kubelet.started.count(p) > n, f"{pod} started again", timeout_s=60)
-        wait_until(
-            lambda p=pod: stage.ownership([p]).assignment_count([p], after=stage.kubelet.gone_at[p]) >= 1,
-            f"{pod}'s consumer assigned again",
-            timeout_s=60,
-        )
+    rolled_at = stage.roll(ids)
     after = stage.owning_everything(ids)
     reassigned = {pod for pod in ids if sorted(after.current(pod) or []) != owned_before[pod]}
     # A restarted member's own assignment on rejoining is not a reassignment; anything else would be.

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 from support.kafka_stage import KafkaStage, kafka_fleet
@@ -52,16 +51,7 @@ def test_a_rolling_restart_costs_no_rebalance_and_a_scale_down_one_removal_of_ex
 
     # Rolling restart, highest ordinal first as the StatefulSet controller rolls: each pod deleted, recreated,
     # and its consumer back as the same static member.
-    rolled_at = time.time()
-    for pod in reversed(ids):
-        starts = stage.kubelet.started.count(pod)
-        stage.kubectl("delete", "pod", pod, "--wait=true")
-        wait_until(lambda p=pod, n=starts: stage.kubelet.started.count(p) > n, f"{pod} started again", timeout_s=60)
-        wait_until(
-            lambda p=pod: stage.ownership([p]).assignment_count([p], after=stage.kubelet.gone_at[p]) >= 1,
-            f"{pod}'s consumer assigned again",
-            timeout_s=60,
-        )
+    rolled_at = stage.roll(ids)
     ownership = stage.owning_everything(ids)
     # A rebalance reassigns every member; each restarted member's own assignment on rejoining is not one.
     rebalances = max(ownership.assignment_count([pod], after=rolled_at) - 1 for pod in ids)

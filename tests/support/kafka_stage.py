@@ -11,6 +11,7 @@ does for each namespace of Kafka fleets (the chart grants no cluster-wide Secret
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -150,6 +151,21 @@ class KafkaStage:
             f"{', '.join(pods)} to own every partition",
             timeout_s=90,
         )
+
+    def roll(self, pods: list[str]) -> float:
+        """A rolling restart as the StatefulSet controller does one (highest ordinal first): each pod deleted,
+        started again, and its consumer assigned again before the next; when it began (``time.time()``)."""
+        rolled_at = time.time()
+        for pod in reversed(pods):
+            starts = self.kubelet.started.count(pod)
+            self.kubectl("delete", "pod", pod, "--wait=true")
+            wait_until(lambda p=pod, n=starts: self.kubelet.started.count(p) > n, f"{pod} started again", timeout_s=60)
+            wait_until(
+                lambda p=pod: self.ownership([p]).assignment_count([p], after=self.kubelet.gone_at[p]) >= 1,
+                f"{pod}'s consumer assigned again",
+                timeout_s=60,
+            )
+        return rolled_at
 
 
 @contextmanager

@@ -159,6 +159,22 @@ def list_groups(admin: KafkaAdminClient) -> list[tuple[str, str, str]]:
 # ------------------------------------------------------------------------------------------------- describes
 
 
+def _describe_at_coordinator(admin: KafkaAdminClient, group_id: str, request: Any, what: str) -> tuple[Any, Any]:
+    """``request`` (a describe of ``group_id`` alone) sent to the group's coordinator: the group's entry and its error
+    class; a refused authorization raises (naming ``what``), every other error is the caller's to read."""
+
+    async def call() -> Any:
+        coordinator = await admin._find_coordinator_id(group_id)
+        return await admin._manager.send(request, node_id=coordinator)
+
+    response = admin._manager.run(call)
+    (group,) = [g for g in response.groups if g.group_id == group_id]
+    error = errors.for_code(group.error_code)
+    if error is errors.GroupAuthorizationFailedError:
+        raise error(f"{what} for group {group_id}")
+    return group, error
+
+
 def _consumer_group_describe(
     admin: KafkaAdminClient, group_id: str, topic_names: MutableMapping[uuid.UUID, str]
 ) -> KafkaGroup | None:
@@ -167,16 +183,8 @@ def _consumer_group_describe(
     except errors.IncompatibleBrokerVersion:
         return None  # a broker before KIP-848 has no consumer-protocol groups
 
-    async def call() -> Any:
-        coordinator = await admin._find_coordinator_id(group_id)
-        request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
-        return await admin._manager.send(request, node_id=coordinator)
-
-    response = admin._manager.run(call)
-    (group,) = [g for g in response.groups if g.group_id == group_id]
-    error = errors.for_code(group.error_code)
-    if error is errors.GroupAuthorizationFailedError:
-        raise error(f"ConsumerGroupDescribe for group {group_id}")
+    request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
+    group, error = _describe_at_coordinator(admin, group_id, request, "ConsumerGroupDescribe")
     if error is not errors.NoError:
         return None  # GROUP_ID_NOT_FOUND: not a consumer-protocol group (or none at all)
     unnamed = {
@@ -211,16 +219,8 @@ def _consumer_group_describe(
 
 
 def _classic_describe(admin: KafkaAdminClient, group_id: str) -> KafkaGroup | None:
-    async def call() -> Any:
-        coordinator = await admin._find_coordinator_id(group_id)
-        request = DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False, min_version=4)
-        return await admin._manager.send(request, node_id=coordinator)
-
-    response = admin._manager.run(call)
-    (group,) = [g for g in response.groups if g.group_id == group_id]
-    error = errors.for_code(group.error_code)
-    if error is errors.GroupAuthorizationFailedError:
-        raise error(f"DescribeGroups for group {group_id}")
+    request = DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False, min_version=4)
+    group, error = _describe_at_coordinator(admin, group_id, request, "DescribeGroups")
     if error is not errors.NoError or group.group_state in NO_GROUP_STATES:
         return None
     members = tuple(
