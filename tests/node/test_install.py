@@ -28,7 +28,8 @@ def test_helm_install_runs_every_berth_pod_from_the_locally_built_images(
     operators = [p for p in pods if p["metadata"]["name"].startswith("berth-operator-")]
     assert len(operators) == 2  # the chart's default: a leader and a standby (leader election)
     lease = kube.get("lease", "berth-operator", namespace="berth")
-    (operator,) = [p for p in operators if p["metadata"]["name"] == lease["spec"]["holderIdentity"]]
+    # The leader's identity is its pod's name and a random suffix (leader_options).
+    (operator,) = [p for p in operators if lease["spec"]["holderIdentity"].startswith(p["metadata"]["name"] + "_")]
     for pod in (*operators, coordinator):
         assert pod["status"]["phase"] == "Running" and ready(pod), pod["status"]
         assert pod["spec"]["nodeName"] == node.name

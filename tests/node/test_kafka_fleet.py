@@ -38,15 +38,16 @@ def node_bootstrap(node: Node, berth_release: Release) -> Iterator[str]:
     bootstrap = node.start_kfake(kfake, BROKER_CONFIGS)
     kube = berth_release.kube
     operator = ["-n", "berth", "deployment/berth-operator"]
+    # On the node's network, two replicas on the one node would want the same ports: one operator here.
     kube.helm("upgrade", "berth", str(CHART), "-n", "berth", "--reuse-values",
-              "--set", f"operator.kafka.bootstrapServers={bootstrap}")  # fmt: skip
+              "--set", f"operator.kafka.bootstrapServers={bootstrap}", "--set", "operator.replicas=1")  # fmt: skip
     kube.kubectl(
         "patch", *operator, "--type=merge", "-p", json.dumps({"spec": {"template": {"spec": ON_NODE_NETWORK}}})
     )
     berth_release.rollout()
     yield bootstrap
     kube.helm("upgrade", "berth", str(CHART), "-n", "berth", "--reuse-values",
-              "--set", "operator.kafka.bootstrapServers=")  # fmt: skip
+              "--set", "operator.kafka.bootstrapServers=", "--set", "operator.replicas=2")  # fmt: skip
     back = {"spec": {"template": {"spec": {"hostNetwork": None, "dnsPolicy": "ClusterFirst"}}}}
     kube.kubectl("patch", *operator, "--type=merge", "-p", json.dumps(back))
     berth_release.rollout()
