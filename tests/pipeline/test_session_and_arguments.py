@@ -25,6 +25,16 @@ def test_outside_spark_submit_the_local_default_or_the_given_master_applies(monk
     assert local_settings("local[2]", "2g")["spark.driver.memory"] == "2g"
 
 
+def test_a_local_run_starts_lean_no_web_ui_and_the_client_compiler_with_the_serial_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+
+    settings = local_settings("local[2]", "1g")
+    assert settings["spark.ui.enabled"] == "false"
+    assert settings["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def test_under_spark_submit_nothing_is_set_in_code(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
 
@@ -75,7 +85,7 @@ def test_version_and_help_answer_without_spark_every_flag_explained_with_its_def
         text = parser.format_help()
         assert "`" not in text  # plain text, no reST markup
     analyze_help = " ".join(analyze_parser().format_help().split())
-    for shown in ("(default: 0.99)", "(default: 1.5)", "(default: 3000)", "(default: 6000)", "(default: 4g)"):
+    for shown in ("(default: 0.99)", "(default: 1.5)", "(default: 3000)", "(default: 6000)", "(default: auto)"):
         assert shown in analyze_help, shown
 
 

@@ -13,11 +13,12 @@ Owns what changes between the embedded mode and a cluster master. Rules:
   see theirs. Otherwise: one line saying to use shared or object storage.
 - A failure the checks could not foresee (an executor that joined later, a file removed meanwhile) is still one
   line: ``missing_file_error`` turns Spark's "file not found" into a ``JournalError``.
-- Shuffle partitions: ``SHUFFLE_PARTITIONS_PER_CORE`` per core that runs the job, cores taken from
-  ``spark.default.parallelism``, else ``spark.executor.instances`` x ``spark.executor.cores``, else the cores of
-  the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A ``spark.sql.shuffle.partitions``
-  set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their partitioning (AQE does not
-  coalesce them), so Spark's default of 200 would run 200 tasks per stage for any journal.
+- Shuffle partitions: ``sizing.shuffle_partitions`` of the journal's bytes and the cores that run the job, cores
+  taken from ``spark.default.parallelism``, else ``spark.executor.instances`` x ``spark.executor.cores``, else the
+  cores of the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A
+  ``spark.sql.shuffle.partitions`` set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their
+  partitioning (AQE does not coalesce them), so Spark's default of 200 would run 200 tasks per stage for any
+  journal.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Iterable, Iterator
 
 from pyspark.sql import SparkSession
 
+from berth.pipeline.sizing import shuffle_partitions
 from berth.pipeline.sources import (
     JournalError,
     JournalSource,
@@ -41,7 +43,6 @@ from berth.pipeline.sources import (
     resolve_journal_source,
 )
 
-SHUFFLE_PARTITIONS_PER_CORE = 3
 EXECUTOR_WAIT_S = 30.0
 _PROBE_TOKEN_FILE = "driver-token"
 _MISSING_FILE = re.compile(r"FileNotFoundException|FILE_NOT_EXIST|PATH_NOT_FOUND|does not exist", re.IGNORECASE)
@@ -107,14 +108,16 @@ def missing_file_error(error: Exception, label: str) -> JournalError | None:
     )
 
 
-def size_shuffle_partitions(spark: SparkSession) -> int:
-    """Set and return ``spark.sql.shuffle.partitions`` for the cores that run the job (module rules)."""
+def size_shuffle_partitions(spark: SparkSession, journal_bytes: int | None) -> tuple[int, int]:
+    """Set ``spark.sql.shuffle.partitions`` for the cores that run the job and the journal's size (module rules);
+    returns the partitions and the cores."""
     conf = spark.sparkContext.getConf()
+    cores = job_cores(spark)
     if conf.contains("spark.sql.shuffle.partitions"):
-        return int(conf.get("spark.sql.shuffle.partitions") or 200)
-    partitions = max(2, SHUFFLE_PARTITIONS_PER_CORE * job_cores(spark))
+        return int(conf.get("spark.sql.shuffle.partitions") or 200), cores
+    partitions = shuffle_partitions(journal_bytes, cores)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    return partitions
+    return partitions, cores
 
 
 def job_cores(spark: SparkSession) -> int:
