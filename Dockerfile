@@ -15,12 +15,14 @@
 # (not `command:`) so tini stays PID 1: it forwards SIGTERM to the process (the coordinator flushes and exits 0 on
 # it) and reaps the JVM children that Spark starts.
 #
-# The venv stages install exactly what tests/chart/test_image_installs.py installs and runs for real (the wheel
-# with no extra for runtime, with [pipeline] for analytics): keep the two in step.
+# The test suite builds both targets and runs them as pods on a real node (tests/node: test_images.py runs each
+# image's programs, test_install.py the chart as docs/install.md installs it), with buildah on a base made from
+# Debian packages (tests/support/node_images.py) passed as PYTHON_IMAGE.
 
 # Every stage uses the same Python image, so a virtualenv built in one runs unchanged in another (its interpreter
-# symlinks point at /usr/local/bin/python3.11 in all). Bookworm, because it packages the Java 17 runtime that
-# Spark needs; the default (trixie) slim image has only Java 21+.
+# symlinks point at the same python3.11 in all: /usr/local/bin in the default image, /usr/bin on a Debian-built
+# base). The base must be Debian bookworm with python, pip and venv: bookworm, because it packages the Java 17
+# runtime that Spark needs; the default (trixie) slim image has only Java 21+.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java etcd promtool tools lint typecheck imports test test-fast demo soak bench clean
+.PHONY: install java etcd promtool node tools lint typecheck imports test test-fast demo soak bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,9 +27,14 @@ etcd:
 promtool:
 	scripts/ensure-promtool.sh
 
+## The node tier's packages (containerd, runc, CNI plugins, buildah, debootstrap, busybox-static, iptables).
+node:
+	scripts/ensure-node.sh
+
 tools: $(TOOLS)
 
-install: $(STAMP) $(TOOLS) java etcd promtool
+## Everything the tests need (the demo needs only the venv and Java: see demo).
+install: $(STAMP) $(TOOLS) java etcd promtool node
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -42,16 +47,19 @@ test: install lint
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow and not kube"
+	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow and not kube and not node"
 
-## The main job on the embedded default: a local fleet showing static membership at work.
-demo: install
+## The main job on the embedded default: a local fleet showing static membership at work. It needs the venv and a
+## Java runtime (for the Spark report at its end), nothing the tests alone use (etcd, promtool, helm, the node).
+demo: $(STAMP) java
 	$(BIN)/berth-demo
 
 ## Long runs kept out of `make test`.
 soak: install
 	BERTH_CRASH_ROUNDS=50 BERTH_CRASH_RESULTS=benchmarks/results/crash.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
+	BERTH_HA_ROUNDS=20 BERTH_HA_RESULTS=benchmarks/results/ha_campaign.json \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
 	$(BIN)/python -m benchmarks.floods
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability

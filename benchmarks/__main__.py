@@ -26,6 +26,7 @@ BENCHMARKS = {
     "kafka_scale_down": "benchmarks.kafka_scale_down",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
+    "failover": "benchmarks.failover",
 }
 
 

@@ -71,6 +71,13 @@ class Coordinator(CoordinatorProcess):
     def __init__(self, data_dir: Path, *extra: str, cpu: int | None = None, manual_clock: bool = False) -> None:
         super().__init__(data_dir, "--log-level", "warning", *extra, manual_clock=manual_clock, cpu=cpu)
 
+    def peak_rss_bytes(self) -> int:
+        """The most memory the process held since it started (the kernel's high-water mark, VmHWM)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
 
 @dataclass
 class Result:

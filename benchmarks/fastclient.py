@@ -50,19 +50,21 @@ class _Answers(asyncio.Protocol):
 
 
 class Connection:
-    def __init__(self, answers: _Answers, host: str) -> None:
+    def __init__(self, answers: _Answers, host: str, token: str | None = None) -> None:
         self._answers = answers
         self._host = host
+        self._auth = f"Authorization: Bearer {token}\r\n" if token else ""
 
     @classmethod
-    async def open(cls, base_url: str) -> Connection:
+    async def open(cls, base_url: str, token: str | None = None) -> Connection:
+        """A connection to ``base_url``; with ``token``, every request carries it as a bearer token."""
         parts = urlsplit(base_url)
         assert parts.hostname is not None and parts.port is not None
         _, answers = await asyncio.get_running_loop().create_connection(_Answers, parts.hostname, parts.port)
-        return cls(answers, f"{parts.hostname}:{parts.port}")
+        return cls(answers, f"{parts.hostname}:{parts.port}", token)
 
     def encode(self, method: str, path: str, body: bytes = b"") -> bytes:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n{self._auth}"
         if body:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         return head.encode() + b"\r\n" + body

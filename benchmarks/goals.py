@@ -53,4 +53,10 @@ GOALS: dict[str, str] = {
         "status within ~1 s of the change when following the journal (median <= 1 s, max <= 1.5 s); the timer alone "
         "takes up to its interval. Assumes the default 10 s reconcile interval, a 3-pod fleet, status read every 20 ms"
     ),
+    "failover": (
+        "replicated coordinator (chart's HA option: 3 etcd members with fsync, 2 replicas, 5 s lease, readiness every "
+        "1 s): kill -9 of the active replica to the first join answered well inside the 45 s session timeout "
+        "(stretch: < 10 s); 0 rebalances of 100 static members (heartbeat 3 s) over 8 failovers; durable writes "
+        "reported as a ratio to the SQLite store, side by side"
+    ),
 }

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Result, progress, spread
-from berth.operator.kafka.connection import KafkaConnection
 from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.planners.kafka_credentials import KafkaConnection
 
 REPO = Path(__file__).resolve().parent.parent
 KFAKE = Path(os.environ.get("BERTH_KFAKE") or REPO.parent / "shared" / "tools" / "kafka" / "bin" / "kfake")

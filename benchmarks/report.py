@@ -23,6 +23,7 @@ ORDER = [
     "store_throughput",
     "kafka_scale_down",
     "status_lag",
+    "failover",
 ]
 
 

@@ -266,7 +266,7 @@ def _scale(fleet: _Fleet, ts: int) -> Iterator[tuple[int, Event]]:
         yield from _add_members(fleet, ts, k)
     elif len(fleet.slots) - k >= 2:
         departing = [s for s in fleet.slots[-k:] if s.in_group]
-        del fleet.slots[-k:]  # the pods are gone before the operator's batch leave (DESIGN.md, scale-down)
+        del fleet.slots[-k:]  # the pods are gone before the operator's batch leave (docs/architecture.md, "Scaling")
         if departing:
             yield from _remove(fleet, ts, departing, "member_left", via="admin")
 

@@ -8,12 +8,10 @@ for dir in "${KUBEBUILDER_ASSETS:-}" "${BERTH_K8S_BIN_DIR:-}"; do
 done
 if command -v etcd >/dev/null 2>&1; then exit 0; fi
 if command -v apt-get >/dev/null 2>&1; then
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "installing etcd (Debian's etcd-server) with apt-get ..."
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
+  "$(dirname "$0")/apt.sh" etcd-server
   # The package's service is not wanted: tests start their own etcd on a free loopback port.
-  command -v systemctl >/dev/null 2>&1 && $sudo systemctl disable --now etcd >/dev/null 2>&1 || true
+  command -v systemctl >/dev/null 2>&1 && systemctl disable --now etcd >/dev/null 2>&1 || true
   etcd --version | head -n1
   exit 0
 fi

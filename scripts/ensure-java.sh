@@ -8,10 +8,8 @@ if command -v java >/dev/null 2>&1; then
   echo "java $major found; PySpark 4 needs Java 17 or 21" >&2
 fi
 if command -v apt-get >/dev/null 2>&1; then
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "installing a headless Java 17 runtime with apt-get ..."
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+  "$(dirname "$0")/apt.sh" openjdk-17-jre-headless
   java -version 2>&1 | head -n1
   exit 0
 fi

@@ -4,11 +4,9 @@
 set -euo pipefail
 if command -v promtool >/dev/null 2>&1; then exit 0; fi
 if command -v apt-get >/dev/null 2>&1; then
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "installing promtool (Debian's prometheus package) with apt-get ..."
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-  command -v systemctl >/dev/null 2>&1 && $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+  "$(dirname "$0")/apt.sh" prometheus
+  command -v systemctl >/dev/null 2>&1 && systemctl disable --now prometheus >/dev/null 2>&1 || true
   promtool --version 2>&1 | head -n1
   exit 0
 fi

@@ -13,8 +13,10 @@ from support.coordinator import CoordinatorProcess
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-#: The real control plane (etcd, kube-apiserver, kube-controller-manager), started once when a test first asks.
-pytest_plugins = ["support.kube_fixtures", "support.kafka_fixtures"]
+#: The real control plane (etcd, kube-apiserver, kube-controller-manager), the Kafka broker, the etcd cluster of the
+#: replicated coordinator and the real node (kubelet, containerd, images built from the Dockerfile), each started
+#: once when a test first asks.
+pytest_plugins = ["support.kube_fixtures", "support.kafka_fixtures", "support.ha_fixtures", "support.node_fixtures"]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""The ConsumerFleet CRD as a file: one canonical copy, the names DESIGN.md pins, and examples that run the member
-library. What the API server does with it (installing, defaulting, validation, CEL, subresources, printer columns)
-is tested on a real kube-apiserver in tests/kube/test_crd.py."""
+"""The ConsumerFleet CRD as a file: one canonical copy, the names docs/architecture.md pins, and examples that run
+the member library. What the API server does with it (installing, defaulting, validation, CEL, subresources,
+printer columns) is tested on a real kube-apiserver in tests/kube/test_crd.py."""
 
 from __future__ import annotations
 

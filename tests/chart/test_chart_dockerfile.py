@@ -1,5 +1,5 @@
 """The Dockerfile and .dockerignore, checked by reading them (no container engine runs here), and the wheel the
-wheel stage builds, built for real (test_image_installs.py installs it as each image does)."""
+wheel stage builds, built for real (tests/node/test_images.py runs the built images as pods)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_the_wheel_is_built_once_and_installed_with_each_images_extras(stages: d
     assert re.search(r'/opt/berth/bin/pip install "\$\(ls /dist/berth-\*\.whl\)\[pipeline\]"', analytics), analytics
     for script in ("berth-coordinator", "berth-operator", "berth-groups"):
         assert f"/opt/berth/bin/{script} --help" in runtime
-    # tests/chart/test_image_installs.py runs these very lines and then each entry point's real work.
+    # tests/node/test_images.py runs the images these lines build, and each entry point's real work in them.
     assert "/opt/berth/bin/berth-analyze" in analytics
 
 

@@ -33,6 +33,9 @@ from chart_helpers import (
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet
+from berth.coordinator.http.main import build_parser as coordinator_parser
+from berth.coordinator.http.replicas import replication_config
+from berth.coordinator.store.etcd.copy import build_parser as copy_parser
 from berth.operator.planners.statefulset import pod_labels
 from berth.pipeline.main import analyze_parser
 
@@ -67,7 +70,7 @@ def coordinator_args(docs: list[Obj]) -> list[str]:
 
 
 def check_defaults(docs: list[Obj]) -> None:
-    # DESIGN.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, ClusterRole + binding.
+    # docs/architecture.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, cluster RBAC.
     deployment = one(docs, "Deployment", "berth-operator")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
@@ -332,6 +335,8 @@ def check_coordinator_tuning(docs: list[Obj]) -> None:
     args = coordinator_args(docs)
     assert arg_after(args, "--group-max-size") == "50"
     assert arg_after(args, "--group-min-session-timeout-ms") == "10000"
+    assert arg_after(args, "--max-stored-bytes") == "402653184"  # with a larger memory limit, more kept
+    assert arg_after(args, "--metrics-max-groups-per-token") == "0"
     assert arg_after(args, "--log-level") == "debug"
     claim = one(docs, "StatefulSet")["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["storageClassName"] == "fast-ssd"
@@ -440,6 +445,81 @@ def check_probes_open_to_prometheus(docs: list[Obj]) -> None:
     assert [r["ports"] for r in rules] == [[{"port": 9094, "protocol": "TCP"}], [{"port": 9095, "protocol": "TCP"}]]
     assert rules[1]["from"] == [PROMETHEUS]  # the probe port: nobody else, fleet pods included
     assert PROMETHEUS in rules[0]["from"]
+
+
+def check_ha(docs: list[Obj]) -> None:
+    """Replicas on etcd: no data volume, the etcd the chart installs, limits that agree on both sides, readiness every
+    second (only the active replica is Ready), spread over nodes, and no budget that would pin the active replica."""
+    statefulset = one(docs, "StatefulSet", "berth-coordinator")
+    spec = statefulset["spec"]
+    assert (spec["replicas"], spec["podManagementPolicy"], spec["updateStrategy"]) == (
+        2,
+        "Parallel",
+        {"type": "OnDelete"},
+    )
+    assert "volumeClaimTemplates" not in spec
+    coordinator = container(docs, "StatefulSet", "berth-coordinator")
+    args = coordinator["args"]
+    assert "--data-dir" not in args and not any(m["mountPath"] == "/var/lib/berth" for m in coordinator["volumeMounts"])
+    member_args = container(docs, "StatefulSet", "berth-etcd")["args"]
+    etcd_flag = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in member_args}
+    assert arg_after(args, "--etcd-max-txn-ops") == etcd_flag["--max-txn-ops"] == "131072"
+    assert arg_after(args, "--etcd-max-request-bytes") == etcd_flag["--max-request-bytes"] == "16777216"
+    members = [f"berth-etcd-{i}.berth-etcd.{NAMESPACE}.svc" for i in range(3)]
+    assert arg_after(args, "--etcd-endpoints") == ",".join(f"http://{m}:2379" for m in members)
+    assert etcd_flag["--initial-cluster"] == ",".join(f"berth-etcd-{i}=http://{m}:2380" for i, m in enumerate(members))
+    assert etcd_flag["--advertise-client-urls"] == f"http://$(POD_NAME).berth-etcd.{NAMESPACE}.svc:2379"
+    assert (arg_after(args, "--etcd-prefix"), arg_after(args, "--etcd-lease-ttl-s")) == ("/berth/", "5")
+    assert arg_after(args, "--replica-name") == "$(POD_NAME)"
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in coordinator["env"]
+    parsed = coordinator_parser().parse_args(args[1:])  # the real command line takes them ...
+    replication = replication_config(parsed)
+    assert replication is not None and replication.problems(parsed.group_metadata_max_bytes) == []  # ... and starts
+    readiness = coordinator["readinessProbe"]
+    assert (readiness["periodSeconds"], readiness["failureThreshold"], readiness["timeoutSeconds"]) == (1, 1, 1)
+    pod = spec["template"]
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert selects(term["podAffinityTerm"]["labelSelector"], pod["metadata"]["labels"])
+    assert not find(docs, "PodDisruptionBudget", "berth-coordinator")
+    etcd = one(docs, "StatefulSet", "berth-etcd")
+    etcd_pod = etcd["spec"]["template"]["metadata"]["labels"]
+    assert (etcd["spec"]["replicas"], etcd["spec"]["podManagementPolicy"]) == (3, "Parallel")
+    assert [t["metadata"]["name"] for t in etcd["spec"]["volumeClaimTemplates"]] == ["data"]
+    budget = one(docs, "PodDisruptionBudget", "berth-etcd")["spec"]
+    assert budget["maxUnavailable"] == 1 and selects(budget["selector"], etcd_pod)
+    headless = one(docs, "Service", "berth-etcd")["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert selects({"matchLabels": headless["selector"]}, etcd_pod)
+    (client, peer) = one(docs, "NetworkPolicy", "berth-etcd")["spec"]["ingress"]
+    assert client["ports"] == [{"port": 2379, "protocol": "TCP"}] and peer["ports"] == [
+        {"port": 2380, "protocol": "TCP"}
+    ]
+    assert any(selects(p["podSelector"], pod["metadata"]["labels"]) for p in client["from"])
+    assert not any(selects(p["podSelector"], {"berth.dev/fleet": "orders"}) for p in client["from"])
+    assert [selects(p["podSelector"], etcd_pod) for p in peer["from"]] == [True]
+    assert not find(docs, "Job")
+
+
+def check_ha_copy(docs: list[Obj]) -> None:
+    assert one(docs, "StatefulSet", "berth-coordinator")["spec"]["replicas"] == 0
+    job = one(docs, "Job", "berth-coordinator-copy-to-etcd")
+    copy = job["spec"]["template"]["spec"]["containers"][0]
+    assert copy["args"][:2] == ["berth-coordinator", "copy-to-etcd"]
+    copy_parser().parse_args(copy["args"][2:])
+    assert arg_after(copy["args"], "--data-dir") == "/var/lib/berth"
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-berth-coordinator-0"}} in job["spec"][
+        "template"
+    ]["spec"]["volumes"]
+    (client, _) = one(docs, "NetworkPolicy", "berth-etcd")["spec"]["ingress"]
+    assert any(selects(p["podSelector"], job["spec"]["template"]["metadata"]["labels"]) for p in client["from"])
+
+
+def check_ha_required_spread(docs: list[Obj]) -> None:
+    pod = one(docs, "StatefulSet", "berth-coordinator")["spec"]["template"]
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname" and selects(term["labelSelector"], pod["metadata"]["labels"])
+    assert one(docs, "StatefulSet", "berth-coordinator")["spec"]["replicas"] == 3
 
 
 def check_fullname_override(docs: list[Obj]) -> None:
@@ -554,6 +634,8 @@ CASES = [
             "coordinator": {
                 "groupMaxSize": 50,
                 "groupMinSessionTimeoutMs": 10000,
+                "maxStoredBytes": 402653184,
+                "metricsMaxGroupsPerToken": 0,
                 "logLevel": "debug",
                 "persistence": {"size": "5Gi", "storageClassName": "fast-ssd"},
                 "nodeSelector": {"disk": "ssd"},
@@ -576,6 +658,17 @@ CASES = [
     ),
     Case("no-user-roles", {"rbac": {"aggregateToDefaultRoles": False}}, check_no_user_roles),
     Case("fullname-override", {"fullnameOverride": "shop"}, check_fullname_override),
+    Case("ha", {"coordinator": {"ha": {"enabled": True}}}, check_ha),
+    Case(
+        "ha-copy-from-sqlite",
+        {"coordinator": {"ha": {"enabled": True, "replicas": 0, "copyFromClaim": "data-berth-coordinator-0"}}},
+        check_ha_copy,
+    ),
+    Case(
+        "ha-required-spread",
+        {"coordinator": {"ha": {"enabled": True, "replicas": 3, "antiAffinity": "required"}}},
+        check_ha_required_spread,
+    ),
     Case(
         "tls-from-a-secret",
         {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}, "analytics": {"enabled": True}},
@@ -741,6 +834,8 @@ def test_every_file_argument_is_mounted_from_the_right_secret_key(case: Case) ->
 def test_probes_use_the_documented_endpoints(case: Case) -> None:
     docs = render(case.values)
     for statefulset in find(docs, "StatefulSet"):
+        if statefulset["metadata"]["labels"]["app.kubernetes.io/component"] != "coordinator":
+            continue  # etcd (coordinator.ha): check_ha
         coordinator = container(docs, "StatefulSet", statefulset["metadata"]["name"])
         # The probe listener: answered while the API port is at its connection limit (docs/api.md §10 "Probes").
         assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
@@ -769,6 +864,8 @@ def test_commands_are_console_scripts_of_the_package(case: Case) -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for name, spec in pod_specs(render(case.values)):
         for c in spec["containers"]:
+            if c["name"] == "etcd":
+                continue  # etcd's own image (coordinator.ha): its one command is etcd (check_ha)
             # args, not command: the image's ENTRYPOINT (tini) must stay PID 1.
             assert "command" not in c, name
             assert c["args"][0] in scripts, f"{name}: {c['args'][0]} is not in [project.scripts]"

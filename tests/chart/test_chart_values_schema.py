@@ -176,6 +176,28 @@ BAD_VALUES = [
         },
         "metrics.serviceMonitor.enabled needs coordinator.enabled",
     ),
+    Bad("ha-even-etcd", {"coordinator": {"ha": {"etcd": {"replicas": 2}}}}, "at '/coordinator/ha/etcd/replicas'"),
+    Bad("ha-prefix", {"coordinator": {"ha": {"etcdPrefix": "berth"}}}, "at '/coordinator/ha/etcdPrefix'"),
+    Bad("ha-lease", {"coordinator": {"ha": {"leaseTtlSeconds": 1}}}, "at '/coordinator/ha/leaseTtlSeconds'"),
+    Bad(
+        "ha-small-transactions",
+        {"coordinator": {"ha": {"etcd": {"maxTxnOps": 128}}}},
+        "at '/coordinator/ha/etcd/maxTxnOps': minimum",
+    ),
+    Bad(
+        "ha-without-coordinator",
+        {
+            "coordinator": {"enabled": False, "ha": {"enabled": True}},
+            "operator": {"coordinatorUrl": "http://c:9094"},
+            "auth": {"existingSecret": "tokens"},
+        },
+        "coordinator.ha.enabled needs coordinator.enabled",
+    ),
+    Bad(
+        "ha-copy-while-serving",
+        {"coordinator": {"ha": {"enabled": True, "copyFromClaim": "data-berth-coordinator-0"}}},
+        "coordinator.ha.copyFromClaim needs coordinator.ha.replicas 0",
+    ),
 ]
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
-from member_harness import MemberFactory, form_group
+from member_harness import MemberFactory, form_group, member_config
 from support.api import Api
 from support.coordinator import CoordinatorProcess
 from support.net import free_port
@@ -18,9 +21,11 @@ from berth.coordinator.client import (
     CoordinatorUnavailableError,
     Error,
     GroupError,
+    GroupMember,
     read_assignment,
     read_subscription,
 )
+from berth.coordinator.client.groups_cli import main as groups_main
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,3 +152,40 @@ async def test_tokens_are_sent_and_refusals_are_authorization_errors(secured: Co
         with pytest.raises(AuthorizationError) as unauthorized:
             await anonymous.describe_group("orders")
         assert unauthorized.value.status == 401 and unauthorized.value.detail
+
+
+async def test_offsets_in_many_pages_are_followed_transparently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 22, point 1: a fetch is answered in pages (about 1,000 bytes each here); the admin client, a member and
+    ``berth-groups`` read every page and see every offset, as if it were one answer."""
+    committed = {(topic, p): p + 1 for topic in ("a", "b") for p in range(40)}
+    body = {
+        "topics": [
+            {
+                "name": t,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": o} for (tt, p), o in committed.items() if tt == t
+                ],
+            }
+            for t in ("a", "b")
+        ]
+    }
+    with CoordinatorProcess(tmp_path / "data", "--offset-fetch-page-max-bytes", "1000") as process:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, process.url)
+            assert (await api.post(api.group_path("paged", "/offsets"), body))[1]["error"] == "NONE"
+            _, first = await api.get(api.group_path("paged", "/offsets"))
+            assert first["next"] is not None and sum(len(t["partitions"]) for t in first["topics"]) < 10
+        async with CoordinatorAdmin(process.url) as admin:
+            offsets = await admin.fetch_offsets("paged")
+            assert {tp: c.offset for tp, c in offsets.items()} == committed
+            only_b = await admin.fetch_offsets("paged", ["b"])
+            assert set(only_b) == {tp for tp in committed if tp[0] == "b"}
+        member = GroupMember(member_config(process.url, "paged", None, topics={"a": 40, "b": 40}))
+        assert {tp: c.offset for tp, c in (await member.committed()).items()} == committed
+        await member.close()
+        argv = ["--coordinator", process.url, "offsets", "paged", "-o", "json"]
+        assert await asyncio.to_thread(groups_main, argv) == 0  # its own event loop
+        shown = json.loads(capsys.readouterr().out)["offsets"]
+        assert {(o["topic"], o["partition"]): o["offset"] for o in shown} == committed

@@ -12,8 +12,10 @@ Clients come from different loopback addresses (127.0.0.2, 127.0.0.3, ...), as d
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +136,86 @@ def test_probes_and_a_connected_member_are_answered_while_the_api_port_is_full(e
         member.close()
         for sock in drippers:
             sock.close()
+
+
+class SlowFlood:
+    """``per_source`` connections from each of ``sources`` dripping request heads at the probe port, each one opened
+    again as soon as the coordinator closes it (issue 22, point 8: 4 x 16 of them made 266 of 277 probes 503)."""
+
+    def __init__(self, url: str, sources: list[str], per_source: int) -> None:
+        self.url, self.sources, self.per_source = url, sources, per_source
+        self.stop = threading.Event()
+        self.reconnects = 0
+        self.threads = [threading.Thread(target=self._hold, args=(source,), daemon=True) for source in sources]
+
+    def __enter__(self) -> SlowFlood:
+        for thread in self.threads:
+            thread.start()
+        time.sleep(0.5)  # every place is taken
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(10)
+
+    def _hold(self, source: str) -> None:
+        socks: list[socket.socket | None] = [None] * self.per_source
+        while not self.stop.is_set():
+            for i, sock in enumerate(socks):
+                try:
+                    if sock is None:
+                        sock = socks[i] = connect(self.url, source)
+                        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                        sock.setblocking(False)
+                        self.reconnects += 1
+                    sock.send(b"a")  # one more byte of a head it never finishes
+                    if sock.recv(4096) == b"":
+                        raise ConnectionError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    if sock is not None:
+                        sock.close()
+                    socks[i] = None
+            time.sleep(0.05)
+        for sock in socks:
+            if sock is not None:
+                sock.close()
+
+
+def kubelet_probe(url: str, path: str) -> int | str:
+    """One probe as the kubelet sends it: a new connection, a GET, the chart's 3 s timeout."""
+    parts = urlsplit(url)
+    try:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=3)
+        conn.request("GET", path, headers={"Connection": "close"})
+        status = conn.getresponse().status
+        conn.close()
+        return status
+    except (OSError, http.client.HTTPException) as error:
+        return type(error).__name__
+
+
+def test_kubelet_probes_are_answered_while_slow_connections_fill_the_probe_port(edge: CoordinatorProcess) -> None:
+    """64 places, 16 per client: four clients' slow connections take them all, and take them again whenever one is
+    closed. A newcomer takes the place of the oldest connection not being answered, so every probe is answered."""
+    with SlowFlood(edge.probe_url, [f"127.0.0.{10 + i}" for i in range(4)], 16) as flood:
+        answers = []
+        for k in range(40):
+            answers.append(kubelet_probe(edge.probe_url, "/readyz" if k % 2 else "/healthz"))
+            time.sleep(0.05)
+    assert answers == [200] * 40
+    assert flood.reconnects > 64, "the flood kept the port full: its connections were shed and came back"
+
+
+def test_the_probe_port_never_waits_for_a_body(edge: CoordinatorProcess) -> None:
+    sock = connect(edge.probe_url)
+    started = time.monotonic()
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")  # and no more
+    answer = read_until_closed(sock)  # answered, then closed: nothing waits for the other 999 bytes
+    sock.close()
+    assert answer_of(answer)[0] == 200 and time.monotonic() - started < 2
 
 
 def test_the_probe_port_serves_only_the_probes(edge: CoordinatorProcess) -> None:

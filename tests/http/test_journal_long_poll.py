@@ -7,9 +7,12 @@ the coordinator's clock, or for the shutdown; otherwise it answers at once, like
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from support.api import Api
 from support.coordinator import CoordinatorProcess
@@ -89,3 +92,47 @@ async def test_shutdown_answers_the_waiting_polls(coordinator: CoordinatorProces
     status, page = await asyncio.wait_for(waiting, 10)
     assert (status, page) == (200, {"events": [], "next": seq, "first": seq + 1, "last": seq})
     assert await asyncio.to_thread(coordinator.proc.wait, 20) == 0
+
+
+async def test_a_journal_reader_cannot_take_the_operators_places(tmp_path: Path) -> None:
+    """Issue 22, point 9: a ``journal:read`` token that parked a thousand polls used to fill every place, so that the
+    operator's follower's poll came back at once, empty, again and again (a spin). Polls park per token now: the
+    reader keeps its 16 places, its others are answered at once, and the admin's poll waits for the next event."""
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"name": "operator", "token": "operator-token-0123", "admin": True},
+                    {"name": "analytics", "token": "analytics-token-0123", "scopes": ["journal:read"]},
+                ]
+            }
+        )
+    )
+    args = ("--tokens-file", str(tokens), "--max-connections-per-client", "0")
+    with CoordinatorProcess(tmp_path / "data", *args) as proc:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            reader = Api(session, proc.url, token="analytics-token-0123")
+            operator = Api(session, proc.url, token="operator-token-0123")
+            flood = [asyncio.ensure_future(reader.get("/v1/journal?after=0&wait_ms=30000")) for _ in range(1_016)]
+            answered = 0
+            for _ in range(2_000):
+                answered = sum(task.done() for task in flood)
+                if answered >= 1_000:
+                    break
+                await asyncio.sleep(0.01)
+            assert answered == 1_000, "all but the reader's 16 places are answered at once"
+            assert await waiting_polls(operator) == 16
+
+            held = await poll(operator, 0, 30_000)
+            await asyncio.sleep(0.2)
+            assert not held.done(), "the operator's poll is held, not answered at once"
+            await operator.request(
+                "PUT", operator.group_path("orders", "/expected-members"), {"group_instance_ids": ["o-0"]}
+            )
+            status, page = await asyncio.wait_for(held, 10)
+            assert status == 200 and [e["type"] for e in page["events"]][:1] == ["group_created"]
+            for task in flood:
+                task.cancel()
+            await asyncio.gather(*flood, return_exceptions=True)

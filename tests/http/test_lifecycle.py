@@ -117,6 +117,13 @@ async def test_config_reports_the_effective_limits(tmp_path: Path) -> None:
         "offsets_retention_ms": 604800000,
         "journal_event_max_bytes": 262144,
         "journal_page_max_bytes": 1048576,
+        "offsets_max_per_group": 100000,
+        "offsets_max_bytes_per_group": 16777216,
+        "max_stored_bytes": 201326592,
+        "max_stored_bytes_per_token": 25165824,
+        "max_groups_per_token": 1000,
+        "max_pending_members_per_group": 1000,
+        "pending_member_timeout_ms": 30000,
         "api_versions": {
             "join": [0, 9],
             "sync": [0, 5],

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -93,17 +95,35 @@ def test_connections_over_the_cap_get_503_and_are_closed(limited: CoordinatorPro
     assert others_are_served(limited.url)
 
 
-def test_a_flood_of_anonymous_joins_stops_at_the_pending_cap(limited: CoordinatorProcess) -> None:
+def test_a_flood_of_anonymous_joins_churns_its_own_pending_ids_and_newcomers_still_get_in(
+    limited: CoordinatorProcess,
+) -> None:
+    """Beyond the pending cap a newcomer pushes out the oldest pending id instead of being refused (issue 22: a
+    refusal locked the group's real newcomers out for as long as the flood's ids lived)."""
     join = {
         "member_id": "",
-        "session_timeout_ms": 10_000,
+        "session_timeout_ms": 1_800_000,
         "protocol_type": "consumer",
         "protocols": [{"name": "r", "metadata": ""}],
     }
-    answers = [post_json(limited.url, "/v1/groups/flooded/join", join)[1]["error"] for _ in range(80)]
-    assert answers[:50] == ["MEMBER_ID_REQUIRED"] * 50
-    assert set(answers[50:]) == {"GROUP_MAX_SIZE_REACHED"}
+    ids = [post_json(limited.url, "/v1/groups/flooded/join", join)[1] for _ in range(80)]
+    assert {answer["error"] for answer in ids} == {"MEMBER_ID_REQUIRED"}
     assert others_are_served(limited.url)
-    # The pending ids expire with their session timeout; the coordinator advances only when told (manual clock).
-    post_json(limited.url, "/v1/debug/clock", {"advance_ms": 10_000})
-    assert post_json(limited.url, "/v1/groups/flooded/join", join)[1]["error"] == "MEMBER_ID_REQUIRED"
+    pushed_out = dict(join, member_id=ids[0]["member_id"])
+    assert post_json(limited.url, "/v1/groups/flooded/join", pushed_out)[1]["error"] == "UNKNOWN_MEMBER_ID"
+    # A newcomer after the flood gets an id and is admitted with it: its join parks until the rebalance completes,
+    # which waits for the flood's pending ids to go (at most the pending timeout, 30 s, on the manual clock).
+    newcomer = post_json(limited.url, "/v1/groups/flooded/join", join)[1]
+    rejoin = dict(join, member_id=newcomer["member_id"])
+    with ThreadPoolExecutor(1) as pool:
+        admitted = pool.submit(post_json, limited.url, "/v1/groups/flooded/join", rejoin)
+        for _ in range(200):  # the join is parked once its member shows (pending ids are never listed)
+            described = send(limited.url, "GET", "/v1/groups/flooded")[1]
+            if [m["member_id"] for m in described["members"]] == [newcomer["member_id"]]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the newcomer's join never parked")
+        assert post_json(limited.url, "/v1/debug/clock", {"advance_ms": 30_000})[0] == 200
+        status, answer = admitted.result(timeout=30)
+    assert (status, answer["error"], answer["member_id"]) == (200, "NONE", newcomer["member_id"])

@@ -64,9 +64,14 @@ def families(text: str) -> dict[str, dict[str, Any]]:
     return found
 
 
+LABEL = re.compile(r'([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"')
+
+
 def value(found: dict[str, dict[str, Any]], family: str, sample: str, labels: str) -> float | None:
+    """The sample's value; ``labels`` as written in the exposition, in any order (Prometheus ignores it)."""
+    wanted = dict(LABEL.findall(labels))
     for name, label_text, number in found[family]["samples"]:
-        if name == sample and label_text == labels:
+        if name == sample and dict(LABEL.findall(label_text)) == wanted:
             return float(number)
     return None
 

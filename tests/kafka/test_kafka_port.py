@@ -18,8 +18,9 @@ import pytest
 from support.kafka_consumers import ConsumerProcess, ownership
 from support.kube import wait_until
 
-from berth.operator.kafka.connection import KafkaConnection
-from berth.operator.kafka.port import ConsumerProtocolGroup, KafkaCoordinatorPort
+from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.planners.kafka_credentials import KafkaConnection
+from berth.operator.planners.observations import GroupProtocol
 from berth.operator.ports import CoordinatorUnavailable
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -87,7 +88,7 @@ async def test_session_bounds_come_from_the_brokers_config(port: KafkaCoordinato
 
 async def test_an_unknown_group_is_dead_and_deleting_it_says_not_found(port: KafkaCoordinatorPort) -> None:
     described = await port.describe("never-was")
-    assert (described.state, described.members) == ("Dead", ())
+    assert (described.state, described.members, described.protocol) == ("Dead", (), GroupProtocol.CLASSIC)
     assert await port.delete_group("never-was") == "GROUP_ID_NOT_FOUND"
 
 
@@ -108,8 +109,8 @@ async def test_a_kip_848_group_is_recognised(
     try:
         consumer.subscribe([kafka_topic])
         wait_until(lambda: consumer.poll(0.1) is None and consumer.assignment(), "the KIP-848 member's assignment")
-        with pytest.raises(ConsumerProtocolGroup):
-            await port.describe(group)
+        described = await port.describe(group)
+        assert described.protocol is GroupProtocol.CONSUMER
     finally:
         consumer.close()
 

@@ -1,6 +1,6 @@
 """The ConsumerFleet CRD on a real kube-apiserver: it installs both ways, the server defaults and validates fleets
-as DESIGN.md says (every OpenAPI keyword and CEL rule refusing with a message naming the field), the status and
-scale subresources work, and `kubectl get cf` shows what a person needs."""
+as docs/architecture.md says (every OpenAPI keyword and CEL rule refusing with a message naming the field), the
+status and scale subresources work, and `kubectl get cf` shows what a person needs."""
 
 from __future__ import annotations
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from berth.operator.evidence_files import DirectoryJournal
 from berth.operator.planners.observations import GroupDescription, GroupMember
-from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceRecorder
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.pipeline.main import main
 
 pytestmark = pytest.mark.spark

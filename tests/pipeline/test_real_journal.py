@@ -164,8 +164,9 @@ def test_a_token_file_without_a_journal_url_is_a_usage_error(
 async def kafka_evidence_file(path: Path) -> Path:
     """What the operator keeps for a Kafka fleet ``payments`` (the ConfigMap's evidence.jsonl): payments-1 back
     after 5 s."""
+    from berth.operator.evidence_files import DirectoryJournal
     from berth.operator.planners.observations import GroupDescription, GroupMember
-    from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceRecorder
+    from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 
     def described(members: dict[str, str]) -> GroupDescription:
         return GroupDescription("payments", "Stable", -1, None, tuple(GroupMember(m, i) for i, m in members.items()))

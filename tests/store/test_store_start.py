@@ -125,3 +125,30 @@ def test_a_record_that_cannot_be_loaded_is_refused_naming_it(
     assert str(refused.value).startswith(f"database {data_dir / 'berth.db'} cannot be read: ")
     assert complaint in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("statement", "complaint"),
+    [
+        ("UPDATE journal SET event = X'7b7d' WHERE seq = 2", "journal event 2 is not text"),
+        ("""UPDATE journal SET event = '{"seq":7,"ts_ms":1}' WHERE seq = 2""", "journal event 2 does not start with"),
+        ("""UPDATE journal SET event = '{"seq":2,"ts_ms":' WHERE seq = 2""", "journal event 2 is not JSON"),
+        ("UPDATE journal SET event = 'nothing' WHERE seq = 3", "journal event 3 does not start with its seq"),
+        ("DELETE FROM journal WHERE seq = 2", "its journal has 3 events from seq 1 to 4, not one per seq"),
+    ],
+)
+def test_a_journal_row_that_cannot_be_served_is_refused_at_start_naming_it(
+    data_dir: Path, statement: str, complaint: str
+) -> None:
+    """Issue 22, point 9: journal rows are checked at start like the rest of the store, one line naming the row,
+    never a coordinator that serves a page it cannot make (or a segment repair that fails with a traceback)."""
+    a_store_with_history(data_dir)
+    segments = journal_files(data_dir)
+    with sqlite3.connect(data_dir / "berth.db") as conn:
+        conn.execute(statement)
+
+    message = refusal(data_dir)
+
+    assert message.startswith(f"database {data_dir / 'berth.db'} cannot be read: ")
+    assert complaint in message and "restore it from a backup" in message
+    assert journal_files(data_dir) == segments

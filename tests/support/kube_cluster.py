@@ -4,8 +4,12 @@
 service-account key pair, an admin client certificate in ``system:masters`` and one for the controller-manager),
 starts the three processes, waits for ``/readyz`` and writes an admin kubeconfig. ``stop()`` ends them by PID.
 
-There is no scheduler and no kubelet: pods are created by the StatefulSet controller and never run
+By default there is no scheduler and no kubelet: pods are created by the StatefulSet controller and never run
 (``fake_kubelet`` marks them Ready and runs a member process per pod). Unscheduled pods are deleted at once.
+``ControlPlane(..., address=IP)`` serves the API on another address of this machine (the node tier's: the host end
+of its network namespace's link, which pods reach through the ``kubernetes`` Service); the apiserver then keeps that
+Service's endpoints itself and the serving certificate names the address. ``sign_certificate`` signs more client
+identities (a kubelet's, the scheduler's) with the plane's CA.
 
 Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, then ``BERTH_K8S_BIN_DIR``, then
 ``../shared/tools/k8s/bin`` beside the repository; etcd in the same directory or on ``PATH`` (Debian's
@@ -59,8 +63,9 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def make_pki(pki: Path) -> None:
-    """CA, serving cert for 127.0.0.1, service-account keys, and client certs for the admin and the controllers."""
+def make_pki(pki: Path, address: str = "127.0.0.1") -> None:
+    """CA, serving cert for 127.0.0.1 (and ``address``), service-account keys, and client certs for the admin and the
+    controllers."""
     pki.mkdir(parents=True, exist_ok=True)
     _openssl(
         "req",
@@ -81,30 +86,21 @@ def make_pki(pki: Path) -> None:
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     (pki / "server.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        f"subjectAltName=IP:127.0.0.1,IP:{address},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
         "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1\n"
         "extendedKeyUsage=serverAuth\n"
     )
-    for name, subject, ext in (
-        ("server", "/CN=kube-apiserver", "server.ext"),
-        ("admin", "/O=system:masters/CN=berth-test-admin", None),
-        ("kcm", "/CN=system:kube-controller-manager", None),
-    ):
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            subject,
-            cwd=pki,
-        )
-        sign = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"]
-        _openssl(*sign, "-out", f"{name}.crt", "-days", "2", *(["-extfile", ext] if ext else []), cwd=pki)
+    sign_certificate(pki, "server", "/CN=kube-apiserver", "server.ext")
+    sign_certificate(pki, "admin", "/O=system:masters/CN=berth-test-admin")
+    sign_certificate(pki, "kcm", "/CN=system:kube-controller-manager")
+
+
+def sign_certificate(pki: Path, name: str, subject: str, ext: str | None = None) -> None:
+    """``name.key`` and ``name.crt`` for ``subject``, signed by the CA in ``pki``."""
+    request = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr"]
+    _openssl(*request, "-subj", subject, cwd=pki)
+    sign = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"]
+    _openssl(*sign, "-out", f"{name}.crt", "-days", "2", *(["-extfile", ext] if ext else []), cwd=pki)
 
 
 def kubeconfig_text(
@@ -134,6 +130,12 @@ def kubeconfig_text(
 class ControlPlane:
     binaries: Binaries
     workdir: Path
+    #: The address the apiserver binds and advertises (an address of this machine).
+    address: str = "127.0.0.1"
+    #: Controllers of kube-controller-manager (its --controllers).
+    controllers: str = "*,-nodelifecycle"
+    #: More kube-controller-manager flags.
+    controller_flags: tuple[str, ...] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     server: str = ""
 
@@ -155,7 +157,7 @@ class ControlPlane:
 
     def start(self, timeout_s: float = 90.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        make_pki(self.pki)
+        make_pki(self.pki, self.address)
         pki = self.pki
         etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
         api_port, kcm_port = free_port(), free_port()
@@ -183,13 +185,14 @@ class ControlPlane:
                 "--unsafe-no-fsync",  # test data: durability of etcd is not under test, speed on a shared disk is
             ],
         )
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{self.address}:{api_port}"
+        loopback = self.address == "127.0.0.1"
         self._spawn(
             "kube-apiserver",
             [
                 str(self.binaries.apiserver),
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
                 f"--secure-port={api_port}",
                 f"--etcd-servers={etcd_url}",
                 f"--client-ca-file={pki / 'ca.crt'}",
@@ -200,7 +203,10 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--authorization-mode=Node,RBAC",
-                "--endpoint-reconciler-type=none",
+                # On loopback no pod could use the `kubernetes` Service's endpoints; elsewhere the apiserver keeps them.
+                "--endpoint-reconciler-type=none" if loopback else "--endpoint-reconciler-type=lease",
+                # A node's name need not resolve here; its InternalIP is reachable (logs, exec, port-forward).
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--profiling=false",
             ],
         )
@@ -219,9 +225,10 @@ class ControlPlane:
                 f"--kubeconfig={kcm_config}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
-                # No node lifecycle controller: the tests' fake node sends no heartbeats, and that controller would
-                # taint it unreachable and evict its pods a few minutes in.
-                "--controllers=*,-nodelifecycle",
+                # By default no node lifecycle controller: the tests' fake node sends no heartbeats, and that
+                # controller would taint it unreachable and evict its pods a few minutes in.
+                f"--controllers={self.controllers}",
+                *self.controller_flags,
                 "--leader-elect=false",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
@@ -251,12 +258,16 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-            proc = self.processes.pop(name, None)
-            if proc is None or proc.poll() is not None:
-                continue
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_process(self.processes.pop(name, None))
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout_s: float = 10.0) -> None:
+    """SIGTERM to a process group this run started, SIGKILL after ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

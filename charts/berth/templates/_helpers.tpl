@@ -18,6 +18,19 @@ longest suffix ("-coordinator-tokens") within Kubernetes' 63-character label val
 {{/* The ConfigMap where the operator keeps what it observes of Kafka fleets (the analytics job reads it). */}}
 {{- define "berth.evidenceConfigMapName" -}}{{ include "berth.prefix" . }}-kafka-evidence{{- end -}}
 
+{{/* The replicated coordinator's etcd (coordinator.ha): its StatefulSet and headless Service share this name. */}}
+{{- define "berth.etcdName" -}}{{ include "berth.prefix" . }}-etcd{{- end -}}
+
+{{/* The etcd members' client URLs, one per member by its stable DNS name (the coordinator tries them in turn). */}}
+{{- define "berth.etcdEndpoints" -}}
+{{- $name := include "berth.etcdName" . -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.coordinator.ha.etcd.replicas) -}}
+{{- $urls = append $urls (printf "http://%s-%d.%s.%s.svc:2379" $name $i $name $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
+
 {{/* The Secret with the coordinator's tokens file ("tokens.yaml") and the admin token ("admin-token"). */}}
 {{- define "berth.tokensSecretName" -}}
 {{- if .Values.auth.existingSecret -}}
@@ -190,6 +203,15 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- end -}}
 {{- if and .Values.operator.coordinatorUrl .Values.coordinator.tls.enabled (not (hasPrefix "https://" .Values.operator.coordinatorUrl)) -}}
 {{- fail "coordinator.tls.enabled: operator.coordinatorUrl must be https://" -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.enabled (not .Values.coordinator.enabled) -}}
+{{- fail "coordinator.ha.enabled needs coordinator.enabled: it runs the coordinator this chart installs as replicas" -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.copyFromClaim (not .Values.coordinator.ha.enabled) -}}
+{{- fail "coordinator.ha.copyFromClaim needs coordinator.ha.enabled: it copies a data dir into the replicas' etcd" -}}
+{{- end -}}
+{{- if and .Values.coordinator.ha.copyFromClaim (gt (int .Values.coordinator.ha.replicas) 0) -}}
+{{- fail "coordinator.ha.copyFromClaim needs coordinator.ha.replicas 0: the copy goes into an empty prefix, before any replica serves it" -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.coordinator.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs coordinator.enabled: the ServiceMonitor scrapes the coordinator this chart installs" -}}

@@ -1,7 +1,10 @@
-"""Assemble and run the operator: Kopf's settings, a registry with Berth's handlers, and the clients they share.
+"""The operator's composition root: every adapter built (:func:`build_service`), Kopf's settings, a registry with
+Berth's handlers, and the run.
 
 :func:`run_operator` is what ``berth-operator`` runs and what the Kopf-level tests run in a thread (with a stop
-flag). Rules:
+flag). The reconcile service (``reconcile``) gets its ports from here and imports no adapter itself, so what runs
+in front of it (a cache of watched objects behind the workload's observer, a leader's gate around Kopf and the
+ports) is decided here alone (docs/architecture.md). Rules:
 
 - Kopf runs standalone (no peering objects: the chart runs exactly one replica), cluster-wide or in one namespace;
   in one namespace Kopf's resource and namespace scanning is off (a Role cannot grant it).
@@ -16,6 +19,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,9 +27,13 @@ from typing import Any
 import kopf
 import kubernetes
 
+from berth.operator.advice_source import AdviceSource
+from berth.operator.coordinators import Coordinators
+from berth.operator.evidence_files import DirectoryJournal
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import TIMER_ID, register_fleet_handlers
 from berth.operator.kube.configmaps import ConfigMapReader
+from berth.operator.kube.events import FleetEvents
 from berth.operator.kube.evidence_configmap import ConfigMapJournal
 from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
 from berth.operator.kube.identity import KubeIdentity, load_identity
@@ -34,13 +42,11 @@ from berth.operator.kube.workload import StatefulSetWorkload
 from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
-from berth.operator.reconcile.advice_source import AdviceSource
-from berth.operator.reconcile.coordinators import CoordinatorDirectory
-from berth.operator.reconcile.events import FleetEvents
-from berth.operator.reconcile.evidence_journal import DirectoryJournal, EvidenceJournal, EvidenceRecorder
-from berth.operator.reconcile.fleet_pass import PassContext
+from berth.operator.planners.session_timeout import OperatorSessionBounds
+from berth.operator.ports import EvidenceJournal
+from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.reconciler import FleetReconciler
-from berth.operator.reconcile.session_timeout import OperatorSessionBounds
 from berth.operator.spec import Fleet
 
 StopFlag = threading.Event
@@ -95,19 +101,26 @@ def utc_now() -> datetime:
     return datetime.now(tz=UTC)
 
 
-async def run_operator(
-    options: OperatorOptions,
-    *,
-    identity: KubeIdentity | None = None,
-    stop_flag: StopFlag | None = None,
-    ready_flag: StopFlag | None = None,
-) -> None:
-    identity = identity or load_identity()
-    api_client = kubernetes.client.ApiClient(identity.configuration)
+@dataclass
+class OperatorService:
+    """The reconcile service as the operator runs it: the pass context (every port built on one API client), the
+    reconciler, and what must be closed when the operator stops."""
+
+    context: PassContext
+    reconciler: FleetReconciler
+    coordinators: Coordinators
+    metrics: OperatorMetrics
+
+    async def close(self) -> None:
+        await self.reconciler.close()
+        await self.coordinators.close()
+
+
+def build_service(options: OperatorOptions, api_client: kubernetes.client.ApiClient) -> OperatorService:
+    """Every adapter the service uses, built here and nowhere else (the operator's composition root)."""
     ca_file = options.coordinator_ca_file
-    coordinators = CoordinatorDirectory(token=options.admin_token, ca_file=str(ca_file) if ca_file else None)
+    coordinators = Coordinators(token=options.admin_token, ca_file=str(ca_file) if ca_file else None)
     interval = options.reconcile_interval_s
-    poll_s = min(1.0, interval)
     advice = AdviceSource(
         read_config_map_key=ConfigMapReader(api_client).read_key if options.advice_configmap else None,
         config_map=(
@@ -146,20 +159,41 @@ async def run_operator(
         metrics=metrics,
         coordinator_ca=CaFile(ca_file),
     )
+    reconciler = FleetReconciler(
+        context,
+        fleets,
+        poll_s=poll_interval_s(options),
+        journal_source=coordinators.port if options.follow_journal else None,
+    )
+    return OperatorService(context, reconciler, coordinators, metrics)
+
+
+def poll_interval_s(options: OperatorOptions) -> float:
+    """How often a converging pass or a deletion looks again while it waits on something quick."""
+    return min(1.0, options.reconcile_interval_s)
+
+
+async def run_operator(
+    options: OperatorOptions,
+    *,
+    identity: KubeIdentity | None = None,
+    stop_flag: StopFlag | None = None,
+    ready_flag: StopFlag | None = None,
+) -> None:
+    identity = identity or load_identity()
+    api_client = kubernetes.client.ApiClient(identity.configuration)
+    service = build_service(options, api_client)
     registry = kopf.OperatorRegistry()
     register_activities(registry, identity, timer_ids=(TIMER_ID,))
-    reconciler = FleetReconciler(
-        context, fleets, poll_s=poll_s, journal_source=coordinators.port if options.follow_journal else None
-    )
     register_fleet_handlers(
         registry,
-        reconciler,
+        service.reconciler,
         defaults=options.defaults,
-        interval_s=interval,
-        poll_s=poll_s,
+        interval_s=options.reconcile_interval_s,
+        poll_s=poll_interval_s(options),
     )
     try:
-        async with serving(metrics, options.metrics_port):
+        async with serving(service.metrics, options.metrics_port):
             await kopf.operator(
                 registry=registry,
                 settings=build_settings(options),
@@ -171,6 +205,5 @@ async def run_operator(
                 ready_flag=ready_flag,
             )
     finally:
-        await reconciler.close()
-        await coordinators.close()
+        await service.close()
         api_client.close()  # type: ignore[no-untyped-call]

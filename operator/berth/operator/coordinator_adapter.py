@@ -41,6 +41,7 @@ from berth.coordinator.client.errors import (
 )
 from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, MalformedResponseError
 from berth.coordinator.protocol import GroupOwner
+from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
@@ -76,12 +77,8 @@ class ClientCoordinatorPort:
         return self.admin.url
 
     @property
-    def pre_registers(self) -> bool:
-        return True
-
-    @property
-    def records_owners(self) -> bool:
-        return True
+    def kind(self) -> CoordinatorKind:
+        return BERTH
 
     async def close(self) -> None:
         await self.admin.close()

@@ -1,4 +1,5 @@
-"""The operator's Prometheus metrics: what it did, per fleet, served on ``--metrics-port`` (``GET /metrics``).
+"""The operator's Prometheus metrics: what it did, per fleet, served on ``--metrics-port`` (``GET /metrics``); the
+reconcile service counts through it as its :class:`~berth.operator.ports.PassMetrics`.
 
 Owns every family the operator exports (``berth_operator_*``), with its HELP text, and the rule that keeps their
 cardinality bounded: series are labelled by the fleet (namespace, name) only — never by instance id, group or URL —

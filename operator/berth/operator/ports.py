@@ -1,15 +1,23 @@
-"""The operator's ports: the workload a fleet runs on, the coordinator its group lives in, and its status/events.
+"""The operator's ports: everything the reconcile service (``berth.operator.reconcile``) reaches the world through.
 
-:class:`~berth.operator.reconcile.fleet_pass.FleetPass` (the one reconcile loop) sees only these Protocols, so the
-operator on Kubernetes, ``berth-demo`` on local processes and fleets on Kafka all go through the same code.
-Implementations:
+The service sees only these Protocols and the errors below, never an adapter, so the operator on Kubernetes,
+``berth-demo`` on local processes and fleets on Berth's coordinator or Kafka all go through the same code; the
+composition roots (``app`` for the operator, ``local.demo_support`` for berth-demo) build the adapters and hand
+them over. Implementations:
 
-- :class:`WorkloadPort`: the Kubernetes StatefulSet adapter (``kube.workload``) and the local-process fleet
-  (``local.fleet``: N member processes named ``<fleet>-0..N-1`` on one machine);
+- :class:`WorkloadPort` (with :class:`WorkloadObserver`, its read side): the Kubernetes StatefulSet adapter
+  (``kube.workload``) and the local-process fleet (``local.fleet``: N member processes named ``<fleet>-0..N-1``);
+  the read side is a port of its own so that a cache of watched objects can serve it instead of the API;
 - :class:`CoordinatorPort`: Berth's coordinator through the member library (``coordinator_adapter``) and a Kafka
-  cluster through kafka-python's admin client (``kafka.port``);
-- :class:`StatusPort` and :class:`EventSink`: the ConsumerFleet's ``status`` subresource and Kubernetes Events
-  (``kube.fleets``, ``reconcile.events``), or a dict and printed lines (``local.demo_support``).
+  cluster through kafka-python's admin client (``kafka.port``); each carries its
+  :class:`~berth.operator.planners.coordinator_kind.CoordinatorKind`, and :class:`CoordinatorDirectory`
+  (``coordinators``) hands out one port per coordinator;
+- :class:`StatusPort`, :class:`EventSink` and :class:`FleetReader`: the ConsumerFleet's ``status`` subresource,
+  Kubernetes Events and a fresh read of the fleet (``kube.fleets``, ``kube.events``), or a dict and printed lines
+  (``local.demo_support``);
+- :class:`SecretLookup` (``kube.secrets``), :class:`AdviceReader` (``advice_source``), :class:`EvidenceJournal`
+  (``evidence_files``, ``kube.evidence_configmap``), :class:`JournalSource` (``coordinator_adapter``) and
+  :class:`PassMetrics` (``metrics``).
 
 Rules:
 
@@ -18,23 +26,27 @@ Rules:
   per call.
 - Protocol outcomes the planners need are returned as Kafka error names (``"NONE"``, ``"UNKNOWN_MEMBER_ID"``...);
   a coordinator that could not be asked at all raises :class:`CoordinatorUnavailable`.
+- Adapters raise the errors declared here, never their library's: a failed call to the platform's API is
+  :class:`ApiCallFailed` (no ``kubernetes.client.ApiException`` and no Kafka exception reaches the service).
 
-How the driver maps the scaling planner's actions (``planners.scaling``) onto the ports:
+How the driver (``reconcile.driver``) maps the scaling planner's actions (``planners.scaling``) onto the ports:
 
 ==========================  =====================================================================================
 ``PatchStatus(patch)``      ``status.patch_status(patch)`` right away (on Kubernetes through the API, not Kopf's
                             deferred ``patch``): departing ids must be durable before the StatefulSet shrinks
-``PutExpectedMembers(ids)`` ``coordinator.put_expected_members(group, ids)`` (only where ``pre_registers``)
-``ClearExpectedMembers()``  ``coordinator.delete_expected_members(group)`` (only where ``pre_registers``)
+``PutExpectedMembers(ids)`` ``coordinator.put_expected_members(group, ids)`` (planned only where the kind
+                            ``pre_registers``)
+``ClearExpectedMembers()``  ``coordinator.delete_expected_members(group)`` (likewise)
 ``ScaleWorkload(n)``        ``workload.scale(n)``
 ``BatchLeave(ids, since)``  ``results = coordinator.leave_instances(group, action.member_ids)``, then write
                             ``record_scale_down(action, results, now=...)``'s patch
 ``DeleteGroup()``           ``coordinator.delete_group(group)``: NONE or GROUP_ID_NOT_FOUND is done,
                             NON_EMPTY_GROUP is a failure to retry
-``ReleaseGroup()``          ``coordinator.release_group(group, uid)`` (only where ``records_owners``)
+``ReleaseGroup()``          ``coordinator.release_group(group, uid)`` (planned only where the kind
+                            ``records_owners``)
 ==========================  =====================================================================================
 
-Every write names the fleet's uid as ``owner_uid`` where the coordinator ``records_owners`` (Berth's: the
+Every write names the fleet's uid as ``owner_uid`` where the kind ``records_owners`` (Berth's: the
 ``Berth-Owner-Uid`` header), so the coordinator refuses it (:class:`GroupOwned`) when the group is another fleet's.
 """
 
@@ -46,6 +58,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from berth.operator.planners.advice import AdviceReading
+from berth.operator.planners.coordinator_kind import CoordinatorKind
+from berth.operator.planners.coordinator_target import BerthTarget
+from berth.operator.planners.evidence import EvidenceEvent
+from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
 from berth.operator.planners.statefulset import PlannedWorkload
 
@@ -70,6 +87,11 @@ class GroupOwned(Exception):
         super().__init__(f"group {group_id} is owned by another fleet")
         self.group_id = group_id
         self.owner = owner
+
+
+class ApiCallFailed(Exception):
+    """A call to the platform's API failed (on Kubernetes: the API server answered other than 2xx, or not at all);
+    the message is the API server's own (``HTTP 422: ...``). The pass reports it (a Warning Event) and retries."""
 
 
 class NotOurs(RuntimeError):
@@ -125,7 +147,15 @@ class WorkloadView:
     claims: frozenset[str] = frozenset()
 
 
-class WorkloadPort(Protocol):
+class WorkloadObserver(Protocol):
+    """Reads one fleet's workload: through the API, or from a cache of watched objects (the pass does not care)."""
+
+    async def observe(self) -> WorkloadView:
+        """The workload's size, the members that exist and how many are ready, read together."""
+        ...
+
+
+class WorkloadPort(WorkloadObserver, Protocol):
     """Runs one fleet's members: pods of a StatefulSet, or local processes."""
 
     async def apply(self, planned: PlannedWorkload) -> ApplyResult:
@@ -140,10 +170,6 @@ class WorkloadPort(Protocol):
 
     async def scale(self, replicas: int) -> None:
         """Set the workload's size; members beyond it stop highest ordinal first, new ones get the next ordinals."""
-        ...
-
-    async def observe(self) -> WorkloadView:
-        """The workload's size, the members that exist and how many are ready, read together."""
         ...
 
 
@@ -168,18 +194,14 @@ class CoordinatorPort(Protocol):
     """The coordinator's admin surface the operator uses (docs/api.md §4, §7 and ``GET /v1/config``, or Kafka's)."""
 
     @property
-    def pre_registers(self) -> bool:
-        """Whether the coordinator takes expected members (Berth's does; Kafka has no pre-registration)."""
+    def kind(self) -> CoordinatorKind:
+        """What the coordinator does for a group: pre-registration, owner records, a journal (``BERTH``), or
+        none of them (``KAFKA_CLASSIC``)."""
         ...
 
     @property
     def endpoint(self) -> str:
         """What the coordinator is, for messages: a URL, or ``kafka://host:port,...``."""
-        ...
-
-    @property
-    def records_owners(self) -> bool:
-        """Whether the coordinator keeps each group's owner (Berth's does, docs/api.md §7a; Kafka does not)."""
         ...
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
@@ -216,9 +238,66 @@ class CoordinatorPort(Protocol):
         ...
 
     async def describe(self, group_id: str) -> GroupDescription:
-        """DescribeGroups; an unknown group is state ``"Dead"``, generation -1."""
+        """DescribeGroups; an unknown group is state ``"Dead"``, generation -1. A group of another protocol than
+        the classic one says so (``protocol``) rather than failing: the planners decide what to do with it."""
         ...
 
     async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         """DeleteGroups: ``"NONE"``, ``"GROUP_ID_NOT_FOUND"`` or ``"NON_EMPTY_GROUP"``."""
         ...
+
+
+class CoordinatorDirectory(Protocol):
+    """One :class:`CoordinatorPort` per coordinator (sessions and clients shared by the fleets on it)."""
+
+    async def connect(self, endpoint: BerthTarget | KafkaConnection) -> CoordinatorPort:
+        """The port for Berth's coordinator at a trusted URL, or for a Kafka cluster as one principal."""
+        ...
+
+    async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
+        """The coordinator's session-timeout bounds (cached); raises :class:`CoordinatorUnavailable`."""
+        ...
+
+
+class JournalSource(Protocol):
+    """A coordinator's membership journal, paged (Berth's: ``GET /v1/journal``, docs/api.md §8)."""
+
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
+        """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
+        ...
+
+
+class FleetReader(Protocol):
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The fleet as stored now; None when it is gone."""
+        ...
+
+
+class SecretLookup(Protocol):
+    async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """A Secret's keys, decoded; None when it does not exist. Values are never logged."""
+        ...
+
+
+class AdviceReader(Protocol):
+    async def current(self) -> AdviceReading:
+        """The session-timeout advice as last read (cached by the source), with the problems met reading it."""
+        ...
+
+
+class EvidenceJournal(Protocol):
+    async def append(self, events: Sequence[EvidenceEvent]) -> None:
+        """Append events (without ``seq``: the journal numbers them after what it holds)."""
+        ...
+
+
+class PassMetrics(Protocol):
+    """Where what the passes do is counted (the operator's ``/metrics``)."""
+
+    def pass_done(self, namespace: str, fleet: str, outcome: str) -> None: ...
+
+    def left(self, namespace: str, fleet: str, removed: int, delay_s: float, since_start_s: float | None) -> None: ...
+
+    def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None: ...
+
+    def forget(self, namespace: str, fleet: str) -> None: ...

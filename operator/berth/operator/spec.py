@@ -1,6 +1,7 @@
 """Parse and validate a ConsumerFleet object into frozen dataclasses.
 
-Owns the meaning of ``spec`` (DESIGN.md "The resource"): its fields, their defaults and what makes them invalid.
+Owns the meaning of ``spec`` (docs/architecture.md "The ConsumerFleet resource", docs/operator.md): its fields,
+their defaults and what makes them invalid.
 Rules:
 
 - Input is the plain dict Kubernetes returns (camelCase keys); output is immutable snake_case dataclasses.

@@ -1,8 +1,11 @@
 """The journal's shape as Spark sees it: the explicit event schema, the assignment schema, and the event names.
 
-Owns every column name and type the pipeline reads (docs/formats.md is the contract). Rules: schemas are explicit,
-never inferred (inference costs a full extra pass and loses types); a field the journal may omit is nullable; the
-nested ``members`` and ``assignments`` arrays are typed down to their leaves so that no transform parses JSON again.
+The journal event is declared once, for the coordinator core, the operator's evidence and this pipeline, in
+``berth.coordinator.protocol.journal`` (the one module of the coordinator the pipeline may import: pure, standard
+library only). This module owns how its columns are typed for Spark (:data:`SPARK_TYPES`) and every column the
+pipeline derives (docs/formats.md is the contract). Rules: schemas are explicit, never inferred (inference costs a
+full extra pass and loses types); a field the journal may omit is nullable; the nested ``members`` and
+``assignments`` arrays are typed down to their leaves so that no transform parses JSON again.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     IntegerType,
     LongType,
     MapType,
@@ -18,43 +22,55 @@ from pyspark.sql.types import (
     StructType,
 )
 
-# Event types (docs/formats.md, "Journal events").
-GROUP_CREATED = "group_created"
-MEMBER_ID_REQUIRED = "member_id_required"
-MEMBER_JOINED = "member_joined"
-STATIC_MEMBER_REPLACED = "static_member_replaced"
-MEMBER_FENCED = "member_fenced"
-MEMBER_LEFT = "member_left"
-MEMBER_EXPIRED = "member_expired"
-REBALANCE_STARTED = "rebalance_started"
-REBALANCE_COMPLETED = "rebalance_completed"
-ASSIGNMENT_STORED = "assignment_stored"
-GROUP_EMPTIED = "group_emptied"
-GROUP_DELETED = "group_deleted"
-EXPECTED_MEMBERS_CHANGED = "expected_members_changed"
-# Who owns a group (docs/api.md §7a): not read by any transform, named so that the two lists agree.
-OWNER_CLAIMED = "owner_claimed"
-OWNER_RELEASED = "owner_released"
+from berth.coordinator.protocol.journal import (
+    Column,
+    EventType,
+    ExpiryPhase,
+    JournalEvent,
+    LeaveVia,
+    MemberRef,
+    StoredAssignment,
+    columns,
+)
+
+# Event types (docs/formats.md, "Journal events"), by the names the transforms use.
+GROUP_CREATED = EventType.GROUP_CREATED.value
+MEMBER_ID_REQUIRED = EventType.MEMBER_ID_REQUIRED.value
+MEMBER_JOINED = EventType.MEMBER_JOINED.value
+STATIC_MEMBER_REPLACED = EventType.STATIC_MEMBER_REPLACED.value
+MEMBER_FENCED = EventType.MEMBER_FENCED.value
+MEMBER_LEFT = EventType.MEMBER_LEFT.value
+MEMBER_EXPIRED = EventType.MEMBER_EXPIRED.value
+REBALANCE_STARTED = EventType.REBALANCE_STARTED.value
+REBALANCE_COMPLETED = EventType.REBALANCE_COMPLETED.value
+ASSIGNMENT_STORED = EventType.ASSIGNMENT_STORED.value
+GROUP_EMPTIED = EventType.GROUP_EMPTIED.value
+GROUP_DELETED = EventType.GROUP_DELETED.value
+EXPECTED_MEMBERS_CHANGED = EventType.EXPECTED_MEMBERS_CHANGED.value
 
 # The departures after which a rejoin of the same instance counts as a restart: a member that asked to leave, or
 # one whose session ran out. Admin removals and KIP-389 refusals are scale-downs, not restarts.
-RESTART_LEAVE_VIA = "leave"
-RESTART_EXPIRY_PHASE = "session"
+RESTART_LEAVE_VIA = LeaveVia.LEAVE.value
+RESTART_EXPIRY_PHASE = ExpiryPhase.SESSION.value
 
-MEMBER_REF = StructType(
-    [
-        StructField("member_id", StringType()),
-        StructField("group_instance_id", StringType()),
-    ]
-)
+#: The Spark type of each scalar column kind of the declaration.
+SPARK_TYPES: dict[Column, DataType] = {
+    Column.LONG: LongType(),
+    Column.INT: IntegerType(),
+    Column.STRING: StringType(),
+    Column.BOOL: BooleanType(),
+}
 
-STORED_ASSIGNMENT = StructType(
-    [
-        StructField("member_id", StringType()),
-        StructField("group_instance_id", StringType()),
-        StructField("assignment", StringType()),  # base64 of the bytes the leader sent
-    ]
-)
+
+def _struct(declaration: object, nested: dict[Column, DataType] | None = None) -> StructType:
+    """The declaration's columns as a Spark struct, in declaration order (every field nullable)."""
+    types = {**SPARK_TYPES, **(nested or {})}
+    return StructType([StructField(name, types[kind]) for name, kind in columns(declaration)])
+
+
+MEMBER_REF = _struct(MemberRef)
+
+STORED_ASSIGNMENT = _struct(StoredAssignment)  # ``assignment``: base64 of the bytes the leader sent
 
 # The member library's partitions (docs/formats.md, "Member library encoding"): topic -> partition numbers.
 LIBRARY_PARTITIONS = MapType(StringType(), ArrayType(IntegerType()))
@@ -64,29 +80,8 @@ LIBRARY_PARTITIONS = MapType(StringType(), ArrayType(IntegerType()))
 CONVERTED_ASSIGNMENT = StructType([*STORED_ASSIGNMENT.fields, StructField("partitions", LIBRARY_PARTITIONS)])
 
 # One journal event. Field order is the column order of every DataFrame the readers return.
-JOURNAL_SCHEMA = StructType(
-    [
-        StructField("seq", LongType()),
-        StructField("ts_ms", LongType()),
-        StructField("group_id", StringType()),
-        StructField("type", StringType()),
-        StructField("generation_id", IntegerType()),
-        StructField("member_id", StringType()),
-        StructField("group_instance_id", StringType()),
-        StructField("static", BooleanType()),
-        StructField("client_id", StringType()),
-        StructField("old_member_id", StringType()),
-        StructField("offline_ms", LongType()),
-        StructField("rebalance", BooleanType()),
-        StructField("reason", StringType()),
-        StructField("via", StringType()),
-        StructField("phase", StringType()),
-        StructField("cause", StringType()),
-        StructField("leader", StringType()),
-        StructField("protocol_name", StringType()),
-        StructField("members", ArrayType(MEMBER_REF)),
-        StructField("assignments", ArrayType(STORED_ASSIGNMENT)),
-    ]
+JOURNAL_SCHEMA = _struct(
+    JournalEvent, {Column.MEMBERS: ArrayType(MEMBER_REF), Column.ASSIGNMENTS: ArrayType(STORED_ASSIGNMENT)}
 )
 
 JOURNAL_COLUMNS = tuple(field.name for field in JOURNAL_SCHEMA.fields)

@@ -169,13 +169,16 @@ def accepted(server: ApiServer, requests: list[tuple[int, Any]]) -> list[tuple[i
     return [(position, body) for position, body in requests if position not in refused]
 
 
-async def passes_after(server: ApiServer, fleet: str, position: int, passes: int = 3) -> None:
+async def passes_after(
+    server: ApiServer, fleet: str, position: int, passes: int = 3, *, timeout_s: float = 30.0
+) -> None:
     """Wait until the operator has started ``passes`` more reconcile passes on ``fleet`` after request ``position``
     of the log (each pass begins by reading the fleet), so a later duplicate action would have shown."""
     path = f"/consumerfleets/{fleet}"
     await until(
         lambda: len([at for at, _ in requests_to(server, "GET", path) if at > position]) >= passes,
         f"{passes} more passes over {fleet}",
+        timeout_s,
     )
 
 

@@ -1,5 +1,5 @@
 """Creating a ConsumerFleet: the operator creates its StatefulSet, headless Service and PodDisruptionBudget as
-DESIGN.md pins them, pre-registers the members, grows the StatefulSet, and mirrors the group into status."""
+docs/architecture.md pins them, pre-registers the members, grows the StatefulSet, and mirrors the group into status."""
 
 from __future__ import annotations
 

@@ -53,6 +53,7 @@ from support.api import Api
 from support.coordinator import CoordinatorProcess
 from support.net import free_port
 
+from berth.operator.coordinators import ADMIN_RETRY_FOR_S
 from berth.operator.kube.fleets import CONFLICT_ATTEMPTS
 
 
@@ -112,7 +113,8 @@ async def test_coordinator_killed_mid_scale_down_is_reported_and_the_leave_lands
     # The departing pods go while the coordinator is down; passes that see them gone still cannot leave.
     controller.release()
     await until(lambda: sorted(controller.pods("orders")) == [0, 1, 2], "the departing pods gone")
-    await passes_after(apiserver, "orders", _last_position(apiserver), passes=3)
+    # Each of these passes retries the coordinator for ADMIN_RETRY_FOR_S before it reports it unreachable.
+    await passes_after(apiserver, "orders", _last_position(apiserver), passes=3, timeout_s=3 * ADMIN_RETRY_FOR_S + 30)
     status = fleet_status(apiserver, "orders")
     assert status["departing"] == ["orders-3", "orders-4"]
     assert "lastScaleDown" not in status

@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
+from berth.operator.advice_source import AdviceSource
 from berth.operator.options import OptionsError, parse_options
 from berth.operator.planners.advice import GroupAdvice
+from berth.operator.planners.claims import claim_key, claims_of, holder_of
+from berth.operator.planners.fleet_status import only_changes
 from berth.operator.planners.observations import CoordinatorBounds
-from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, SessionTimeoutSource
-from berth.operator.reconcile.advice_source import AdviceSource
-from berth.operator.reconcile.claims import claim_key, claims_of, holder_of
-from berth.operator.reconcile.fleet_status import only_changes
-from berth.operator.reconcile.session_timeout import (
+from berth.operator.planners.session_timeout import (
     OperatorSessionBounds,
     allowed_range,
     choose_session_timeout,
     decide_session_timeout,
     is_meaningful_change,
 )
+from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, SessionTimeoutSource
 from berth.operator.spec import OperatorDefaults, SessionTimeoutPolicy, SessionTimeoutSpec
 
 COORDINATOR = CoordinatorBounds(6_000, 1_800_000)

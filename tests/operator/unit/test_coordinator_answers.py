@@ -15,8 +15,8 @@ from support.hostile_endpoints import Handler, raw_endpoint
 from support.hostile_endpoints import endpoint as hostile_endpoint
 
 from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES
+from berth.operator.coordinators import Coordinators
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile.coordinators import CoordinatorDirectory
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +36,7 @@ def answering(status: int, body: str, content_type: str = "application/json") ->
 
 
 async def failed(url: str, call: str = "describe") -> CoordinatorUnavailable:
-    directory = CoordinatorDirectory(token="admin-t0ken")
+    directory = Coordinators(token="admin-t0ken")
     port = directory.port(url)
     calls = {
         "describe": lambda: port.describe("orders"),
@@ -97,7 +97,7 @@ async def test_a_409_group_owned_is_the_owner_the_coordinator_recorded() -> None
         ' "owner": {"namespace": "team-a", "name": "orders", "uid": "u-a"}}'
     )
     async with endpoint(answering(409, body)) as url:
-        directory = CoordinatorDirectory(token="t")
+        directory = Coordinators(token="t")
         with pytest.raises(GroupOwned) as raised:
             await directory.port(url).leave_instances("orders", ["orders-0"], owner_uid="mine")
         await directory.close()

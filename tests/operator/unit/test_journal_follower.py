@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from berth.operator.reconcile.journal_follower import PAGE, WAIT_MS, JournalFollower
+from berth.operator.reconcile.journal_follower import MIN_EMPTY_POLL_S, PAGE, WAIT_MS, JournalFollower
 
 
 class Journal:
@@ -28,9 +28,11 @@ class Journal:
         return answer
 
 
-async def follow(journal: Journal) -> tuple[list[tuple[str, set[str]]], list[float]]:
+async def follow(journal: Journal, poll_s: float = WAIT_MS / 1000) -> tuple[list[tuple[str, set[str]]], list[float]]:
+    """Run the follower over ``journal``; each answer takes ``poll_s`` of its clock (a long-poll held its wait)."""
     changes: list[tuple[str, set[str]]] = []
     slept: list[float] = []
+    now = [0.0]
 
     async def on_change(url: str, groups: set[str]) -> None:
         changes.append((url, groups))
@@ -38,8 +40,12 @@ async def follow(journal: Journal) -> tuple[list[tuple[str, set[str]]], list[flo
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
+    def clock() -> float:
+        now[0] += poll_s / 2  # read before and after each answer
+        return now[0]
+
     with pytest.raises(asyncio.CancelledError):
-        await JournalFollower("http://c:9094", journal, on_change, sleep=sleep).run()
+        await JournalFollower("http://c:9094", journal, on_change, sleep=sleep, clock=clock).run()
     return changes, slept
 
 
@@ -67,3 +73,17 @@ async def test_a_coordinator_that_cannot_be_read_is_retried_with_a_capped_backof
     changes, slept = await follow(journal)
     assert slept == [1.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     assert changes == [("http://c:9094", {"orders"})]
+
+
+async def test_empty_answers_that_come_back_at_once_cannot_make_it_spin() -> None:
+    """Issue 22, point 9: a coordinator whose long-poll places were all taken (a journal:read token parked a thousand
+    polls) answered the follower's poll at once, empty, and the follower polled again at once: a spin. An empty
+    answer sooner than MIN_EMPTY_POLL_S is now followed by a pause; one that was held is not."""
+    at_the_end = [(7, set()), (7, set())]  # the journal's end, paged to without waiting
+    journal = Journal([*at_the_end, *[(7, set())] * 5, (8, {"orders"})])
+    changes, slept = await follow(journal, poll_s=0.0)
+    assert slept == [MIN_EMPTY_POLL_S] * 5
+    assert changes == [("http://c:9094", {"orders"})]
+    held = Journal([*at_the_end, *[(7, set())] * 5, (8, {"orders"})])
+    _, slept = await follow(held)
+    assert slept == []

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from berth.operator.options import OptionsError, parse_options
+from berth.operator.planners.coordinator_kind import KAFKA_CLASSIC
 from berth.operator.planners.coordinator_target import (
     BerthTarget,
     KafkaTarget,
@@ -168,7 +169,7 @@ def kafka_observation(**overrides: Any) -> ScalingObservation:
         "workload_replicas": 3,
         "existing_pods": frozenset({"orders-0", "orders-1", "orders-2"}),
         "status": ScalingStatus(departing=("orders-3", "orders-4"), departing_since="2026-03-01T11:59:50Z"),
-        "coordinator_pre_registers": False,
+        "kind": KAFKA_CLASSIC,
         **overrides,
     }
     return ScalingObservation(**values)

@@ -11,8 +11,8 @@ import pytest
 
 from berth.operator.kafka import port as port_module
 from berth.operator.kafka import wire
-from berth.operator.kafka.connection import KafkaConnection
 from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.ports import CoordinatorUnavailable
 
 SECRET = "s3cr3t-password-never-shown"

@@ -1,4 +1,4 @@
-"""Parsing ConsumerFleet objects: defaults as DESIGN.md states them, and errors that name the field."""
+"""Parsing ConsumerFleet objects: defaults as docs/architecture.md states them, and errors that name the field."""
 
 from __future__ import annotations
 

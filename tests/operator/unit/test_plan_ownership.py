@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC, CoordinatorKind
 from berth.operator.planners.observations import GroupDescription, GroupMember, GroupOwnerRef
 from berth.operator.planners.ownership import (
     ClaimGroup,
@@ -71,7 +72,7 @@ def test_the_refusal_names_the_owning_fleet_only_when_it_looks_like_kubernetes_n
     assert owner_name(GroupOwnerRef("a" * 64, "orders", "u")) == "another fleet"
 
 
-def deletion(*, delete_group: bool, release_owner: bool) -> ScalingObservation:
+def deletion(*, delete_group: bool, kind: CoordinatorKind) -> ScalingObservation:
     return ScalingObservation(
         fleet_name="orders",
         desired_replicas=0,
@@ -80,16 +81,16 @@ def deletion(*, delete_group: bool, release_owner: bool) -> ScalingObservation:
         deleting=True,
         group_members=frozenset(),
         delete_group=delete_group,
-        release_owner=release_owner,
+        kind=kind,
     )
 
 
 def test_a_deletion_that_keeps_the_group_releases_it_last_and_one_that_deletes_it_does_not() -> None:
-    kept = plan_scaling(deletion(delete_group=False, release_owner=True), now=NOW)
+    kept = plan_scaling(deletion(delete_group=False, kind=BERTH), now=NOW)
     assert kept.actions[-1] == ReleaseGroup() and kept.done
-    deleted = plan_scaling(deletion(delete_group=True, release_owner=True), now=NOW)
+    deleted = plan_scaling(deletion(delete_group=True, kind=BERTH), now=NOW)
     assert deleted.actions[-1] == DeleteGroup() and ReleaseGroup() not in deleted.actions
-    kafka = plan_scaling(deletion(delete_group=False, release_owner=False), now=NOW)
+    kafka = plan_scaling(deletion(delete_group=False, kind=KAFKA_CLASSIC), now=NOW)
     assert ReleaseGroup() not in kafka.actions
 
 

@@ -1,4 +1,4 @@
-"""The scaling planner, story by story (DESIGN.md's scale-down, scale-up and deletion), with exact actions.
+"""The scaling planner, story by story (docs/architecture.md "Scaling": scale-down, scale-up, deletion), exactly.
 
 Each story feeds the planner the observation an operator would make at that moment, applies the status patches
 it asked for (as the driver would), and checks the next plan. Fleet ``orders``; ids are ``orders-<ordinal>``.

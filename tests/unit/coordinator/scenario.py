@@ -37,6 +37,7 @@ from berth.coordinator.core import Coordinator, CoordinatorConfig, Group, GroupS
 from berth.coordinator.core.effects import Effects, JournalEvent, Response, Write
 from berth.coordinator.core.member import Member
 from berth.coordinator.core.records import GroupDeltaRecord, GroupRecord, MemberMetadata
+from berth.coordinator.core.usage import offset_bytes
 from berth.coordinator.protocol import (
     CommitPartition,
     CommitTopic,
@@ -61,6 +62,7 @@ from berth.coordinator.protocol import (
     SyncAssignment,
     SyncRequest,
     SyncResponse,
+    parse_fetch_cursor,
 )
 
 Protocol = JoinProtocol
@@ -329,6 +331,7 @@ class Scenario:
         protocols: Sequence[Protocol] = PROTOCOLS,
         client_id: str = "client",
         reason: str | None = None,
+        tenant: str | None = None,
     ) -> Handle[JoinResponse]:
         if version == 0:
             rebalance_ms = None  # v0 has no rebalance timeout: the session timeout stands in (docs/api.md §3)
@@ -344,7 +347,7 @@ class Scenario:
             reason=reason,
         )
         handle = self._handle("join", group, req, JoinResponse)
-        self._settle(self.core.join(group, req, version, handle.ticket, self.now, "127.0.0.1"))
+        self._settle(self.core.join(group, req, version, handle.ticket, self.now, "127.0.0.1", tenant=tenant))
         return handle
 
     def join_dynamic(self, *, version: int = 9, **kwargs: Any) -> Handle[JoinResponse]:
@@ -416,6 +419,7 @@ class Scenario:
         version: int = 9,
         offsets: Mapping[tuple[str, int], int] | None = None,
         metadata: str | None = None,
+        tenant: str | None = None,
     ) -> Handle[OffsetCommitResponse]:
         by_topic: dict[str, list[CommitPartition]] = {}
         for (topic, partition), offset in (offsets if offsets is not None else {("t", 0): 1}).items():
@@ -428,11 +432,15 @@ class Scenario:
             group_instance_id=instance_id,
         )
         handle = self._handle("commit", group, req, OffsetCommitResponse)
-        self._settle(self.core.commit_offsets(group, req, version, handle.ticket, self.now))
+        self._settle(self.core.commit_offsets(group, req, version, handle.ticket, self.now, tenant=tenant))
         return handle
 
-    def fetch(self, group: str = GROUP, topics: Iterable[str] | None = None) -> OffsetFetchResponse:
-        return self.core.fetch_offsets(group, None if topics is None else tuple(topics))
+    def fetch(
+        self, group: str = GROUP, topics: Iterable[str] | None = None, after: str | None = None, limit: int = 10_000
+    ) -> OffsetFetchResponse:
+        """One page of the group's offsets (``after``: the previous page's ``next``)."""
+        cursor = None if after is None else parse_fetch_cursor(after)
+        return self.core.fetch_offsets(group, None if topics is None else tuple(topics), cursor, limit)
 
     def committed(self, group: str = GROUP) -> dict[tuple[str, int], int]:
         return {(t.name, p.partition_index): p.committed_offset for t in self.fetch(group).topics for p in t.partitions}
@@ -627,7 +635,7 @@ class Scenario:
             assert group.num_awaiting_join == sum(1 for m in members.values() if m.is_awaiting_join)
             expected_support = Counter(name for m in members.values() for name in m.protocol_names())
             assert +group.supported_protocols == expected_support, f"{group_id}: protocol support counts drifted"
-            assert not (group.pending_join_members & members.keys())
+            assert not (group.pending_join_members.keys() & members.keys())
             stored_bytes = sum(m.protocols_bytes() + len(m.assignment) for m in members.values())
             assert group.metadata_bytes == stored_bytes, f"{group_id}: metadata bytes drifted"
             # The expected-ids counter behind has_all_members_joined (a core internal, hence the private read).
@@ -654,9 +662,33 @@ class Scenario:
                     assert ("heartbeat", group_id, pending) in self.core.timers, (
                         f"{group_id}: pending {pending} never expires"
                     )
+        self.check_usage()
         # No ticket lost: every unanswered request is a join or sync parked by a current member.
         lost = self._parked - held
         assert not lost, f"requests neither answered nor parked by a member: {[self.handles[t] for t in lost]}"
+
+    def check_usage(self) -> None:
+        """What the core keeps, as its bounds see it (``core.usage``): each group's offset figures are its offsets,
+        nothing is left reserved once every write is settled, and each ledger is the sum of its groups."""
+        core = self.core
+        assert set(core.offsets) <= set(core.groups), "offsets of a group the core does not hold"
+        ledgers: dict[str | None, list[int]] = {None: [0, 0]}
+        for group_id, group in core.groups.items():
+            held = core.offsets.get(group_id, {})
+            usage = group.usage
+            assert usage.offset_count == sum(len(partitions) for partitions in held.values()), group_id
+            size = sum(offset_bytes(t, o.metadata) for t, partitions in held.items() for o in partitions.values())
+            assert usage.offset_bytes == size, f"{group_id}: offset bytes drifted"
+            assert usage.reserved_offsets == usage.reserved_offset_bytes == 0, f"{group_id}: a reservation was left"
+            for tenant in {None, group.tenant}:
+                figures = ledgers.setdefault(tenant, [0, 0])
+                figures[0] += group.stored_bytes()
+                figures[1] += 1
+        assert [core.usage.bytes, core.usage.groups] == ledgers.pop(None), "the total ledger drifted"
+        assert {t: [ledger.bytes, ledger.groups] for t, ledger in core.tenants.items()} == ledgers, "a tenant drifted"
+        pending = {(g.group_id, m) for g in core.groups.values() for m in g.pending_join_members}
+        assert pending <= core.pending_ids.keys(), "a pending id the total bound does not see"
+        assert len(core.pending_ids) <= core.config.max_pending_members
 
 
 def as_bytes(value: str | bytes) -> bytes:

@@ -124,18 +124,57 @@ def test_the_rejoin_with_a_pending_id_is_a_new_member(ctx: Scenario, state: str)
     assert ctx.rebalance_causes(since=mark) == ([] if state == "PreparingRebalance" else ["new_member"])
 
 
-def test_pending_ids_are_capped_per_group(ctx: Scenario) -> None:
-    """Berth's guard against anonymous-join floods (KIP-394 bounds pending ids only by their expiry)."""
+def test_a_newcomer_beyond_the_groups_pending_bound_pushes_out_the_oldest_pending_id() -> None:
+    """Berth's guard against anonymous-join floods: never a refusal (which would lock real newcomers out while the
+    flood's ids live), the oldest pending id goes instead, journaled."""
     small = Scenario(max_pending_members_per_group=2)
     try:
-        ids = [pending_id(small), pending_id(small)]
-        flood = small.join("", None)
-        assert flood.result == JoinResponse(Error.GROUP_MAX_SIZE_REACHED)
-        assert small.group().pending_join_members == set(ids)
-        small.join(ids[0], None)  # admitted: a slot frees up
-        assert pending_id(small)
+        oldest, older = pending_id(small), pending_id(small)
+        newest = pending_id(small)
+        assert list(small.group().pending_join_members) == [older, newest]
+        evicted = small.events("member_expired")[-1]
+        assert (evicted["member_id"], evicted["phase"]) == (oldest, "evicted")
+        assert small.timer_deadline("heartbeat", "g", oldest) is None
+        assert small.join(oldest, None).error == Error.UNKNOWN_MEMBER_ID  # it starts over, as after an expiry
+        assert small.join(older, None).parked  # the others are admitted
     finally:
         small.close()
+
+
+def test_pending_ids_are_bounded_in_total_across_groups() -> None:
+    small = Scenario(max_pending_members=3)
+    try:
+        first = pending_id(small)
+        others = [small.join("", None, group=g).result.member_id for g in ("h", "h", "k")]
+        assert first not in small.group("g").pending_join_members
+        assert set(small.group("h").pending_join_members) | set(small.group("k").pending_join_members) == set(others)
+        assert small.events("member_expired")[-1]["phase"] == "evicted"
+    finally:
+        small.close()
+
+
+def test_a_pending_id_lives_at_most_the_pending_timeout_whatever_session_it_asked_for(ctx: Scenario) -> None:
+    member_id = pending_id(ctx, session_ms=1_800_000)
+    assert ctx.timer_deadline("heartbeat", "g", member_id) == ctx.now + ctx.config.pending_member_timeout_ms
+
+
+def test_a_flood_of_anonymous_joins_does_not_lock_dynamic_members_out(ctx: Scenario) -> None:
+    """The first round's finding: 10,000 anonymous joins asking for 30-minute sessions locked the group's dynamic
+    newcomers out (GROUP_MAX_SIZE_REACHED) for 30 minutes. Now a newcomer is let in during the flood, and the
+    rebalance it starts completes once the flood's ids are gone, within the pending timeout."""
+    formed = ctx.form_group(None)
+    ctx.check = False  # the invariants once after the flood, not after each of its joins
+    for _ in range(10_000):
+        assert ctx.join("", None, session_ms=1_800_000).error == Error.MEMBER_ID_REQUIRED
+    ctx.check = True
+    ctx.check_invariants()
+    assert len(ctx.group().pending_join_members) == ctx.config.max_pending_members_per_group
+    newcomer = ctx.join_dynamic()
+    assert newcomer.parked and ctx.state() is PREPARING
+    rejoin = ctx.join(formed.member_ids[0], None)
+    ctx.advance(ctx.config.pending_member_timeout_ms)
+    assert newcomer.error == rejoin.error == Error.NONE
+    assert ctx.state() is COMPLETING and not ctx.group().pending_join_members
 
 
 def test_the_pending_id_expiry_uses_the_joins_session_timeout(ctx: Scenario) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.coordinator.core.records import OffsetRecord
+from berth.coordinator.core.records import GroupRecord, OffsetRecord
 from berth.coordinator.protocol import (
     Error,
     FetchedPartition,
@@ -21,6 +21,7 @@ from berth.coordinator.protocol import (
     OffsetFetchResponse,
     PartitionResult,
     TopicResults,
+    fetch_cursor,
 )
 
 from .scenario import COMPLETING, EMPTY, PREPARING, SESSION_MS, STABLE, Scenario, bring_to
@@ -46,7 +47,10 @@ def test_a_simple_commit_creates_the_group(ctx: Scenario) -> None:
     assert ctx.state() is EMPTY and ctx.group().protocol_type is None
     assert ctx.committed() == OFFSETS
     assert ctx.event_types() == ["group_created"]
-    assert all(isinstance(r, OffsetRecord) for r in ctx.records) and len(ctx.records) == 3
+    # The group is persisted with its offsets (a restart then knows the token that created it, docs/api.md §6).
+    group_record, *offset_records = ctx.records
+    assert isinstance(group_record, GroupRecord) and group_record.value is not None and not group_record.members
+    assert all(isinstance(r, OffsetRecord) for r in offset_records) and len(offset_records) == 3
 
 
 @pytest.mark.parametrize(
@@ -184,7 +188,7 @@ def test_a_commit_persist_failure_is_coordinator_not_available_and_invisible(ctx
 
 def test_commits_record_offset_epoch_metadata_and_time(ctx: Scenario) -> None:
     ctx.commit(offsets={("t", 3): 42}, metadata="hello")
-    (record,) = ctx.records
+    (record,) = [r for r in ctx.records if isinstance(r, OffsetRecord)]
     assert isinstance(record, OffsetRecord) and record.value is not None
     assert (record.topic, record.partition, record.value.offset) == ("t", 3, 42)
     assert (record.value.metadata, record.value.commit_timestamp_ms, record.value.leader_epoch) == (
@@ -225,6 +229,56 @@ def test_fetch_of_a_too_long_group_id(ctx: Scenario) -> None:
     assert response.error == Error.INVALID_GROUP_ID
 
 
+def every_page(ctx: Scenario, topics: list[str] | None = None, limit: int = 10_000) -> list[OffsetFetchResponse]:
+    pages = [ctx.fetch(topics=topics, limit=limit)]
+    while pages[-1].next is not None:
+        assert len(pages) < 1_000, "the pages never end"
+        pages.append(ctx.fetch(topics=topics, after=pages[-1].next, limit=limit))
+    return pages
+
+
+def test_a_fetch_is_answered_in_pages_of_at_most_the_limit(ctx: Scenario) -> None:
+    committed = {("a", p): p for p in range(5)} | {("b", p): p for p in range(4)}
+    ctx.commit(offsets=committed)
+    pages = every_page(ctx, limit=3)
+    assert [sum(len(t.partitions) for t in page.topics) for page in pages] == [3, 3, 3]
+    assert [t.name for t in pages[1].topics] == ["a", "b"]  # a topic split across two pages
+    merged = pages[0].followed_by(pages[1]).followed_by(pages[2])
+    assert merged.next is None and merged == ctx.fetch()
+    assert {k: v.committed_offset for k, v in merged.by_partition().items()} == committed
+
+
+def test_a_page_ends_before_its_byte_bound_but_holds_one_offset() -> None:
+    ctx = Scenario(offset_fetch_page_max_bytes=2_000)
+    ctx.commit(offsets={("t", p): p for p in range(6)}, metadata="m" * 700)
+    pages = every_page(ctx)
+    assert [len(page.topics[0].partitions) for page in pages] == [2, 2, 2]
+    tiny = Scenario(offset_fetch_page_max_bytes=1)
+    tiny.commit(offsets={("t", 0): 1, ("t", 1): 2})
+    assert [len(page.topics[0].partitions) for page in every_page(tiny)] == [1, 1]
+    ctx.close()
+    tiny.close()
+
+
+def test_named_topics_page_in_the_order_asked_each_once(ctx: Scenario) -> None:
+    ctx.commit(offsets={("z", 0): 1, ("z", 1): 2, ("a", 0): 3})
+    pages = every_page(ctx, topics=["z", "none", "a"], limit=2)
+    names = [t.name for page in pages for t in page.topics]
+    assert names == ["z", "none", "a"]
+    assert [sum(len(t.partitions) for t in page.topics) for page in pages] == [2, 1]
+
+
+def test_pages_see_commits_made_between_them_and_a_cursor_of_a_gone_topic_goes_on(ctx: Scenario) -> None:
+    ctx.commit(offsets={("a", 0): 1, ("b", 0): 2, ("c", 0): 3})
+    first = ctx.fetch(limit=2)
+    assert [t.name for t in first.topics] == ["a", "b"] and first.next is not None
+    ctx.commit(offsets={("d", 0): 4})
+    rest = ctx.fetch(after=first.next)
+    assert [t.name for t in rest.topics] == ["c", "d"] and rest.next is None
+    after_gone = ctx.fetch(after=fetch_cursor("bb", 7))  # no topic "bb" (any more): on with "c"
+    assert [t.name for t in after_gone.topics] == ["c", "d"]
+
+
 def test_later_commits_overwrite_earlier_ones(ctx: Scenario) -> None:
     ctx.commit(offsets={("t", 0): 1})
     ctx.commit(offsets={("t", 0): 7, ("t", 1): 2})
@@ -240,7 +294,9 @@ def test_offsets_survive_a_reload_with_the_group(ctx: Scenario) -> None:
 
 
 def test_a_simple_group_reloads_from_its_offsets_alone(ctx: Scenario) -> None:
+    """As an older Berth wrote it: no group record, only its offsets."""
     ctx.commit(group="simple", offsets=OFFSETS)
+    ctx.records = [r for r in ctx.records if isinstance(r, OffsetRecord)]
     fresh = ctx.reload()
     assert fresh.committed("simple") == OFFSETS and fresh.state("simple") is EMPTY
     fresh.close()

@@ -1,5 +1,6 @@
 """Hypothesis state machine over the coordinator core: random joins, syncs, heartbeats, leaves, commits, clock
-advances, write failures, expected-member changes, deletes and restarts across two groups and a few instance ids.
+advances, write failures, expected-member changes, deletes and restarts across three groups, a few instance ids and
+two tenants, with bounds small enough to be reached (offsets per group, pending ids, groups per tenant, stored bytes).
 
 After every step (besides the harness's structural checks after every call, see ``Scenario.check_invariants``):
 - at most one member per instance id, and the static map agrees with the members (harness);
@@ -8,6 +9,8 @@ After every step (besides the harness's structural checks after every call, see 
 - every member can still expire: a session timer or a parked request (harness);
 - every state transition is one of Kafka's (harness, via ``transitions_observed``);
 - a group's generation never decreases (a restart resets the baseline: a rebalance in flight is lost, as in Kafka);
+- the bounds hold: offsets per group, groups per tenant, stored bytes in total and per tenant (and the harness checks
+  after every call that each ledger is the sum of its groups, ``Scenario.check_usage``);
 - replaying every durable record into a fresh Coordinator rebuilds the persisted view: for groups in Stable or
   Empty, members (ids, instance ids, assignments, selected-protocol metadata), static map, generation, protocol
   type and name, leader; for every group its expected instance ids; all committed offsets.
@@ -30,7 +33,17 @@ from berth.coordinator.protocol import JoinProtocol as Protocol
 
 from .scenario import COMPLETING, EMPTY, PREPARING, RANGE, ROUNDROBIN, STABLE, Scenario
 
-GROUPS = ("g", "h")
+GROUPS = ("g", "h", "k")
+TENANTS = (None, None, "a", "b")
+BOUNDS = CoordinatorConfig(
+    group_max_size=4,
+    offsets_max_per_group=3,
+    max_pending_members_per_group=2,
+    max_pending_members=3,
+    max_groups_per_tenant=1,
+    max_stored_bytes=12_000,
+    max_stored_bytes_per_tenant=4_000,
+)
 INSTANCES = ("i-0", "i-1", "i-2")
 PROTOCOL_SETS: tuple[tuple[Protocol, ...], ...] = (
     (RANGE, ROUNDROBIN),
@@ -66,7 +79,7 @@ def persisted_view(group: Group) -> dict[str, Any]:
 class CoordinatorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.ctx = Scenario(CoordinatorConfig(group_max_size=4))
+        self.ctx = Scenario(BOUNDS)
         self.seen: dict[str, set[tuple[str, str | None]]] = {g: set() for g in GROUPS}
         self.generations: dict[str, int] = {}
         self.diverged: set[str] = set()
@@ -106,6 +119,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         session=st.sampled_from(SESSIONS),
         rebalance=st.sampled_from(REBALANCES),
         protocols=st.sampled_from(PROTOCOL_SETS),
+        tenant=st.sampled_from(TENANTS),
     )
     def join_new(
         self,
@@ -115,6 +129,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         session: int,
         rebalance: int,
         protocols: tuple[Protocol, ...],
+        tenant: str | None,
     ) -> None:
         if instance_id is not None:
             version = max(version, 5)  # the adapter refuses an instance id below v5
@@ -126,6 +141,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             session_ms=session,
             rebalance_ms=rebalance,
             protocols=protocols,
+            tenant=tenant,
         )
 
     @rule(
@@ -169,15 +185,32 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 identities.append(self.identity(data, group))
         self.ctx.leave(*identities, group=group)
 
-    @rule(data=st.data(), group=groups, version=st.sampled_from((8, 9)), offset=st.integers(0, 3))
-    def commit(self, data: st.DataObject, group: str, version: int, offset: int) -> None:
+    @rule(
+        data=st.data(),
+        group=groups,
+        version=st.sampled_from((8, 9)),
+        offset=st.integers(0, 3),
+        tenant=st.sampled_from(TENANTS),
+        metadata=st.sampled_from((None, "m", "m" * 600)),
+    )
+    def commit(
+        self, data: st.DataObject, group: str, version: int, offset: int, tenant: str | None, metadata: str | None
+    ) -> None:
         if data.draw(st.booleans(), label="simple commit"):
             member_id, instance_id, generation = "", None, -1
         else:
             member_id, instance_id = self.identity(data, group)
             generation = self.generation(data, group)
+        partitions = {("t", p): offset for p in range(data.draw(st.integers(1, 4), label="partitions"))}
         self.ctx.commit(
-            member_id, generation, instance_id, group=group, version=version, offsets={("t", offset % 2): offset}
+            member_id,
+            generation,
+            instance_id,
+            group=group,
+            version=version,
+            offsets=partitions,
+            metadata=metadata,
+            tenant=tenant,
         )
 
     @rule(ms=st.sampled_from(ADVANCES))
@@ -281,6 +314,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         for group_id, group in self.ctx.core.groups.items():
             self.seen[group_id].update((m.member_id, m.group_instance_id) for m in group.members.values())
             self.seen[group_id].update((p, None) for p in group.pending_join_members)
+
+    @invariant()
+    def bounds_hold(self) -> None:
+        core = self.ctx.core
+        assert core.usage.bytes <= BOUNDS.max_stored_bytes  # type: ignore[operator]
+        for ledger in core.tenants.values():
+            assert ledger.bytes <= BOUNDS.max_stored_bytes_per_tenant  # type: ignore[operator]
+            assert ledger.groups <= BOUNDS.max_groups_per_tenant  # type: ignore[operator]
+        for group in core.groups.values():
+            assert group.usage.offset_count <= BOUNDS.offsets_max_per_group  # type: ignore[operator]
+            assert len(group.pending_join_members) <= BOUNDS.max_pending_members_per_group
 
     @invariant()
     def generation_never_decreases(self) -> None:

@@ -16,14 +16,15 @@ Rules:
   CA in its environment, as the chart does for the operator, verifies without code of its own), else the system's
   CAs. Answers are capped at ``max_response_bytes``.
 - Every call is retried on ``CoordinatorUnavailableError`` (connection errors, HTTP 5xx, in-band 14/15/16) for
-  ``attempts`` attempts with backoff; all of them are idempotent (a repeated leave or delete answers "already
-  done": UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND).
+  ``attempts`` attempts with backoff, or with ``retry_for_s`` for as long as that (a replicated coordinator's
+  failover takes a lease TTL and a readiness probe: docs/high-availability.md); all of them are idempotent (a
+  repeated leave or delete answers "already done": UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -76,6 +77,7 @@ class CoordinatorAdmin:
         token: str | None = None,
         request_timeout_s: float = 30.0,
         attempts: int = 3,
+        retry_for_s: float | None = None,
         backoff: BackoffPolicy | None = None,
         session: aiohttp.ClientSession | None = None,
         ca_file: str | None = None,
@@ -83,6 +85,8 @@ class CoordinatorAdmin:
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, got {attempts}")
+        if retry_for_s is not None and retry_for_s <= 0:
+            raise ValueError(f"retry_for_s must be positive, got {retry_for_s}")
         self.url = url
         self._transport = Transport(
             url,
@@ -92,7 +96,8 @@ class CoordinatorAdmin:
             ca_file=ca_file if ca_file is not None else os.environ.get(ENV_CA_FILE) or None,
             max_response_bytes=max_response_bytes,
         )
-        self._attempts = attempts
+        self._attempts: int | None = None if retry_for_s is not None else attempts
+        self._retry_for_s = retry_for_s
         self._backoff = backoff or BackoffPolicy()
 
     async def close(self) -> None:
@@ -135,7 +140,7 @@ class CoordinatorAdmin:
             _raise_unless(result.error, {Error.NONE}, f"offset fetch from group {group_id!r}")
             return result.by_partition()
 
-        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+        return await self._retried(attempt)
 
     async def journal(self, after: int = 0, limit: int = 1000, *, wait_ms: int = 0) -> JournalResponse:
         """Events with ``seq > after``, at most ``limit`` (≤ 10000). With ``wait_ms``, a long-poll: when there is
@@ -228,7 +233,7 @@ class CoordinatorAdmin:
             _raise_unless(result.error, {Error.NONE}, f"leave group {group_id!r}")
             return result.members
 
-        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+        return await self._retried(attempt)
 
     async def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, Error]:
         """A simple commit (generation -1, no member: what Kafka's admin client sends) of ``offsets``; each
@@ -247,7 +252,7 @@ class CoordinatorAdmin:
             raise_if_retriable(result.error, f"offset commit to group {group_id!r}")
             return result.errors_by_partition()
 
-        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+        return await self._retried(attempt)
 
     async def put_expected_members(
         self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
@@ -283,6 +288,10 @@ class CoordinatorAdmin:
 
     # -------------------------------------------------------------------------------------------------- helpers
 
+    async def _retried(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``, retried while the coordinator is unavailable: ``attempts`` times, or for ``retry_for_s``."""
+        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts, timeout_s=self._retry_for_s)
+
     async def _answer(
         self,
         route: Route,
@@ -308,7 +317,7 @@ class CoordinatorAdmin:
             _raise_unless(result.error, accept, what)
             return result
 
-        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+        return await self._retried(attempt)
 
     async def _read(
         self,
@@ -325,7 +334,7 @@ class CoordinatorAdmin:
                 route.method, route.path_for(), answer, params=params, timeout_s=timeout_s
             )
 
-        return await with_retries(attempt, self._backoff.start(), attempts=self._attempts)
+        return await self._retried(attempt)
 
 
 def _raise_unless(error: Error, accepted: Iterable[Error], what: str) -> None:

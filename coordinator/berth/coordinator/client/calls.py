@@ -18,6 +18,7 @@ from berth.coordinator.client.transport import Transport
 from berth.coordinator.protocol import (
     CommitPartition,
     CommitTopic,
+    Error,
     HeartbeatRequest,
     HeartbeatResponse,
     InstanceId,
@@ -156,6 +157,13 @@ class GroupCalls:
         return await self.transport.request("POST", self._paths["offsets"], OffsetCommitResponse, body=body)
 
     async def fetch(self, topics: Iterable[str] | None = None) -> OffsetFetchResponse:
-        """Committed offsets of ``topics`` (all committed topics when None)."""
+        """Committed offsets of ``topics`` (all committed topics when None): every page the coordinator answers in
+        (docs/api.md §4), one request each, merged into one answer; a page with an error ends it with that error."""
         params = [("api_version", str(FETCH_VERSION))] + [("topic", topic) for topic in topics or ()]
-        return await self.transport.request("GET", self._paths["offsets"], OffsetFetchResponse, params=params)
+        answer = await self.transport.request("GET", self._paths["offsets"], OffsetFetchResponse, params=params)
+        while answer.next is not None and answer.error is Error.NONE:
+            page = await self.transport.request(
+                "GET", self._paths["offsets"], OffsetFetchResponse, params=[*params, ("after", answer.next)]
+            )
+            answer = answer.followed_by(page)
+        return answer

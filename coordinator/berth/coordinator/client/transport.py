@@ -13,7 +13,10 @@ Owns ``Transport``. Rules:
   identity``; an encoded answer is malformed), and redirects are not followed (the token stays with the URL given).
 - HTTPS is verified against ``ca_file`` when given, else the system's CAs (``tls``).
 - Group ids are percent-encoded into the path (every byte but unreserved ones), so any id round-trips.
-- Every request has a timeout: the caller's (long-polls size theirs from the rebalance timeout) or the default.
+- Every request has a timeout: the caller's (long-polls size theirs from the rebalance timeout) or the default; a
+  new connection must be made within ``CONNECT_TIMEOUT_S`` of it (Kafka's socket.connection.setup.timeout.ms is
+  10 s): an address that swallows connection attempts (a pod on a lost node, still in the Service's endpoints until
+  the node is declared lost) costs a retry, not the whole request timeout.
 - No retries here: retrying is the caller's decision (``backoff``), because only it knows what is idempotent.
 """
 
@@ -56,6 +59,9 @@ RETRIABLE_ERRORS = frozenset(
 #: leader's JoinGroup answer and a describe of a group at the coordinator's 8 MiB group-metadata bound
 #: (``--group-metadata-max-bytes``), about 11 MiB in base64; journal pages are bounded at 1 MiB.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+#: The most a new TCP (and TLS) connection may take before the request fails as unreachable and is retried.
+CONNECT_TIMEOUT_S = 5.0
 
 QueryParams = Sequence[tuple[str, str]]
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -130,7 +136,8 @@ class Transport:
         url = URL(self.base_url + path, encoded=True)
         if params:
             url = url.with_query(list(params))
-        timeout = aiohttp.ClientTimeout(total=timeout_s if timeout_s is not None else self.request_timeout_s)
+        total = timeout_s if timeout_s is not None else self.request_timeout_s
+        timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(total, CONNECT_TIMEOUT_S))
         data = None if body is None else encode(body)
         sent = self._headers if body is None else self._body_headers
         if headers:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from berth.coordinator.core.bounds import refuse_new_group
 from berth.coordinator.core.events import EventType, GroupDeletedVia
-from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import EMPTY, STABLE, Group
 from berth.coordinator.core.rebalance import maybe_complete_join_phase
 from berth.coordinator.core.records import (
@@ -89,13 +89,13 @@ def handle_delete(core: CoreState, group_id: GroupId, ticket: int) -> None:
     if group.state is not EMPTY:
         core.reply(ticket, DeleteResponse(Error.NON_EMPTY_GROUP))
         return
-    del core.groups[group_id]
+    core.forget(group_id)
     core.cancel(join_key(group_id))
     core.cancel(sync_key(group_id))
     for pending_id in group.pending_join_members:
         core.cancel(heartbeat_key(group_id, pending_id))
     group.pending_join_members.clear()
-    offsets = core.offsets.pop(group_id, {})
+    offsets = core.offsets.pop(group_id, {})  # their figures stay with the group object, uncounted with it
     for topic, partitions in offsets.items():
         for partition in partitions:
             core.persist(OffsetRecord(group_id, topic, partition, None))
@@ -106,7 +106,7 @@ def handle_delete(core: CoreState, group_id: GroupId, ticket: int) -> None:
 
     def on_failed() -> None:
         if group_id not in core.groups:
-            core.groups[group_id] = group
+            core.register(group)
             if offsets:
                 core.offsets.setdefault(group_id, offsets)
         core.reply(ticket, DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE))
@@ -133,7 +133,7 @@ def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterabl
         return
     created = group is None
     if group is None:
-        if group_limit_reached(core):
+        if refuse_new_group(core, None):
             core.reply(ticket, ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE))
             return
         group = core.new_group(group_id)
@@ -149,7 +149,7 @@ def handle_put_expected_members(core: CoreState, group_id: GroupId, ids: Iterabl
     def on_failed() -> None:
         if core.groups.get(group_id) is group:
             if created and not group.members and not group.pending_join_members:
-                del core.groups[group_id]
+                core.forget(group_id)
             else:
                 _set_expected(core, group, previous)
         core.reply(ticket, ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE))

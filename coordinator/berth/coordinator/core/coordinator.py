@@ -39,6 +39,7 @@ from berth.coordinator.core.state import (
 )
 from berth.coordinator.core.timers import DueTimer
 from berth.coordinator.protocol import (
+    FETCH_DEFAULT_LIMIT,
     DescribeResponse,
     Error,
     ExpectedMembersResponse,
@@ -55,6 +56,7 @@ from berth.coordinator.protocol import (
     OffsetFetchResponse,
     SyncRequest,
     SyncResponse,
+    TopicPartition,
 )
 
 P = ParamSpec("P")
@@ -75,10 +77,20 @@ class Coordinator(CoreState):
     # --------------------------------------------------------------------------------- group protocol
     # ``version`` is the request's API version, resolved by the adapter (an absent one is the newest).
 
+    # ``tenant``: the non-admin token the request came with (None: an admin's, or no tokens): a group the call creates
+    # counts towards that tenant's bounds (``bounds``, docs/api.md §6).
+
     def join(
-        self, group_id: GroupId, req: JoinRequest, version: int, ticket: int, now_ms: int, client_host: str = ""
+        self,
+        group_id: GroupId,
+        req: JoinRequest,
+        version: int,
+        ticket: int,
+        now_ms: int,
+        client_host: str = "",
+        tenant: str | None = None,
     ) -> Effects:
-        return self._call(now_ms, join.handle_join, group_id, req, version, ticket, client_host)
+        return self._call(now_ms, join.handle_join, group_id, req, version, ticket, client_host, tenant)
 
     def sync(self, group_id: GroupId, req: SyncRequest, version: int, ticket: int, now_ms: int) -> Effects:
         return self._call(now_ms, membership.handle_sync, group_id, req, version, ticket)
@@ -96,12 +108,25 @@ class Coordinator(CoreState):
         return self._call(now_ms, membership.handle_leave, group_id, req, version, ticket)
 
     def commit_offsets(
-        self, group_id: GroupId, req: OffsetCommitRequest, version: int, ticket: int, now_ms: int
+        self,
+        group_id: GroupId,
+        req: OffsetCommitRequest,
+        version: int,
+        ticket: int,
+        now_ms: int,
+        tenant: str | None = None,
     ) -> Effects:
-        return self._call(now_ms, offsets.handle_commit, group_id, req, version, ticket)
+        return self._call(now_ms, offsets.handle_commit, group_id, req, version, ticket, tenant)
 
-    def fetch_offsets(self, group_id: GroupId, topics: tuple[str, ...] | None = None) -> OffsetFetchResponse:
-        return offsets.fetch_offsets(self, group_id, topics)
+    def fetch_offsets(
+        self,
+        group_id: GroupId,
+        topics: tuple[str, ...] | None = None,
+        after: TopicPartition | None = None,
+        limit: int = FETCH_DEFAULT_LIMIT,
+    ) -> OffsetFetchResponse:
+        """One page of the group's offsets (``next``: the cursor of the rest, docs/api.md §4)."""
+        return offsets.fetch_offsets(self, group_id, topics, after, limit)
 
     # ------------------------------------------------------------------------------------------ admin
 
@@ -172,27 +197,29 @@ class Coordinator(CoreState):
     def replay(self, record: Record) -> None:
         """Apply one persisted record (Kafka's replay); call ``on_loaded`` after the last one."""
         if isinstance(record, GroupRecord):
-            previous = self.groups.pop(record.group_id, None)
+            previous = self.forget(record.group_id)
             if record.value is not None:
                 group = group_from_record(record, self.now_ms)
                 if previous is not None:
                     group.set_expected_instance_ids(previous.expected_instance_ids)
-                self.groups[record.group_id] = group
+                    group.usage = previous.usage  # its offsets are the group id's, whichever record came last
+                self.register(group)
+            elif previous is not None:
+                self.offsets.pop(record.group_id, None)  # as the delete that wrote the tombstone did
         elif isinstance(record, GroupDeltaRecord):
             existing = self.groups.get(record.group_id)
             if existing is None:
                 raise RecordFormatError(f"group {record.group_id!r}: a member delta without its group")
             apply_delta(existing, record, self.now_ms)
         elif isinstance(record, OffsetRecord):
-            if record.value is not None and record.group_id not in self.groups:
-                self.groups[record.group_id] = Group(record.group_id, self.now_ms)  # a simple group
-            offsets.apply_offset(self, record)
+            offsets.apply_offset(self, record)  # an offset of a group without a record makes a simple group
         elif isinstance(record, ExpectedMembersRecord):
             existing = self.groups.get(record.group_id)
             if existing is None and not record.group_instance_ids:
                 return
             if existing is None:
-                existing = self.groups[record.group_id] = Group(record.group_id, self.now_ms)
+                existing = Group(record.group_id, self.now_ms)
+                self.register(existing)
             existing.set_expected_instance_ids(record.group_instance_ids)
 
     def load(self, records: Iterable[Record], now_ms: int) -> Effects:

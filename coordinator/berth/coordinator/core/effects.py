@@ -10,12 +10,11 @@ only once every write handed to it before that reply is durable (docs/api.md §1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from berth.coordinator.core.events import JournalEvent
 from berth.coordinator.core.records import Record
 from berth.coordinator.protocol import Answer
 
-JournalEvent = dict[str, Any]  # JSON-ready, except that byte fields may stay bytes (base64 once encoded)
 Response = Answer
 
 

@@ -16,17 +16,14 @@ timer runs ``expire_groups``:
 
 Deletions are durable before they count: a failed write puts back what the run took away (unless a request
 recreated it meanwhile). A run deletes at most ``MAX_GROUPS_PER_RUN`` groups and comes back a second later for the
-rest, so one write stays small.
-
-``group_limit_reached``: ``max_groups`` bounds how many groups exist; a request that would create one more is
-answered COORDINATOR_NOT_AVAILABLE (15), which clients retry (the reload then never holds more than the cap,
-plus any groups a lowered cap found).
+rest, so one write stays small. What expires leaves the group's figures and ledgers (``usage``) at once.
 """
 
 from __future__ import annotations
 
 from berth.coordinator.core.events import EventType, GroupDeletedVia
 from berth.coordinator.core.group import EMPTY, Group
+from berth.coordinator.core.offsets import apply_offset
 from berth.coordinator.core.records import OffsetRecord, new_group_tombstone
 from berth.coordinator.core.state import EXPIRE_GROUPS, CoreState, expiry_key, join_key, sync_key
 from berth.coordinator.protocol import GroupId, OffsetAndMetadata
@@ -42,15 +39,6 @@ def schedule_expiry(core: CoreState, delay_ms: int | None = None) -> None:
         return
     interval = core.config.offsets_retention_check_interval_ms
     core.schedule(expiry_key(), interval if delay_ms is None else delay_ms, EXPIRE_GROUPS)
-
-
-def group_limit_reached(core: CoreState) -> bool:
-    """Whether one more group would exceed ``max_groups`` (counted in ``groups_refused`` by the caller)."""
-    limit = core.config.max_groups
-    if limit is None or len(core.groups) < limit:
-        return False
-    core.groups_refused += 1
-    return True
 
 
 def expire_groups(core: CoreState) -> None:
@@ -81,9 +69,12 @@ def expire_groups(core: CoreState) -> None:
 
     def on_failed() -> None:
         for group in deleted:
-            core.groups.setdefault(group.group_id, group)
+            if group.group_id not in core.groups:
+                core.register(group)
         for group_id, topic, partition, value in expired:
-            core.offsets.setdefault(group_id, {}).setdefault(topic, {}).setdefault(partition, value)
+            held = core.offsets.get(group_id, {}).get(topic, {})
+            if partition not in held:
+                apply_offset(core, OffsetRecord(group_id, topic, partition, value))
 
     core.when_persist_failed(on_failed)
 
@@ -96,16 +87,13 @@ def _expire_offsets(core: CoreState, group: Group, retention_ms: int) -> list[Ex
     empty_since = group.state_timestamp_ms if group.protocol_type else None
     due = core.now_ms - retention_ms
     expired: list[ExpiredOffset] = []
-    for topic, partitions in list(committed.items()):
-        for partition, value in list(partitions.items()):
+    for topic, partitions in committed.items():
+        for partition, value in partitions.items():
             since = value.commit_timestamp_ms if empty_since is None else max(empty_since, value.commit_timestamp_ms)
             if since <= due:
                 expired.append((group.group_id, topic, partition, value))
-                del partitions[partition]
-        if not partitions:
-            del committed[topic]
-    if not committed:
-        del core.offsets[group.group_id]
+    for group_id, topic, partition, _ in expired:
+        apply_offset(core, OffsetRecord(group_id, topic, partition, None))
     return expired
 
 
@@ -114,6 +102,6 @@ def _is_deletable(core: CoreState, group: Group) -> bool:
 
 
 def _forget(core: CoreState, group: Group) -> None:
-    del core.groups[group.group_id]
+    core.forget(group.group_id)
     core.cancel(join_key(group.group_id))
     core.cancel(sync_key(group.group_id))

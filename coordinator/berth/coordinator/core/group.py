@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from berth.coordinator.core.member import Member
+from berth.coordinator.core.usage import GROUP_BYTES, MEMBER_BYTES, GroupUsage
 from berth.coordinator.protocol import GroupId, GroupOwner, InstanceId, JoinMember, JoinProtocol, MemberId
 
 
@@ -58,6 +59,7 @@ class Group:
         protocol_type: str | None = None,
         protocol_name: str | None = None,
         leader_id: MemberId | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.group_id = group_id
         self.state = state
@@ -70,8 +72,13 @@ class Group:
         self.members: dict[MemberId, Member] = {}
         # Bytes of every member's protocol metadata and assignment: what ``group_metadata_max_bytes`` bounds.
         self.metadata_bytes = 0
+        # The non-admin token that created the group (None: an admin's, or no tokens); its committed offsets in
+        # figures and the ledgers it counts in while the core holds it (``usage``: all groups', and its tenant's).
+        self.tenant = tenant
+        self.usage = GroupUsage()
         self.static_members: dict[InstanceId, MemberId] = {}
-        self.pending_join_members: set[MemberId] = set()  # KIP-394 ids handed out, not yet joined
+        # KIP-394 ids handed out, not yet joined, oldest first (the value: none, an ordered set).
+        self.pending_join_members: dict[MemberId, None] = {}
         self.pending_sync_members: set[MemberId] = set()
         self.num_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()
@@ -117,7 +124,28 @@ class Group:
 
     def add_pending(self, member_id: MemberId) -> None:
         assert member_id not in self.members
-        self.pending_join_members.add(member_id)
+        self.pending_join_members[member_id] = None
+
+    def oldest_pending(self) -> MemberId | None:
+        return next(iter(self.pending_join_members), None)
+
+    # ------------------------------------------------------------------------------------------ usage
+
+    def stored_bytes(self) -> int:
+        """The group's size in stored bytes (``usage``), offsets in flight included."""
+        usage = self.usage
+        return (
+            GROUP_BYTES
+            + MEMBER_BYTES * len(self.members)
+            + self.metadata_bytes
+            + usage.offset_bytes
+            + usage.reserved_offset_bytes
+        )
+
+    def charge(self, delta: int) -> None:
+        """Count ``delta`` stored bytes in the group's ledgers (none until the core registers the group)."""
+        for ledger in self.usage.ledgers:
+            ledger.bytes += delta
 
     def static_member_id(self, group_instance_id: InstanceId) -> MemberId | None:
         return self.static_members.get(group_instance_id)
@@ -135,19 +163,23 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.metadata_bytes += member.protocols_bytes() + len(member.assignment)
+        size = member.protocols_bytes() + len(member.assignment)
+        self.metadata_bytes += size
+        self.charge(MEMBER_BYTES + size)
         self.supported_protocols.update(member.protocol_names())
         self._count_vote(member)
         member.join_ticket = join_ticket
         if join_ticket is not None:
             self.num_awaiting_join += 1
-        self.pending_join_members.discard(member.member_id)
+        self.pending_join_members.pop(member.member_id, None)
 
     def remove(self, member_id: MemberId) -> Member | None:
         """Remove a member or a pending id; returns the member removed (None for a pending id)."""
         member = self.members.pop(member_id, None)
         if member is not None:
-            self.metadata_bytes -= member.protocols_bytes() + len(member.assignment)
+            size = member.protocols_bytes() + len(member.assignment)
+            self.metadata_bytes -= size
+            self.charge(-MEMBER_BYTES - size)
             self.supported_protocols.subtract(member.protocol_names())
             self._uncount_vote(member_id)
             if member.is_awaiting_join:
@@ -160,7 +192,7 @@ class Group:
                     self._expected_present -= 1
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
-        self.pending_join_members.discard(member_id)
+        self.pending_join_members.pop(member_id, None)
         self.pending_sync_members.discard(member_id)
         return member
 
@@ -209,9 +241,10 @@ class Group:
         if protocols != member.protocols:
             self.supported_protocols.subtract(member.protocol_names())
             self._uncount_vote(member.member_id)
-            self.metadata_bytes -= member.protocols_bytes()
+            before = member.protocols_bytes()
             member.protocols = protocols
-            self.metadata_bytes += member.protocols_bytes()
+            self.metadata_bytes += member.protocols_bytes() - before
+            self.charge(member.protocols_bytes() - before)
             self.supported_protocols.update(member.protocol_names())
             self._count_vote(member)
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -223,7 +256,9 @@ class Group:
         member.join_ticket = join_ticket
 
     def set_assignment(self, member: Member, assignment: bytes) -> None:
-        self.metadata_bytes += len(assignment) - len(member.assignment)
+        delta = len(assignment) - len(member.assignment)
+        self.metadata_bytes += delta
+        self.charge(delta)
         member.assignment = assignment
 
     def metadata_bytes_with(

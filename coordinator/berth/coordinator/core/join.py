@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import msgspec
 
+from berth.coordinator.core.bounds import join_refused, make_room_for_pending, note_pending, refuse_new_group
 from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
-from berth.coordinator.core.expiry import group_limit_reached
 from berth.coordinator.core.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -56,7 +56,9 @@ class Join(msgspec.Struct, frozen=True, gc=False):
     client_host: str
 
 
-def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: int, ticket: int, host: str) -> None:
+def handle_join(
+    core: CoreState, group_id: GroupId, req: JoinRequest, version: int, ticket: int, host: str, tenant: str | None
+) -> None:
     cfg = core.config
     if group_id_too_long(group_id):
         core.reply(ticket, JoinResponse(Error.INVALID_GROUP_ID, member_id=req.member_id))
@@ -72,14 +74,14 @@ def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: i
     if group is None and not is_unknown_member:
         core.reply(ticket, JoinResponse(Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
         return
-    if metadata_over_limit(core, group, req):
+    if join_refused(core, group, req, tenant):
         core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED, member_id=req.member_id))
         return
     if group is None:
-        if group_limit_reached(core):
+        if refuse_new_group(core, tenant):
             core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
             return
-        group = core.new_group(group_id)
+        group = core.new_group(group_id, tenant)
 
     if not accept_joining_member(core, group, req.member_id):
         removed = group.remove(req.member_id)
@@ -100,22 +102,6 @@ def handle_join(core: CoreState, group_id: GroupId, req: JoinRequest, version: i
 
     if is_new_group and not core.call_persists_records:
         persist_new_group(core, group, ticket)
-
-
-def metadata_over_limit(core: CoreState, group: Group | None, req: JoinRequest) -> bool:
-    """Berth: would the group's metadata (every member's protocols and assignment) exceed
-    ``group_metadata_max_bytes`` with this join's? Then it is turned away, changing nothing, as KIP-389 turns
-    away a member beyond the group's size: one group's writes and answers stay bounded."""
-    limit = core.config.group_metadata_max_bytes
-    if limit is None:
-        return False
-    offered = req.metadata_bytes()
-    if group is None:
-        return offered > limit
-    replacing: MemberId | None = req.member_id or None
-    if replacing is None and req.group_instance_id is not None:
-        replacing = group.static_member_id(req.group_instance_id)
-    return group.metadata_bytes_with(offered, replacing) > limit
 
 
 def accept_joining_member(core: CoreState, group: Group, member_id: MemberId) -> bool:
@@ -142,7 +128,7 @@ def persist_new_group(core: CoreState, group: Group, ticket: int) -> None:
 
     def on_failed() -> None:
         if core.groups.get(group.group_id) is group:
-            del core.groups[group.group_id]
+            core.forget(group.group_id)
             core.cancel(join_key(group.group_id))
             core.cancel(sync_key(group.group_id))
             for member_id in [*group.members, *group.pending_join_members]:
@@ -187,12 +173,13 @@ def join_new_dynamic_member(core: CoreState, join: Join, group: Group, new_membe
     if join.version < JOIN_MEMBER_ID_REQUIRED_VERSION:
         add_member_then_rebalance_or_complete_join(core, join, group, new_member_id, ticket)
         return
-    if len(group.pending_join_members) >= core.config.max_pending_members_per_group:
-        # Berth: KIP-394 bounds pending ids only by their expiry; a flood of anonymous joins is capped here.
-        core.reply(ticket, JoinResponse(Error.GROUP_MAX_SIZE_REACHED))
-        return
+    # Berth: KIP-394 bounds pending ids only by their expiry; a flood of anonymous joins pushes out its own oldest
+    # ids instead (``bounds``), and an id lives at most ``pending_member_timeout_ms``.
+    make_room_for_pending(core, group)
     group.add_pending(new_member_id)
-    core.schedule(heartbeat_key(group.group_id, new_member_id), req.session_timeout_ms, SESSION_EXPIRY)
+    note_pending(core, group.group_id, new_member_id)
+    lifetime = min(req.session_timeout_ms, core.config.pending_member_timeout_ms)
+    core.schedule(heartbeat_key(group.group_id, new_member_id), lifetime, SESSION_EXPIRY)
     core.event(group, EventType.MEMBER_ID_REQUIRED, member_id=new_member_id, group_instance_id=None)
     core.reply(ticket, JoinResponse(Error.MEMBER_ID_REQUIRED, member_id=new_member_id))
 
@@ -209,6 +196,7 @@ def join_existing_member(core: CoreState, join: Join, group: Group, ticket: int)
             # which reaches the client as UNKNOWN_SERVER_ERROR with nothing changed.
             core.reply(ticket, JoinResponse(Error.UNKNOWN_SERVER_ERROR, member_id=member_id))
             return
+        core.pending_ids.pop((group.group_id, member_id), None)
         add_member_then_rebalance_or_complete_join(core, join, group, member_id, ticket)
         return
 

@@ -10,6 +10,7 @@ the top level and UNKNOWN_MEMBER_ID for each member, as Kafka does.
 
 from __future__ import annotations
 
+from berth.coordinator.core.bounds import assignment_refused
 from berth.coordinator.core.events import EventType, LeaveVia, RebalanceCause
 from berth.coordinator.core.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group
 from berth.coordinator.core.journal_bounds import assignment_stored_fields
@@ -101,8 +102,7 @@ def store_leader_assignment(core: CoreState, group: Group, req: SyncRequest) -> 
     given = {a.member_id: a.assignment for a in req.assignments}
     assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
     generation_id = group.generation_id
-    limit = core.config.group_metadata_max_bytes
-    if limit is not None and group.metadata_bytes_with(0, assignments=assignment) > limit:
+    if assignment_refused(core, group, assignment):
         # Kafka: a group record over message.max.bytes fails its append (RECORD_TOO_LARGE), which the group
         # coordinator answers UNKNOWN_SERVER_ERROR to every member before it rebalances; nothing is stored.
         reset_and_propagate_assignment_with_error(core, group, Error.UNKNOWN_SERVER_ERROR)
@@ -199,6 +199,7 @@ def leave_one(core: CoreState, group: Group, member_id: MemberId, instance_id: I
         return LeaveMemberResult(member_id, instance_id, Error.NONE)
     if group.is_pending(member_id):
         group.remove(member_id)
+        core.pending_ids.pop((group.group_id, member_id), None)
         core.cancel(heartbeat_key(group.group_id, member_id))
         core.event(group, EventType.MEMBER_LEFT, member_id=member_id, group_instance_id=instance_id, via=LeaveVia.LEAVE)
         return LeaveMemberResult(member_id, instance_id, Error.NONE)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.coordinator.core.events import EventType
-from berth.coordinator.core.expiry import group_limit_reached
+from berth.coordinator.core.bounds import refuse_new_group
+from berth.coordinator.core.events import EventType, OwnerRecord
 from berth.coordinator.core.group import EMPTY, Group
 from berth.coordinator.core.records import new_empty_group_record, new_group_fields_record
 from berth.coordinator.core.state import CoreState
@@ -95,7 +95,7 @@ def handle_claim(core: CoreState, group_id: GroupId, owner: GroupOwner, adopt: b
     created = group is None
     adopted = False
     if group is None:
-        if group_limit_reached(core):
+        if refuse_new_group(core, None):
             core.reply(ticket, OwnerResponse(Error.COORDINATOR_NOT_AVAILABLE))
             return
         group = core.new_group(group_id)
@@ -111,7 +111,7 @@ def handle_claim(core: CoreState, group_id: GroupId, owner: GroupOwner, adopt: b
     def on_failed() -> None:
         if core.groups.get(group_id) is claimed and claimed.owner == owner:
             if created and is_vacant(core, claimed) and not claimed.has_expected_instance_ids:
-                del core.groups[group_id]
+                core.forget(group_id)
             else:
                 claimed.owner = None
         core.reply(ticket, OwnerResponse(Error.COORDINATOR_NOT_AVAILABLE))
@@ -150,5 +150,5 @@ def _named(owner: GroupOwner) -> str:
     return f"{owner.namespace}/{owner.name} (uid {owner.uid})"
 
 
-def _fields(owner: GroupOwner) -> dict[str, str]:
+def _fields(owner: GroupOwner) -> OwnerRecord:
     return {"namespace": owner.namespace, "name": owner.name, "uid": owner.uid}

@@ -327,6 +327,7 @@ def expire_heartbeat(core: CoreState, group_id: GroupId, member_id: MemberId) ->
     if group is None:
         return
     if group.is_pending(member_id):
+        core.pending_ids.pop((group_id, member_id), None)
         core.event(
             group, EventType.MEMBER_EXPIRED, member_id=member_id, group_instance_id=None, phase=ExpiryPhase.PENDING
         )

@@ -27,8 +27,8 @@ from berth.coordinator.core.group import EMPTY, STABLE, Group
 from berth.coordinator.core.member import Member
 from berth.coordinator.protocol import GroupId, GroupOwner, InstanceId, JoinProtocol, MemberId, OffsetAndMetadata
 
-#: The newest group record format this code writes (docs/formats.md "Group records"); 3 added ``owner``.
-GROUP_RECORD_VERSION = 3
+#: The newest group record format this code writes (docs/formats.md "Group records"); 3 added ``owner``, 4 ``tenant``.
+GROUP_RECORD_VERSION = 4
 
 
 class RecordFormatError(ValueError):
@@ -55,6 +55,7 @@ class GroupMetadata(msgspec.Struct, frozen=True, gc=False):
     leader: MemberId | None = None
     current_state_timestamp: int = -1
     owner: GroupOwner | None = None  # since version 3: the fleet the group belongs to (docs/api.md §7a)
+    tenant: str | None = None  # since version 4: the non-admin token that created it (docs/api.md §6)
 
 
 class GroupRecord(msgspec.Struct, frozen=True, gc=False):
@@ -96,6 +97,7 @@ def group_metadata(group: Group, *, empty: bool = False) -> GroupMetadata:
         leader=group.leader_id if group.members and not empty else None,
         current_state_timestamp=group.state_timestamp_ms,
         owner=group.owner,
+        tenant=group.tenant,
     )
 
 
@@ -163,6 +165,7 @@ def group_from_record(record: GroupRecord, now_ms: int) -> Group:
         protocol_type=value.protocol_type or None,
         protocol_name=value.protocol,
         leader_id=value.leader if record.members else None,
+        tenant=value.tenant,
     )
     group.owner = value.owner
     for stored in record.members:

@@ -12,14 +12,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 from berth.coordinator.core.config import CoordinatorConfig
-from berth.coordinator.core.effects import Effects, JournalEvent, Response, Write
-from berth.coordinator.core.events import EventType
+from berth.coordinator.core.effects import Effects, Response, Write
+from berth.coordinator.core.events import EventFields, EventHeader, EventType, JournalEvent
 from berth.coordinator.core.group import Group
 from berth.coordinator.core.records import Record
 from berth.coordinator.core.timers import TimerQueue
+from berth.coordinator.core.usage import Ledger
 from berth.coordinator.protocol import GroupId, InstanceId, MemberId, OffsetAndMetadata
 
 
@@ -85,6 +86,12 @@ class CoreState:
         self.new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
         self.groups: dict[GroupId, Group] = {}
         self.offsets: dict[GroupId, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # Stored bytes of all groups, and per tenant (``usage``); groups join them in ``register``.
+        self.usage = Ledger(None, config.max_stored_bytes)
+        self.tenants: dict[str, Ledger] = {}
+        # Every KIP-394 id handed out, oldest first, to bound them in total (``pending``); entries of ids that
+        # joined, left or expired stay until they reach the front.
+        self.pending_ids: dict[tuple[GroupId, MemberId], None] = {}
         self.timers: TimerQueue[TimerPayload] = TimerQueue()
         self.now_ms = 0
         self.rebalances_by_cause: Counter[str] = Counter()
@@ -163,18 +170,19 @@ class CoreState:
             self._on_fail = []
         self._on_fail.append(fn)
 
-    def event(self, group: Group | GroupId, event_type: EventType, **fields: Any) -> None:
+    def event(self, group: Group | GroupId, event_type: EventType, **fields: Unpack[EventFields]) -> None:
         """Append a journal event (docs/formats.md "Journal events"); the store assigns its ``seq`` at commit."""
+        header: EventHeader
         if isinstance(group, Group):
-            event: JournalEvent = {
+            header = {
                 "ts_ms": self.now_ms,
                 "group_id": group.group_id,
                 "type": event_type,
                 "generation_id": group.generation_id,
             }
         else:
-            event = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
-        event.update(fields)
+            header = {"ts_ms": self.now_ms, "group_id": group, "type": event_type}
+        event: JournalEvent = {**header, **fields}
         if self._events is None:
             self._events = []
         self._events.append(event)
@@ -189,10 +197,48 @@ class CoreState:
 
     # ------------------------------------------------------------------------------------------- groups
 
-    def new_group(self, group_id: GroupId) -> Group:
-        group = Group(group_id, self.now_ms)
-        self.groups[group_id] = group
+    def new_group(self, group_id: GroupId, tenant: str | None = None) -> Group:
+        group = Group(group_id, self.now_ms, tenant=tenant)
+        self.register(group)
         self.event(group, EventType.GROUP_CREATED)
+        return group
+
+    def ledgers_for(self, tenant: str | None, *, keep: bool = False) -> tuple[Ledger, ...]:
+        """The ledgers a group of ``tenant`` counts in: all groups', and its tenant's (a fresh one, kept only with
+        ``keep``: a tenant's ledger exists while it has groups)."""
+        if tenant is None:
+            return (self.usage,)
+        ledger = self.tenants.get(tenant)
+        if ledger is None:
+            config = self.config
+            ledger = Ledger(tenant, config.max_stored_bytes_per_tenant, config.max_groups_per_tenant)
+            if keep:
+                self.tenants[tenant] = ledger
+        return (self.usage, ledger)
+
+    def register(self, group: Group) -> None:
+        """Hold ``group`` (replacing nothing: the caller forgot any group of that id first) and count it."""
+        assert group.group_id not in self.groups, group
+        self.groups[group.group_id] = group
+        ledgers = group.usage.ledgers = self.ledgers_for(group.tenant, keep=True)
+        size = group.stored_bytes()
+        for ledger in ledgers:
+            ledger.bytes += size
+            ledger.groups += 1
+
+    def forget(self, group_id: GroupId) -> Group | None:
+        """Stop holding the group (its offsets are the caller's to drop) and uncount it; the group object keeps its
+        figures, so that ``register`` can put it back as it was."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return None
+        size = group.stored_bytes()
+        for ledger in group.usage.ledgers:
+            ledger.bytes -= size
+            ledger.groups -= 1
+            if ledger.tenant is not None and ledger.groups == 0:
+                del self.tenants[ledger.tenant]
+        group.usage.ledgers = ()
         return group
 
     def generate_member_id(self, client_id: str | None, group_instance_id: InstanceId | None) -> MemberId:

@@ -9,11 +9,12 @@ from berth.coordinator.core import CoordinatorConfig
 from berth.coordinator.http.auth import TokenSet
 from berth.coordinator.protocol import Limits
 from berth.coordinator.store import StoreConfig
+from berth.coordinator.store.etcd import ReplicationConfig
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    data_dir: Path
+    data_dir: Path | None  # None: the replicated store (``replication``)
     host: str = "127.0.0.1"
     port: int = 9094
     max_body_bytes: int = 1_048_576
@@ -33,6 +34,8 @@ class ServerConfig:
     probe_port: int | None = None  # /healthz, /readyz and /metrics on a listener of their own (plain HTTP)
     tls: TlsFiles | None = None  # serve HTTPS with this certificate, reloaded when the files change
     metrics_max_groups: int = 200  # groups with per-group series; the rest only in the aggregates
+    metrics_max_groups_per_token: int = 10  # of those, held by one non-admin token's groups (0: no quota)
+    replication: ReplicationConfig | None = None  # replicas on etcd (--etcd-endpoints) instead of --data-dir
 
 
 @dataclass(frozen=True)

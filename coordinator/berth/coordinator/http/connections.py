@@ -4,7 +4,11 @@ Owns ``ConnectionGuard``, ``BerthConnection`` and ``Refusal``. Rules:
 
 - A listener holds at most ``max_connections`` connections, and at most ``max_per_client`` from one client (an
   IPv4 address, or an IPv6 /64: one host's share of addresses); beyond either, the connection is answered 503
-  ``TOO_MANY_CONNECTIONS`` and closed without reading what it sends.
+  ``TOO_MANY_CONNECTIONS`` and closed without reading what it sends. A listener that *sheds* (the probe listener)
+  first makes room instead: it closes the oldest connection that is not being answered (idle, or its request head
+  still arriving) — of the same client when the client is at its limit — and refuses only when every connection is
+  being answered. The kubelet opens a connection per probe and sends its request at once, so slow connections can
+  no longer take every place the kubelet needs.
 - A request head must be complete within ``header_timeout_s`` of its first byte, or the connection is answered
   408 and closed: a client dripping header bytes holds a slot for that long, not for as long as it likes. A
   connection that sends nothing is closed by aiohttp's keep-alive timeout (``--idle-timeout-s``); a body has
@@ -25,6 +29,7 @@ import ipaddress
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 from aiohttp import web
@@ -100,14 +105,16 @@ class ConnectionGuard:
         header_timeout_s: float,
         stats: EdgeStats,
         quiet: QuietLog,
+        shed: bool = False,
     ) -> None:
         self.listener = listener
+        self.shed = shed
         self.max_connections = max_connections
         self.max_per_client = max_per_client
         self.header_timeout_s = header_timeout_s
         self.stats = stats
         self.quiet = quiet
-        self.open: set[BerthConnection] = set()
+        self.open: dict[BerthConnection, None] = {}  # oldest first
         self.per_client: dict[str, int] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         stats.open_connections[listener] = 0
@@ -134,7 +141,7 @@ class ConnectionGuard:
 
     def protocol(self, server: web.Server, **handler_options: Any) -> asyncio.Protocol:
         """A new connection's protocol: a ``BerthConnection``, or a ``Refusal`` when the listener is full."""
-        if len(self.open) >= self.max_connections:
+        if len(self.open) >= self.max_connections and not (self.shed and self._shed_one(self.open)):
             self._refused("max_connections")
             return Refusal(self._full_answer)
         return BerthConnection(server, self, **handler_options)
@@ -142,8 +149,11 @@ class ConnectionGuard:
     def admit(self, connection: BerthConnection) -> Refusal | None:
         """Count the connection in, or the ``Refusal`` to answer it with (its client is at its limit)."""
         client = connection.client
+        full = self.max_per_client and self.per_client.get(client, 0) >= self.max_per_client
+        if full and self.shed:
+            full = not self._shed_one(c for c in self.open if c.client == client)
         held = self.per_client.get(client, 0)
-        if self.max_per_client and held >= self.max_per_client:
+        if full:
             self._refused("per_client")
             self.quiet.warning(
                 f"per_client:{self.listener}",
@@ -153,14 +163,14 @@ class ConnectionGuard:
             )
             return Refusal(self._client_answer)
         self.per_client[client] = held + 1
-        self.open.add(connection)
+        self.open[connection] = None
         self.stats.open_connections[self.listener] = len(self.open)
         return None
 
     def release(self, connection: BerthConnection) -> None:
         if connection not in self.open:
             return
-        self.open.discard(connection)
+        del self.open[connection]
         held = self.per_client.get(connection.client, 1) - 1
         if held > 0:
             self.per_client[connection.client] = held
@@ -170,6 +180,21 @@ class ConnectionGuard:
 
     def _refused(self, reason: str) -> None:
         count(self.stats.refused, reason)
+
+    def _shed_one(self, candidates: Iterable[BerthConnection]) -> bool:
+        """Close the oldest of ``candidates`` that is not being answered; False when every one of them is."""
+        for connection in candidates:
+            if not connection.in_request:
+                connection.force_close()
+                self.release(connection)  # its place is free now, not when the loop reports the close
+                self.quiet.warning(
+                    f"shed:{self.listener}",
+                    "connections: closed an idle or slow connection from %s to make room (%s listener full)",
+                    printable(connection.client),
+                    self.listener,
+                )
+                return True
+        return False
 
     # ----------------------------------------------------------------------------------------- the sweep
 

@@ -13,6 +13,9 @@ Rules it keeps:
 - After every batch of completed writes, ``on_durable`` hears that the journal grew (long-polls wake on it);
   ``on_write`` sees each write as it is submitted (per-group metrics count its events).
 - ``shutdown`` answers what is parked and lets in-flight writes land (idempotent); ``close`` stops the writer.
+- With ``acting`` (a replicated store's lease), the engine is ``ready`` only while ``acting()`` holds, and a timer
+  that comes due while it does not is put off: a replica that may have been replaced answers nothing from memory
+  and changes nothing (its writes would be refused by the store anyway).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from berth.coordinator.protocol import GroupId
 log = logging.getLogger("berth.coordinator")
 
 WritesDone = Callable[[list[tuple[int, bool]]], None]
+
+#: How soon a timer put off while the term does not hold is looked at again.
+_NOT_ACTING_RECHECK_S = 0.1
 
 
 class FaultInjector(Protocol):
@@ -74,8 +80,10 @@ class Engine:
         on_write_failure: Callable[[], None] = lambda: None,
         on_durable: Callable[[], None] = lambda: None,
         on_write: Callable[[Write], None] = lambda _write: None,
+        acting: Callable[[], bool] | None = None,
     ) -> None:
         self.core = core
+        self._acting = acting
         self.clock = clock
         self._loop = asyncio.get_running_loop()
         self.writer = make_writer(self._writes_done_threadsafe)
@@ -99,8 +107,17 @@ class Engine:
         self._timers = core.timers
         self._timer_pushes_seen = -1  # the timer queue's push count when the asyncio timer was last armed
         self._advance_lock = asyncio.Lock()
-        self.ready = False
+        self._ready = False
         self.closing = False
+
+    @property
+    def ready(self) -> bool:
+        """Loaded, and (on a replicated store) still sure to lead."""
+        return self._ready and (self._acting is None or self._acting())
+
+    @ready.setter
+    def ready(self, ready: bool) -> None:
+        self._ready = ready
 
     # ---------------------------------------------------------------------------------------- tickets
 
@@ -170,7 +187,7 @@ class Engine:
             for record in write.records:
                 self._group_last_write[record.group_id] = offset
             for event in write.events:
-                self._group_last_write[event["group_id"]] = offset
+                self._group_last_write[GroupId(event["group_id"])] = offset
             self._on_write(write)
             self.writer.submit(write)
         if self._completed < self._submitted:
@@ -234,6 +251,8 @@ class Engine:
         self._timer_deadline = None
         if self.ready and not self.closing:
             self.apply(self.core.fire_due_timers(self.clock.now_ms()))
+        elif self._ready and not self.closing:  # not acting: put off until the term holds again, or ends
+            self._timer = self._loop.call_later(_NOT_ACTING_RECHECK_S, self._fire_timers)
         else:
             self._arm_timer()
 

@@ -86,3 +86,25 @@ def shutting_down() -> HttpError:
         "the coordinator is shutting down",
         int(Error.COORDINATOR_NOT_AVAILABLE),
     )
+
+
+def not_coordinator() -> HttpError:
+    """A standby's answer on a route without an in-band error (the journal): the client asks again, through the
+    Service, on a new connection."""
+    return HttpError(
+        503,
+        Error.NOT_COORDINATOR.name,
+        "this replica is a standby; the active replica answers (through the Service)",
+        int(Error.NOT_COORDINATOR),
+        close_connection=True,
+    )
+
+
+def store_unreadable() -> HttpError:
+    """The store could not be read (etcd out of reach, a disk error): the client asks again."""
+    return HttpError(
+        503,
+        Error.COORDINATOR_NOT_AVAILABLE.name,
+        "the store could not be read; ask again",
+        int(Error.COORDINATOR_NOT_AVAILABLE),
+    )

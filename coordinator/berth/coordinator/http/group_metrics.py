@@ -8,8 +8,13 @@ and sync latency histograms. Rules:
   it until it no longer exists (deleted or expired); then the slot goes to the next group. Groups without a slot
   are counted in ``berth_metrics_groups_omitted`` and appear only in the aggregate series. A slot never moves
   between live groups, so a series never jumps from one group to another between scrapes.
+- No tenant can take the slots of the others (issue 22, point 7): the groups one non-admin token created hold at
+  most ``max_per_tenant`` slots, and all such groups together at most half of them; the other half is kept for the
+  groups the alerts are for, those owned by a fleet (docs/api.md §7a) or created by an admin, which take any free
+  slot.
 - Recording is cheap (a dict lookup, a bisect); the gauges are read at scrape time from the caller's groups.
-- Nothing here knows the core: the caller hands in group ids and a way to read a group's figures.
+- Nothing here knows the core: the caller hands in group ids, a way to read a group's figures and a way to tell
+  whose quota a group takes (``GroupQuota``).
 """
 
 from __future__ import annotations
@@ -54,11 +59,12 @@ _CAUSES = sorted(cause.value for cause in RebalanceCause)
 
 
 class GroupSeries:
-    """The counters of one group holding a slot."""
+    """The counters of one group holding a slot, and whose quota the slot counts in ("": none)."""
 
-    __slots__ = ("join", "rebalances", "sync")
+    __slots__ = ("join", "quota", "rebalances", "sync")
 
-    def __init__(self) -> None:
+    def __init__(self, quota: str = "") -> None:
+        self.quota = quota
         # Every cause from 0, so that a group's first rebalance of a cause is an increase Prometheus can see
         # (a counter series born at 1 hides its first event from rate() and increase()).
         self.rebalances: dict[str, int] = dict.fromkeys(_CAUSES, 0)
@@ -70,20 +76,46 @@ class GroupSeries:
 GroupFigureRow = tuple[str, int, int, int]
 #: A live group's figures, or None when it no longer exists.
 GroupFigures = Callable[[str], GroupFigureRow | None]
+#: Whose quota a live group's slot counts in: its tenant's name, "" for a fleet's or an admin's group (no quota);
+#: None when the group does not exist.
+GroupQuota = Callable[[str], str | None]
 
 
 class GroupMetrics:
-    def __init__(self, max_groups: int) -> None:
+    def __init__(self, max_groups: int, max_per_tenant: int = 0, quota_of: GroupQuota = lambda _: "") -> None:
         self.max_groups = max_groups
+        self.max_per_tenant = max_per_tenant
+        self.quota_of = quota_of
         self.series: dict[str, GroupSeries] = {}
         self.omitted = 0
+        self._held: dict[str, int] = {}  # slots per tenant
+        self._held_by_tenants = 0
 
     def slot(self, group_id: str) -> GroupSeries | None:
-        """The group's series, taking a free slot if it has none; None when every slot is taken."""
+        """The group's series, taking a free slot if it has none and its quota allows; None otherwise."""
         series = self.series.get(group_id)
-        if series is None and len(self.series) < self.max_groups:
-            series = self.series[group_id] = GroupSeries()
+        if series is not None or len(self.series) >= self.max_groups:
+            return series
+        quota = self.quota_of(group_id)
+        if quota is None:
+            return None  # not a group (any more)
+        if quota and self.max_per_tenant:
+            if self._held.get(quota, 0) >= self.max_per_tenant or 2 * self._held_by_tenants >= self.max_groups:
+                return None
+            self._held[quota] = self._held.get(quota, 0) + 1
+            self._held_by_tenants += 1
+        series = self.series[group_id] = GroupSeries(quota if self.max_per_tenant else "")
         return series
+
+    def _free(self, group_id: str) -> None:
+        quota = self.series.pop(group_id).quota
+        if quota:
+            self._held_by_tenants -= 1
+            left = self._held[quota] - 1
+            if left:
+                self._held[quota] = left
+            else:
+                del self._held[quota]
 
     def rebalance(self, group_id: str, cause: str) -> None:
         series = self.slot(group_id)
@@ -99,7 +131,7 @@ class GroupMetrics:
     def refresh(self, live: Iterable[str], count: int, figures: GroupFigures) -> None:
         """At scrape time: free the slots of groups that are gone, give free slots to live groups in order."""
         for group_id in [g for g in self.series if figures(g) is None]:
-            del self.series[group_id]
+            self._free(group_id)
         if len(self.series) < self.max_groups:
             for group_id in live:
                 if len(self.series) >= self.max_groups:

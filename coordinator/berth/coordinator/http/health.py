@@ -8,8 +8,9 @@ series are bounded by ``--metrics-max-groups`` (``group_metrics``).
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from berth.coordinator.http.group_metrics import GroupFigureRow
+from berth.coordinator.http.group_metrics import GroupFigureRow, Sample
 from berth.coordinator.http.responses import json_response, struct_response
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import StatusResponse
@@ -19,8 +20,8 @@ _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
 _STOPPING = StatusResponse("stopping")
 _STORE_FAILING = StatusResponse("store failing")
-
-Row = tuple[str, str, dict[str, str], float]
+_LOADING = StatusResponse("loading")
+_STANDBY = StatusResponse("standby")
 
 
 def liveness() -> web.Response:
@@ -28,16 +29,21 @@ def liveness() -> web.Response:
 
 
 def readiness(state: CoordinatorServer) -> web.Response:
-    """Ready once loaded, until stopping, and while the store takes writes (docs/api.md §10).
+    """Ready once loaded, until stopping, while the store takes writes, and on a replicated store only on the
+    active replica (docs/api.md §10): a standby is 503 ``standby``, so the Service sends it nobody.
 
-    While the last transaction failed (a full or read-only disk) the answer is 503 ``store failing``, and each
-    probe of it queues a small write, so that readiness comes back once the disk does even when no client (kept
-    away by the failed probe) writes anything."""
-    if not (state.started and state.engine.ready):
-        return struct_response(StatusResponse("loading" if not state.loaded.is_set() else "stopping"), status=503)
-    if state.engine.closing:
+    While the last transaction failed (a full or read-only disk, etcd out of reach) the answer is 503 ``store
+    failing``, and each probe of it queues a small write (or read), so that readiness comes back once the store
+    does even when no client (kept away by the failed probe) writes anything."""
+    if state.stopping:
         return struct_response(_STOPPING, status=503)
-    writer = state.engine.writer
+    engine = state.running_engine
+    if engine is None or not engine.ready:
+        standby = state.leadership.replicated and not state.loading_term
+        return struct_response(_STANDBY if standby else _LOADING, status=503)
+    if engine.closing:
+        return struct_response(_STOPPING, status=503)
+    writer = engine.writer
     if not writer.healthy:
         writer.probe()
         return struct_response(_STORE_FAILING, status=503)
@@ -45,49 +51,51 @@ def readiness(state: CoordinatorServer) -> web.Response:
 
 
 def prometheus_text(state: CoordinatorServer) -> web.Response:
-    text = state.metrics.render(lambda: gauges(state))
-    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+    body = state.metrics.exposition(lambda: gauges(state))
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def gauges(state: CoordinatorServer) -> list[Row]:
+def gauges(state: CoordinatorServer) -> list[Sample]:
     core = state.core
     by_state = core.groups_by_state()
-    rows: list[Row] = [
-        ("berth_groups", "gauge", {"state": name}, float(by_state.get(name, 0)))
+    rows: list[Sample] = [
+        ("berth_groups", {"state": name}, by_state.get(name, 0))
         for name in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")
     ]
-    rows.append(("berth_members", "gauge", {}, float(core.member_count())))
-    rows.append(("berth_groups_refused_total", "counter", {}, float(core.groups_refused)))
-    rows.append(("berth_fenced_members_total", "counter", {}, float(core.fenced_answers)))
+    rows.append(("berth_members", {}, core.member_count()))
+    rows.append(("berth_groups_refused_total", {}, core.groups_refused))
+    rows.append(("berth_fenced_members_total", {}, core.fenced_answers))
     rows.extend(
-        ("berth_rebalances_total", "counter", {"cause": cause}, float(n))
-        for cause, n in sorted(core.rebalances_by_cause.items())
+        ("berth_rebalances_total", {"cause": cause}, n) for cause, n in sorted(core.rebalances_by_cause.items())
     )
-    if state.started:
-        rows.append(("berth_parked_requests", "gauge", {}, float(state.engine.parked)))
-        rows.append(("berth_store_writes_in_flight", "gauge", {}, float(state.engine.writes_in_flight)))
-    rows.append(("berth_parked_journal_polls", "gauge", {}, float(state.journal_polls.parked)))
-    ready = state.loaded.is_set() and state.started and state.engine.writer.healthy and not state.engine.closing
-    rows.append(("berth_ready", "gauge", {}, 1.0 if ready else 0.0))
+    engine = state.running_engine
+    if engine is not None:
+        rows.append(("berth_parked_requests", {}, engine.parked))
+        rows.append(("berth_store_writes_in_flight", {}, engine.writes_in_flight))
+    rows.append(("berth_parked_journal_polls", {}, state.journal_polls.parked))
+    active = engine is not None and engine.ready and not engine.closing and not state.stopping
+    rows.append(("berth_ready", {}, 1 if active and engine is not None and engine.writer.healthy else 0))
+    rows.append(("berth_active", {}, 1 if active else 0))
+    rows.append(("berth_terms_total", {}, state.terms))
     rows.extend(journal_size(state))
     rows.extend(per_group(state))
     return rows
 
 
-def journal_size(state: CoordinatorServer) -> list[Row]:
+def journal_size(state: CoordinatorServer) -> list[Sample]:
     """The journal against its bound (docs/api.md §10): the store's in-memory figures, no scan. The oldest event's
     time is absent while the journal holds no event."""
     size = state.journal.journal_size()
-    rows: list[Row] = [
-        ("berth_journal_bytes", "gauge", {}, float(size.bytes)),
-        ("berth_journal_retention_bytes", "gauge", {}, float(size.retention_bytes)),
+    rows: list[Sample] = [
+        ("berth_journal_bytes", {}, size.bytes),
+        ("berth_journal_retention_bytes", {}, size.retention_bytes),
     ]
     if size.oldest_ts_ms is not None:
-        rows.append(("berth_journal_oldest_event_timestamp_seconds", "gauge", {}, size.oldest_ts_ms / 1000))
+        rows.append(("berth_journal_oldest_event_timestamp_seconds", {}, size.oldest_ts_ms / 1000))
     return rows
 
 
-def per_group(state: CoordinatorServer) -> list[Row]:
+def per_group(state: CoordinatorServer) -> list[Sample]:
     groups = state.core.groups
 
     def figures(group_id: str) -> GroupFigureRow | None:
@@ -98,4 +106,4 @@ def per_group(state: CoordinatorServer) -> list[Row]:
 
     tracked = state.metrics.groups
     tracked.refresh(groups, len(groups), figures)
-    return [(name, "", labels, float(value)) for name, labels, value in tracked.samples(figures)]
+    return tracked.samples(figures)

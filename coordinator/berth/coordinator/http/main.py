@@ -1,9 +1,11 @@
-"""``berth-coordinator``: run the coordinator (docs/api.md §10).
+"""``berth-coordinator``: run the coordinator (docs/api.md §10), or ``berth-coordinator copy-to-etcd``.
 
-Exit status 2 with one line on stderr for bad flags, an unusable data dir, a bad tokens file or a certificate
-that cannot be used. The line ``listening on http(s)://HOST:PORT`` goes to stdout once ``/readyz`` answers 200
-(after ``probes on http://HOST:PORT`` with ``--probe-port``); a closed stdout is not an error. SIGTERM (or SIGINT): stop
-accepting, answer parked requests COORDINATOR_NOT_AVAILABLE, flush the store, exit 0.
+Exit status 2 with one line on stderr for bad flags, an unusable data dir or etcd prefix, a bad tokens file or a
+certificate that cannot be used. The line ``listening on http(s)://HOST:PORT`` goes to stdout once ``/readyz``
+answers 200 (after ``probes on http://HOST:PORT`` with ``--probe-port``); a replica on etcd first prints
+``standby on http(s)://HOST:PORT`` once it listens, and the ready line when it first becomes the active replica. A
+closed stdout is not an error. SIGTERM (or SIGINT): stop accepting, answer parked requests
+COORDINATOR_NOT_AVAILABLE, flush the store (and step down: a standby takes over at once), exit 0.
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig, TlsFiles
 from berth.coordinator.http.engine import WritesDone
+from berth.coordinator.http.leadership import Leadership, SoleLeadership, SoleTerm
+from berth.coordinator.http.replicas import add_replication_arguments, open_replicated, replication_config
 from berth.coordinator.http.server import Listening, create_app
+from berth.coordinator.http.state import JournalReader
 from berth.coordinator.http.tls import TlsError
 from berth.coordinator.http.uuids import RandomUuids
 from berth.coordinator.protocol import Limits
 from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig, StoreError
+from berth.coordinator.store.etcd import copy as copy_command
 
 log = logging.getLogger("berth.coordinator")
 
@@ -72,11 +78,17 @@ class _HelpFormatter(argparse.HelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="berth-coordinator",
-        description="Berth's group coordinator (Kafka classic groups over HTTP). See docs/api.md §10.",
+        description="Berth's group coordinator (Kafka classic groups over HTTP). See docs/api.md §10."
+        " `berth-coordinator copy-to-etcd --help`: move a data dir into etcd (docs/high-availability.md).",
         formatter_class=_HelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"berth-coordinator {version()}")
-    p.add_argument("--data-dir", required=True, type=Path, help="where the SQLite store and journal live (required)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the SQLite store and journal live (required, unless --etcd-endpoints)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=_positive, default=9094, help="port of the API; 0 picks a free port")
     p.add_argument(
@@ -112,8 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pending-members-per-group",
         type=_positive,
-        default=10_000,
-        help="cap on KIP-394 pending ids per group (anonymous-join flood guard)",
+        default=1_000,
+        help="KIP-394 pending ids one group holds; a newcomer beyond it pushes out the group's oldest",
+    )
+    p.add_argument(
+        "--max-pending-members",
+        type=_positive,
+        default=100_000,
+        help="KIP-394 pending ids of all groups together; a newcomer beyond it pushes out the oldest of all",
+    )
+    p.add_argument(
+        "--pending-member-timeout-ms",
+        type=_positive,
+        default=30_000,
+        help="longest a KIP-394 pending id lives, whatever session timeout its join asked for",
     )
     p.add_argument(
         "--tokens-file", type=Path, default=None, help="YAML/JSON bearer tokens; enables auth (default: no auth)"
@@ -130,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_edge_flags(p)
     add_store_arguments(p)
+    add_replication_arguments(p)
     return p
 
 
@@ -167,6 +192,13 @@ def _add_edge_flags(p: argparse.ArgumentParser) -> None:
         type=_positive,
         default=200,
         help="groups that get per-group series on /metrics; the rest appear only in the aggregates",
+    )
+    p.add_argument(
+        "--metrics-max-groups-per-token",
+        type=_positive,
+        default=10,
+        help="per-group series the groups one non-admin token created may hold (and all such groups together at"
+        " most half of --metrics-max-groups); groups with an owner or an admin's are not limited; 0: no limit",
     )
 
 
@@ -216,6 +248,45 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help="a join's metadata (its protocols together) or one assignment of a sync beyond this is HTTP 400",
     )
     p.add_argument(
+        "--offsets-max-per-group",
+        type=_positive,
+        default=100_000,
+        help="committed offsets (partitions) one group keeps; one more is INVALID_COMMIT_OFFSET_SIZE; 0: unlimited",
+    )
+    p.add_argument(
+        "--offsets-max-bytes-per-group",
+        type=_positive,
+        default=16 * 2**20,
+        help="stored bytes of one group's offsets (128 per offset, its topic and metadata); beyond it"
+        " INVALID_COMMIT_OFFSET_SIZE; 0: unlimited",
+    )
+    p.add_argument(
+        "--max-stored-bytes",
+        type=_positive,
+        default=192 * 2**20,
+        help="stored bytes of every group together (members, metadata, offsets: docs/api.md §6), sized so that what"
+        " is accepted runs and reloads within the chart's 512 MiB and fits its 1 GiB volume beside the journal;"
+        " beyond it growth is refused in-band; 0: unlimited",
+    )
+    p.add_argument(
+        "--max-stored-bytes-per-token",
+        type=_positive,
+        default=24 * 2**20,
+        help="stored bytes of the groups one non-admin token created; beyond it growth is refused in-band; 0: no bound",
+    )
+    p.add_argument(
+        "--max-groups-per-token",
+        type=_positive,
+        default=1_000,
+        help="groups one non-admin token may create; one more is COORDINATOR_NOT_AVAILABLE; 0: no bound",
+    )
+    p.add_argument(
+        "--offset-fetch-page-max-bytes",
+        type=_positive,
+        default=2**20,
+        help="an offset fetch answers in pages of about this many bytes (stored bytes of its offsets; at least one)",
+    )
+    p.add_argument(
         "--group-metadata-max-bytes",
         type=_positive,
         default=8 * 2**20,
@@ -256,6 +327,12 @@ def core_bounds(args: argparse.Namespace) -> dict[str, Any]:
         "offsets_retention_check_interval_ms": max(1, args.offsets_retention_check_interval_ms),
         "max_groups": args.max_groups or None,
         "group_metadata_max_bytes": args.group_metadata_max_bytes or None,
+        "offsets_max_per_group": args.offsets_max_per_group or None,
+        "offsets_max_bytes_per_group": args.offsets_max_bytes_per_group or None,
+        "max_stored_bytes": args.max_stored_bytes or None,
+        "max_stored_bytes_per_tenant": args.max_stored_bytes_per_token or None,
+        "max_groups_per_tenant": args.max_groups_per_token or None,
+        "offset_fetch_page_max_bytes": max(1, args.offset_fetch_page_max_bytes),
     }
 
 
@@ -269,6 +346,9 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 
 def parse_config(argv: Sequence[str] | None) -> ServerConfig:
     args = build_parser().parse_args(argv)
+    replication = replication_config(args)
+    if (args.data_dir is None) == (replication is None):
+        fail("give either --data-dir (one replica, SQLite) or --etcd-endpoints (replicas on etcd)")
     try:
         core = CoordinatorConfig(
             group_min_session_timeout_ms=args.group_min_session_timeout_ms,
@@ -278,6 +358,8 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
             new_member_join_timeout_ms=args.group_new_member_join_timeout_ms,
             offset_metadata_max_bytes=args.offset_metadata_max_bytes,
             max_pending_members_per_group=max(1, args.max_pending_members_per_group),
+            max_pending_members=max(1, args.max_pending_members),
+            pending_member_timeout_ms=max(1, args.pending_member_timeout_ms),
             **core_bounds(args),
         )
     except ValueError as exc:
@@ -286,6 +368,8 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         fail("--idle-timeout-s and --body-timeout-s must be positive")
     if args.port > 65535:
         fail(f"--port {args.port} is not a TCP port")
+    if replication is not None and (problems := replication.problems(core.group_metadata_max_bytes)):
+        fail("; ".join(problems))
     tls = _tls_files(args)
     if args.header_timeout_s <= 0:
         fail("--header-timeout-s must be positive")
@@ -318,8 +402,10 @@ def parse_config(argv: Sequence[str] | None) -> ServerConfig:
         probe_port=args.probe_port,
         tls=tls,
         metrics_max_groups=args.metrics_max_groups,
+        metrics_max_groups_per_token=args.metrics_max_groups_per_token,
         store=store_config(args),
         journal_page_max_bytes=max(1, args.journal_page_max_bytes),
+        replication=replication,
     )
 
 
@@ -333,9 +419,8 @@ def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
     return TlsFiles(args.tls_cert_file, args.tls_key_file, args.tls_reload_interval_s)
 
 
-async def serve(config: ServerConfig, store: SqliteStore) -> None:
-    clock: Clock = ManualClock() if config.manual_clock else SystemClock()
-    core = Coordinator(config.core, new_uuid=RandomUuids())
+def sole_leadership(store: SqliteStore) -> SoleLeadership:
+    """The single replica's one term over its SQLite store."""
 
     def make_writer(on_done: WritesDone) -> GroupCommitWriter:
         return GroupCommitWriter(store, on_done)
@@ -347,7 +432,16 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
         except RecordFormatError as exc:
             raise StoreError(f"database {store.db_path} holds a record this Berth cannot load: {exc}") from exc
 
-    app = create_app(config, clock, core, make_writer, load_records, store)
+    return SoleLeadership(SoleTerm(load_records, make_writer))
+
+
+async def serve(config: ServerConfig, leadership: Leadership, journal: JournalReader) -> None:
+    clock: Clock = ManualClock() if config.manual_clock else SystemClock()
+
+    def new_core() -> Coordinator:
+        return Coordinator(config.core, new_uuid=RandomUuids())
+
+    app = create_app(config, clock, new_core(), leadership, journal, new_core)
     try:
         server = await Listening.start(app, config)
     except OSError as exc:
@@ -360,22 +454,37 @@ async def serve(config: ServerConfig, store: SqliteStore) -> None:
         loop.add_signal_handler(sig, stop.set)
     ready = asyncio.create_task(server.state.wait_loaded())
     stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if ready.done() and ready.exception() is not None:
-        # Never "up but never ready": a store that cannot be loaded is one line on stderr and exit 2.
-        stopping.cancel()
-        await server.stop()
-        fail(one_line(ready.exception()))
-    if ready.done():
-        probes = server.probe_address
-        if probes is not None:
-            say(f"probes on http://{probes[0]}:{probes[1]}")
+    if leadership.replicated:
+        _announce_probes(server)
+        say(f"standby on {server.url}")
+    announced = False
+    while not stopping.done():
+        await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            continue
+        if ready.exception() is not None:
+            # Never "up but never ready": a store that cannot be loaded is one line on stderr and exit 2.
+            stopping.cancel()
+            await server.stop()
+            fail(one_line(ready.exception()))
+        if announced:
+            break  # the terms ended without an error: the server is stopping
+        announced = True
+        if not leadership.replicated:
+            _announce_probes(server)
         say(f"listening on {server.url}")
         log.info("ready: listening on %s (manual clock: %s)", server.url, config.manual_clock)
-    await stopping
+        # A later term that cannot load is as fatal as the first (a replicated store's takeover).
+        ready = asyncio.create_task(server.state.wait_failed())
     ready.cancel()
     log.info("stopping: answering parked requests and flushing the store")
     await server.stop()
+
+
+def _announce_probes(server: Listening) -> None:
+    probes = server.probe_address
+    if probes is not None:
+        say(f"probes on http://{probes[0]}:{probes[1]}")
 
 
 def say(line: str) -> None:
@@ -388,6 +497,9 @@ def say(line: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == [copy_command.COMMAND]:
+        return copy_command.main(arguments[1:])
     try:
         config = parse_config(argv)
     except BrokenPipeError:  # --help or --version into a closed pipe
@@ -398,16 +510,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    store: SqliteStore | None = None
+    leadership: Leadership
+    journal: JournalReader
     try:
-        store = SqliteStore(config.data_dir, config.store)
+        if config.replication is not None:
+            journal, leadership = open_replicated(config.replication, config.store)
+        else:
+            assert config.data_dir is not None
+            store = SqliteStore(config.data_dir, config.store)
+            journal, leadership = store, sole_leadership(store)
     except StoreError as exc:
         fail(str(exc))
     tune_garbage_collector()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            runner.run(serve(config, store))
+            runner.run(serve(config, leadership, journal))
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     return 0
 
 

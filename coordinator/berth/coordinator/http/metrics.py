@@ -1,26 +1,39 @@
-"""Prometheus text exposition for ``/metrics`` (docs/api.md §10 "Metrics"): every family declared once with its
-``# HELP`` and ``# TYPE``, request latency histograms, the network edge's counters, the coordinator's gauges and
-the bounded per-group series (``group_metrics``).
+"""``/metrics`` (docs/api.md §10 "Metrics"): every family declared once with its ``# HELP`` and ``# TYPE``, request
+latency histograms, the network edge's counters, the coordinator's gauges and the bounded per-group series
+(``group_metrics``), exposed through prometheus-client.
 
 Recording a request costs a bisect and three increments on its route's ``RouteStats`` (the low-level front keeps
 a reference to it per route); the gauges are computed at scrape time from the core (O(groups)), so nothing on the
-request path maintains them. A family is rendered with its HELP and TYPE even when it has no sample yet, so a
-dashboard or an alert rule can rely on every documented name being there.
+request path maintains them. At a scrape ``Exposition``, a prometheus-client custom collector, yields every family of
+``FAMILIES`` in that order with the samples of the moment, and prometheus-client writes the text format (0.0.4). A
+family is exposed with its HELP and TYPE even when it has no sample yet, so a dashboard or an alert rule can rely on
+every documented name being there.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from berth.coordinator.http.group_metrics import GroupMetrics, Sample
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+
+from berth.coordinator.http.group_metrics import GroupMetrics, GroupQuota, Sample
 
 BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 #: name -> (type, help). The one list of what /metrics exports; docs/api.md §10 lists the same names.
 FAMILIES: dict[str, tuple[str, str]] = {
     "berth_ready": ("gauge", "1 while /readyz is 200: loaded, serving, not stopping, and the store takes writes"),
+    "berth_active": (
+        "gauge",
+        "1 while this replica is the one that acts (loaded; on a replicated store, holding the leader lease)",
+    ),
+    "berth_terms_total": (
+        "counter",
+        "Terms this process has acted in: 1 for the single replica; on a replicated store, each takeover",
+    ),
     "berth_groups": ("gauge", "Groups by state"),
     "berth_members": ("gauge", "Members of all groups"),
     "berth_groups_refused_total": ("counter", "Requests refused because they would create a group beyond --max-groups"),
@@ -120,11 +133,13 @@ def count(counter: dict[str, int], key: str) -> None:
 
 
 class Metrics:
-    def __init__(self, max_groups: int = 200) -> None:
+    def __init__(
+        self, max_groups: int = 200, max_groups_per_tenant: int = 0, quota_of: GroupQuota | None = None
+    ) -> None:
         self.routes: dict[str, RouteStats] = {}
         self.write_failures = 0
         self.edge = EdgeStats()
-        self.groups = GroupMetrics(max_groups)
+        self.groups = GroupMetrics(max_groups, max_groups_per_tenant, quota_of or (lambda _: ""))
 
     def route(self, name: str) -> RouteStats:
         stats = self.routes.get(name)
@@ -135,24 +150,14 @@ class Metrics:
     def observe_request(self, route: str, status: int, seconds: float) -> None:
         self.route(route).observe(status, seconds)
 
-    def render(self, gauges: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> str:
-        """Text format 0.0.4. ``gauges`` yields (name, type, labels, value) for the coordinator's own figures."""
-        by_family: dict[str, list[Sample]] = {name: [] for name in FAMILIES}
-        kinds = {name: kind for name, (kind, _) in FAMILIES.items()}
-        for name, kind, labels, value in gauges():
-            family = _family(name)
-            by_family.setdefault(family, []).append((name, labels, value))
-            kinds.setdefault(family, kind)
+    def exposition(self, gauges: Callable[[], Iterable[Sample]]) -> bytes:
+        """The text format (0.0.4). ``gauges`` yields (sample name, labels, value) for the coordinator's figures."""
+        return generate_latest(Exposition(self, gauges))
+
+    def samples(self) -> list[Sample]:
+        """What the recorders hold: requests by route, the network edge, failed writes."""
         failures: Sample = ("berth_store_write_failures_total", {}, self.write_failures)
-        for sample in [*self._request_samples(), *self.edge.samples(), failures]:
-            by_family[_family(sample[0])].append(sample)
-        lines: list[str] = []
-        for name, samples in by_family.items():
-            help_text = FAMILIES.get(name, ("", "(undocumented)"))[1]
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kinds[name]}")
-            lines.extend(f"{sample}{_labels(labels)} {_number(value)}" for sample, labels, value in samples)
-        return "\n".join(lines) + "\n"
+        return [*self._request_samples(), *self.edge.samples(), failures]
 
     def _request_samples(self) -> list[Sample]:
         rows: list[Sample] = []
@@ -170,26 +175,29 @@ class Metrics:
         return rows
 
 
-def _family(sample_name: str) -> str:
+class Exposition:
+    """A prometheus-client custom collector: ``FAMILIES`` with the samples of one scrape."""
+
+    def __init__(self, metrics: Metrics, gauges: Callable[[], Iterable[Sample]]) -> None:
+        self.metrics = metrics
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        # prometheus-client names a counter family without its _total (the text format adds it back).
+        families = {
+            name: Metric(name.removesuffix("_total") if kind == "counter" else name, help_text, kind)
+            for name, (kind, help_text) in FAMILIES.items()
+        }
+        for name, labels, value in [*self.gauges(), *self.metrics.samples()]:
+            families[family_of(name)].add_sample(name, labels, value)
+        yield from families.values()
+
+
+def family_of(sample_name: str) -> str:
     """The family a sample belongs to: a histogram's ``_bucket``/``_sum``/``_count`` samples belong to its name."""
     if sample_name in FAMILIES:
         return sample_name
     for suffix in _SUFFIXES:
         if sample_name.endswith(suffix) and sample_name[: -len(suffix)] in FAMILIES:
             return sample_name[: -len(suffix)]
-    return sample_name
-
-
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    raise KeyError(f"{sample_name}: not a sample of a declared family (FAMILIES)")

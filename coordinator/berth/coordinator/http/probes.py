@@ -3,7 +3,10 @@
 The API port can be filled to ``--max-connections`` by clients that hold their connections (slowloris); the
 kubelet's probes and Prometheus then still get their answers here, instead of a 503 that would restart a
 healthy coordinator. Rules: plain HTTP (probes carry no secrets), GET and HEAD only, the same answers as the API
-port (``health``); its own small connection caps and short timeouts, so it cannot become the next thing to fill.
+port (``health``), never reading a body (one that was sent closes the connection after the answer, instead of
+being waited for); its own small connection caps and short deadlines (a request head within 2 s, an idle connection
+5 s), and when it is full a newcomer takes the place of the oldest connection that is not being answered
+(``ConnectionGuard``, shedding): slow or idle connections cannot keep the kubelet out, as 4 x 16 of them did.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from berth.coordinator.http.state import CoordinatorServer
 #: The kubelet opens a connection per probe and Prometheus keeps one: a few dozen is plenty.
 PROBE_MAX_CONNECTIONS = 64
 PROBE_MAX_PER_CLIENT = 16
-PROBE_TIMEOUT_S = 5.0  # both the header timeout and the idle timeout on this listener
+PROBE_HEAD_TIMEOUT_S = 2.0  # a probe's request head arrives with its connection
+PROBE_IDLE_TIMEOUT_S = 5.0  # Prometheus' kept connection is closed between scrapes; it opens another
 
 
 class ProbeHandler:

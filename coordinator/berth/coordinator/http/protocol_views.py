@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
@@ -19,8 +19,9 @@ from aiohttp import web
 
 from berth.coordinator.core import Coordinator, Effects
 from berth.coordinator.http.audit import acting_as
+from berth.coordinator.http.auth import Principal
 from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid
-from berth.coordinator.http.responses import answer_response
+from berth.coordinator.http.responses import answer_response, not_served
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import (
     Answer,
@@ -65,7 +66,8 @@ class CoreCall(Protocol[B_contra]):
 
 
 class HostCall(Protocol[B_contra]):
-    """A core method that also records the member's address (``Coordinator.join``)."""
+    """A core method that also records the member's address (``Coordinator.join``) and may create a group for the
+    request's tenant."""
 
     def __call__(
         self,
@@ -77,6 +79,23 @@ class HostCall(Protocol[B_contra]):
         now_ms: int,
         /,
         client_host: str,
+        tenant: str | None,
+    ) -> Effects: ...
+
+
+class TenantCall(Protocol[B_contra]):
+    """A core method that may create a group for the request's tenant (``Coordinator.commit_offsets``)."""
+
+    def __call__(
+        self,
+        core: Coordinator,
+        group_id: GroupId,
+        request: B_contra,
+        version: int,
+        ticket: int,
+        now_ms: int,
+        /,
+        tenant: str | None,
     ) -> Effects: ...
 
 
@@ -89,6 +108,12 @@ class ProtocolRoute(Generic[B]):
     call: CoreCall[B]
     refuse: Callable[[B, Error], Answer]  # the route's answer carrying just an error
     host_call: HostCall[B] | None = None  # the peer's address is looked up only for the call that records it
+    tenant_call: TenantCall[B] | None = None  # a call that may create a group: it learns the request's tenant
+    plain: bool = field(init=False)  # neither of the two above: ``call`` alone (heartbeat, sync, leave)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.host_call is None and self.tenant_call is None)
+
     audited: bool = False  # its journal events carry the acting token's name (an admin removal is a leave)
     timed_per_group: bool = False  # its latency goes into the group's histogram (join, sync: the rebalance wait)
 
@@ -124,22 +149,34 @@ async def protocol_view(
         raise from_invalid(exc) from None
     engine = state.running_engine
     if engine is None or not engine.ready or engine.closing:
-        state.refuse_if_closed()
-        return answer_response(protocol.refuse(req, Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+        refusal = state.not_serving() or Error.COORDINATOR_LOAD_IN_PROGRESS  # (a term that ends in between)
+        return not_served(protocol.refuse(req, refusal), version)
     if protocol.route.owned:
         refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
     invoke: Callable[[int, int], Effects]
-    if protocol.host_call is not None:
-        invoke = partial(protocol.host_call, state.core, group_id, req, version, client_host=request.remote or "")
-    else:
+    if protocol.plain:  # the heartbeat's way: one test, as before tenants
         invoke = partial(protocol.call, state.core, group_id, req, version)
+    elif protocol.host_call is not None:
+        host = request.remote or ""
+        invoke = partial(
+            protocol.host_call, state.core, group_id, req, version, client_host=host, tenant=tenant_of(principal)
+        )
+    else:
+        assert protocol.tenant_call is not None
+        invoke = partial(protocol.tenant_call, state.core, group_id, req, version, tenant=tenant_of(principal))
     if protocol.audited and principal is not None:
         invoke = acting_as(principal.name, invoke)
     answer = await engine.call(invoke, partial(protocol.refuse, req, Error.COORDINATOR_NOT_AVAILABLE), group_id)
     if protocol.timed_per_group:
         state.metrics.groups.observe(protocol.route.operation, group_id, time.perf_counter() - started)
     return answer_response(answer, version)
+
+
+def tenant_of(principal: Principal | None) -> str | None:
+    """The tenant a group created for this request counts towards (docs/api.md §6): a non-admin token's name; an
+    admin token's groups, and every group without tokens, belong to no tenant."""
+    return None if principal is None or principal.admin else principal.name
 
 
 _HEARTBEAT_ANSWERS = {error: HeartbeatResponse(error) for error in Error}
@@ -178,5 +215,6 @@ PROTOCOL_ROUTES: dict[str, ProtocolRoute[Any]] = {
         RequestCodec(OffsetCommitRequest, "offsets"),
         Coordinator.commit_offsets,
         OffsetCommitResponse.refusing,
+        tenant_call=Coordinator.commit_offsets,
     ),
 }

@@ -32,6 +32,15 @@ def answer_response(answer: msgspec.Struct, version: int) -> web.Response:
     return web.Response(body=encode_answer(answer, version), content_type=JSON)
 
 
+def not_served(answer: msgspec.Struct, version: int) -> web.Response:
+    """The in-band refusal of a replica that does not serve: NOT_COORDINATOR (a standby) also closes the connection,
+    so that the client's next request opens a new one, which the Service routes to the active replica."""
+    response = answer_response(answer, version)
+    if getattr(answer, "error", None) is Error.NOT_COORDINATOR:
+        response.force_close()
+    return response
+
+
 def struct_response(value: msgspec.Struct | dict[str, Any], status: int = 200) -> web.Response:
     return web.Response(body=encode(value), status=status, content_type=JSON)
 

@@ -24,10 +24,16 @@ from berth.coordinator.core import Coordinator
 from berth.coordinator.http.clock import Clock
 from berth.coordinator.http.config import ServerConfig
 from berth.coordinator.http.connections import ConnectionGuard
-from berth.coordinator.http.engine import WriterPort, WritesDone
 from berth.coordinator.http.front import ProtocolFront
+from berth.coordinator.http.leadership import Leadership
 from berth.coordinator.http.middleware import contract_middleware
-from berth.coordinator.http.probes import PROBE_MAX_CONNECTIONS, PROBE_MAX_PER_CLIENT, PROBE_TIMEOUT_S, ProbeHandler
+from berth.coordinator.http.probes import (
+    PROBE_HEAD_TIMEOUT_S,
+    PROBE_IDLE_TIMEOUT_S,
+    PROBE_MAX_CONNECTIONS,
+    PROBE_MAX_PER_CLIENT,
+    ProbeHandler,
+)
 from berth.coordinator.http.state import STATE, CoordinatorServer, JournalReader
 from berth.coordinator.http.tls import ServerTls
 from berth.coordinator.http.views import VIEWS
@@ -40,12 +46,14 @@ def create_app(
     config: ServerConfig,
     clock: Clock,
     core: Coordinator,
-    make_writer: Callable[[WritesDone], WriterPort],
-    load_records: Callable[[Coordinator], None],
+    leadership: Leadership,
     journal: JournalReader,
+    new_core: Callable[[], Coordinator] | None = None,
 ) -> web.Application:
+    """The application over ``leadership``'s terms (``SoleLeadership`` for SQLite); ``new_core`` makes the core of
+    every term after the first (a replicated store's takeovers)."""
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[contract_middleware])
-    state = CoordinatorServer(config, clock, core, make_writer, load_records, journal)
+    state = CoordinatorServer(config, clock, core, leadership, journal, new_core)
     app[STATE] = state
     app.cleanup_ctx.append(state.lifecycle)
     app.on_shutdown.append(state.shutdown)
@@ -137,6 +145,7 @@ class Listening:
         except OSError:
             await runner.cleanup()
             raise
+        state.on_term_end.append(lambda: close_connections(front))
         for each in guards:
             each.start()
         if tls is not None:
@@ -158,6 +167,17 @@ class Listening:
         await self.runner.cleanup()  # the cleanup_ctx exits: the loader is cancelled if still running, writer stops
 
 
+def close_connections(front: web.Server) -> None:
+    """A term ended: every client connection closes, an idle one at once, a busy one after its answer (which says
+    NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE), so that clients reconnect, through the Service, to the replica
+    that acts now. (``RequestHandler.close`` alone leaves an idle connection open but unread.)"""
+    for connection in front.connections:
+        if getattr(connection, "in_request", False):
+            connection.close()
+        else:
+            connection.force_close()
+
+
 async def _probe_listener(
     state: CoordinatorServer, config: ServerConfig, loop: asyncio.AbstractEventLoop
 ) -> tuple[asyncio.Server, ConnectionGuard]:
@@ -166,11 +186,13 @@ async def _probe_listener(
         "probes",
         max_connections=PROBE_MAX_CONNECTIONS,
         max_per_client=PROBE_MAX_PER_CLIENT,
-        header_timeout_s=PROBE_TIMEOUT_S,
+        header_timeout_s=PROBE_HEAD_TIMEOUT_S,
         stats=state.metrics.edge,
         quiet=state.quiet,
+        shed=True,
     )
-    options = {"loop": loop, "keepalive_timeout": PROBE_TIMEOUT_S, "access_log": None}
+    # lingering_time 0: a body sent with a probe is never waited for; the connection closes after the answer.
+    options = {"loop": loop, "keepalive_timeout": PROBE_IDLE_TIMEOUT_S, "access_log": None, "lingering_time": 0.0}
     listener = await loop.create_server(
         lambda: guard.protocol(server, **options), config.host, config.probe_port, reuse_address=True
     )

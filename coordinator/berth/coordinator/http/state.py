@@ -1,10 +1,14 @@
 """The coordinator server's state and the steps every request shares (docs/api.md §5, §10).
 
-``CoordinatorServer`` owns the core, the engine, the clock, metrics, the journal reader and its long-polls,
-and the start-up: ``lifecycle`` is the application's ``cleanup_ctx``. It starts the engine, loads the persisted
-state in a task it keeps (and cancels if the server stops first), and on the way out stops the writer.
-``shutdown`` (``on_shutdown``) answers what is parked. The request steps: ``authorize`` (401/403),
-``read_body`` (413/408/400/415), ``refuse_if_closed`` (503) and ``loading`` (in-band 14).
+``CoordinatorServer`` owns the core, the engine, the clock, metrics, the journal reader and its long-polls, and the
+terms of leadership: ``lifecycle`` is the application's ``cleanup_ctx``. It starts campaigning (``leadership``) and
+serves each term it is given in a task it keeps: load the store into a fresh core (the first term uses the core it
+was built with), start an engine on the term's writer, serve until the term ends, then answer what is parked
+(COORDINATOR_NOT_AVAILABLE: nothing of a deposed term is acknowledged), close the clients' connections so that
+they reconnect to the active replica, and wait for the next term. With the SQLite store there is one term, from
+start to shutdown. ``shutdown`` (``on_shutdown``) answers what is parked. The request steps: ``authorize``
+(401/403), ``read_body`` (413/408/400/415), ``refuse_if_closed`` (503) and ``not_serving`` (in-band 14 while
+loading, 16 on a standby).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from berth.coordinator.http.audit import Audit
 from berth.coordinator.http.auth import JOURNAL_READ, AuthFailure, Principal
 from berth.coordinator.http.clock import Clock
 from berth.coordinator.http.config import ServerConfig
-from berth.coordinator.http.engine import Engine, FaultInjector, WriterPort, WritesDone
+from berth.coordinator.http.engine import Engine, FaultInjector
 from berth.coordinator.http.errors import (
     bad_request,
     forbidden,
@@ -35,8 +39,10 @@ from berth.coordinator.http.errors import (
     unsupported_media_type,
 )
 from berth.coordinator.http.journal import JournalWaiters
+from berth.coordinator.http.leadership import Leadership, Term, TermLost
 from berth.coordinator.http.metrics import Metrics
 from berth.coordinator.http.quiet_log import QuietLog
+from berth.coordinator.protocol import Error
 from berth.coordinator.protocol.routes import Access
 
 log = logging.getLogger("berth.coordinator")
@@ -85,27 +91,32 @@ class CoordinatorServer:
         config: ServerConfig,
         clock: Clock,
         core: Coordinator,
-        make_writer: Callable[[WritesDone], WriterPort],
-        load_records: Callable[[Coordinator], None],
+        leadership: Leadership,
         journal: JournalReader,
+        new_core: Callable[[], Coordinator] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.core = core
-        self.metrics = Metrics(config.metrics_max_groups)
+        self.metrics = Metrics(config.metrics_max_groups, config.metrics_max_groups_per_token, self._metrics_quota)
         self.quiet = QuietLog(log)  # lines a client can provoke: rate-limited
         self.audit = Audit(self.metrics.edge, self.quiet)
         self.journal = journal
         self.journal_polls = JournalWaiters(clock)
-        self.loaded = asyncio.Event()
-        self._make_writer = make_writer
-        self._load_records = load_records
-        self.running_engine: Engine | None = None  # started by ``lifecycle``
-        self._loader: asyncio.Task[None] | None = None
+        self.leadership = leadership
+        self.loaded = asyncio.Event()  # set while a term is loaded and served
+        self.stopping = False
+        self.loading_term = False
+        self.terms = 0  # terms served by this process (takeovers, on a replicated store)
+        self.on_term_end: list[Callable[[], object]] = []  # the listener closes its clients' connections
+        self._new_core = new_core
+        self.running_engine: Engine | None = None  # the current term's
+        self._leading: asyncio.Task[None] | None = None
+        self._first_load: asyncio.Future[None] | None = None
 
     @property
     def engine(self) -> Engine:
-        assert self.running_engine is not None, "the engine starts with the application"
+        assert self.running_engine is not None, "the engine runs while a term is served"
         return self.running_engine
 
     @property
@@ -119,50 +130,110 @@ class CoordinatorServer:
     # --------------------------------------------------------------------------------------------- lifecycle
 
     async def lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
-        """The application's ``cleanup_ctx``: start the engine and the loader task; on exit cancel the loader
-        if it is still running and stop the writer."""
-        self.running_engine = Engine(
-            self.core, self.clock, self._make_writer, self._count_write_failure, self._journal_grew, self._observe
-        )
-        self._loader = asyncio.create_task(self._load(), name="berth-load")
+        """The application's ``cleanup_ctx``: campaign and serve terms in a task; on exit stop it, answer what is
+        parked, let the last writes land and step down."""
+        self._first_load = asyncio.get_running_loop().create_future()
+        self.leadership.start()
+        self._leading = asyncio.create_task(self._lead(), name="berth-lead")
         try:
             yield
         finally:
-            if not self._loader.done():
-                self._loader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failed load is the command's to report
-                await self._loader
             await self.shutdown()
-            await self.engine.close()
+            if not self._leading.done():
+                self._leading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failed load is the command's to report
+                await self._leading
+            engine = self.running_engine
+            if engine is not None:
+                await engine.close()
+            await asyncio.get_running_loop().run_in_executor(None, self.leadership.close)
 
     async def shutdown(self, _app: web.Application | None = None) -> None:
         """``on_shutdown``: answer parked requests and long-polls, let in-flight writes land (idempotent)."""
+        self.stopping = True
         self.journal_polls.release_all()
         if self.running_engine is not None:
             await self.running_engine.shutdown()
 
     async def wait_loaded(self) -> None:
-        """Return once the persisted state is loaded; raise what made loading fail (the command exits 2)."""
-        assert self._loader is not None, "loading starts with the application"
-        await asyncio.shield(self._loader)
+        """Return once the first term's state is loaded; raise what made loading fail (the command exits 2)."""
+        assert self._first_load is not None, "terms start with the application"
+        await asyncio.shield(self._first_load)
 
-    async def _load(self) -> None:
-        started = time.perf_counter()
+    async def wait_failed(self) -> None:
+        """Return when the terms stop: raising what stopped them, or normally when the server stops."""
+        assert self._leading is not None, "terms start with the application"
+        await asyncio.shield(self._leading)
+
+    async def _lead(self) -> None:
+        first = True
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._load_records, self.core)
+            while not self.stopping:
+                term = await self.leadership.next_term()
+                if not first:
+                    assert self._new_core is not None, "a replicated store gives a core per term"
+                    self.core = self._new_core()
+                first = False
+                await self._serve(term)
         except Exception as exc:
             # Reported once, as the command's one line (docs/api.md §10); the trace only for debugging.
-            log.debug("loading persisted state failed", exc_info=exc)
+            log.debug("serving a term failed", exc_info=exc)
+            if self._first_load is not None and not self._first_load.done():
+                self._first_load.set_exception(exc)
             raise
-        self.engine.apply(self.core.load((), self.clock.now_ms()))
-        self.engine.ready = True
+
+    async def _serve(self, term: Term) -> None:
+        started = time.perf_counter()
+        self.loading_term = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, term.load, self.core)
+        except TermLost as exc:
+            log.warning("term %s given up before it was served (%s): standing by", term.name, exc)
+            return
+        finally:
+            self.loading_term = False
+        engine = Engine(
+            self.core,
+            self.clock,
+            term.make_writer,
+            self._count_write_failure,
+            self._journal_grew,
+            self._observe,
+            acting=term.acting,
+        )
+        self.running_engine = engine
+        engine.apply(self.core.load((), self.clock.now_ms()))
+        engine.ready = True
+        self.terms += 1
         self.loaded.set()
+        if self._first_load is not None and not self._first_load.done():
+            self._first_load.set_result(None)
         log.info(
-            "loaded %d groups, %d members in %.2f s",
+            "loaded %d groups, %d members in %.2f s%s",
             len(self.core.groups),
             self.core.member_count(),
             time.perf_counter() - started,
+            f" (term {term.name}: this replica is the active one)" if self.leadership.replicated else "",
         )
+        reason = await term.ended()
+        if self.stopping:
+            return  # the application's cleanup answers what is parked and stops the writer
+        log.warning("term %s is over (%s): answering what is parked, standing by", term.name, reason)
+        self.loaded.clear()
+        await engine.shutdown()
+        await engine.close()
+        self.running_engine = None
+        self.journal_polls.release_waiting()
+        for listener in self.on_term_end:
+            listener()
+
+    def _metrics_quota(self, group_id: str) -> str | None:
+        """Whose quota of per-group series a group takes (``group_metrics``): its tenant's, or none ("") for a
+        group a fleet owns or an admin created; None when there is no such group."""
+        group = self.core.groups.get(group_id)  # type: ignore[call-overload]  # a GroupId is a str
+        if group is None:
+            return None
+        return "" if group.owner is not None or group.tenant is None else str(group.tenant)
 
     def _count_write_failure(self) -> None:
         self.metrics.write_failures += 1
@@ -227,13 +298,20 @@ class CoordinatorServer:
         return raw
 
     def refuse_if_closed(self) -> None:
-        if self.running_engine is not None and self.running_engine.closing:
+        if self.stopping:
             raise shutting_down()
 
-    def loading(self) -> bool:
-        """True while persisted state is still loading (answer in-band 14); raises 503 when shutting down."""
+    def not_serving(self) -> Error | None:
+        """None while this replica serves; else the in-band error to answer: COORDINATOR_LOAD_IN_PROGRESS while
+        the store loads, NOT_COORDINATOR on a standby (a replicated store's replica that does not lead). Raises 503
+        when shutting down."""
         self.refuse_if_closed()
-        return self.running_engine is None or not self.running_engine.ready
+        engine = self.running_engine
+        if engine is not None and engine.ready and not engine.closing:
+            return None
+        if self.leadership.replicated and not self.loading_term:
+            return Error.NOT_COORDINATOR
+        return Error.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def _refusal(principal: Principal, access: Access, group_id: str | None) -> str | None:

@@ -5,6 +5,7 @@ back (the group protocol's POST routes come from ``protocol_views``). ``VIEWS`` 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -12,7 +13,15 @@ from aiohttp import web
 
 from berth.coordinator.http import health
 from berth.coordinator.http.audit import acting_as
-from berth.coordinator.http.errors import GroupOwnedError, bad_request, from_invalid, not_found
+from berth.coordinator.http.connections import client_of
+from berth.coordinator.http.errors import (
+    GroupOwnedError,
+    bad_request,
+    from_invalid,
+    not_coordinator,
+    not_found,
+    store_unreadable,
+)
 from berth.coordinator.http.protocol_views import (
     PROTOCOL_ROUTES,
     ProtocolRoute,
@@ -20,10 +29,12 @@ from berth.coordinator.http.protocol_views import (
     protocol_view,
     refuse_unless_owner,
 )
-from berth.coordinator.http.responses import answer_response, json_response, struct_response
+from berth.coordinator.http.responses import answer_response, json_response, not_served, struct_response
 from berth.coordinator.http.state import STATE, CoordinatorServer
 from berth.coordinator.protocol import (
     API_VERSIONS,
+    FETCH_DEFAULT_LIMIT,
+    FETCH_MAX_LIMIT,
     Body,
     ClockRequest,
     ClockResponse,
@@ -42,6 +53,7 @@ from berth.coordinator.protocol import (
     OwnerResponse,
     StoreFaultsRequest,
     StoreFaultsResponse,
+    parse_fetch_cursor,
 )
 from berth.coordinator.protocol.codec import RequestCodec, query_api_version, query_int
 from berth.coordinator.protocol.openapi import openapi_document
@@ -51,6 +63,9 @@ from berth.coordinator.protocol.routes import (
     JOURNAL_MAX_WAIT_MS,
     Access,
 )
+from berth.coordinator.store import StoreError
+
+log = logging.getLogger("berth.coordinator")
 
 B = TypeVar("B", bound=Body)
 B_contra = TypeVar("B_contra", bound=Body, contravariant=True)
@@ -114,20 +129,26 @@ async def _decoded(state: CoordinatorServer, request: web.Request, codec: Reques
 
 
 async def fetch_offsets(request: web.Request) -> web.Response:
+    """One page of the group's offsets (docs/api.md §4): ``?after=`` the previous page's ``next``, ``?limit=``."""
     state, group_id = _group_route(request)
     version = _version(request, "offset_fetch")
     topics = tuple(request.query.getall("topic", [])) or None
-    if state.loading():
-        return answer_response(OffsetFetchResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
-    return answer_response(state.core.fetch_offsets(group_id, topics), version)
+    limit = _query_int(request, "limit", FETCH_DEFAULT_LIMIT, 1, FETCH_MAX_LIMIT)
+    cursor = request.query.get("after")
+    try:
+        after = None if cursor is None else parse_fetch_cursor(cursor)
+    except InvalidRequest as exc:
+        raise from_invalid(exc) from None
+    if (unserved := state.not_serving()) is not None:
+        return not_served(OffsetFetchResponse(unserved), version)
+    return answer_response(state.core.fetch_offsets(group_id, topics, after, limit), version)
 
 
 async def describe(request: web.Request) -> web.Response:
     state, group_id = _group_route(request)
     version = _version(request, "describe")
-    if state.loading():
-        loading = DescribeResponse(Error.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id, group_state="")
-        return answer_response(loading, version)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(DescribeResponse(unserved, group_id=group_id, group_state=""), version)
     return answer_response(state.core.describe(group_id), version)
 
 
@@ -135,16 +156,16 @@ async def list_groups(request: web.Request) -> web.Response:
     state = request.app[STATE]
     state.authorize(request, Access.ADMIN)
     version = _version(request, "list")
-    if state.loading():
-        return answer_response(ListResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(ListResponse(unserved), version)
     return answer_response(state.core.list_groups(request.query.getall("state", [])), version)
 
 
 async def delete_group(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
     version = _version(request, "delete")
-    if state.loading():
-        return answer_response(DeleteResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), version)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(DeleteResponse(unserved), version)
     core = state.core
     refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
@@ -161,8 +182,8 @@ _EXPECTED_MEMBERS = RequestCodec(ExpectedMembersRequest)
 async def put_expected_members(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
     ids = (await _decoded(state, request, _EXPECTED_MEMBERS)).group_instance_ids
-    if state.loading():
-        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(ExpectedMembersResponse(unserved), 0)
     core = state.core
     refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
@@ -175,15 +196,15 @@ async def put_expected_members(request: web.Request) -> web.Response:
 
 async def get_expected_members(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
-    if state.loading():
-        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(ExpectedMembersResponse(unserved), 0)
     return answer_response(state.core.get_expected_members(group_id), 0)
 
 
 async def delete_expected_members(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
-    if state.loading():
-        return answer_response(ExpectedMembersResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(ExpectedMembersResponse(unserved), 0)
     core = state.core
     refuse_unless_owner(request, state, group_id)
     answer = await state.engine.call(
@@ -205,8 +226,8 @@ _RELEASE = RequestCodec(OwnerReleaseRequest)
 async def put_owner(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
     claim = await _decoded(state, request, _OWNER)
-    if state.loading():
-        return answer_response(OwnerResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(OwnerResponse(unserved), 0)
     core = state.core
     refusal = core.owner_claim_refusal(group_id, claim.uid, claim.adopt)
     if refusal is not None:
@@ -228,8 +249,8 @@ async def delete_owner(request: web.Request) -> web.Response:
         uid = (await _decoded(state, request, _RELEASE)).uid
     if not uid:
         raise bad_request("uid: required (the query's ?uid= or the body's uid), naming the owner that lets go")
-    if state.loading():
-        return answer_response(OwnerResponse(Error.COORDINATOR_LOAD_IN_PROGRESS), 0)
+    if (unserved := state.not_serving()) is not None:
+        return not_served(OwnerResponse(unserved), 0)
     core = state.core
     refusal = core.owner_release_refusal(group_id, uid)
     if refusal is not None:
@@ -264,6 +285,13 @@ async def get_config(request: web.Request) -> web.Response:
             offsets_retention_ms=c.offsets_retention_ms,
             journal_event_max_bytes=c.journal_event_max_bytes,
             journal_page_max_bytes=state.config.journal_page_max_bytes,
+            offsets_max_per_group=c.offsets_max_per_group,
+            offsets_max_bytes_per_group=c.offsets_max_bytes_per_group,
+            max_stored_bytes=c.max_stored_bytes,
+            max_stored_bytes_per_token=c.max_stored_bytes_per_tenant,
+            max_groups_per_token=c.max_groups_per_tenant,
+            max_pending_members_per_group=c.max_pending_members_per_group,
+            pending_member_timeout_ms=c.pending_member_timeout_ms,
         )
     )
 
@@ -279,21 +307,37 @@ async def get_openapi(request: web.Request) -> web.Response:
 async def journal(request: web.Request) -> web.Response:
     """A page of the journal; with ``wait_ms`` and nothing after ``after``, a long-poll (docs/api.md §8)."""
     state = request.app[STATE]
-    state.authorize(request, Access.JOURNAL)
+    principal = state.authorize(request, Access.JOURNAL)
     after = _query_int(request, "after", 0, 0, 2**63 - 1)
     limit = _query_int(request, "limit", JOURNAL_DEFAULT_LIMIT, 0, JOURNAL_MAX_LIMIT)
     wait_ms = _query_int(request, "wait_ms", 0, 0, JOURNAL_MAX_WAIT_MS)
     state.refuse_if_closed()
+    _refuse_unless_serving_journal(state)
     if wait_ms and state.journal.last_seq() <= after:
-        await state.journal_polls.wait(after, wait_ms)
+        # Parked per token (per client without tokens): one reader cannot take the places of the others.
+        holder = principal.name if principal is not None else client_of((request.remote or "",))
+        admin = principal is not None and principal.admin
+        await state.journal_polls.wait(after, wait_ms, holder, admin)
+        _refuse_unless_serving_journal(state)  # the term may have ended while it waited
     max_bytes = state.config.journal_page_max_bytes
-    window = await asyncio.get_running_loop().run_in_executor(
-        None, state.journal.journal_window, after, limit, max_bytes
-    )
+    try:
+        window = await asyncio.get_running_loop().run_in_executor(
+            None, state.journal.journal_window, after, limit, max_bytes
+        )
+    except StoreError as exc:
+        log.warning("journal: %s", exc)
+        raise store_unreadable() from None
     lines = window.lines
     page_end = _seq_of(lines[-1]) if lines else after
     tail = f'],"next":{page_end},"first":{window.first},"last":{window.last}}}'
     return json_response(b'{"events":[' + ",".join(lines).encode() + tail.encode())
+
+
+def _refuse_unless_serving_journal(state: CoordinatorServer) -> None:
+    """Only the active replica of a replicated store reads the journal (a standby's view of it is not kept): 503
+    NOT_COORDINATOR elsewhere. The single replica reads its journal while it loads, as before."""
+    if state.leadership.replicated and not state.stopping and state.not_serving() is not None:
+        raise not_coordinator()
 
 
 def _seq_of(line: str) -> int:

@@ -54,6 +54,8 @@ from berth.coordinator.protocol.group import (
 from berth.coordinator.protocol.ids import MAX_GROUP_ID_BYTES, GroupId, InstanceId, MemberId, group_id_too_long
 from berth.coordinator.protocol.limits import Limits
 from berth.coordinator.protocol.offsets import (
+    FETCH_DEFAULT_LIMIT,
+    FETCH_MAX_LIMIT,
     CommitPartition,
     CommitTopic,
     FetchedPartition,
@@ -65,6 +67,8 @@ from berth.coordinator.protocol.offsets import (
     PartitionResult,
     TopicPartition,
     TopicResults,
+    fetch_cursor,
+    parse_fetch_cursor,
 )
 from berth.coordinator.protocol.versions import (
     API_VERSIONS,
@@ -94,6 +98,8 @@ __all__ = [
     "COMMIT_MEMBER_FIELDS_VERSION",
     "COMMIT_STATIC_MEMBERSHIP_VERSION",
     "DESCRIBE_INSTANCE_ID_VERSION",
+    "FETCH_DEFAULT_LIMIT",
+    "FETCH_MAX_LIMIT",
     "GROUP_STATES",
     "HEARTBEAT_STATIC_MEMBERSHIP_VERSION",
     "JOIN_MEMBER_ID_REQUIRED_VERSION",
@@ -160,6 +166,8 @@ __all__ = [
     "TopicPartition",
     "TopicResults",
     "UnsupportedVersion",
+    "fetch_cursor",
     "group_id_too_long",
     "newest",
+    "parse_fetch_cursor",
 ]

@@ -155,6 +155,25 @@ class ConfigResponse(msgspec.Struct, frozen=True, gc=False):
     offsets_retention_ms: Annotated[int | None, Meta(description="null: offsets and groups never expire")] = None
     journal_event_max_bytes: Annotated[int, Meta(description="a larger event is summarised")] = 0
     journal_page_max_bytes: Annotated[int, Meta(description="a journal page stops before it")] = 0
+    offsets_max_per_group: Annotated[
+        int | None, Meta(description="committed offsets one group keeps; null: unlimited (one more: 28)")
+    ] = None
+    offsets_max_bytes_per_group: Annotated[
+        int | None, Meta(description="stored bytes of one group's offsets; null: unlimited (beyond: 28)")
+    ] = None
+    max_stored_bytes: Annotated[
+        int | None, Meta(description="stored bytes of every group together (docs/api.md §6); null: unlimited")
+    ] = None
+    max_stored_bytes_per_token: Annotated[
+        int | None, Meta(description="stored bytes of the groups one non-admin token created; null: no bound")
+    ] = None
+    max_groups_per_token: Annotated[
+        int | None, Meta(description="groups one non-admin token may create; null: no bound (one more: 15)")
+    ] = None
+    max_pending_members_per_group: Annotated[
+        int, Meta(description="KIP-394 pending ids a group holds; a newcomer beyond pushes out the oldest")
+    ] = 0
+    pending_member_timeout_ms: Annotated[int, Meta(description="longest a KIP-394 pending id lives")] = 0
 
 
 class JournalResponse(msgspec.Struct, frozen=True, gc=False):

@@ -2,11 +2,14 @@
 
 ``OffsetAndMetadata`` is Kafka's: what a member commits for one partition, and what the coordinator keeps for it
 (with the time it accepted the commit). Group-level errors are set on every partition and at the top level
-(docs/api.md §11).
+(docs/api.md §11). An offset fetch is answered in pages (docs/api.md §4): ``next`` is the cursor of the rest, made
+and read by ``fetch_cursor`` and ``parse_fetch_cursor`` (opaque to clients, which pass it back as ``?after=``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated
 
 import msgspec
@@ -24,7 +27,7 @@ from berth.coordinator.protocol.base import (
 )
 from berth.coordinator.protocol.errors import Error
 from berth.coordinator.protocol.ids import InstanceId, MemberId
-from berth.coordinator.protocol.limits import UNBOUNDED, Limits
+from berth.coordinator.protocol.limits import INT32_MAX, UNBOUNDED, Limits
 from berth.coordinator.protocol.versions import (
     COMMIT_LEADER_EPOCH_VERSION,
     COMMIT_MEMBER_FIELDS_VERSION,
@@ -148,6 +151,40 @@ class FetchedTopic(msgspec.Struct, gc=False):
 
 class OffsetFetchResponse(Answer):
     topics: tuple[FetchedTopic, ...] = ()
+    next: Annotated[
+        str | None,
+        Meta(description="Berth: the rest of the offsets start after this cursor (pass it as ?after=); null: none"),
+    ] = None
 
     def by_partition(self) -> dict[TopicPartition, FetchedPartition]:
         return {(t.name, p.partition_index): p for t in self.topics for p in t.partitions}
+
+    def followed_by(self, page: OffsetFetchResponse) -> OffsetFetchResponse:
+        """This answer with the next page's offsets added (a topic split across pages is one topic again)."""
+        merged: dict[str, list[FetchedPartition]] = {t.name: list(t.partitions) for t in self.topics}
+        for topic in page.topics:
+            merged.setdefault(topic.name, []).extend(topic.partitions)
+        topics = tuple(FetchedTopic(name, tuple(partitions)) for name, partitions in merged.items())
+        return OffsetFetchResponse(page.error, topics=topics, next=page.next)
+
+
+#: Partitions in one page of an offset fetch: the default and most a client may ask for (``?limit=``).
+FETCH_DEFAULT_LIMIT = 10_000
+FETCH_MAX_LIMIT = 100_000
+
+_cursor_encoder = msgspec.json.Encoder()
+_cursor_decoder = msgspec.json.Decoder(tuple[str, Annotated[int, Meta(ge=-1, le=INT32_MAX)]])
+
+
+def fetch_cursor(topic: str, partition: int) -> str:
+    """The cursor of the offsets after (``topic``, ``partition``) in a fetch's order (-1: all of ``topic``)."""
+    return base64.urlsafe_b64encode(_cursor_encoder.encode((topic, partition))).decode().rstrip("=")
+
+
+def parse_fetch_cursor(text: str) -> TopicPartition:
+    """The (topic, partition) a cursor continues after; ``InvalidRequest`` for what no coordinator made."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return _cursor_decoder.decode(raw)
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise InvalidRequest("after: not a cursor an offset fetch answered (pass its next as it is)") from None

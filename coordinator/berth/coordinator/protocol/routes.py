@@ -39,7 +39,13 @@ from berth.coordinator.protocol.group import (
     SyncRequest,
     SyncResponse,
 )
-from berth.coordinator.protocol.offsets import OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse
+from berth.coordinator.protocol.offsets import (
+    FETCH_DEFAULT_LIMIT,
+    FETCH_MAX_LIMIT,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+)
 
 #: Journal paging (docs/api.md §8): ``limit`` defaults to 1,000 and may be at most 10,000; a long-poll parks for
 #: at most ``JOURNAL_MAX_WAIT_MS``.
@@ -101,6 +107,15 @@ class Route:
 
 
 _TOPICS = Query("topic", {"type": "string"}, repeated=True, description="a topic to fetch; none: every topic")
+_FETCH_AFTER = Query(
+    "after", {"type": "string"}, description="the previous page's next: the offsets after it (default: from the first)"
+)
+_FETCH_LIMIT = Query(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": FETCH_MAX_LIMIT},
+    description=f"partitions in a page, at most (default {FETCH_DEFAULT_LIMIT}); a page also ends before"
+    " --offset-fetch-page-max-bytes",
+)
 _STATES = Query("state", {"type": "string"}, repeated=True, description="only groups in this state")
 _AFTER = Query("after", {"type": "integer", "minimum": 0}, description="exclusive; default 0")
 _LIMIT = Query(
@@ -147,7 +162,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "offset_fetch", "GET", f"{GROUP_PATH}/offsets", "OffsetFetch",
-        OffsetFetchResponse, api="offset_fetch", query=(_TOPICS,),
+        OffsetFetchResponse, api="offset_fetch", query=(_TOPICS, _FETCH_AFTER, _FETCH_LIMIT),
     ),
     Route("describe", "GET", GROUP_PATH, "DescribeGroups", DescribeResponse, api="describe"),
     Route(

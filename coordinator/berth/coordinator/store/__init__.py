@@ -4,6 +4,8 @@
   record for replay, pages the journal, and reconciles the JSON Lines segments under ``<data_dir>/journal/``.
 - ``GroupCommitWriter``: the one writer thread; many writes share one transaction and one fsync.
 - ``StoreFaults``: fault injection under the store interface (``writer.faults``), for tests.
+- ``etcd``: the replicated store (coordinator replicas of which one acts, docs/high-availability.md), behind the
+  same interface: ``load``, the journal reads, a writer per term.
 
 The store imports only the core's record and effect types and the standard library (import-linter checks it).
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -34,6 +33,7 @@ from berth.coordinator.core import (
     Record,
     Write,
 )
+from berth.coordinator.protocol.journal import JournalEvent
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +141,10 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
     return batch
 
 
-def encode_event(event: dict[str, Any]) -> str:
+def encode_event(event: JournalEvent) -> str:
     """The event as compact JSON without ``seq`` (the store owns seq; a stray one is dropped)."""
     if "seq" in event:
-        event = {k: v for k, v in event.items() if k != "seq"}
+        return _encode({k: v for k, v in event.items() if k != "seq"}).decode()
     return _encode(event).decode()
 
 

@@ -223,7 +223,7 @@ class JournalSegments:
             current.events += 1
             current.bytes += len(data)
             current.last_seq = seq
-            current.last_ts_ms = _ts_of(line)
+            current.last_ts_ms = event_ts(line)
             if current.first_ts_ms is None:
                 current.first_ts_ms = current.last_ts_ms
         self._flush(buffered)
@@ -255,26 +255,8 @@ class JournalSegments:
 
     def _retain(self) -> None:
         """Drop the oldest segments beyond the byte and age bounds (see the module rules)."""
-        retention = self.retention
         segments = self._segments
-        if len(segments) < 2 or (retention.max_bytes is None and retention.max_age_ms is None):
-            return
-        newest_ts = segments[-1].last_ts_ms
-        remaining = self.total_bytes
-        dropped = 0
-        while dropped < len(segments) - 1:
-            oldest = segments[dropped]
-            too_big = retention.max_bytes is not None and remaining > retention.max_bytes
-            too_old = (
-                retention.max_age_ms is not None
-                and newest_ts is not None
-                and oldest.last_ts_ms is not None
-                and oldest.last_ts_ms < newest_ts - retention.max_age_ms
-            )
-            if not (too_big or too_old):
-                break
-            remaining -= oldest.bytes
-            dropped += 1
+        dropped = retention_drops([(s.bytes, s.last_ts_ms) for s in segments], self.retention)
         if not dropped:
             return
         first_kept = segments[dropped].first_seq
@@ -285,7 +267,33 @@ class JournalSegments:
         log.info("store: journal retention dropped the events before seq %d (%d segments)", first_kept, dropped)
 
 
-def _ts_of(line: str) -> int | None:
+def retention_drops(segments: Sequence[tuple[int, int | None]], retention: Retention) -> int:
+    """How many of the oldest segments retention drops, given each one's (bytes, ts_ms of its last event), oldest
+    first: while they hold more than ``max_bytes``, and while the oldest one's last event is older than
+    ``max_age_ms`` before the newest event; never the newest segment. (The SQLite store's segment files and the
+    etcd store's index both keep their journal by this rule.)"""
+    if len(segments) < 2 or (retention.max_bytes is None and retention.max_age_ms is None):
+        return 0
+    newest_ts = segments[-1][1]
+    remaining = sum(size for size, _ in segments)
+    dropped = 0
+    while dropped < len(segments) - 1:
+        size, last_ts = segments[dropped]
+        too_big = retention.max_bytes is not None and remaining > retention.max_bytes
+        too_old = (
+            retention.max_age_ms is not None
+            and newest_ts is not None
+            and last_ts is not None
+            and last_ts < newest_ts - retention.max_age_ms
+        )
+        if not (too_big or too_old):
+            break
+        remaining -= size
+        dropped += 1
+    return dropped
+
+
+def event_ts(line: str) -> int | None:
     """The event's ``ts_ms``, found without parsing the line (the core writes it right after ``seq``)."""
     start = line.find(_TS_FIELD)
     if start < 0:
@@ -303,7 +311,7 @@ def _ts_of(line: str) -> int | None:
 def _first_ts(path: Path) -> int | None:
     """The ``ts_ms`` of the segment's first event (its first line only is read)."""
     with path.open("rb") as f:
-        return _ts_of(f.readline().decode(errors="replace"))
+        return event_ts(f.readline().decode(errors="replace"))
 
 
 def _last_event(path: Path) -> tuple[int | None, int | None]:
@@ -320,7 +328,7 @@ def _last_event(path: Path) -> tuple[int | None, int | None]:
             if begin > 0 or start == 0:
                 line = data[begin:end] if end >= 0 else b""
                 text = line.decode(errors="replace")
-                return _seq_of(line), _ts_of(text)
+                return _seq_of(line), event_ts(text)
             chunk *= 4
 
 

@@ -13,7 +13,8 @@ Rules:
   reused by the next one.
 - Opening takes an exclusive lock on the data dir (an `flock` on the directory itself, so deleting
   `berth.lock` cannot release it) and reconciles the segments with the journal table.
-- Every problem with the data dir surfaces as a one-line ``StoreError``.
+- Every problem with the data dir surfaces as a one-line ``StoreError``; so does a journal row the coordinator could
+  not serve (``check_journal_rows``, at open: the rows are read when they are served, not when the store loads).
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class SqliteStore:
             self._writer = connect(self.db_path)
             check_integrity(self._writer, self.db_path, config.integrity_check)
             ensure_schema(self._writer, self.db_path)
+            check_journal_rows(self._writer, self.db_path)
             self._reader = connect(self.db_path)
             self._last_seq = self._query_last_seq()
             self._first_seq = self._query_first_seq()
@@ -368,6 +370,37 @@ def _roll_back(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
     except sqlite3.Error as exc:
         log.error("store: rollback failed: %s", exc)
+
+
+_JOURNAL_EXTENT = "SELECT count(*), min(seq), max(seq) FROM journal"
+_JOURNAL_PROBLEM = """
+SELECT seq, CASE
+    WHEN typeof(event) != 'text' THEN 'is not text'
+    WHEN substr(event, 1, 8 + length(seq)) != '{"seq":' || seq || ',' THEN 'does not start with its seq'
+    WHEN NOT json_valid(event) THEN 'is not JSON'
+END AS problem
+FROM journal WHERE problem IS NOT NULL ORDER BY seq LIMIT 1
+"""
+
+
+def check_journal_rows(conn: sqlite3.Connection, db_path: Path) -> None:
+    """Refuse a journal the coordinator could not serve (docs/api.md §10): seqs that are not contiguous from at least
+    1 (retention only ever cuts the oldest), or a row that is not a JSON object as text starting with its own seq
+    (what the journal's pages, the segments and their readers take it for). One pass in SQLite over the table; about
+    a second for the 256 MiB the default retention keeps (docs/reliability.md)."""
+    try:
+        rows, first, last = conn.execute(_JOURNAL_EXTENT).fetchone()
+        if rows and (first < 1 or last - first + 1 != rows):
+            raise StoreError(
+                f"database {db_path} cannot be read: its journal has {rows} events from seq {first} to {last},"
+                " not one per seq; restore it from a backup"
+            )
+        problem = conn.execute(_JOURNAL_PROBLEM).fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"database {db_path} cannot be read: {' '.join(str(exc).split())}") from exc
+    if problem is not None:
+        seq, what = problem
+        raise StoreError(f"database {db_path} cannot be read: journal event {seq} {what}; restore it from a backup")
 
 
 def _window_query(conn: sqlite3.Connection, after: int, limit: int, max_bytes: int | None) -> list[Any]:

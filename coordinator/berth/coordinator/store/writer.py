@@ -1,6 +1,7 @@
 """``GroupCommitWriter``: one daemon thread that commits queued writes in shared transactions (group commit).
 
 What it owns: the queue between the event loop and the disk, batching, and reporting each write's outcome.
+``QueuedWriter`` is the queue and the thread; ``GroupCommitWriter`` commits to SQLite, ``etcd.EtcdWriter`` to etcd.
 
 Rules:
 - ``submit`` is the event loop's hot path: it only enqueues (thread-safe, never blocks, keeps order). All
@@ -48,11 +49,15 @@ _PROBE = _Probe()
 _QueueItem = Write | threading.Event | _Probe | None  # an Event is a flush marker, set once all before it is done
 
 
-class GroupCommitWriter:
-    def __init__(self, store: SqliteStore, on_done: OnDone, *, max_batch_writes: int = 5000) -> None:
+class QueuedWriter:
+    """The queue, the thread, flush markers and probes; subclasses commit (``_commit``) and probe (``_probe``)."""
+
+    #: Named in errors (the data dir, the etcd prefix).
+    where: str = "the store"
+
+    def __init__(self, on_done: OnDone, *, max_batch_writes: int = 5000) -> None:
         if max_batch_writes < 1:
             raise ValueError("max_batch_writes must be at least 1")
-        self.store = store
         self.faults = StoreFaults()
         self.transactions = 0  # committed or rolled back, for metrics and tests
         self._on_done = on_done
@@ -62,11 +67,14 @@ class GroupCommitWriter:
         self.healthy = True  # the last transaction committed (read from any thread: a bool is atomic)
         self._probe_queued = threading.Event()
         self._thread = threading.Thread(target=self._run, name="berth-store-writer", daemon=True)
+
+    def start(self) -> Self:
         self._thread.start()
+        return self
 
     def submit(self, write: Write) -> None:
         if self._closed:
-            raise StoreError(f"store writer for {self.store.data_dir} is closed")
+            raise StoreError(f"store writer for {self.where} is closed")
         self._queue.put(write)
 
     def probe(self) -> None:
@@ -138,6 +146,29 @@ class GroupCommitWriter:
         return False
 
     def _probe(self) -> None:
+        raise NotImplementedError
+
+    def _commit(self, writes: list[Write]) -> bool:
+        """Commit the writes and report them; whether a transaction was attempted."""
+        raise NotImplementedError
+
+    def _report(self, outcomes: list[tuple[int, bool]]) -> None:
+        try:
+            self._on_done(outcomes)
+        except Exception:
+            log.exception("store: on_done raised; the writer carries on")
+
+
+class GroupCommitWriter(QueuedWriter):
+    """Commits to SQLite: everything queued in one transaction, one fsync."""
+
+    def __init__(self, store: SqliteStore, on_done: OnDone, *, max_batch_writes: int = 5000) -> None:
+        super().__init__(on_done, max_batch_writes=max_batch_writes)
+        self.store = store
+        self.where = str(store.data_dir)
+        self.start()
+
+    def _probe(self) -> None:
         try:
             self.store.probe_write(before_commit=self.faults.raise_if_failing)
         except Exception as exc:
@@ -168,8 +199,5 @@ class GroupCommitWriter:
                 self.healthy = True
             # Committed: from here on nothing may report these writes failed. Segments repair themselves.
             self.store.segments.append(lines)
-        try:
-            self._on_done(outcomes)
-        except Exception:
-            log.exception("store: on_done raised; the writer carries on")
+        self._report(outcomes)
         return transacted

@@ -1,7 +1,7 @@
 """Kopf handlers for ConsumerFleets: an index of group claims, create/update/resume, a timer, and the finalizer.
 
 - ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, so a pass can tell whether
-  another fleet holds its group (``reconcile.claims``).
+  another fleet holds its group (``planners.claims``).
 - ``fleet_changed`` (create, resume, spec update): passes until the fleet converges or a settle budget is spent.
 - ``fleet_tick`` (timer, ``--reconcile-interval-s``): one pass, which also mirrors the group into status, and moves
   waits along (pods still terminating, a coordinator that was down).
@@ -22,9 +22,9 @@ from typing import Any
 import kopf
 
 from berth.operator.names import GROUP, PLURAL, VERSION
+from berth.operator.planners.claims import ClaimKey, GroupClaim, claims_of
 from berth.operator.ports import CoordinatorUnavailable
-from berth.operator.reconcile.claims import ClaimKey, GroupClaim, claims_of
-from berth.operator.reconcile.fleet_pass import RetryLater
+from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
 from berth.operator.spec import OperatorDefaults
 

@@ -5,12 +5,13 @@ One port per connection (cluster, security, principal). Rules:
 - kafka-python is blocking: every call runs on the port's own single worker thread (one admin client is not
   shared between threads), so the event loop never waits on a socket; the client is created on first use and
   recreated after a failure.
-- No pre-registration on Kafka (``pre_registers`` is False): ``put_expected_members`` refuses, clearing is a no-op.
-- No owner records either (``records_owners`` is False): the broker keeps none, so claiming and releasing refuse
-  and ``owner_uid`` is ignored; the operator's one-fleet-per-group claim (``reconcile.claims``) protects Kafka
-  groups.
+- Its kind is ``KAFKA_CLASSIC`` (``planners.coordinator_kind``). No pre-registration on Kafka:
+  ``put_expected_members`` refuses, clearing is a no-op. No owner records either: the broker keeps none, so
+  claiming and releasing refuse and ``owner_uid`` is ignored; the operator's one-fleet-per-group claim
+  (``planners.claims``) protects Kafka groups.
 - Outcomes map to the port's vocabulary: per-member removal results by instance id; an unknown group describes as
-  ``Dead``; a KIP-848 group raises :class:`ConsumerProtocolGroup` (the operator manages classic groups only).
+  ``Dead``; a KIP-848 group describes with ``protocol`` ``consumer`` (what to do with it is the planners' call,
+  ``coordinator_kind.kind_of_group``).
 - Failures become :class:`~berth.operator.ports.CoordinatorUnavailable` with a reason naming what is missing:
   ``Unreachable`` (no broker answered), ``AuthenticationFailed`` (the credentials were refused),
   ``NotAuthorized`` (an ACL: Group READ/DESCRIBE/DELETE, Cluster DESCRIBE_CONFIGS). No secret is ever in a message.
@@ -27,17 +28,20 @@ from typing import Any, TypeVar
 import kafka.errors as errors
 
 from berth.operator.kafka import wire
-from berth.operator.kafka.connection import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
+from berth.operator.planners.coordinator_kind import KAFKA_CLASSIC, CoordinatorKind
+from berth.operator.planners.kafka_credentials import KafkaConnection
+from berth.operator.planners.observations import (
+    CoordinatorBounds,
+    GroupDescription,
+    GroupMember,
+    GroupOwnerRef,
+    GroupProtocol,
+)
 from berth.operator.ports import CoordinatorUnavailable
 
 T = TypeVar("T")
 #: How long one admin request (and the first connection) may take before the pass reports the cluster unreachable.
 REQUEST_TIMEOUT_MS = 10_000
-
-
-class ConsumerProtocolGroup(Exception):
-    """The group uses the KIP-848 consumer protocol; the operator manages classic groups only."""
 
 
 class KafkaCoordinatorPort:
@@ -54,18 +58,14 @@ class KafkaCoordinatorPort:
         return self.connection.endpoint
 
     @property
-    def pre_registers(self) -> bool:
-        return False
-
-    @property
-    def records_owners(self) -> bool:
-        return False
+    def kind(self) -> CoordinatorKind:
+        return KAFKA_CLASSIC
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
-        raise NotImplementedError("Kafka keeps no group owners (records_owners is False)")
+        raise NotImplementedError("Kafka keeps no group owners (its kind does not record owners)")
 
     async def release_group(self, group_id: str, owner_uid: str) -> None:
-        raise NotImplementedError("Kafka keeps no group owners (records_owners is False)")
+        raise NotImplementedError("Kafka keeps no group owners (its kind does not record owners)")
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._close_admin)
@@ -83,7 +83,7 @@ class KafkaCoordinatorPort:
     async def put_expected_members(
         self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
     ) -> None:
-        raise NotImplementedError("Kafka has no pre-registration (pre_registers is False)")
+        raise NotImplementedError("Kafka has no pre-registration (its kind does not pre-register)")
 
     async def delete_expected_members(self, group_id: str, *, owner_uid: str | None = None) -> None:
         return None  # nothing to clear: Kafka never had expected members
@@ -107,7 +107,7 @@ class KafkaCoordinatorPort:
             group_id=group_id,
         )
         if described.consumer_protocol:
-            raise ConsumerProtocolGroup(group_id)
+            return GroupDescription(group_id, described.state or "Dead", -1, None, (), protocol=GroupProtocol.CONSUMER)
         if described.error == "GROUP_AUTHORIZATION_FAILED":
             raise _not_authorized(f"describing group {group_id}", f"Group DESCRIBE on group {group_id}", self)
         if described.error not in ("NONE", "GROUP_ID_NOT_FOUND") or described.state == "Dead":

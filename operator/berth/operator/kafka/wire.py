@@ -25,7 +25,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import LeaveGroupRequest
 
-from berth.operator.kafka.connection import KafkaConnection
+from berth.operator.planners.kafka_credentials import KafkaConnection
 
 MIN_SESSION = "group.min.session.timeout.ms"
 MAX_SESSION = "group.max.session.timeout.ms"

@@ -4,17 +4,21 @@ Rules: calls run in a worker thread (``asyncio.to_thread``); answers are plain d
 API server sent), not the client's models, so a field the models do not know is never lost and a partial object
 never fails validation; every call carries a timeout, so a hung connection cannot hold a thread forever.
 Non-2xx answers raise :class:`kubernetes.client.ApiException`; :func:`is_not_found` and :func:`api_error_text`
-help callers tell and say what happened.
+help callers tell and say what happened. The adapters' port methods let none escape: :func:`port_errors` turns
+one into :class:`~berth.operator.ports.ApiCallFailed` with the API server's own words.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import kubernetes
+
+from berth.operator.ports import ApiCallFailed
 
 #: (connect, read) seconds for one API call.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -63,3 +67,12 @@ def api_error_text(error: BaseException) -> str:
         message = status.get("message") if isinstance(status, dict) else None
         return f"HTTP {error.status}: {message or error.reason}"
     return str(error) or type(error).__name__
+
+
+@contextmanager
+def port_errors() -> Iterator[None]:
+    """Around a port method: an ``ApiException`` leaves as :class:`~berth.operator.ports.ApiCallFailed`."""
+    try:
+        yield
+    except ApiException as error:
+        raise ApiCallFailed(api_error_text(error)) from error

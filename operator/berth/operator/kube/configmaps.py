@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kubernetes
 
-from berth.operator.kube.calls import read_or_none
+from berth.operator.kube.calls import port_errors, read_or_none
 
 
 class ConfigMapReader:
@@ -16,7 +16,8 @@ class ConfigMapReader:
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     async def read_key(self, namespace: str, name: str, key: str) -> str | None:
-        config_map = await read_or_none(self.core.read_namespaced_config_map, name, namespace)
+        with port_errors():
+            config_map = await read_or_none(self.core.read_namespaced_config_map, name, namespace)
         if config_map is None:
             return None
         value = (config_map.get("data") or {}).get(key)

@@ -9,14 +9,12 @@ list or watch; sequence numbers continue from the last one kept.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, read_or_none
-from berth.operator.planners.evidence import numbered
-from berth.operator.reconcile.evidence_journal import encode
+from berth.operator.kube.calls import MERGE_PATCH, call_json, port_errors, read_or_none
+from berth.operator.planners.evidence import EvidenceEvent, encode_line, numbered
 
 EVIDENCE_KEY = "evidence.jsonl"
 DEFAULT_MAX_BYTES = 512 * 1024
@@ -31,9 +29,13 @@ class ConfigMapJournal:
         self.name = name
         self.max_bytes = max_bytes
 
-    async def append(self, events: Sequence[Mapping[str, Any]]) -> None:
+    async def append(self, events: Sequence[EvidenceEvent]) -> None:
         if not events:
             return
+        with port_errors():
+            await self._append(events)
+
+    async def _append(self, events: Sequence[EvidenceEvent]) -> None:
         existing = await self._read()
         lines = [] if existing is None else [line for line in existing.splitlines() if line.strip()]
         last = 0
@@ -42,7 +44,7 @@ class ConfigMapJournal:
                 last = int(json.loads(lines[-1]).get("seq", 0))
             except (ValueError, AttributeError):
                 last = 0
-        lines += [encode(event) for event in numbered(events, last)]
+        lines += [encode_line(event) for event in numbered(events, last)]
         kept: list[str] = []
         size = 0
         for line in reversed(lines):  # the newest events that fit

@@ -5,7 +5,8 @@ deferred ``patch``: the scaling planner's departing ids must be durable before t
 returns the object as stored, so the caller always plans from what the API server holds. A write answered 409
 Conflict is sent again, a few times: it carries no resourceVersion, so the API server applied none of it, and
 sending the same patch again is what the write meant. Giving up at once would stop the pass, and after a batch leave
-that loses the leave's only record (``lastScaleDown``): the next pass would leave again.
+that loses the leave's only record (``lastScaleDown``): the next pass would leave again. Other failures leave as
+:class:`~berth.operator.ports.ApiCallFailed`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, is_conflict, read_or_none
+from berth.operator.kube.calls import MERGE_PATCH, call_json, is_conflict, port_errors, read_or_none
 from berth.operator.names import GROUP, PLURAL, VERSION
 
 #: How many times one status write is sent while the API server answers 409 Conflict, and the pause before the
@@ -31,10 +32,15 @@ class FleetApi:
 
     async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The fleet as stored now; None when it is gone."""
-        return await read_or_none(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
+        with port_errors():
+            return await read_or_none(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
 
     async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into ``.status``; returns the whole object after the write."""
+        with port_errors():
+            return await self._patch_status(namespace, name, patch)
+
+    async def _patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         attempt = 1
         while True:
             try:

@@ -2,8 +2,8 @@
 
 Rules:
 
-- An object is stamped with ``berth.dev/applied-hash``, a short hash of the planned manifest (``spec.replicas``
-  left out: the scaling planner owns the size); an existing object is patched only when the plan's hash differs.
+- An object is stamped with ``berth.dev/applied-hash``, a short hash of the planned manifest
+  (``planners.manifest_hash``); an existing object is patched only when the plan's hash differs.
 - A patch adds our labels and the hash annotation to whatever others put in the object's metadata.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
 - :func:`ensure_owned` is the one create-or-patch of an owned object (Service, budget, CA ConfigMap): created
@@ -13,28 +13,15 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from berth.operator.kube.calls import is_conflict
 from berth.operator.names import APPLIED_HASH_ANNOTATION
+from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.ports import Applied, NotOurs
 
 Obj = dict[str, Any]
-
-
-def canonical_hash(value: object) -> str:
-    """A short, stable hash of a JSON-able value (keys sorted)."""
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def planned_hash(manifest: Mapping[str, Any]) -> str:
-    """A short hash of a planned object, ``spec.replicas`` left out."""
-    spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key != "replicas"}
-    return canonical_hash({**manifest, "spec": spec})
 
 
 def stamped(planned: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Reading the one Secret a Kafka fleet names for its own principal (``spec.coordinator.kafka``), decoded.
 
 Rules: only Secrets a fleet's spec names, in the fleet's own namespace, are read, when a pass needs them; values
-are returned to the caller and never logged. A missing Secret or key is ``None`` (the pass says which, by name).
+are returned to the caller and never logged. A missing Secret or key is ``None`` (the pass says which, by name);
+another failure is :class:`~berth.operator.ports.ApiCallFailed`. A :class:`~berth.operator.ports.SecretLookup`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 
 import kubernetes
 
-from berth.operator.kube.calls import read_or_none
+from berth.operator.kube.calls import port_errors, read_or_none
 
 
 class SecretReader:
@@ -20,7 +21,8 @@ class SecretReader:
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        secret = await read_or_none(self.core.read_namespaced_secret, name, namespace)
+        with port_errors():
+            secret = await read_or_none(self.core.read_namespaced_secret, name, namespace)
         if secret is None:
             return None
         decoded = {}

@@ -22,10 +22,9 @@ per-pod volume claims. Rules:
   operator (its owner reference lets the garbage collector remove it with the fleet): the chart grants ConfigMaps
   get, create and patch only, and only when the coordinator has TLS.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
-- Observation reads the StatefulSet and lists the fleet's pods (terminating ones count as existing until they are
-  gone); pods are also filtered here by the fleet's labels and instance-id names, not only by the API's selector.
-  When the StatefulSet has claim templates it also lists the fleet's claims (by the same selector, which the
-  StatefulSet controller copies onto them) and reports those that stay.
+- Observation is the ``observer``'s (``kube.observation``: through the API by default; a cache of watched
+  objects can serve it instead).
+- No ``ApiException`` leaves a port method: it becomes :class:`~berth.operator.ports.ApiCallFailed`.
 """
 
 from __future__ import annotations
@@ -42,25 +41,24 @@ from berth.operator.kube.calls import (
     api_error_text,
     call_json,
     is_conflict,
+    port_errors,
     read_or_none,
 )
 from berth.operator.kube.disruption_budget import FleetDisruptionBudget
+from berth.operator.kube.observation import ApiWorkloadObserver
 from berth.operator.kube.owned_objects import (
     annotation,
     applied_hash,
-    canonical_hash,
     check_ours,
     ensure_owned,
     metadata_ops,
     stamped,
 )
-from berth.operator.kube.owned_objects import planned_hash as planned_hash
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
-from berth.operator.planners.conditions import parse_time
-from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
 from berth.operator.planners.volume_claims import claim_name
-from berth.operator.ports import Applied, ApplyResult, WorkloadObservation, WorkloadRejected, WorkloadView
+from berth.operator.ports import Applied, ApplyResult, WorkloadObserver, WorkloadRejected, WorkloadView
 
 
 def claim_templates_hash(statefulset: Mapping[str, Any]) -> str:
@@ -70,7 +68,13 @@ def claim_templates_hash(statefulset: Mapping[str, Any]) -> str:
 
 class StatefulSetWorkload:
     def __init__(
-        self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str, fleet_uid: str | None
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        fleet_uid: str | None,
+        observer: WorkloadObserver | None = None,
     ) -> None:
         self.apps = kubernetes.client.AppsV1Api(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
@@ -78,11 +82,33 @@ class StatefulSetWorkload:
         self.name = name
         self.fleet_uid = fleet_uid
         self.disruption_budget = FleetDisruptionBudget(api_client, namespace=namespace, name=name, fleet_uid=fleet_uid)
+        #: How the workload is read: through the API by default (``kube.observation``), or from a cache.
+        self.observer = observer or ApiWorkloadObserver(api_client, namespace=namespace, name=name)
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
     async def apply(self, planned: PlannedWorkload) -> ApplyResult:
         """Create or update the objects as planned; says what it did to each."""
+        with port_errors():
+            return await self._apply(planned)
+
+    async def scale(self, replicas: int) -> None:
+        with port_errors():
+            await call_json(
+                self.apps.patch_namespaced_stateful_set,
+                self.name,
+                self.namespace,
+                {"spec": {"replicas": replicas}},
+                _content_type=MERGE_PATCH,
+            )
+
+    async def observe(self) -> WorkloadView:
+        with port_errors():
+            return await self.observer.observe()
+
+    # ----------------------------------------------------------------------------------------------- steps
+
+    async def _apply(self, planned: PlannedWorkload) -> ApplyResult:
         try:
             if planned.ca_config_map is not None:
                 await self._ensure_ca_config_map(planned.ca_config_map)
@@ -97,48 +123,6 @@ class StatefulSetWorkload:
                 f" {api_error_text(error)}"
             ) from error
         return ApplyResult(statefulset, service, budget)
-
-    async def scale(self, replicas: int) -> None:
-        await call_json(
-            self.apps.patch_namespaced_stateful_set,
-            self.name,
-            self.namespace,
-            {"spec": {"replicas": replicas}},
-            _content_type=MERGE_PATCH,
-        )
-
-    async def observe(self) -> WorkloadView:
-        statefulset = await self._read_statefulset()
-        selector, labels = "", {}
-        if statefulset is not None:
-            labels = dict(statefulset.get("spec", {}).get("selector", {}).get("matchLabels") or {})
-            selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
-        pods = await self._fleet_pods(selector, labels) if statefulset is not None else []
-        existing = frozenset(pod["metadata"]["name"] for pod in pods)
-        running = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
-        ready = sum(1 for pod in running if _is_ready(pod))
-        terminating = {
-            pod["metadata"]["name"]: deadline
-            for pod in pods
-            if (deadline := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
-        }
-        if statefulset is None:
-            return WorkloadView(WorkloadObservation(None, True, existing, ready, terminating), None, len(running))
-        has_claims = bool(statefulset["spec"].get("volumeClaimTemplates"))
-        claims = await self._staying_claims(selector) if has_claims else frozenset()
-        metadata = statefulset.get("metadata", {})
-        observed = (statefulset.get("status") or {}).get("observedGeneration")
-        generation = metadata.get("generation")
-        # The controller has acted on the current spec once it reports having observed its generation.
-        settled = generation is None or (observed is not None and observed >= generation)
-        return WorkloadView(
-            WorkloadObservation(int(statefulset["spec"].get("replicas") or 0), settled, existing, ready, terminating),
-            (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
-            len(running),
-            claims,
-        )
-
-    # ----------------------------------------------------------------------------------------------- steps
 
     async def _read_statefulset(self) -> dict[str, Any] | None:
         return await read_or_none(self.apps.read_namespaced_stateful_set, self.name, self.namespace)
@@ -243,33 +227,3 @@ class StatefulSetWorkload:
             ),
             changes=lambda plan: [{"op": "add", "path": "/data", "value": plan["data"]}],
         )
-
-    async def _fleet_pods(self, selector: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
-        listing = await call_json(self.core.list_namespaced_pod, self.namespace, label_selector=selector)
-        pods = []
-        for pod in listing.get("items") or []:
-            metadata = pod.get("metadata") or {}
-            pod_labels = metadata.get("labels") or {}
-            if all(pod_labels.get(key) == value for key, value in labels.items()) and (
-                ordinal_of(self.name, str(metadata.get("name", ""))) is not None
-            ):
-                pods.append(pod)
-        return pods
-
-    async def _staying_claims(self, selector: str) -> frozenset[str]:
-        """The fleet's claims that stay: not being deleted, and not owned by a pod (which they would go with)."""
-        listing = await call_json(
-            self.core.list_namespaced_persistent_volume_claim, self.namespace, label_selector=selector
-        )
-        staying = set()
-        for claim in listing.get("items") or []:
-            metadata = claim.get("metadata") or {}
-            owned_by_pod = any(owner.get("kind") == "Pod" for owner in metadata.get("ownerReferences") or [])
-            if not metadata.get("deletionTimestamp") and not owned_by_pod:
-                staying.add(str(metadata.get("name", "")))
-        return frozenset(staying)
-
-
-def _is_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -6,6 +6,10 @@ the ready line it prints once ``/readyz`` answers (http or https; with ``--probe
 goes to ``probe_url``). ``stop()`` sends SIGTERM and returns the exit status, ``kill()`` sends SIGKILL (crash
 tests), ``restart()`` starts it again on the same data directory. Its stderr is appended to
 ``<data_dir>.stderr.log``. ``cpu`` pins it to one core with ``taskset`` where that exists.
+
+With ``etcd`` (an ``EtcdTarget``) it is a replica on etcd instead (``--etcd-endpoints``, no data dir: ``data_dir``
+only names its log): ``start()`` returns once it listens, as a standby (``standby on URL``) or already active;
+``active`` says which it was last seen to be. ``freeze()`` and ``thaw()`` send SIGSTOP and SIGCONT.
 """
 
 from __future__ import annotations
@@ -17,16 +21,37 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 READY_LINE = re.compile(r"^listening on (https?://\S+)$")
+STANDBY_LINE = re.compile(r"^standby on (https?://\S+)$")
 PROBES_LINE = re.compile(r"^probes on (http://\S+)$")
 
 
+@dataclass(frozen=True)
+class EtcdTarget:
+    """Where a replica keeps its state: etcd's endpoints (comma-separated), the prefix, and its own name."""
+
+    endpoints: str
+    prefix: str
+    name: str
+    lease_ttl_s: int = 5
+
+
 class CoordinatorProcess:
-    def __init__(self, data_dir: Path, *extra_args: str, manual_clock: bool = False, cpu: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        manual_clock: bool = False,
+        cpu: int | None = None,
+        etcd: EtcdTarget | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.etcd = etcd
+        self.active = False
         self.extra_args = list(extra_args)
         self.manual_clock = manual_clock
         self.cpu = cpu
@@ -37,7 +62,14 @@ class CoordinatorProcess:
 
     @property
     def args(self) -> list[str]:
-        args = [sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(self.data_dir), "--port", "0"]
+        args = [sys.executable, "-m", "berth.coordinator.http.main", "--port", "0"]
+        if self.etcd is None:
+            args += ["--data-dir", str(self.data_dir)]
+        else:
+            args += [
+                *("--etcd-endpoints", self.etcd.endpoints, "--etcd-prefix", self.etcd.prefix),
+                *("--replica-name", self.etcd.name, "--etcd-lease-ttl-s", str(self.etcd.lease_ttl_s)),
+            ]
         if self.manual_clock:
             args.append("--manual-clock")
         args += self.extra_args
@@ -51,7 +83,11 @@ class CoordinatorProcess:
         return self.proc.pid
 
     def start(self, timeout: float = 60.0) -> CoordinatorProcess:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.etcd is None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.active = False
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(
                 self.args, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -68,6 +104,11 @@ class CoordinatorProcess:
             match = READY_LINE.match(line.strip())
             if match:
                 self.url = match.group(1)
+                self.active = True
+                return self
+            standby = STANDBY_LINE.match(line.strip())
+            if standby:
+                self.url = standby.group(1)
                 return self
         try:
             code: int | None = self.proc.wait(10)  # stdout closed: the process is exiting
@@ -107,6 +148,19 @@ class CoordinatorProcess:
             self.proc.kill()
             self.proc.wait(10)
             self._close()
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process stops running (as a long GC pause or a frozen VM would)."""
+        assert self.proc is not None, "not running"
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None, "not running"
+        self.proc.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def restart(self) -> CoordinatorProcess:
         if self.proc is not None and self.proc.poll() is None:

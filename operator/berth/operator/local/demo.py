@@ -39,13 +39,13 @@ from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
 from berth.operator.cli import HelpFormatter, add_version, quiet_on_closed_pipe
+from berth.operator.coordinators import Coordinators
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo_support import LocalFleets, Tracker, local_context, reconcile_until_converged
 from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
 from berth.operator.planners.statefulset import ENV_HEARTBEAT_INTERVAL_MS, plan_statefulset
-from berth.operator.reconcile.coordinators import CoordinatorDirectory
 from berth.operator.spec import OperatorDefaults, parse_fleet
 
 
@@ -66,7 +66,7 @@ class Demo:
         self.quiet = quiet
         self.started = time.monotonic()
         self.admin = CoordinatorAdmin(coordinator_url)
-        self.coordinators = CoordinatorDirectory(token=None)
+        self.coordinators = Coordinators(token=None)
         self.port = self.coordinators.port(coordinator_url)
         self.defaults = OperatorDefaults(
             coordinator_url=coordinator_url, preferred_heartbeat_interval_ms=args.heartbeat_interval_ms

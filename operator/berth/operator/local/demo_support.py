@@ -1,8 +1,9 @@
 """The pieces ``berth-demo`` is made of besides the scenarios: a tracker of what every member owns, and the
 operator's own reconcile loop run on local ports.
 
-:func:`local_context` builds the one loop's :class:`~berth.operator.reconcile.fleet_pass.PassContext` for local
-fleets: status in a dict per fleet (:class:`InMemoryStatus`), Events as printed lines, the coordinator's bounds
+:func:`local_context` is berth-demo's composition root: it builds the one loop's
+:class:`~berth.operator.reconcile.context.PassContext` for local fleets: status in a dict per fleet
+(:class:`InMemoryStatus`), Events as printed lines, the coordinator's bounds
 and no advice. :func:`reconcile_until_converged` runs :class:`FleetPass` passes until the plan has nothing left
 to wait for, exactly as the operator's change handler does, so the demo sizes, claims, scales and writes status
 like the operator.
@@ -19,11 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from berth.operator.advice_source import AdviceSource
+from berth.operator.coordinators import Coordinators
 from berth.operator.local.fleet import LocalFleet
-from berth.operator.reconcile.advice_source import AdviceSource
-from berth.operator.reconcile.coordinators import CoordinatorDirectory
-from berth.operator.reconcile.fleet_pass import FleetPass, PassContext
-from berth.operator.reconcile.session_timeout import OperatorSessionBounds
+from berth.operator.planners.session_timeout import OperatorSessionBounds
+from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.spec import SESSION_MS_RANGE, Fleet, OperatorDefaults
 
 
@@ -129,7 +131,7 @@ class LocalFleets:
 
 
 def local_context(
-    fleets: LocalFleets, coordinators: CoordinatorDirectory, defaults: OperatorDefaults, say: Callable[[str], None]
+    fleets: LocalFleets, coordinators: Coordinators, defaults: OperatorDefaults, say: Callable[[str], None]
 ) -> PassContext:
     """The one reconcile loop's context for local fleets (no Kubernetes, no advice, the operator's bounds)."""
     return PassContext(

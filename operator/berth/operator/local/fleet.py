@@ -19,9 +19,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from berth.operator.kube.workload import planned_hash
 from berth.operator.local.member import ENV_LOCAL_NAME
 from berth.operator.planners.instances import instance_id
+from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload
 from berth.operator.ports import Applied, ApplyResult, WorkloadObservation, WorkloadView
 

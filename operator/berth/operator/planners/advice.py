@@ -1,13 +1,17 @@
-"""Read the pipeline's session-timeout advice (``advice.json``, docs/formats.md).
+"""Read the pipeline's session-timeout advice (``advice.json``, docs/formats.md), and combine several documents.
 
 Rules: only the fields the operator uses are read, unknown fields are ignored, and any ``version >= 1`` with
 those fields is accepted (formats.md: readers ignore what they do not know). A group entry without the fields
 is left out rather than guessed at; a document that is not an advice document at all raises
-:class:`AdviceError` so the handler can say so and size without advice.
+:class:`AdviceError` so the handler can say so and size without advice. With several documents (a ConfigMap and
+a file), each group's entry comes from the newer one (``generated_at_ms``; a document without it counts as the
+oldest): :func:`combine`. An :class:`AdviceReading` is what the advice source answers: the advice and the
+problems met reading it (logged once per distinct problem by the pass).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -32,6 +36,37 @@ class Advice:
 
     def for_group(self, group_id: str) -> GroupAdvice | None:
         return self.groups.get(group_id)
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceReading:
+    advice: Advice | None
+    problems: tuple[str, ...] = ()
+
+    def for_group(self, group_id: str) -> GroupAdvice | None:
+        return self.advice.for_group(group_id) if self.advice is not None else None
+
+
+def combine(documents: list[Advice]) -> Advice | None:
+    """Each group's entry from the newest document that has one."""
+    if not documents:
+        return None
+    ordered = sorted(documents, key=lambda advice: advice.generated_at_ms or -1)
+    groups: dict[str, GroupAdvice] = {}
+    for advice in ordered:
+        groups.update(advice.groups)
+    return Advice(generated_at_ms=ordered[-1].generated_at_ms, groups=groups)
+
+
+def parse_into(text: str, where: str, documents: list[Advice], problems: list[str]) -> None:
+    """Parse one document's text into ``documents``, or say what is wrong with it (naming ``where``) in ``problems``."""
+    try:
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise AdviceError("advice.json: not a JSON object")
+        documents.append(parse_advice(document))
+    except (ValueError, AdviceError) as error:  # json.JSONDecodeError is a ValueError
+        problems.append(f"{where}: {error}")
 
 
 def parse_advice(document: Mapping[str, Any]) -> Advice:

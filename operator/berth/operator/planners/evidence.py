@@ -9,16 +9,33 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
 - Only what was observed: ``offline_ms`` is measured between the last describe that showed the old member id and
   the first that shows the new one, so it over-estimates a restart by at most one observation interval (advice
   built on it errs long, which only delays failure detection). Generations are unknown on Kafka: -1.
-- Events carry no ``seq``; the journal that stores them numbers them.
+- Events are the coordinator journal's (``berth.coordinator.protocol.journal``, declared once for the core, this
+  module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
+  numbers them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Unpack
 
+from berth.coordinator.protocol.journal import (
+    EventFields,
+    EventHeader,
+    EventSource,
+    EventType,
+    ExpiryPhase,
+    JournalEvent,
+    LeaveVia,
+    ObservedCause,
+    RebalanceCause,
+)
 from berth.operator.planners.observations import GroupDescription
+
+#: One journal event as the operator writes it: the coordinator's declaration (docs/formats.md).
+EvidenceEvent = JournalEvent
 
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 
@@ -40,24 +57,27 @@ class EvidenceState:
 
 def observe_group(
     state: EvidenceState, description: GroupDescription, *, now_ms: int
-) -> tuple[EvidenceState, list[dict[str, Any]]]:
+) -> tuple[EvidenceState, list[EvidenceEvent]]:
     """Compare one describe with the last; the events it shows."""
     group = description.group_id
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
-    events: list[dict[str, Any]] = []
-    causes: list[str] = []
+    events: list[EvidenceEvent] = []
+    causes: list[RebalanceCause] = []
     if state.observed:
         for instance_id, member_id in sorted(current.items()):
             before = state.members.get(instance_id)
             if before is None:
-                events.append(_event(group, now_ms, "member_joined", instance_id, member_id, static=True, client_id=""))
-                causes.append("new_member")
+                joined = _event(
+                    group, now_ms, EventType.MEMBER_JOINED, instance_id, member_id, static=True, client_id=""
+                )
+                events.append(joined)
+                causes.append(RebalanceCause.NEW_MEMBER)
             elif before.member_id != member_id:
                 events.append(
                     _event(
                         group,
                         now_ms,
-                        "static_member_replaced",
+                        EventType.STATIC_MEMBER_REPLACED,
                         instance_id,
                         member_id,
                         old_member_id=before.member_id,
@@ -67,49 +87,64 @@ def observe_group(
                 )
         for instance_id, before in sorted(state.members.items()):
             if instance_id not in current:
-                events.append(_event(group, now_ms, "member_expired", instance_id, before.member_id, phase="session"))
-                causes.append("member_expired")
+                expired = _event(
+                    group, now_ms, EventType.MEMBER_EXPIRED, instance_id, before.member_id, phase=ExpiryPhase.SESSION
+                )
+                events.append(expired)
+                causes.append(RebalanceCause.MEMBER_EXPIRED)
     rebalancing = description.state in REBALANCING
     if rebalancing and not state.rebalancing and state.observed:
-        events.append(_group_event(group, now_ms, "rebalance_started", cause=causes[0] if causes else "unknown"))
+        cause = causes[0] if causes else ObservedCause.UNKNOWN
+        events.append(_group_event(group, now_ms, EventType.REBALANCE_STARTED, cause=cause))
     members = {instance_id: Seen(member_id, now_ms) for instance_id, member_id in current.items()}
     return EvidenceState(members, rebalancing, True), events
 
 
 def removal_events(
     state: EvidenceState, group_id: str, results: Mapping[str, str], *, everyone: bool, now_ms: int
-) -> tuple[EvidenceState, list[dict[str, Any]]]:
+) -> tuple[EvidenceState, list[EvidenceEvent]]:
     """The operator's batch removal: ``member_left`` via admin per removed id, and the rebalance it causes."""
     removed = sorted(instance_id for instance_id, outcome in results.items() if outcome == "NONE")
     events = [
         _event(
             group_id,
             now_ms,
-            "member_left",
+            EventType.MEMBER_LEFT,
             instance_id,
             state.members[instance_id].member_id if instance_id in state.members else "",
-            via="admin",
+            via=LeaveVia.ADMIN,
         )
         for instance_id in removed
     ]
     remaining = {i: seen for i, seen in state.members.items() if i not in removed}
     rebalancing = state.rebalancing
     if removed and not everyone and remaining:
-        events.append(_group_event(group_id, now_ms, "rebalance_started", cause="member_left"))
+        events.append(_group_event(group_id, now_ms, EventType.REBALANCE_STARTED, cause=RebalanceCause.MEMBER_LEFT))
         rebalancing = True
     if removed and not remaining:
-        events.append(_group_event(group_id, now_ms, "group_emptied"))
+        events.append(_group_event(group_id, now_ms, EventType.GROUP_EMPTIED))
     return EvidenceState(remaining, rebalancing, state.observed), events
 
 
-def _group_event(group_id: str, ts_ms: int, kind: str, **extra: Any) -> dict[str, Any]:
-    return {"ts_ms": ts_ms, "group_id": group_id, "type": kind, "generation_id": -1, "source": "operator", **extra}
+def _group_event(group_id: str, ts_ms: int, kind: EventType, **extra: Unpack[EventFields]) -> EvidenceEvent:
+    header: EventHeader = {"ts_ms": ts_ms, "group_id": group_id, "type": kind, "generation_id": -1}
+    return {**header, "source": EventSource.OPERATOR, **extra}
 
 
-def _event(group_id: str, ts_ms: int, kind: str, instance_id: str, member_id: str, **extra: Any) -> dict[str, Any]:
-    return _group_event(group_id, ts_ms, kind, member_id=member_id, group_instance_id=instance_id, **extra)
+def _event(
+    group_id: str, ts_ms: int, kind: EventType, instance_id: str, member: str, **extra: Unpack[EventFields]
+) -> EvidenceEvent:
+    event = _group_event(group_id, ts_ms, kind, **extra)
+    event["member_id"] = member
+    event["group_instance_id"] = instance_id
+    return event
 
 
-def numbered(events: Sequence[Mapping[str, Any]], after_seq: int) -> list[dict[str, Any]]:
+def numbered(events: Sequence[EvidenceEvent], after_seq: int) -> list[EvidenceEvent]:
     """The events with ``seq`` after ``after_seq``, in order (a journal's numbering)."""
     return [{"seq": after_seq + index, **event} for index, event in enumerate(events, start=1)]
+
+
+def encode_line(event: EvidenceEvent) -> str:
+    """One event as a journal line (without its newline): compact JSON, keys sorted."""
+    return json.dumps(event, separators=(",", ":"), sort_keys=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeGuard
 
 
@@ -32,6 +33,14 @@ class CoordinatorBounds:
 class GroupMember:
     member_id: str
     group_instance_id: str | None  # None: a dynamic member
+
+
+class GroupProtocol(StrEnum):
+    """The group's rebalance protocol: Kafka's classic one (Berth's coordinator speaks only that), or KIP-848's
+    ``consumer`` protocol, where the broker assigns partitions and owns the session timeout."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,7 @@ class GroupDescription:
     members: tuple[GroupMember, ...]
     #: The fleet the coordinator records as the group's owner (Berth's coordinator); None: none, or not recorded.
     owner: GroupOwnerRef | None = None
+    protocol: GroupProtocol = GroupProtocol.CLASSIC
 
     @classmethod
     def from_wire(cls, describe: Mapping[str, Any]) -> GroupDescription:

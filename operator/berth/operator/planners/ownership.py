@@ -15,7 +15,7 @@ group only once the coordinator records it as its fleet's. Rules:
   between is refused by the coordinator, not changed.
 - Messages name the owning fleet only when the coordinator's record has the shape of Kubernetes names; anything
   else is "another fleet" (the record is the coordinator's data, not ours to repeat).
-- Kafka keeps no owner record: there the operator's one-fleet-per-group claim (``reconcile.claims``) is what holds.
+- Kafka keeps no owner record: there the operator's one-fleet-per-group claim (``planners.claims``) is what holds.
 """
 
 from __future__ import annotations

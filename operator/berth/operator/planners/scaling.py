@@ -1,9 +1,9 @@
 """Plan the scaling of a fleet: the ordered actions that move it from what is observed towards what is desired.
 
-Owns DESIGN.md's scale-down, scale-up and deletion stories. :func:`plan_scaling` is a pure function of one
-observation; the driver executes the actions in order, stops at the first failure, and plans again on the next
-reconcile. Nothing is remembered between calls except what the actions write into ``status``, so an operator that
-restarts anywhere resumes from status and observations alone. Rules:
+Owns the scale-down, scale-up and deletion stories (docs/architecture.md, "Scaling"). :func:`plan_scaling` is a
+pure function of one observation; the driver executes the actions in order, stops at the first failure, and plans
+again on the next reconcile. Nothing is remembered between calls except what the actions write into ``status``,
+so an operator that restarts anywhere resumes from status and observations alone. Rules:
 
 - Departing ids (``status.departing``) are the ids at or beyond the desired size that may still be members: the
   StatefulSet's ordinals beyond it, pods that still exist, and ids the coordinator or the last pre-registration
@@ -21,11 +21,11 @@ restarts anywhere resumes from status and observations alone. Rules:
   gone: fine). The leave names each departing pod's id and every member id the group lists as ``<pod>-<digits>``
   (Kafka Streams, Camel and others append a thread index to ``group.instance.id``); it never names an id of a pod
   that stays, and is never empty.
-- A coordinator without pre-registration (Kafka) gets no expected-members actions at all.
+- A coordinator whose kind does not pre-register (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
   group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group
   deletes its committed offsets: on Kafka the default is to keep it); a group that is kept is released instead
-  (``release_owner``: its owner record at Berth's coordinator is let go, ``planners.ownership``), last.
+  where the kind records owners (its owner record at Berth's coordinator is let go, ``planners.ownership``), last.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.conditions import format_time, parse_time
+from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
 from berth.operator.planners.instances import instance_ids, ordinal_of, pod_of_member, sorted_by_ordinal
 
 #: Per-id leave results meaning the id is no longer a member of the group.
@@ -147,12 +148,11 @@ class ScalingObservation:
     #: Instance ids the coordinator lists as members, when it was asked; lets stale members beyond the desired
     #: size (a StatefulSet shrunk behind the operator's back, a lost status) be left too.
     group_members: frozenset[str] | None = None
-    #: The coordinator takes expected members (Berth's); Kafka has none, so no expected-members actions.
-    coordinator_pre_registers: bool = True
-    #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the coordinator's default).
+    #: What the coordinator does for the group: expected-members actions only where it pre-registers, and a
+    #: deletion that keeps the group ends by releasing the fleet's owner record where it records owners.
+    kind: CoordinatorKind = BERTH
+    #: Deletion ends by deleting the group (spec.deleteGroupOnDelete, or the kind's default).
     delete_group: bool = True
-    #: A deletion that keeps the group ends by releasing the fleet's owner record (Berth's coordinator).
-    release_owner: bool = False
     #: Pods being deleted -> when their grace period ends (a pod's deletionTimestamp).
     terminating: Mapping[str, datetime] = field(default_factory=dict)
     #: How long past its grace period a Terminating pod is waited for before its id leaves anyway.
@@ -224,7 +224,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             )
         elif obs.delete_group:
             actions.append(DeleteGroup())
-        elif obs.release_owner:
+        elif obs.kind.records_owners:
             actions.append(ReleaseGroup())
     return ScalingPlan(_merge_adjacent_patches(actions), waiting)
 
@@ -314,7 +314,7 @@ def _scale_down_record(
 
 
 def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Action]:
-    if not obs.coordinator_pre_registers:
+    if not obs.kind.pre_registers:
         return []
     target = instance_ids(obs.fleet_name, desired) if obs.pre_register and not obs.deleting else ()
     if obs.status.expected_members == target:

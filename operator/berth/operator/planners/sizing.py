@@ -1,6 +1,6 @@
 """Size a fleet's session timeout, and the heartbeat interval that goes with it.
 
-Owns DESIGN.md's ``size_session_timeout``. Rules:
+Owns ``size_session_timeout`` (docs/operator.md "Session timeout"). Rules:
 
 - Auto: the restart estimate is termination grace (default 30 s) + the startup probe budget (of the startupProbe,
   else the readinessProbe, else nothing) + a scheduling allowance, times the safety factor. A *confident* advice

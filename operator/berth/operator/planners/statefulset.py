@@ -1,6 +1,7 @@
 """Plan the Kubernetes objects a ConsumerFleet owns: its StatefulSet, headless Service and PodDisruptionBudget.
 
-Owns DESIGN.md's ``plan_statefulset`` and "Names the resource pins down". Rules:
+Owns ``plan_statefulset`` and the names the resource pins down (docs/architecture.md "The ConsumerFleet
+resource"). Rules:
 
 - Both objects are named like the fleet, live in its namespace and carry a controller ownerReference to it
   (``blockOwnerDeletion``), so Kubernetes garbage-collects them with the fleet.

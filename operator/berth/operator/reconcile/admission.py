@@ -1,106 +1,103 @@
-"""Admission: whether a fleet may act at all, decided before anything is sent anywhere, and with whose credentials.
+"""The admission step: whether the fleet may act at all, on which coordinator, and as which kind of group.
 
-The order is the rule: (1) the spec parses and asks for no more replicas than ``--max-replicas``; (2) the endpoint
-it names is one the operator trusts (Berth coordinator URLs and Kafka clusters, ``planners.coordinator_target``);
-(3) the group is this fleet's (the claims index; ownership records kept at the coordinator belong here too). Then,
-for a Kafka fleet, the connection is made of the fleet's own principal (the Secret its spec names, read by name in
-its namespace). Nothing here talks to a coordinator; a :class:`Refusal` becomes SpecValid=False and a Warning
-Event, and a fleet being deleted is released without anything being touched. No secret value is ever part of a
-message.
+In the order of the pass:
+
+1. :func:`admit_fleet`, before anything is sent anywhere: the spec, the endpoint and the claims index
+   (``planners.admission``); a refusal costs nothing;
+2. :func:`connect`: the coordinator's port, for a Kafka fleet made of its own principal's Secrets (read by name
+   in its namespace, checked by ``planners.kafka_credentials``);
+3. :func:`admit_group`: the coordinator's session bounds (the first thing asked of it), the group described and
+   its kind decided (``planners.coordinator_kind.kind_of_group``: a group the operator does not manage is
+   refused), and where the kind records owners, the group claimed for the fleet (``planners.ownership``: refused
+   ``GroupOwned`` when it is another fleet's, and nothing else is sent).
+
+Every later look at the group goes through :meth:`AdmittedGroup.describe`, which decides the kind again (a group
+may change protocol under a running fleet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from dataclasses import dataclass
 
-from berth.operator.kafka.connection import KafkaConnection
-from berth.operator.planners.coordinator_target import CoordinatorTarget, KafkaTarget, UntrustedEndpoint, resolve_target
-from berth.operator.reconcile import fleet_status
-from berth.operator.reconcile.claims import GroupClaim
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
-
-#: The fleet (other than this one) that holds the fleet's group on the target, if any.
-OtherHolder = Callable[[Fleet, CoordinatorTarget], GroupClaim | None]
-
-
-class SecretLookup(Protocol):
-    async def read(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
-
-
-class Refusal(Exception):
-    """The fleet is refused (SpecValid=False, a Warning Event) and nothing more is done this pass."""
-
-    def __init__(self, reason: str, message: str, *, release: str = "") -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        #: What the deletion says when it releases a fleet refused this way.
-        self.release = release or f"{message}: nothing of this fleet to clean up"
+from berth.operator.planners.admission import admit
+from berth.operator.planners.claims import GroupClaim, claim_key, holder_of
+from berth.operator.planners.coordinator_kind import CoordinatorKind, kind_of_group
+from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget
+from berth.operator.planners.fleet_status import Refusal
+from berth.operator.planners.kafka_credentials import SecretRole, checked, kafka_connection, secrets_needed
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
+from berth.operator.planners.ownership import plan_claim
+from berth.operator.ports import CoordinatorPort
+from berth.operator.reconcile.context import ClaimsLookup, PassContext
+from berth.operator.reconcile.record import FleetRecord
+from berth.operator.spec import Fleet
 
 
-def admit(
-    body: Mapping[str, Any], defaults: OperatorDefaults, other_holder: OtherHolder
+@dataclass(frozen=True, slots=True)
+class AdmittedGroup:
+    """The fleet's group at its coordinator, admitted, and the kind it is managed as."""
+
+    coordinator: CoordinatorPort
+    group_id: str
+    where: str  # the coordinator, for messages (its URL, or kafka://...)
+    kind: CoordinatorKind
+
+    async def describe(self) -> GroupDescription:
+        return (await describe(self.coordinator, self.group_id, self.where))[0]
+
+
+def admit_fleet(
+    context: PassContext, record: FleetRecord, claims: ClaimsLookup
 ) -> tuple[Fleet, CoordinatorTarget] | Refusal:
-    try:
-        fleet = parse_fleet(body)
-        target = resolve_target(fleet, defaults)
-    except SpecError as error:
-        return Refusal(
-            fleet_status.INVALID_SPEC,
-            f"invalid spec: {error}",
-            release=f"the spec is invalid ({error}): nothing of this fleet to clean up",
-        )
-    except UntrustedEndpoint as error:
-        return Refusal(
-            fleet_status.UNTRUSTED_ENDPOINT, str(error), release=f"{error}: nothing of this fleet to clean up"
-        )
-    if fleet.spec.replicas > defaults.max_replicas:
-        message = (
-            f"invalid spec: spec.replicas: {fleet.spec.replicas} is above the operator's maximum of"
-            f" {defaults.max_replicas} (--max-replicas)"
-        )
-        return Refusal(fleet_status.INVALID_SPEC, message, release=f"{message}: nothing of this fleet to clean up")
-    holder = other_holder(fleet, target)
-    if holder is not None:
-        return Refusal(
-            fleet_status.GROUP_ID_IN_USE,
-            f"group {fleet.spec.group_id} on {target} is already used by fleet {holder.fleet}: nothing is"
-            " created for this fleet while that one exists",
-            release=f"group {fleet.spec.group_id} belongs to fleet {holder.fleet}: left it untouched",
-        )
-    return fleet, target
+    """Whether this fleet may act at all, before anything is sent anywhere."""
+
+    def other_holder(fleet: Fleet, target: CoordinatorTarget) -> GroupClaim | None:
+        holder = holder_of(claims(claim_key(target.identity, fleet.spec.group_id)))
+        return holder if holder is not None and holder.uid != record.uid else None
+
+    return admit(record.body, context.defaults, other_holder)
 
 
-async def kafka_connection(fleet: Fleet, target: KafkaTarget, secrets: SecretLookup | None) -> KafkaConnection:
-    """The connection for this fleet's group: its own principal's credentials (from the Secret its spec names, in
-    its namespace) and CA bundle; a Secret or key that is missing is a :class:`Refusal` naming it."""
-    username = password = ca_pem = None
-    principal = "no credentials"
-    if target.credentials is not None:
-        secret = await _secret(secrets, fleet, target.credentials.name, ("username", "password"))
-        username, password = secret["username"], secret["password"]
-        principal = f"the credentials in Secret {fleet.namespace}/{target.credentials.name}"
-    if target.ca is not None:
-        ca_pem = (await _secret(secrets, fleet, target.ca.name, (target.ca.key,)))[target.ca.key]
-    return KafkaConnection(
-        bootstrap_servers=target.bootstrap_servers,
-        security_protocol=target.security_protocol.value,
-        sasl_mechanism=target.sasl_mechanism,
-        username=username,
-        password=password,
-        ca_pem=ca_pem,
-        principal=principal,
-    )
+async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
+    """The coordinator's port; a Kafka fleet's Secrets are read and checked first (a :class:`Refusal` names the
+    missing Secret or key)."""
+    if isinstance(target, BerthTarget):
+        return await context.coordinators.connect(target)
+    secrets: dict[SecretRole, dict[str, str]] = {}
+    for need in secrets_needed(target):
+        found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+        secrets[need.role] = dict(checked(need, fleet.namespace, found))
+    return await context.coordinators.connect(kafka_connection(target, fleet.namespace, secrets))
 
 
-async def _secret(secrets: SecretLookup | None, fleet: Fleet, name: str, keys: tuple[str, ...]) -> Mapping[str, str]:
-    found = None if secrets is None else await secrets.read(fleet.namespace, name)
-    if found is None:
-        raise Refusal(fleet_status.CREDENTIALS_MISSING, f"Secret {fleet.namespace}/{name} does not exist")
-    missing = [key for key in keys if not found.get(key)]
-    if missing:
-        raise Refusal(
-            fleet_status.CREDENTIALS_MISSING, f"Secret {fleet.namespace}/{name} has no key {', '.join(missing)}"
-        )
-    return found
+async def describe(coordinator: CoordinatorPort, group_id: str, where: str) -> tuple[GroupDescription, CoordinatorKind]:
+    """The group as the coordinator describes it, and the kind it is managed as (raises ``UnmanagedGroup``)."""
+    description = await coordinator.describe(group_id)
+    return description, kind_of_group(coordinator.kind, description, where=where)
+
+
+async def look_up_group(
+    coordinator: CoordinatorPort, fleet: Fleet, target: CoordinatorTarget
+) -> tuple[AdmittedGroup, GroupDescription]:
+    """The group described and its kind decided, without claiming it (the deletion's look)."""
+    where = str(target)
+    description, kind = await describe(coordinator, fleet.spec.group_id, where)
+    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind), description
+
+
+async def admit_group(
+    context: PassContext, record: FleetRecord, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort
+) -> tuple[AdmittedGroup, CoordinatorBounds]:
+    """The coordinator's bounds, the group's kind, and the claim where the kind records owners (raises
+    ``GroupOwned``, ``UnmanagedGroup``, ``CoordinatorUnavailable``)."""
+    bounds = await context.coordinators.bounds_of(coordinator)
+    group, description = await look_up_group(coordinator, fleet, target)
+    where = group.where
+    if group.kind.records_owners:
+        me = GroupOwnerRef(fleet.namespace, fleet.name, record.uid)
+        claim = plan_claim(description, me, adopt=fleet.spec.coordinator.adopt_group, status=record.status)
+        if claim is not None:
+            await coordinator.claim_group(fleet.spec.group_id, claim.owner, adopt=claim.adopt)
+            adopted = " (adopted: it was in use)" if claim.adopt and description.state != "Dead" else ""
+            record.events.info("GroupClaimed", f"group {fleet.spec.group_id} on {where} is this fleet's{adopted}")
+    return group, bounds

@@ -8,6 +8,8 @@ each page to ``on_change``, which runs a pass for the fleets holding those group
 - It starts at the journal's end: history is not replayed (the timer's passes cover what happened before).
 - A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode; the timer's passes
   go on meanwhile, so status still follows within the reconcile interval.
+- An empty answer that came back sooner than ``MIN_EMPTY_POLL_S`` (the coordinator did not hold the poll: its places
+  were taken, or it is an older one) is followed by a pause of that long, so nothing can make the follower spin.
 - One follower per coordinator URL, started by the first fleet on it and stopped with the operator.
 """
 
@@ -16,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+
+from berth.operator.ports import JournalSource
 
 logger = logging.getLogger("berth.operator.journal")
 
@@ -26,14 +30,10 @@ WAIT_MS = 25_000
 #: Events per page: a burst (a 1,000-member rebalance) is read in a few pages, not one event at a time.
 PAGE = 1_000
 BACKOFF_MAX_S = 30.0
+#: An empty long-poll answered sooner than this was not held; the next one waits as long.
+MIN_EMPTY_POLL_S = 1.0
 
 OnChange = Callable[[str, set[str]], Awaitable[None]]
-
-
-class JournalSource(Protocol):
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
-        ...
 
 
 class JournalFollower:
@@ -44,11 +44,13 @@ class JournalFollower:
         on_change: OnChange,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = url
         self.source = source
         self.on_change = on_change
         self.sleep = sleep
+        self.clock = clock
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -71,6 +73,7 @@ class JournalFollower:
                     after = await self._end()
                     logger.info("following the journal of %s from event %d", self.url, after)
                     failures = self._answered(failures)
+                asked, started = after, self.clock()
                 after, groups = await self.source.journal_page(after, PAGE, WAIT_MS)
                 failures = self._answered(failures)
             except asyncio.CancelledError:
@@ -83,6 +86,8 @@ class JournalFollower:
                 continue
             if groups:
                 await self.on_change(self.url, groups)
+            elif after == asked and self.clock() - started < MIN_EMPTY_POLL_S:
+                await self.sleep(MIN_EMPTY_POLL_S)
 
     def _answered(self, failures: int) -> int:
         if failures:

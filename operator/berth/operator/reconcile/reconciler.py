@@ -23,11 +23,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from berth.operator.ports import CoordinatorUnavailable
-from berth.operator.reconcile.fleet_pass import ClaimsLookup, FleetPass, PassContext, PassResult, RetryLater
-from berth.operator.reconcile.journal_follower import JournalFollower, JournalSource
+from berth.operator.ports import CoordinatorUnavailable, FleetReader, JournalSource
+from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
+from berth.operator.reconcile.fleet_pass import FleetPass
+from berth.operator.reconcile.journal_follower import JournalFollower
 
 logger = logging.getLogger("berth.operator.reconcile")
 
@@ -39,12 +39,6 @@ class FleetKey:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-class FleetReader(Protocol):
-    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The fleet as stored now; None when it is gone."""
-        ...
 
 
 class FleetReconciler:

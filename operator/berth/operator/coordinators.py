@@ -1,5 +1,6 @@
-"""One coordinator port per coordinator: per Berth coordinator URL (with the admin token) and per Kafka connection
-(cluster, security and principal), and each one's session bounds cached.
+"""``Coordinators``: the operator's :class:`~berth.operator.ports.CoordinatorDirectory`, one coordinator port per
+coordinator: per Berth coordinator URL (with the admin token) and per Kafka connection (cluster, security and
+principal), and each one's session bounds cached.
 
 Rules: fleets on the same coordinator share one HTTP session (Berth) or one admin client (Kafka, per principal);
 https coordinators are verified against ``ca_file`` (else the system's CAs); every answer is capped
@@ -17,18 +18,22 @@ from dataclasses import dataclass, field
 
 from berth.coordinator.client import BackoffPolicy, CoordinatorAdmin
 from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES, ClientCoordinatorPort
-from berth.operator.kafka.connection import KafkaConnection
 from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.planners.coordinator_target import BerthTarget
+from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.ports import CoordinatorPort
 
-#: The admin client's own retries are short: the handlers retry with their own, longer backoff and say so.
-ADMIN_ATTEMPTS = 2
+#: How long the admin client retries an unavailable coordinator before the pass reports it: longer than a
+#: replicated coordinator's failover (4.6 s median, 6.2 s at most with the chart's 5 s lease, docs/benchmarks.md), so
+#: a failover never shows in a fleet's status; short enough that a coordinator really down is reported within
+#: seconds (the handlers then retry with their own, longer backoff and say so).
+ADMIN_RETRY_FOR_S = 10.0
 ADMIN_REQUEST_TIMEOUT_S = 15.0
 
 
 @dataclass
-class CoordinatorDirectory:
+class Coordinators:
     token: str | None
     #: The CA https coordinators are verified against (--coordinator-ca-file); None: the system's CAs.
     ca_file: str | None = None
@@ -39,13 +44,19 @@ class CoordinatorDirectory:
     _kafka: dict[KafkaConnection, tuple[float, KafkaCoordinatorPort]] = field(default_factory=dict, init=False)
     _bounds: dict[str, tuple[float, CoordinatorBounds]] = field(default_factory=dict, init=False)
 
+    async def connect(self, endpoint: BerthTarget | KafkaConnection) -> CoordinatorPort:
+        if isinstance(endpoint, BerthTarget):
+            return self.port(endpoint.url)
+        return await self.kafka_port(endpoint)
+
     def port(self, url: str) -> ClientCoordinatorPort:
+        """Berth's coordinator at ``url`` (also the journal source the operator follows)."""
         if url not in self._ports:
             admin = CoordinatorAdmin(
                 url,
                 token=self.token,
                 request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
-                attempts=ADMIN_ATTEMPTS,
+                retry_for_s=ADMIN_RETRY_FOR_S,
                 backoff=BackoffPolicy(initial_ms=200, max_ms=1_000),
                 ca_file=self.ca_file,
                 max_response_bytes=MAX_RESPONSE_BYTES,
@@ -63,10 +74,6 @@ class CoordinatorDirectory:
         port = entry[1] if entry is not None else KafkaCoordinatorPort(connection)
         self._kafka[connection] = (now, port)
         return port
-
-    async def bounds(self, url: str) -> CoordinatorBounds:
-        """The coordinator's session-timeout bounds; raises ``CoordinatorUnavailable`` when it cannot be asked."""
-        return await self.bounds_of(self.port(url))
 
     async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
         key = port.endpoint

@@ -1,8 +1,9 @@
 """The status blocks a reconcile writes besides the scaling planner's: the fleet's view, conditions, refusals.
 
-Owns the condition ``SpecValid`` (the planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending)
-and the keys ``replicas``, ``readyReplicas``, ``ready`` ("3/5"), ``groupId``, ``sessionTimeout`` ("45s", from
-``sessionTimeoutMs``), ``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``.
+Owns the condition ``SpecValid``, its refusal reasons and :class:`Refusal`, the decision that carries one (the
+other planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending), and the keys ``replicas``,
+``readyReplicas``, ``ready`` ("3/5"), ``groupId``, ``sessionTimeout`` ("45s", from ``sessionTimeoutMs``),
+``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``.
 Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose value differs, so an
 idle fleet's reconcile writes nothing (every write is a watch event for every client).
 """
@@ -32,6 +33,17 @@ CONSUMER_PROTOCOL_GROUP = "ConsumerProtocolGroup"
 
 #: On a coordinator without pre-registration (Kafka): says what that means for scale-ups.
 PRE_REGISTRATION = "PreRegistration"
+
+
+class Refusal(Exception):
+    """The fleet is refused (SpecValid=False, a Warning Event) and nothing more is done this pass."""
+
+    def __init__(self, reason: str, message: str, *, release: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        #: What the deletion says when it releases a fleet refused this way.
+        self.release = release or f"{message}: nothing of this fleet to clean up"
 
 
 def refusal_patch(

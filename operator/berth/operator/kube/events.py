@@ -9,20 +9,16 @@ the log line carries the fleet's reference for JSON logs. No token or other secr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from berth.operator.ports import EventSink
-
 logger = logging.getLogger("berth.operator.events")
-
-EventSinkFactory = Callable[[Mapping[str, Any]], EventSink]
 
 
 class FleetEvents:
-    """An :class:`~berth.operator.ports.EventSink` for one fleet (its body as last read)."""
+    """An :class:`~berth.operator.ports.EventSink` for one fleet (its body as last read), posted through Kopf."""
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         metadata = body.get("metadata") or {}

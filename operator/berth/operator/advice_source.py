@@ -1,11 +1,10 @@
 """Where the session-timeout advice comes from: ``--advice-configmap`` and/or ``--advice-file`` (docs/formats.md).
 
-Rules:
+The :class:`~berth.operator.ports.AdviceReader` the operator's passes ask. Rules:
 
 - Read at most once per ``ttl_s`` whatever the number of fleets (every fleet's reconcile asks); the pipeline
   rewrites advice hourly, so a reconcile interval's staleness costs nothing.
-- With both sources, each group's entry comes from the newer document (``generated_at_ms``); a document without
-  it counts as the oldest.
+- With both sources, each group's entry comes from the newer document (``planners.advice.combine``).
 - No advice yet (no ConfigMap, no key, no file) is normal: ``None``. An unreadable or malformed document is a
   ``problem`` (logged once per distinct problem by the caller) and the other source, if any, still counts.
 """
@@ -13,26 +12,16 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from berth.operator.planners.advice import Advice, AdviceError, GroupAdvice, parse_advice
+from berth.operator.planners.advice import Advice, AdviceReading, combine, parse_into
 
 ADVICE_KEY = "advice.json"
 
 ConfigMapKeyReader = Callable[[str, str, str], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class AdviceReading:
-    advice: Advice | None
-    problems: tuple[str, ...] = ()
-
-    def for_group(self, group_id: str) -> GroupAdvice | None:
-        return self.advice.for_group(group_id) if self.advice is not None else None
 
 
 @dataclass
@@ -71,7 +60,7 @@ class AdviceSource:
                 problems.append(f"{where}: {error}")
                 text = None
             if text is not None:
-                _parse_into(text, where, documents, problems)
+                parse_into(text, where, documents, problems)
         if self.file is not None:
             try:
                 text = await asyncio.to_thread(self.file.read_text)
@@ -81,26 +70,5 @@ class AdviceSource:
                 problems.append(f"{self.file}: {error.strerror}")
                 text = None
             if text is not None:
-                _parse_into(text, str(self.file), documents, problems)
+                parse_into(text, str(self.file), documents, problems)
         return AdviceReading(combine(documents), tuple(problems))
-
-
-def combine(documents: list[Advice]) -> Advice | None:
-    """Each group's entry from the newest document that has one."""
-    if not documents:
-        return None
-    ordered = sorted(documents, key=lambda advice: advice.generated_at_ms or -1)
-    groups: dict[str, GroupAdvice] = {}
-    for advice in ordered:
-        groups.update(advice.groups)
-    return Advice(generated_at_ms=ordered[-1].generated_at_ms, groups=groups)
-
-
-def _parse_into(text: str, where: str, documents: list[Advice], problems: list[str]) -> None:
-    try:
-        document = json.loads(text)
-        if not isinstance(document, dict):
-            raise AdviceError("advice.json: not a JSON object")
-        documents.append(parse_advice(document))
-    except (ValueError, AdviceError) as error:  # json.JSONDecodeError is a ValueError
-        problems.append(f"{where}: {error}")

@@ -1,14 +1,15 @@
 """Carry out a scaling plan (``planners.scaling``) against the ports, in order, stopping at the first failure.
 
 Owns nothing but the mapping from actions to port calls (``ports`` documents it) and the Event each action is
-worth. Called by :class:`~berth.operator.reconcile.fleet_pass.FleetPass` only, so the operator, ``berth-demo``
-and Kafka fleets scale exactly the same way. Rules:
+worth. Called by the scaling step (``reconcile.scaling``) only, so the operator, ``berth-demo`` and Kafka fleets
+scale exactly the same way. Rules:
 
 - Actions run in the plan's order; a status patch is written before the next action starts (it may be what a
   restarted operator resumes from).
 - A failed action stops the plan: nothing after it runs; the next reconcile plans again from observations.
-- Every coordinator write carries ``owner_uid`` (the fleet's uid where the coordinator records owners, so a group
-  that is another fleet's refuses it: ``ports.GroupOwned``); ``ReleaseGroup`` lets go of the fleet's claim.
+- Every coordinator write carries ``owner_uid`` (the fleet's uid where the coordinator's kind records owners, so a
+  group that is another fleet's refuses it: ``ports.GroupOwned``); ``ReleaseGroup`` lets go of the fleet's claim
+  (the planner plans it only there, and it needs the uid).
 - The batch leave's per-id results are written back at once with ``record_scale_down`` (lastScaleDown); it names
   ``BatchLeave.member_ids`` (the departing pods' ids and their thread-suffixed members), never an empty list.
 """
@@ -86,7 +87,7 @@ async def execute_plan(
             if outcome == "NON_EMPTY_GROUP":
                 raise GroupStillHasMembers(f"group {group_id} still has members; it will be deleted once empty")
             events.info("GroupDeleted", f"deleted group {group_id}")
-        elif isinstance(action, ReleaseGroup) and owner_uid and coordinator.records_owners:
+        elif isinstance(action, ReleaseGroup) and owner_uid:
             await coordinator.release_group(group_id, owner_uid)
             events.info("GroupReleased", f"released group {group_id}: it is kept, owned by no fleet")
 

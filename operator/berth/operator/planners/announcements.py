@@ -1,0 +1,73 @@
+"""What the operator says in Events about what a pass did to a fleet's objects and group: reasons and messages as
+data (``(reason, message)`` pairs), for the reconcile steps to post.
+
+Rules: pure; a message says what happened in words a person understands and names what it is about (the
+StatefulSet, the group, the coordinator); none carries a secret or text a coordinator sent (an owner's name only
+through ``planners.ownership.owner_name``).
+"""
+
+from __future__ import annotations
+
+from berth.operator.planners.coordinator_kind import CoordinatorKind
+from berth.operator.planners.disruption_budget import describe_budget
+from berth.operator.planners.observations import GroupOwnerRef
+from berth.operator.planners.ownership import owner_name
+from berth.operator.planners.scaling import DeleteGroup, ScalingPlan
+from berth.operator.planners.statefulset import PlannedWorkload, describe_rollout
+from berth.operator.planners.volume_claims import claims_on_deletion
+from berth.operator.spec import Fleet
+
+Announcement = tuple[str, str]  # (reason, message)
+
+
+def applied(
+    fleet: Fleet, planned: PlannedWorkload, *, statefulset: str, service: str, budget: str
+) -> list[Announcement]:
+    """What applying the planned workload did (``ports.Applied`` values: created, updated, unchanged, deleted)."""
+    name = fleet.name
+    timeout = planned.member_env.get("BERTH_SESSION_TIMEOUT_MS", "?")
+    said: list[Announcement] = []
+    if statefulset == "created":
+        said.append(
+            (
+                "Created",
+                f"created StatefulSet {name} at {planned.replicas} replicas"
+                f" ({planned.statefulset['spec']['podManagementPolicy']}, session timeout"
+                f" {timeout} ms); the scaling step sizes it next",
+            )
+        )
+    elif statefulset == "updated":
+        said.append(
+            (
+                "Updated",
+                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms):"
+                f" {describe_rollout(fleet.spec.stateful.update_strategy)}",
+            )
+        )
+    if service == "created":
+        said.append(("Created", f"created headless Service {name}"))
+    elif service == "updated":
+        said.append(("Updated", f"updated headless Service {name}"))
+    said_of_budget = describe_budget(budget, name, fleet.spec.stateful.disruption_budget)
+    if said_of_budget is not None:
+        said.append(said_of_budget)
+    return said
+
+
+def left_untouched(fleet: Fleet, where: str, owner: GroupOwnerRef | None) -> str:
+    """The ``Released`` message of a deletion whose group is not the fleet's at its coordinator."""
+    return (
+        f"group {fleet.spec.group_id} on {where} is not this fleet's (owned by {owner_name(owner)}):"
+        f" left it untouched{claims_on_deletion(fleet)}"
+    )
+
+
+def finalized(fleet: Fleet, plan: ScalingPlan, kind: CoordinatorKind) -> str:
+    """The ``Finalized`` message once the deletion's plan is done."""
+    group = fleet.spec.group_id
+    if any(isinstance(action, DeleteGroup) for action in plan.actions):
+        what = f"left and deleted group {group}"
+    else:
+        released = "; released: owned by no fleet)" if kind.records_owners else ")"
+        what = f"left group {group} (kept, with its committed offsets: spec.deleteGroupOnDelete{released}"
+    return f"scaled to 0, {what}: releasing the fleet{claims_on_deletion(fleet)}"

@@ -1,0 +1,97 @@
+"""The scaling step: observe -> ``plan_scaling`` -> execute, the same for a pass and a deletion.
+
+The plan is the scaling planner's (``planners.scaling``), from the workload as observed, the group as described,
+the fleet's status and the group's kind; the driver (``reconcile.driver``) carries it out, writing status through
+the API after every step. Every batch leave is timed into the metrics (from planning to the answer, and from the
+first departure) and, where the coordinator keeps no journal, recorded as evidence. Each new wait is announced
+once (a ``Waiting`` Event), not once per pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from berth.operator.planners.conditions import parse_time
+from berth.operator.planners.coordinator_kind import deletes_group
+from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.scaling import BatchLeave, ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
+from berth.operator.ports import WorkloadPort, WorkloadView
+from berth.operator.reconcile.admission import AdmittedGroup
+from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.driver import execute_plan
+from berth.operator.reconcile.record import FleetRecord
+from berth.operator.spec import Fleet
+
+
+async def scale(
+    context: PassContext,
+    record: FleetRecord,
+    fleet: Fleet,
+    group: AdmittedGroup,
+    workload: WorkloadPort,
+    view: WorkloadView,
+    description: GroupDescription,
+    *,
+    deleting: bool,
+) -> ScalingPlan:
+    """Plan from what was observed and carry the plan out; the plan (its ``waiting`` says what remains)."""
+    observed = view.observation
+    planned_at = context.now()
+    plan = plan_scaling(
+        ScalingObservation(
+            fleet_name=fleet.name,
+            desired_replicas=fleet.spec.replicas,
+            workload_replicas=observed.replicas,
+            existing_pods=observed.existing,
+            workload_settled=observed.settled,
+            status=ScalingStatus.from_status(record.status),
+            pre_register=fleet.spec.pre_register,
+            leave_on_scale_down=fleet.spec.leave_on_scale_down,
+            deleting=deleting,
+            group_members=description.static_instance_ids(),
+            kind=group.kind,
+            delete_group=deletes_group(fleet, group.kind),
+            terminating=observed.terminating,
+            stuck_allowance=context.stuck_allowance,
+        ),
+        now=context.now(),
+    )
+    recorder = context.evidence if not group.kind.keeps_journal else None
+
+    async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
+        if context.metrics is not None:
+            answered = context.now()
+            started = parse_time(leave.departing_since)
+            context.metrics.left(
+                record.namespace,
+                record.name,
+                removed=sum(1 for name in leave.member_ids if results.get(name) == "NONE"),
+                delay_s=(answered - planned_at).total_seconds(),
+                since_start_s=(answered - started).total_seconds() if started else None,
+            )
+        if recorder is not None:
+            await recorder.removed(
+                record.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=context.now_ms()
+            )
+
+    await execute_plan(
+        plan,
+        group_id=fleet.spec.group_id,
+        workload=workload,
+        coordinator=group.coordinator,
+        patch_status=record.write,
+        events=record.events,
+        now=context.now,
+        on_leave=on_leave,
+        owner_uid=group.kind.owner_uid(record.uid),
+    )
+    announce_waiting(context, record, plan.waiting)
+    return plan
+
+
+def announce_waiting(context: PassContext, record: FleetRecord, waiting: str | None) -> None:
+    if waiting is None:
+        context.last_waiting.pop(record.uid, None)
+    elif context.last_waiting.get(record.uid) != waiting:
+        context.last_waiting[record.uid] = waiting
+        record.events.info("Waiting", waiting)

@@ -1,0 +1,70 @@
+"""The Kubernetes workload as the pass sees it, from the objects alone (what an API read or a watch cache returns):
+only the fleet's own pods, terminating ones with their deadline, a settled StatefulSet, and the claims that stay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.operator.kube.observation import workload_view
+
+LABELS = {"app.kubernetes.io/name": "berth-consumer", "berth.dev/fleet": "orders"}
+
+
+def statefulset(*, replicas: int, generation: int, observed: int, claims: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": replicas, "selector": {"matchLabels": LABELS}}
+    if claims:
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}}]
+    return {
+        "metadata": {"name": "orders", "generation": generation, "annotations": {"berth.dev/applied-hash": "abc"}},
+        "spec": spec,
+        "status": {"observedGeneration": observed},
+    }
+
+
+def pod(name: str, *, ready: bool = True, deleting: str | None = None, labels: dict[str, str] = LABELS) -> Any:
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if deleting:
+        metadata["deletionTimestamp"] = deleting
+    return {"metadata": metadata, "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def claim(name: str, *, owned_by_pod: bool = False, deleting: bool = False) -> Any:
+    metadata: dict[str, Any] = {"name": name}
+    if owned_by_pod:
+        metadata["ownerReferences"] = [{"kind": "Pod", "name": "orders-2"}]
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+    return {"metadata": metadata}
+
+
+def test_only_the_fleets_own_pods_count_and_terminating_ones_exist_until_gone() -> None:
+    pods = [
+        pod("orders-0"),
+        pod("orders-1", ready=False),
+        pod("orders-2", deleting="2026-03-01T12:00:30Z"),
+        pod("orders-canary"),  # not an instance id of the fleet
+        pod("orders-3", labels={"berth.dev/fleet": "orders"}),  # lacks one of the selector's labels
+    ]
+    view = workload_view("orders", statefulset(replicas=2, generation=4, observed=4), pods, [])
+    assert view.observation.existing == {"orders-0", "orders-1", "orders-2"}
+    assert (view.running, view.observation.ready, view.observation.replicas) == (2, 1, 2)
+    assert list(view.observation.terminating) == ["orders-2"]
+    assert view.observation.settled and view.applied_hash == "abc"
+
+
+def test_a_statefulset_its_controller_has_not_caught_up_with_is_not_settled() -> None:
+    view = workload_view("orders", statefulset(replicas=3, generation=5, observed=4), [], [])
+    assert not view.observation.settled
+
+
+def test_no_statefulset_is_no_workload_whatever_pods_are_listed() -> None:
+    view = workload_view("orders", None, [pod("orders-0")], [])
+    assert (view.observation.replicas, view.observation.existing, view.applied_hash) == (None, frozenset(), None)
+
+
+def test_claims_that_stay_are_neither_deleted_nor_going_with_their_pod() -> None:
+    claims = [claim("data-orders-0"), claim("data-orders-2", owned_by_pod=True), claim("data-orders-3", deleting=True)]
+    with_templates = workload_view("orders", statefulset(replicas=2, generation=1, observed=1, claims=True), [], claims)
+    assert with_templates.claims == {"data-orders-0"}
+    without = workload_view("orders", statefulset(replicas=2, generation=1, observed=1), [], claims)
+    assert without.claims == frozenset()
