@@ -27,6 +27,7 @@ BENCHMARKS = {
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
     "failover": "benchmarks.failover",
+    "operator_metrics": "benchmarks.operator_metrics",
 }
 
 

@@ -24,6 +24,7 @@ ORDER = [
     "kafka_scale_down",
     "status_lag",
     "failover",
+    "operator_metrics",
 ]
 
 

@@ -10,6 +10,8 @@ Differences from a Helm install, both deliberate:
 
 - No generated tokens Secret (``auth.existingSecret``): a token committed in a YAML file would be the same for
   everyone who applies it. ``deploy/create-tokens-secret.sh`` creates the Secret with fresh tokens.
+- No generated TLS Secret (``coordinator.tls.secretName``): a private key committed in a YAML file would be
+  everyone's. ``deploy/create-tls-secret.sh`` makes a CA and the coordinator's certificate and creates the Secret.
 - A Namespace object comes first, so ``kubectl apply -f`` works on an empty cluster.
 
 Usage, from the repository root::
@@ -51,8 +53,9 @@ NAMESPACE = "berth"
 #: Kubernetes version the manifests are rendered for; the chart does not branch on it, pinning it keeps the output
 #: independent of the helm binary's default.
 KUBE_VERSION = "1.35.0"
-#: The Secret deploy/create-tokens-secret.sh creates.
+#: The Secrets deploy/create-tokens-secret.sh and deploy/create-tls-secret.sh create.
 TOKENS_SECRET = "berth-coordinator-tokens"
+TLS_SECRET = "berth-coordinator-tls"
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,16 @@ VARIANTS = (
     Variant(
         "berth.yaml",
         "The operator serves ConsumerFleets in every namespace (ClusterRole).",
-        (f"auth.existingSecret={TOKENS_SECRET}",),
+        (f"auth.existingSecret={TOKENS_SECRET}", f"coordinator.tls.secretName={TLS_SECRET}"),
     ),
     Variant(
         "berth-namespaced.yaml",
         "The operator serves ConsumerFleets in namespace berth only (Role; no cluster-wide rights).",
-        (f"auth.existingSecret={TOKENS_SECRET}", "operator.scope=namespace"),
+        (
+            f"auth.existingSecret={TOKENS_SECRET}",
+            f"coordinator.tls.secretName={TLS_SECRET}",
+            "operator.scope=namespace",
+        ),
     ),
 )
 

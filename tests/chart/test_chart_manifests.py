@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 import yaml
 from chart_helpers import ROOT, Obj, find, load_all, one
+from support.certs import openssl_or_skip, tls_handshake
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet
@@ -51,12 +52,13 @@ def test_plain_manifests_match_a_fresh_render(expected: dict[Path, str]) -> None
 def test_plain_manifest_objects_hold_no_token(name: str) -> None:
     docs = load_all((MANIFESTS / name).read_text())
     assert docs[0]["kind"] == "Namespace" and docs[0]["metadata"]["name"] == "berth", "the namespace comes first"
-    # A Secret committed here would give everyone the same tokens.
+    # A Secret committed here would give everyone the same tokens, or the same private key.
     assert not find(docs, "Secret")
     volumes = [
         v for d in docs if d["kind"] in ("Deployment", "StatefulSet") for v in d["spec"]["template"]["spec"]["volumes"]
     ]
-    assert {v["secret"]["secretName"] for v in volumes if "secret" in v} == {"berth-coordinator-tokens"}
+    secrets = {v["secret"]["secretName"] for v in volumes if "secret" in v}
+    assert secrets == {"berth-coordinator-tokens", "berth-coordinator-tls"}  # the scripts create them
     operator_role_kind = "ClusterRole" if name == "berth.yaml" else "Role"
     assert one(docs, operator_role_kind, "berth-operator")
 
@@ -130,3 +132,31 @@ def test_the_tokens_scripts_secret_is_accepted_by_a_real_api_server(kubectl_bin:
     kube.create_namespace("berth")
     result = kube.dry_run([secret], verb="apply")
     assert result.returncode == 0, result.stderr
+
+
+TLS_SCRIPT = ROOT / "deploy" / "create-tls-secret.sh"
+
+
+def run_tls_script(*args: str, kubectl: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECTL": kubectl, "DRY_RUN": "1", "KUBECONFIG": os.devnull}
+    return subprocess.run(["bash", str(TLS_SCRIPT), *args], capture_output=True, text=True, env=env, check=False)
+
+
+def test_tls_script_makes_the_secret_the_manifests_mount_for_the_services_names(kubectl_bin: str) -> None:
+    openssl_or_skip()
+    result = run_tls_script("berth", kubectl=kubectl_bin)
+    assert result.returncode == 0, result.stderr
+    secret: Obj = yaml.safe_load(result.stdout)
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"], secret["type"]) == (
+        "berth-coordinator-tls",
+        "berth",
+        "kubernetes.io/tls",
+    )
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
+    for name in ("berth-coordinator", "berth-coordinator.berth", "berth-coordinator.berth.svc"):
+        assert tls_handshake(data, name) is None, name
+    assert tls_handshake(data, "berth-coordinator.elsewhere") is not None
+    again = yaml.safe_load(run_tls_script("berth", kubectl=kubectl_bin).stdout)
+    assert again["data"]["ca.crt"] != secret["data"]["ca.crt"], "a fresh CA every run"
+    assert run_tls_script("Berth", kubectl=kubectl_bin).returncode == 2

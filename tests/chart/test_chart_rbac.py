@@ -209,27 +209,44 @@ def test_chart_grants_the_operator_exactly_what_its_code_needs(
     assert not extra, "the chart grants, the operator does not need:\n" + explain(extra)
 
 
+PLAIN_HTTP = {"coordinator": {"tls": {"enabled": False}}}
+
+
 def test_default_install_grants_nothing_beyond_the_full_one() -> None:
-    """Without analytics the operator is given less (no advice ConfigMap, no Kafka evidence ConfigMap), never
-    something else."""
+    """Without TLS and analytics the operator is given less (no CA to publish, no advice or Kafka evidence
+    ConfigMap), never something else; the default (TLS on) is within the full set."""
     full = operator_grants({"analytics": {"enabled": True}})
-    default = operator_grants({})
-    assert default < full
-    assert full - default == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
+    plain = operator_grants(PLAIN_HTTP)
+    assert plain < full and operator_grants({}) <= full
+    assert full - plain == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
 
 
 def test_tls_grants_configmaps_get_create_and_patch_in_fleet_namespaces_and_nothing_else() -> None:
-    """With TLS the operator publishes the coordinator's CA in each fleet's namespace (a ConfigMap its pods mount)."""
-    tls = {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}
-    docs = render(tls)
-    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator")
-    config_maps = [rule for rule in role["rules"] if "configmaps" in rule["resources"]]
-    assert config_maps == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]}]
-    assert operator_grants(tls) - operator_grants({}) == {
-        ("", "configmaps", "get"),
-        ("", "configmaps", "patch"),
-        ("", "configmaps", "create"),
-    }
+    """With TLS (the default) the operator publishes the coordinator's CA in each fleet's namespace (a ConfigMap its
+    pods mount)."""
+    for tls in ({}, {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}):
+        docs = render(tls)
+        role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator")
+        config_maps = [rule for rule in role["rules"] if "configmaps" in rule["resources"]]
+        assert config_maps == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]}]
+        assert operator_grants(tls) - operator_grants(PLAIN_HTTP) == {
+            ("", "configmaps", "get"),
+            ("", "configmaps", "patch"),
+            ("", "configmaps", "create"),
+        }
+
+
+def test_the_owner_records_of_kafka_groups_are_leases_in_one_namespace_and_nothing_more() -> None:
+    """get, create and delete on Leases, in the namespace the records are kept in (the release's, or a shared one)."""
+    for values, namespace in (({}, "berth"), ({"operator": {"groupOwners": {"namespace": "berth-owners"}}}, None)):
+        docs = render(values)
+        role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "berth-operator-group-owners")
+        assert role["metadata"]["namespace"] == (namespace or "berth-owners")
+        assert role["rules"] == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "delete"]}
+        ]
+        args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--group-owners-namespace") + 1] == role["metadata"]["namespace"]
 
 
 def test_namespaced_install_grants_nothing_cluster_scoped() -> None:

@@ -30,6 +30,7 @@ from chart_helpers import (
     secret_strings,
     template_args,
 )
+from support.certs import tls_handshake
 from support.kube import Kube
 
 from berth.coordinator.http.auth import TokenSet
@@ -87,13 +88,16 @@ def check_defaults(docs: list[Obj]) -> None:
     assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 9094), ("probes", 9095)]
     args = operator_args(docs)
     assert args[0] == "berth-operator"
-    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+    assert arg_after(args, "--coordinator-url") == "https://berth-coordinator.berth:9094"
     assert "--namespace" not in args and "--advice-configmap" not in args
+    assert (arg_after(args, "--max-fleets"), arg_after(args, "--max-fleets-per-namespace")) == ("2000", "500")
+    assert arg_after(args, "--group-owners-namespace") == NAMESPACE and "--adopt-groups" not in args
     coordinator = coordinator_args(docs)
     assert coordinator[0] == "berth-coordinator"
     # The coordinator's default host (127.0.0.1) would be unreachable from other pods.
     assert arg_after(coordinator, "--host") == "0.0.0.0"
-    assert "--group-max-size" not in coordinator and "--tls-cert-file" not in coordinator
+    assert "--group-max-size" not in coordinator
+    check_generated_tls(docs)
     assert (arg_after(coordinator, "--probe-port"), arg_after(coordinator, "--max-connections-per-client")) == (
         "9095",
         "1000",
@@ -132,7 +136,16 @@ def check_network_policies(docs: list[Obj]) -> None:
     fleet_pod = pod_labels("orders")
     peers = rule["from"]
     assert any(selects(p["podSelector"], operator_pod) and "namespaceSelector" not in p for p in peers)
-    assert any(selects(p["podSelector"], fleet_pod) and p.get("namespaceSelector") == {} for p in peers)
+    # A fleet pod passes only in the release namespace or one an administrator labelled (issue 22): the pod label
+    # berth.dev/fleet, which any pod may set, is never enough on its own.
+    fleet_peers = [p for p in peers if selects(p["podSelector"], fleet_pod)]
+    labelled = {"kubernetes.io/metadata.name": "shop", "berth.dev/fleets": "enabled"}
+    unlabelled = {"kubernetes.io/metadata.name": "shop"}
+    release = {"kubernetes.io/metadata.name": NAMESPACE}
+    assert all("namespaceSelector" in p and p["namespaceSelector"] for p in fleet_peers), fleet_peers
+    assert any(selects(p["namespaceSelector"], labelled) for p in fleet_peers)
+    assert any(selects(p["namespaceSelector"], release) for p in fleet_peers)
+    assert not any(selects(p["namespaceSelector"], unlabelled) for p in fleet_peers)
     assert not any(selects(p["podSelector"], {"app": "anything-else"}) for p in peers)
     operator_policy = one(docs, "NetworkPolicy", "berth-operator")["spec"]
     assert selects(operator_policy["podSelector"], operator_pod)
@@ -144,11 +157,44 @@ def check_network_policies(docs: list[Obj]) -> None:
     assert arg_after(operator_args(docs), "--metrics-port") == "8081"
 
 
+def check_generated_tls(docs: list[Obj]) -> None:
+    """TLS by default (issue 22): with no certificate given the chart makes a CA and a certificate for the Service's
+    names, the coordinator serves it and every client verifies against the CA alone (never the private key)."""
+    secret = one(docs, "Secret", "berth-coordinator-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    data = {key: base64.b64decode(value) for key, value in secret["data"].items()}
+    assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
+    names = (
+        "berth-coordinator",
+        "berth-coordinator.berth",
+        "berth-coordinator.berth.svc",
+        "berth-coordinator.berth.svc.cluster.local",
+    )
+    for name in names:  # a real handshake: the certificate chains to the CA and names the Service
+        assert tls_handshake(data, name) is None, name
+    assert "Hostname mismatch" in (tls_handshake(data, "evil.example") or "")
+    assert arg_after(coordinator_args(docs), "--tls-cert-file") == "/etc/berth/tls/tls.crt"
+    assert arg_after(operator_args(docs), "--coordinator-ca-file") == "/etc/berth/ca/ca.crt"
+    for name, spec in pod_specs(docs):
+        if name.startswith("StatefulSet/"):
+            continue
+        ca_volume = next(v for v in spec["volumes"] if v["name"] == "coordinator-ca")["secret"]
+        assert ca_volume["secretName"] == "berth-coordinator-tls", name
+        assert ca_volume["items"] == [{"key": "ca.crt", "path": "ca.crt"}], name
+
+
+def tokens_secret(docs: list[Obj]) -> Obj:
+    """The generated tokens Secret (the generated TLS Secret holds no token)."""
+    (secret,) = [d for d in find(docs, "Secret") if d["metadata"]["name"].endswith("-coordinator-tokens")]
+    return secret
+
+
 def check_trusted_coordinators(docs: list[Obj]) -> None:
     args = operator_args(docs)
     trusted = [args[i + 1] for i, arg in enumerate(args) if arg == "--trusted-coordinator"]
     assert trusted == ["http://orders-coordinator.team-a:9094", "https://coordinator.example.net:9443"]
-    assert arg_after(args, "--coordinator-url") == "http://berth-coordinator.berth:9094"
+    assert arg_after(args, "--coordinator-url") == "https://berth-coordinator.berth:9094"
 
 
 def check_no_network_policies(docs: list[Obj]) -> None:
@@ -179,9 +225,11 @@ def check_analytics(docs: list[Obj]) -> None:
     assert analyze["args"] == [
         "berth-analyze",
         "--journal-url",
-        "http://berth-coordinator.berth:9094",
+        "https://berth-coordinator.berth:9094",
         "--token-file",
         "/etc/berth/analytics/token",
+        "--ca-file",
+        "/etc/berth/ca/ca.crt",
         "--also-journal",
         "/etc/berth/kafka-evidence/evidence.jsonl",
         "--out",
@@ -273,10 +321,10 @@ def check_dashboard_label(docs: list[Obj]) -> None:
 
 
 def check_existing_secret(docs: list[Obj]) -> None:
-    assert not find(docs, "Secret")
+    assert [s["metadata"]["name"] for s in find(docs, "Secret")] == ["berth-coordinator-tls"]  # no tokens Secret
     for name, spec in pod_specs(docs):
         secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
-        assert secrets == {"my-tokens"}, name
+        assert secrets - {"berth-coordinator-tls"} == {"my-tokens"}, name
 
 
 def check_group_tokens(docs: list[Obj]) -> None:
@@ -526,7 +574,7 @@ def check_fullname_override(docs: list[Obj]) -> None:
     assert one(docs, "Deployment", "shop-operator")
     assert one(docs, "StatefulSet", "shop-coordinator")
     assert arg_after(container(docs, "Deployment", "shop-operator")["args"], "--coordinator-url") == (
-        "http://shop-coordinator.berth:9094"
+        "https://shop-coordinator.berth:9094"
     )
 
 
@@ -584,7 +632,7 @@ CASES = [
     Case(
         "external-coordinator",
         {
-            "coordinator": {"enabled": False},
+            "coordinator": {"enabled": False, "tls": {"enabled": False}},
             "operator": {"coordinatorUrl": "https://coordinator.example.net:9094"},
             "auth": {"existingSecret": "external-coordinator-token"},
         },
@@ -874,7 +922,7 @@ def test_commands_are_console_scripts_of_the_package(case: Case) -> None:
 @pytest.mark.parametrize("case", [c for c in CASES if "existingSecret" not in json.dumps(c.values)], ids=lambda c: c.id)
 def test_generated_tokens_appear_only_in_their_secret(case: Case) -> None:
     docs = render(case.values)
-    secret = one(docs, "Secret")
+    secret = tokens_secret(docs)
     tokens = [v for k, v in secret_strings(secret).items() if k != "tokens.yaml"]
     assert tokens and all(len(t) == 48 and t.isalnum() for t in tokens)
     others = yaml.safe_dump_all([d for d in docs if d is not secret])
@@ -897,12 +945,12 @@ def test_tokens_are_random_per_render_but_notes_never_show_them() -> None:
     fleet = yaml.safe_load(notes.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
     assert fleet["spec"]["coordinator"]["tokenSecretRef"] == {"name": "orders-token", "key": "token"}
     assert "jsonpath='{.data.token-orders}'" in notes
-    secret = one([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d], "Secret")
+    secret = tokens_secret([d for d in yaml.safe_load_all(manifest.split("MANIFEST:")[-1]) if d])
     for key, encoded in secret["data"].items():
         assert encoded not in notes, key
         assert secret_strings(secret)[key] not in notes, key
     # A second render draws new tokens: nothing is hard-coded in the chart.
-    again = one(render(values), "Secret")
+    again = tokens_secret(render(values))
     assert secret_strings(again)["admin-token"] != secret_strings(secret)["admin-token"]
 
 
@@ -933,7 +981,7 @@ def test_release_name_and_namespace_flow_into_names() -> None:
     assert one(docs, "Deployment", "prod-operator")["metadata"]["namespace"] == "streaming"
     assert one(docs, "StatefulSet", "prod-coordinator")
     args = container(docs, "Deployment", "prod-operator")["args"]
-    assert arg_after(args, "--coordinator-url") == "http://prod-coordinator.streaming:9094"
+    assert arg_after(args, "--coordinator-url") == "https://prod-coordinator.streaming:9094"
 
 
 def test_longest_release_name_keeps_every_name_within_kubernetes_limits() -> None:

@@ -125,9 +125,19 @@ BAD_VALUES = [
         'auth.groupTokens: the name "orders" appears twice',
     ),
     Bad(
-        "tls-without-a-certificate",
-        {"coordinator": {"tls": {"enabled": True}}},
-        "coordinator.tls.enabled needs the certificate: coordinator.tls.secretName",
+        "adoption-without-groups",
+        {"operator": {"adoptGroups": [{"namespace": "shop", "groups": []}]}},
+        "at '/operator/adoptGroups/0/groups'",
+    ),
+    Bad(
+        "adoption-of-a-namespace-that-is-not-one",
+        {"operator": {"adoptGroups": [{"namespace": "Shop!", "groups": ["orders"]}]}},
+        "at '/operator/adoptGroups/0/namespace'",
+    ),
+    Bad(
+        "negative-fleet-bound",
+        {"operator": {"maxFleets": -1}},
+        "at '/operator/maxFleets': minimum: got -1, want 0",
     ),
     Bad(
         "cert-manager-without-an-issuer",
@@ -136,7 +146,7 @@ BAD_VALUES = [
     ),
     Bad(
         "cert-manager-without-tls",
-        {"coordinator": {"tls": {"certManager": {"enabled": True, "issuerRef": {"name": "ca"}}}}},
+        {"coordinator": {"tls": {"enabled": False, "certManager": {"enabled": True, "issuerRef": {"name": "ca"}}}}},
         "coordinator.tls.certManager.enabled needs coordinator.tls.enabled",
     ),
     Bad(
@@ -169,7 +179,7 @@ BAD_VALUES = [
     Bad(
         "service-monitor-without-coordinator",
         {
-            "coordinator": {"enabled": False},
+            "coordinator": {"enabled": False, "tls": {"enabled": False}},
             "operator": {"coordinatorUrl": "http://c:9094"},
             "auth": {"existingSecret": "tokens"},
             "metrics": {"serviceMonitor": {"enabled": True}},
@@ -187,7 +197,7 @@ BAD_VALUES = [
     Bad(
         "ha-without-coordinator",
         {
-            "coordinator": {"enabled": False, "ha": {"enabled": True}},
+            "coordinator": {"enabled": False, "ha": {"enabled": True}, "tls": {"enabled": False}},
             "operator": {"coordinatorUrl": "http://c:9094"},
             "auth": {"existingSecret": "tokens"},
         },

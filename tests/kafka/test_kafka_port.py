@@ -92,6 +92,28 @@ async def test_an_unknown_group_is_dead_and_deleting_it_says_not_found(port: Kaf
     assert await port.delete_group("never-was") == "GROUP_ID_NOT_FOUND"
 
 
+async def test_deleting_an_empty_group_with_offsets_answers_none_and_the_offsets_go_with_it(
+    port: KafkaCoordinatorPort, kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    """Issue 22, point 9: kafka-python 3 answers a deleted group with "OK", which the port read as an unknown
+    answer and raised: a successful deletion was reported as a failure and retried."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupIdNotFoundError
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    group = f"delete-{next(_groups)}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap.split(","))
+    try:
+        admin.alter_group_offsets(group, {TopicPartition(kafka_topic, 0): OffsetAndMetadata(5, "", -1)})
+        assert admin.list_group_offsets({group: None})[group]
+        assert await port.delete_group(group) == "NONE"
+        with pytest.raises(GroupIdNotFoundError):  # its offsets went with it
+            admin.list_group_offsets({group: None})
+    finally:
+        admin.close()
+    assert (await port.describe(group)).state == "Dead"
+
+
 async def test_a_kip_848_group_is_recognised(
     port: KafkaCoordinatorPort, kafka_bootstrap: str, kafka_topic: str
 ) -> None:

@@ -145,6 +145,7 @@ def kafka_stage(
     kafka_bootstrap: str,
     unreachable_kafka: str,
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[KafkaStage]:
     """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
     its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
@@ -169,12 +170,16 @@ def kafka_stage(
         "500",
         "--evidence-dir",
         str(evidence),
+        # The owner records of Kafka groups: Leases where the chart's Role grants them (its release namespace).
+        "--group-owners-namespace",
+        RELEASE_NAMESPACE,
+        *getattr(request.module, "KAFKA_OPERATOR_ARGS", ()),
     ]
     topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
     kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
     operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
     try:
-        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence)
+        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence, directory, args)
         assert operator.process is not None and operator.process.poll() is None, operator.log()
     finally:
         operator.stop()

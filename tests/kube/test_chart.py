@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.certs import tls_handshake
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
 from support.kube import Kube, wait_until
@@ -70,6 +71,12 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
     }
     missing = [o for o in objects if not exists(fresh, o[0], o[1], o[2])]
     assert not missing, missing
+    # TLS by default: the CA and certificate generated at install, for the Service's names.
+    tls = fresh.get("secret", "berth-coordinator-tls", namespace="berth")
+    assert tls["type"] == "kubernetes.io/tls"
+    ca = tls["data"]["ca.crt"]
+    for name in ("berth-coordinator.berth", "berth-coordinator.berth.svc"):
+        assert tls_handshake({k: base64.b64decode(v) for k, v in tls["data"].items()}, name) is None
     # The fleet the notes offer is accepted by the server as written.
     notes = installed.stdout.split("NOTES:", 1)[1]
     fleet = notes_fleet(notes)
@@ -95,6 +102,8 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
     coordinator = fresh.get("statefulset", "berth-coordinator", namespace="berth")["spec"]["template"]["spec"]
     assert "debug" in coordinator["containers"][0]["args"]
     assert json.loads(fresh.helm("history", "berth", "-n", "berth", "-o", "json").stdout)[-1]["revision"] == 2
+    # The upgrade found the CA with lookup and kept it: the fleets' pods keep trusting the coordinator.
+    assert fresh.get("secret", "berth-coordinator-tls", namespace="berth")["data"]["ca.crt"] == ca
 
     # A changed CRD: helm upgrade leaves the installed one alone; the documented step applies it.
     changed = tmp_path / "chart"
@@ -109,11 +118,11 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
     assert "Desired pods (v2)." in json.dumps(fresh.get("crd", CRD))
     assert fresh.get("cf", "orders", namespace="berth") is not None  # fleets survive a CRD upgrade
 
-    # helm uninstall removes the release's objects but keeps the tokens Secret, the coordinator's volume claim and
-    # the CRD (with every fleet), as docs/install.md says.
+    # helm uninstall removes the release's objects but keeps the tokens and TLS Secrets, the coordinator's volume
+    # claim and the CRD (with every fleet), as docs/install.md says.
     wait_until(lambda: fresh.get("pvc", "data-berth-coordinator-0", namespace="berth"), "the coordinator's claim")
     fresh.helm("uninstall", "berth", "-n", "berth")
-    kept = {("Secret", "berth-coordinator-tokens")}
+    kept = {("Secret", "berth-coordinator-tokens"), ("Secret", "berth-coordinator-tls")}
     for kind, name, namespace in objects:
         present = wait_until(
             lambda k=kind, n=name, ns=namespace: (exists(fresh, k, n, ns) == ((k, n) in kept)) or None,
@@ -177,7 +186,9 @@ def test_helm_test_asks_the_coordinator_with_the_charts_admin_token(kube: Kube, 
     """The test pod passes against a coordinator that uses the tokens the chart generated, and fails against one
     that does not know them."""
     namespace = release = f"probe-{tokens}"
-    kube.helm("install", release, str(CHART), "-n", namespace, "--create-namespace")
+    # Plain http: the test pod talks to a coordinator on loopback, which no certificate for the Service names fits.
+    tls_off = ("--set", "coordinator.tls.enabled=false")
+    kube.helm("install", release, str(CHART), "-n", namespace, "--create-namespace", *tls_off)
     secret = kube.get("secret", f"{release}-coordinator-tokens", namespace=namespace)
     tokens_yaml = base64.b64decode(secret["data"]["tokens.yaml"]).decode()
     if tokens == "other":

@@ -82,7 +82,8 @@ def test_a_rolling_restart_costs_no_rebalance_and_a_scale_down_one_removal_of_ex
     wait_until(lambda: stage.status(name).get("group", {}).get("members") == survivors, "status.group at 3")
 
     # What the operator observed went into the evidence journal, in the pipeline's format.
-    mine = [event for event in stage.evidence() if event["group_id"] == name]
+    # The evidence names the group by its advice key, kafka://<cluster>/<group> (issue 22, point 6).
+    mine = [event for event in stage.evidence() if event["group_id"] == f"kafka://{stage.bootstrap}/{name}"]
     left = [event["group_instance_id"] for event in mine if event["type"] == "member_left"]
     assert left == departed and all(event["via"] == "admin" for event in mine if event["type"] == "member_left")
     replaced = {event["group_instance_id"] for event in mine if event["type"] == "static_member_replaced"}

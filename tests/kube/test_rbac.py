@@ -16,11 +16,11 @@ pytestmark = pytest.mark.kube
 
 CHART = REPO / "charts" / "berth"
 CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml").read_text())
-#: Reading the analytics job's advice ConfigMap: granted by name, and only when analytics is on.
-#: With analytics on: the advice ConfigMap (read) and the Kafka evidence ConfigMap (read, patched, created once).
-ADVICE: frozenset[Permission] = frozenset(
-    {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
-)
+#: The owner records of Kafka groups: Leases, in the records' namespace (the release's) only.
+LEASES: frozenset[Permission] = frozenset(
+    {("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
+     ("coordination.k8s.io", "leases", "delete")}
+)  # fmt: skip
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
 PROBED: tuple[tuple[str, str], ...] = (
@@ -76,10 +76,12 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     user = "system:serviceaccount:berth:berth-operator"
     assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
     granted = allowed(kube, user, fleets)
-    # Without analytics (the default) there is no advice ConfigMap to read (test_the_advice_configmap_... below).
-    expected = needed() - ADVICE
+    # TLS is on by default: ConfigMaps get, create and patch everywhere (the CA each fleet's pods mount); the
+    # Leases only where the records are kept.
+    expected = needed() - LEASES
     assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
+    assert {p for p in allowed(kube, user, "berth") if p[1] == "leases"} == LEASES
     # The same answers through kubectl, as a person would ask.
     assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
     # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef); never listed.
@@ -91,7 +93,7 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
 def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube) -> None:
     kube.helm("install", "team", str(CHART), "-n", "team-a", "--create-namespace", "--set", "operator.scope=namespace")
     user = "system:serviceaccount:team-a:team-operator"
-    assert allowed(kube, user, "team-a") == needed() - KOPF_CLUSTER_ONLY - ADVICE
+    assert allowed(kube, user, "team-a") == needed() - KOPF_CLUSTER_ONLY
     elsewhere = allowed(kube, user, "default")
     assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"
     for verb in ("list", "watch"):
@@ -99,9 +101,11 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
 
 
 def test_the_advice_configmap_is_readable_by_name_only(kube: Kube) -> None:
+    # Without TLS, whose CA ConfigMaps need get, create and patch everywhere.
     kube.helm(
-        "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true"
-    )
+        "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true",
+        "--set", "coordinator.tls.enabled=false",
+    )  # fmt: skip
     user = "system:serviceaccount:advised:advised-operator"
     checks = [
         ("", "configmaps:advised-advice", "get", "advised"),
@@ -125,5 +129,5 @@ def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_
     fleets = kube.create_namespace("rbac-tls-fleets")
     user = "system:serviceaccount:secure:secure-operator"
     granted = allowed(kube, user, fleets)
-    assert granted == set(needed()), f"differs: {sorted(granted ^ set(needed()))}"
+    assert granted == set(needed() - LEASES), f"differs: {sorted(granted ^ set(needed() - LEASES))}"
     assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch"}

@@ -1,5 +1,5 @@
 """What tests/monitoring checks the dashboard and the alert rules against: the metric names a PromQL expression
-uses, and the sample names Berth exports (the coordinator's ``FAMILIES``, the operator's registry).
+uses, and the sample names Berth exports (the coordinator's ``FAMILIES``, the operator's).
 
 ``metric_names`` is a small scanner, not a PromQL parser: it removes string literals, label matchers, range and
 subquery brackets and the label lists of ``by``/``without``/``on``/``ignoring``/``group_left``/``group_right``;
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from berth.coordinator.http.metrics import FAMILIES
-from berth.operator.metrics import OperatorMetrics
+from berth.operator.metrics import FAMILIES as OPERATOR_FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -62,17 +62,11 @@ def coordinator_samples() -> dict[str, str]:
 
 
 def operator_samples() -> dict[str, str]:
-    """Sample name -> family as exposed, from the operator's own registry (prometheus_client adds ``_total`` to a
-    counter's samples, and ``_created`` to counters and histograms)."""
+    """Sample name -> family as exposed, for every family the operator declares (``berth.operator.metrics``)."""
     samples = {}
-    for family in OperatorMetrics().registry.collect():
-        suffixes = {
-            "counter": ("_total", "_created"),
-            "histogram": (*_HISTOGRAM_SUFFIXES, "_created"),
-        }.get(family.type, ("",))
-        exposed = family.name + "_total" if family.type == "counter" else family.name
-        for suffix in suffixes:
-            samples[family.name + suffix] = exposed
+    for family in OPERATOR_FAMILIES:
+        for suffix in _HISTOGRAM_SUFFIXES if family.kind == "histogram" else ("",):
+            samples[family.name + suffix] = family.name
     return samples
 
 

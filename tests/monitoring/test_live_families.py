@@ -1,7 +1,7 @@
 """The families the dashboard and the alert rules use, as a real scrape shows them: a coordinator process's
-``/metrics`` (after a group formed, so per-group series exist) and the operator's metrics endpoint (its own aiohttp
-server and registry, after a pass, a batch leave and a fleet's state were recorded). Each family must be there with
-``# HELP`` and ``# TYPE``, of a type that fits the sample names the queries use."""
+``/metrics`` (after a group formed, so per-group series exist) and the operator's metrics endpoint (its own server,
+in a thread of its own, after a pass, a batch leave and a fleet's state were recorded). Each family must be there
+with ``# HELP`` and ``# TYPE``, of a type that fits the sample names the queries use."""
 
 from __future__ import annotations
 
@@ -97,12 +97,37 @@ def test_a_fleets_counters_exist_at_zero_from_its_first_pass_until_it_is_release
     for sample in (
         'berth_operator_batch_leaves_total{fleet="orders",namespace="shop"} 0.0',
         'berth_operator_members_left_total{fleet="orders",namespace="shop"} 0.0',
-        'berth_operator_leave_delay_seconds_count{fleet="orders",namespace="shop"} 0.0',
-        'berth_operator_scale_down_seconds_count{fleet="orders",namespace="shop"} 0.0',
         'berth_operator_reconciles_total{fleet="orders",namespace="shop",outcome="error"} 0.0',
+        "berth_operator_leave_delay_seconds_count 0.0",  # the operator's, over every fleet
+        "berth_operator_scale_down_seconds_count 0.0",
     ):
         assert sample in text, sample
+    assert len([line for line in text.splitlines() if 'fleet="orders"' in line]) == metrics.series_per_fleet() == 10
     metrics.forget("shop", "orders")
     assert 'fleet="orders"' not in metrics.exposition().decode()
     metrics.state("shop", "orders", ready=True, refused=False, departing=0)  # a fleet of that name again
     assert 'berth_operator_batch_leaves_total{fleet="orders",namespace="shop"} 0.0' in metrics.exposition().decode()
+
+
+def test_the_operators_exposition_parses_strictly_with_ten_series_per_fleet() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    metrics = OperatorMetrics()
+    for fleet in ("orders", 'we"ird\\name'):
+        metrics.state("shop", fleet, ready=True, refused=False, departing=2)
+        metrics.pass_done("shop", fleet, "waiting")
+    metrics.left("shop", "orders", removed=2, delay_s=0.3, since_start_s=12.0)
+    metrics.pass_done("shop", "orders", "no-such-outcome")  # ignored, never a new series
+    families = {family.name: family for family in text_string_to_metric_families(metrics.exposition().decode())}
+    assert families["berth_operator_reconciles"].type == "counter"
+    assert families["berth_operator_leave_delay_seconds"].type == "histogram"
+    per_fleet = [
+        sample for family in families.values() for sample in family.samples if sample.labels.get("fleet") == "orders"
+    ]
+    assert len(per_fleet) == 10
+    assert {s.labels["fleet"] for f in families.values() for s in f.samples if "fleet" in s.labels} == {
+        "orders",
+        'we"ird\\name',
+    }
+    delay = {s.name: s.value for s in families["berth_operator_leave_delay_seconds"].samples if not s.labels.get("le")}
+    assert delay == {"berth_operator_leave_delay_seconds_count": 1.0, "berth_operator_leave_delay_seconds_sum": 0.3}

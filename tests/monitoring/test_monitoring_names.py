@@ -1,5 +1,5 @@
 """Every metric the dashboard and the alert rules query is one Berth exports: a coordinator family
-(``FAMILIES``, histograms with ``_bucket``/``_sum``/``_count``) or one of the operator's registry. Names are read
+(``FAMILIES``, histograms with ``_bucket``/``_sum``/``_count``) or one of the operator's ``FAMILIES``. Names are read
 out of the PromQL by ``promql_names.metric_names``; the scanner's own tests show it finds a misspelt name and is not
 fooled by label values, functions, keywords, durations or Grafana variables."""
 

@@ -1,9 +1,10 @@
 """``berth-analyze`` over the evidence journal the operator keeps for a Kafka fleet (Kafka keeps none itself).
 
 The operator's own recorder and journal (``EvidenceRecorder`` over ``DirectoryJournal``) see a fleet of three static
-members: orders-1 comes back under a new member id 4 s after it was last seen, orders-2 6 s after, and then the
-operator removes orders-2. The pipeline reads that journal like the coordinator's and gives the same advice it
-would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s heartbeat = 12 s.
+members (its group keyed ``kafka://<cluster>/orders``, as the advice is): orders-1 comes back under a new member
+id 4 s after it was last seen, orders-2 6 s after, and then the operator removes orders-2. The pipeline reads that
+journal like the coordinator's and gives the same advice it would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s
+heartbeat = 12 s.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ def described(state: str, members: dict[str, str]) -> GroupDescription:
 async def test_the_operators_kafka_evidence_gives_session_timeout_advice(spark: SparkSession, tmp_path: Path) -> None:
     journal = tmp_path / "evidence"
     recorder = EvidenceRecorder(DirectoryJournal(journal))
-    uid = "fleet-uid"
+    uid, key = "fleet-uid", "kafka://kafka-0.kafka.data:9092/orders"
     members = {"orders-0": "m0", "orders-1": "m1", "orders-2": "m2"}
-    await recorder.observed(uid, described("Stable", members), T0)
-    await recorder.observed(uid, described("Stable", {**members, "orders-1": "m1b"}), T0 + 4_000)
+    await recorder.observed(uid, key, described("Stable", members), T0)
+    await recorder.observed(uid, key, described("Stable", {**members, "orders-1": "m1b"}), T0 + 4_000)
     members["orders-1"] = "m1b"
-    await recorder.observed(uid, described("Stable", {**members, "orders-2": "m2b"}), T0 + 10_000)
-    await recorder.removed(uid, "orders", {"orders-2": "NONE"}, everyone=False, now_ms=T0 + 20_000)
+    await recorder.observed(uid, key, described("Stable", {**members, "orders-2": "m2b"}), T0 + 10_000)
+    await recorder.removed(uid, key, {"orders-2": "NONE"}, everyone=False, now_ms=T0 + 20_000)
 
     events = [json.loads(line) for path in sorted(journal.glob("*.jsonl")) for line in path.read_text().splitlines()]
     assert [e["type"] for e in events] == [
@@ -50,5 +51,5 @@ async def test_the_operators_kafka_evidence_gives_session_timeout_advice(spark: 
 
     out = tmp_path / "out"
     assert main(["--journal", str(journal), "--out", str(out), "--quiet"]) == 0
-    advice = json.loads((out / "advice.json").read_text())["groups"]["orders"]
+    advice = json.loads((out / "advice.json").read_text())["groups"][key]
     assert (advice["samples"], advice["restart_gap_p_ms"], advice["advised_session_timeout_ms"]) == (2, 6_000, 12_000)

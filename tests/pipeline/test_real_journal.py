@@ -161,20 +161,32 @@ def test_a_token_file_without_a_journal_url_is_a_usage_error(
     assert "--token-file goes with --journal-url" in capsys.readouterr().err
 
 
+KAFKA = "kafka://kafka-0.kafka.data:9092"
+#: A restart gap that, counted for the coordinator's group "orders" (p99 of its 6 s gaps), would advise 30 minutes.
+POISON_GAP_MS = 1_200_000
+
+
 async def kafka_evidence_file(path: Path) -> Path:
-    """What the operator keeps for a Kafka fleet ``payments`` (the ConfigMap's evidence.jsonl): payments-1 back
-    after 5 s."""
+    """What the operator keeps for its Kafka fleets (the ConfigMap's evidence.jsonl): ``payments``, whose
+    payments-1 comes back after 5 s, and another team's Kafka fleet named like the coordinator's group ``orders``,
+    whose orders-1 comes back after 20 minutes — recorded under their keys (``kafka://<cluster>/<group>``), and once
+    more as an operator before issue 22 wrote it, under the bare group id."""
     from berth.operator.evidence_files import DirectoryJournal
     from berth.operator.planners.observations import GroupDescription, GroupMember
     from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 
-    def described(members: dict[str, str]) -> GroupDescription:
-        return GroupDescription("payments", "Stable", -1, None, tuple(GroupMember(m, i) for i, m in members.items()))
+    def described(group: str, members: dict[str, str]) -> GroupDescription:
+        return GroupDescription(group, "Stable", -1, None, tuple(GroupMember(m, i) for i, m in members.items()))
 
     recorder = EvidenceRecorder(DirectoryJournal(path.parent / "evidence-dir"))
     t0 = 1_795_000_000_000
-    await recorder.observed("uid", described({"payments-0": "p0", "payments-1": "p1"}), t0)
-    await recorder.observed("uid", described({"payments-0": "p0", "payments-1": "p1b"}), t0 + 5_000)
+    for uid, group, key, gap in (
+        ("uid-p", "payments", f"{KAFKA}/payments", 5_000),
+        ("uid-o", "orders", f"{KAFKA}/orders", POISON_GAP_MS),
+        ("uid-legacy", "orders", "orders", POISON_GAP_MS),  # keyed against its source: flagged, never analysed
+    ):
+        await recorder.observed(uid, key, described(group, {f"{group}-0": "m0", f"{group}-1": "m1"}), t0)
+        await recorder.observed(uid, key, described(group, {f"{group}-0": "m0", f"{group}-1": "m1b"}), t0 + gap)
     return one_file(path.parent / "evidence-dir", path)
 
 
@@ -198,11 +210,16 @@ async def test_the_operators_kafka_evidence_is_read_with_the_download(
 
     groups = advice_of(out)["groups"]
     assert isinstance(groups, dict)
+    # Issue 22, point 6: the Kafka fleet named like the coordinator's group moves none of its advice (before, its
+    # 20-minute gap joined orders' 6 s ones and the advice went to the 30-minute maximum).
     assert {name: (g["samples"], g["restart_gap_p_ms"]) for name, g in groups.items()} == {
         "orders": (2, 6_000),
-        "payments": (1, 5_000),
+        f"{KAFKA}/orders": (1, POISON_GAP_MS),
+        f"{KAFKA}/payments": (1, 5_000),
     }
+    assert groups["orders"]["advised_session_timeout_ms"] == 12_000
     err = capsys.readouterr().err
+    assert "1 malformed line" in err or "1 malformed lines" in err, err
     assert f"--also-journal {missing}: not there, skipped" in err
     assert f"--also-journal {evidence}: read with the download" in err
 

@@ -7,11 +7,14 @@ certificates it signs (for 127.0.0.1 and localhost), written where a coordinator
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +95,34 @@ def served_serial(host: str, port: int, ca: Pair) -> int:
     pem = ssl.DER_cert_to_PEM_cert(der)
     result = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem, capture_output=True, text=True)
     return int(result.stdout.strip().split("=", 1)[1], 16)
+
+
+def tls_handshake(data: dict[str, bytes], server_name: str) -> str | None:
+    """Serve ``tls.crt``/``tls.key`` on loopback and connect verifying against ``ca.crt`` as ``server_name``: None
+    when the handshake verifies, else why not."""
+    with tempfile.TemporaryDirectory() as directory:
+        cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+        cert.write_bytes(data["tls.crt"])
+        key.write_bytes(data["tls.key"])
+        server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_context.load_cert_chain(cert, key)
+    client_context = ssl.create_default_context(cadata=data["ca.crt"].decode())
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def serve() -> None:
+            connection, _ = listener.accept()
+            with contextlib.suppress(OSError), server_context.wrap_socket(connection, server_side=True) as tls:
+                tls.recv(1)
+
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        try:
+            with (
+                socket.create_connection(listener.getsockname(), timeout=10) as raw,
+                client_context.wrap_socket(raw, server_hostname=server_name),
+            ):
+                return None
+        except ssl.SSLCertVerificationError as error:
+            return str(error)
+        finally:
+            server.join(10)

@@ -54,11 +54,12 @@ class Stage:
     group: str
     operator_metrics_url: str = ""  # the module operator's GET /metrics
 
-    def metric(self, name: str, name_label: str = "orders") -> float | None:
-        """One sample of the operator's metrics for this stage's fleet ``name_label``; None when absent."""
+    def metric(self, name: str, name_label: str | None = "orders") -> float | None:
+        """One sample of the operator's metrics for this stage's fleet ``name_label`` (None: the operator's own,
+        unlabelled); None when absent."""
         with urllib.request.urlopen(self.operator_metrics_url, timeout=10) as answer:
             text = answer.read().decode()
-        wanted = f'{name}{{fleet="{name_label}",namespace="{self.namespace}"}}'
+        wanted = name if name_label is None else f'{name}{{fleet="{name_label}",namespace="{self.namespace}"}}'
         for line in text.splitlines():
             if line.startswith(wanted + " "):
                 return float(line.split()[-1])

@@ -52,6 +52,8 @@ class KafkaStage:
     bootstrap: str
     topic: str
     evidence_dir: Path
+    directory: Path  # the stage's own scratch directory
+    operator_args: list[str]  # what its operator runs with (another team's operator may share them)
 
     def apply(self, *fleets: Obj) -> None:
         self.kube.apply(*fleets, namespace=self.namespace)

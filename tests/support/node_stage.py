@@ -4,7 +4,9 @@
   --namespace berth --create-namespace``, ``kubectl rollout status`` of the operator and the coordinator, then a
   token for ``orders`` groups (``helm upgrade --reuse-values --set auth.groupTokens...``, which restarts the
   coordinator). :class:`Release` keeps the transcript and reads the coordinator's API (admin token from the chart's
-  Secret) on its pod's address, which this machine routes to.
+  Secret) on its pod's address, which this machine routes to: over HTTPS (the chart's default since issue 22),
+  verified against the CA the chart generated; the address is the pod's IP, not a name the certificate carries, so
+  the chain is checked and the name is not.
 - :class:`FleetStage` is a test namespace with the group token copied in as docs/install.md §3 does, a fleet made
   from ``deploy/examples/orders.yaml`` (its own name and group), and a :class:`PodWatch` recording when each pod
   was really gone (the DELETED event: its containers ended and the kubelet confirmed).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import time
 import urllib.request
@@ -55,14 +58,24 @@ class Release:
         pod: Obj = self.kube.get("pod", f"{self.name}-coordinator-0", namespace=self.namespace)
         return pod
 
+    def tls(self) -> ssl.SSLContext | None:
+        """The context that verifies the coordinator against the release's CA (None: the release serves http)."""
+        secret = self.kube.get("secret", f"{self.name}-coordinator-tls", namespace=self.namespace)
+        if secret is None:
+            return None
+        context = ssl.create_default_context(cadata=base64.b64decode(secret["data"]["ca.crt"]).decode())
+        context.check_hostname = False  # reached by the pod's IP; the certificate names the Service
+        return context
+
     def coordinator_url(self) -> str:
-        return f"http://{self.coordinator_pod()['status']['podIP']}:9094"
+        scheme = "https" if self.tls() is not None else "http"
+        return f"{scheme}://{self.coordinator_pod()['status']['podIP']}:9094"
 
     def coordinator_get(self, path: str) -> Any:
         request = urllib.request.Request(
             self.coordinator_url() + path, headers={"Authorization": f"Bearer {self.admin_token}"}
         )
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=10, context=self.tls()) as answer:
             return json.loads(answer.read())
 
     def journal(self, group: str | None = None) -> list[Obj]:

@@ -50,8 +50,13 @@ namespaces inherit it as their default coordinator URL. https with coordinator.t
 {{- end -}}
 {{- end -}}
 
+{{/* Where the operator keeps its owner records of Kafka groups (Leases). */}}
+{{- define "berth.groupOwnersNamespace" -}}
+{{- default .Release.Namespace .Values.operator.groupOwners.namespace -}}
+{{- end -}}
+
 {{/* The Secret with the coordinator's certificate (tls.crt, tls.key): the given one, else the chart's
-Certificate's. */}}
+Certificate's or the one the chart generates. */}}
 {{- define "berth.coordinatorTlsSecretName" -}}
 {{- default (printf "%s-coordinator-tls" (include "berth.prefix" .)) .Values.coordinator.tls.secretName -}}
 {{- end -}}
@@ -178,6 +183,11 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- fail "auth.groupTokens is only used when the chart generates the tokens Secret: add those tokens to auth.existingSecret's tokens.yaml instead" -}}
 {{- end -}}
 {{- $names := dict -}}
+{{- range .Values.operator.adoptGroups -}}
+{{- if or (not .namespace) (not .groups) -}}
+{{- fail "operator.adoptGroups: each entry needs a namespace and a non-empty list of groups (globs)" -}}
+{{- end -}}
+{{- end -}}
 {{- range .Values.auth.groupTokens -}}
 {{- if hasKey $names .name -}}
 {{- fail (printf "auth.groupTokens: the name %q appears twice; each name becomes one Secret key" .name) -}}
@@ -185,11 +195,8 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- $_ := set $names .name true -}}
 {{- end -}}
 {{- with .Values.coordinator.tls -}}
-{{- if and .enabled $.Values.coordinator.enabled (not .secretName) (not .certManager.enabled) -}}
-{{- fail "coordinator.tls.enabled needs the certificate: coordinator.tls.secretName (a kubernetes.io/tls Secret) or coordinator.tls.certManager.enabled" -}}
-{{- end -}}
 {{- if and .enabled (not $.Values.coordinator.enabled) (not .caSecretName) -}}
-{{- fail "coordinator.tls.enabled with an external coordinator (coordinator.enabled false) needs coordinator.tls.caSecretName: the Secret with the CA that coordinator's certificate chains to" -}}
+{{- fail "coordinator.tls.enabled with an external coordinator (coordinator.enabled false) needs coordinator.tls.caSecretName: the Secret with the CA that coordinator's certificate chains to (or coordinator.tls.enabled=false for an http:// coordinator)" -}}
 {{- end -}}
 {{- if and .certManager.enabled (not .enabled) -}}
 {{- fail "coordinator.tls.certManager.enabled needs coordinator.tls.enabled" -}}

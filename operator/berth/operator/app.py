@@ -36,6 +36,7 @@ from berth.operator.kube.configmaps import ConfigMapReader
 from berth.operator.kube.events import FleetEvents
 from berth.operator.kube.evidence_configmap import ConfigMapJournal
 from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
+from berth.operator.kube.group_records import LeaseGroupRecords
 from berth.operator.kube.identity import KubeIdentity, load_identity
 from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.workload import StatefulSetWorkload
@@ -158,6 +159,11 @@ def build_service(options: OperatorOptions, api_client: kubernetes.client.ApiCli
         stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
         metrics=metrics,
         coordinator_ca=CaFile(ca_file),
+        adoption=options.adoption,
+        records=(
+            LeaseGroupRecords(api_client, options.group_owners_namespace) if options.group_owners_namespace else None
+        ),
+        fleets=fleets,
     )
     reconciler = FleetReconciler(
         context,

@@ -13,6 +13,7 @@ Owns every flag, its default, its environment fallback and what makes it invalid
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from berth.operator.planners.endpoints import (
     parse_bootstrap_servers,
     parse_coordinator_url,
 )
+from berth.operator.planners.ownership import AdoptionPolicy, parse_adoption_rule
 from berth.operator.spec import SASL_MECHANISMS, SESSION_MS_RANGE, KafkaDefaults, OperatorDefaults, SecurityProtocol
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -34,6 +36,7 @@ DEFAULT_SESSION_MIN_MS = 6_000
 DEFAULT_SESSION_MAX_MS = 1_800_000
 DEFAULT_RECONCILE_INTERVAL_S = 10.0
 LOG_FORMATS = ("text", "json")
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class OptionsError(ValueError):
@@ -69,6 +72,12 @@ class OperatorOptions:
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
     #: The CA https coordinators are verified against (--coordinator-ca-file, env BERTH_CA_FILE); None: the system's.
     coordinator_ca_file: Path | None = None
+    #: Which groups in use fleets may take over (--adopt-groups): the administrator's decision.
+    adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
+    #: Where the operator keeps its owner records of Kafka groups (--group-owners-namespace, else its own namespace).
+    group_owners_namespace: str | None = None
+    max_fleets: int = 2_000  # the most fleets served (--max-fleets; 0: no bound)
+    max_fleets_per_namespace: int = 500  # and per namespace (--max-fleets-per-namespace)
 
     @property
     def defaults(self) -> OperatorDefaults:
@@ -79,6 +88,8 @@ class OperatorOptions:
             coordinators_trusted=self.trusted_coordinators,
             max_replicas=self.max_replicas,
             preferred_heartbeat_interval_ms=self.heartbeat_interval_ms,
+            max_fleets=self.max_fleets,
+            max_fleets_per_namespace=self.max_fleets_per_namespace,
         )
 
     def describe(self) -> list[str]:
@@ -112,6 +123,16 @@ class OperatorOptions:
                 else str(self.evidence_dir or "off")
             ),
             f"computed session timeouts kept within {self.session_min_ms}..{self.session_max_ms} ms",
+            f"groups in use fleets may adopt (--adopt-groups): {self.adoption.describe()}",
+            "owner records of Kafka groups: "
+            + (
+                f"Leases in namespace {self.group_owners_namespace}"
+                if self.group_owners_namespace
+                else "none (Kafka fleets are refused: set --group-owners-namespace or POD_NAMESPACE)"
+            ),
+            "fleets served: at most "
+            + (f"{self.max_fleets}" if self.max_fleets else "any number")
+            + (f", {self.max_fleets_per_namespace} per namespace" if self.max_fleets_per_namespace else ""),
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
             f"metrics: {f'port {self.metrics_port} /metrics' if self.metrics_port else 'off'}",
@@ -196,6 +217,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=1_000,
         help="the largest spec.replicas the operator acts on; a fleet asking for more is refused (default 1000; the"
         " CRD allows at most 10000)",
+    )
+    parser.add_argument(
+        "--max-fleets",
+        type=int,
+        default=2_000,
+        help="the most fleets the operator serves; the newest beyond it are refused with reason TooManyFleets"
+        " (default 2000; 0: no bound)",
+    )
+    parser.add_argument(
+        "--max-fleets-per-namespace",
+        type=int,
+        default=500,
+        help="the most fleets the operator serves in one namespace (default 500; 0: no bound)",
+    )
+    parser.add_argument(
+        "--adopt-groups",
+        action="append",
+        default=[],
+        metavar="NAMESPACE=GLOB[,GLOB]",
+        help="fleets in NAMESPACE may take over a group in use by consumers no fleet owns when its id matches a GLOB"
+        " (repeatable; env BERTH_ADOPT_GROUPS, entries separated by ';'): the administrator's decision, which no"
+        " spec field can make",
+    )
+    parser.add_argument(
+        "--group-owners-namespace",
+        metavar="NAMESPACE",
+        help="keep the owner records of Kafka groups (one Lease per group) in this namespace (default: the"
+        " operator's own); operators sharing a Kafka cluster share one",
     )
     parser.add_argument(
         "--metrics-port",
@@ -289,6 +338,19 @@ def parse_options(
     if not 100 <= args.heartbeat_interval_ms <= 60_000:
         raise OptionsError(f"--heartbeat-interval-ms: {args.heartbeat_interval_ms} is outside 100..60000")
     kafka, trusted = _kafka_options(args, environ)
+    bounds = (("--max-fleets", args.max_fleets), ("--max-fleets-per-namespace", args.max_fleets_per_namespace))
+    for flag, value in bounds:
+        if not 0 <= value <= 1_000_000:
+            raise OptionsError(f"{flag}: {value} is outside 0..1000000 (0: no bound)")
+    adoption_texts = list(args.adopt_groups) or [
+        item for item in environ.get("BERTH_ADOPT_GROUPS", "").split(";") if item.strip()
+    ]
+    try:
+        adoption = AdoptionPolicy(tuple(parse_adoption_rule(text) for text in adoption_texts))
+    except ValueError as error:
+        raise OptionsError(f"--adopt-groups: {error}") from None
+    if args.group_owners_namespace is not None and not NAMESPACE_NAME.fullmatch(args.group_owners_namespace):
+        raise OptionsError(f"--group-owners-namespace: {args.group_owners_namespace!r} is not a namespace name")
     if args.evidence_configmap and operator_namespace is None:
         raise OptionsError(
             "--evidence-configmap: the operator's namespace is unknown (set POD_NAMESPACE outside a pod)"
@@ -298,6 +360,10 @@ def parse_options(
         kafka_trusted=trusted,
         trusted_coordinators=tuple(trusted_coordinators),
         coordinator_ca_file=ca_file,
+        adoption=adoption,
+        group_owners_namespace=args.group_owners_namespace or operator_namespace,
+        max_fleets=args.max_fleets,
+        max_fleets_per_namespace=args.max_fleets_per_namespace,
         stuck_terminating_s=args.stuck_terminating_s,
         follow_journal=args.follow_journal,
         max_replicas=args.max_replicas,

@@ -17,7 +17,9 @@ them over. Implementations:
   (``local.demo_support``);
 - :class:`SecretLookup` (``kube.secrets``), :class:`AdviceReader` (``advice_source``), :class:`EvidenceJournal`
   (``evidence_files``, ``kube.evidence_configmap``), :class:`JournalSource` (``coordinator_adapter``) and
-  :class:`PassMetrics` (``metrics``).
+  :class:`PassMetrics` (``metrics``);
+- :class:`GroupRecords`: the operator's own owner records of groups on coordinators that keep none (Kafka), one
+  Lease per (cluster, group) in the operator's namespace (``kube.group_records``; berth-demo has no Kafka fleets).
 
 Rules:
 
@@ -264,6 +266,27 @@ class JournalSource(Protocol):
 
     async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
         """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
+        ...
+
+
+class GroupRecords(Protocol):
+    """Which fleet owns a group on a coordinator that keeps no owners (Kafka), as the operator records it.
+
+    One record per ``(coordinator, group_id)`` (``coordinator``: the canonical identity,
+    ``CoordinatorTarget.identity``), created atomically: of two fleets claiming at once, exactly one wins. Raises
+    :class:`ApiCallFailed` when the records cannot be read or written.
+    """
+
+    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
+        """The fleet recorded as the group's owner; None when there is no record."""
+        ...
+
+    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
+        """Record ``owner`` when there is no record; the owner recorded afterwards (``owner`` when it won)."""
+        ...
+
+    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
+        """Remove the record when it names ``owner_uid`` (a record of another uid, or none, is left as it is)."""
         ...
 
 

@@ -170,6 +170,10 @@ class OperatorDefaults:
     coordinators_trusted: tuple[str, ...] = ()
     #: The largest spec.replicas the operator acts on (--max-replicas); the CRD allows at most 10,000.
     max_replicas: int = 1_000
+    #: The most fleets the operator serves, in all and per namespace (--max-fleets, --max-fleets-per-namespace;
+    #: 0: no bound): beyond them the newest fleets are refused.
+    max_fleets: int = 2_000
+    max_fleets_per_namespace: int = 500
 
 
 @dataclass(frozen=True, slots=True)

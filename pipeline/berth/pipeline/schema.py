@@ -24,6 +24,7 @@ from pyspark.sql.types import (
 
 from berth.coordinator.protocol.journal import (
     Column,
+    EventSource,
     EventType,
     ExpiryPhase,
     JournalEvent,
@@ -47,6 +48,11 @@ ASSIGNMENT_STORED = EventType.ASSIGNMENT_STORED.value
 GROUP_EMPTIED = EventType.GROUP_EMPTIED.value
 GROUP_DELETED = EventType.GROUP_DELETED.value
 EXPECTED_MEMBERS_CHANGED = EventType.EXPECTED_MEMBERS_CHANGED.value
+
+# The operator's Kafka evidence (``source: operator``) names each group ``kafka://<cluster>/<group>``; a coordinator's
+# journal never carries that prefix (docs/formats.md): the readers flag an event keyed against its source.
+EVIDENCE_SOURCE = EventSource.OPERATOR.value
+KAFKA_GROUP_PREFIX = "kafka://"
 
 # The departures after which a rejoin of the same instance counts as a restart: a member that asked to leave, or
 # one whose session ran out. Admin removals and KIP-389 refusals are scale-downs, not restarts.

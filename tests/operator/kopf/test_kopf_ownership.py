@@ -1,7 +1,8 @@
 """Group ownership at Berth's coordinator (docs/api.md §7a, docs/operator.md "Group ownership"), against the real
 operator and a real coordinator: a fleet claims its group before anything else is sent for it, is refused
-``GroupOwned`` (and sends nothing more) when the group is another fleet's or in use by nobody's, adopts only when
-its spec says so, asserts its uid on every write, and on deletion releases what it keeps."""
+``GroupOwned`` when the group is another fleet's and ``GroupInUse`` when it is in use by nobody's (and sends nothing
+more), adopts only as the operator's administrator decided (``--adopt-groups``; ``spec.coordinator.adoptGroup``
+grants nothing), asserts its uid on every write, and on deletion releases what it keeps."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ async def test_a_fleet_whose_group_another_fleet_owns_is_refused_and_sends_nothi
     assert owner_writes(await journal(session, coordinator.url, "orders")) == writes_before
 
 
-async def test_a_group_in_use_by_nobodys_fleet_is_taken_only_with_adopt_group(
+async def test_a_group_in_use_by_nobodys_fleet_is_taken_only_as_the_administrator_decided(
     apiserver: ApiServer,
     controller: StatefulSetController,
     coordinator: CoordinatorProcess,
@@ -94,21 +95,26 @@ async def test_a_group_in_use_by_nobodys_fleet_is_taken_only_with_adopt_group(
     start_operator: OperatorFactory,
 ) -> None:
     await join_static_members(api, "orders", ["orders-0"])  # consumers ran before the fleet existed
-    await start_operator("--coordinator-url", coordinator.url)
-    await create_fleet(apiserver, fleet_body("orders", 1))
+    operator = await start_operator("--coordinator-url", coordinator.url)
+    await create_fleet(apiserver, fleet_body("orders", 1, coordinator={"adoptGroup": True}))
     refused = await until(
         lambda: (c := condition(apiserver, "orders", "SpecValid")) and c["status"] == "False" and c, "refused"
     )
-    assert refused["reason"] == "GroupOwned"
-    assert "owned by no fleet: set spec.coordinator.adoptGroup: true" in refused["message"]
+    # The spec field any namespace editor controls grants nothing (issue 22, point 2).
+    assert refused["reason"] == "GroupInUse"
+    assert "taking it over is the administrator's decision (the operator's --adopt-groups" in refused["message"]
+    assert "spec.coordinator.adoptGroup is deprecated and grants nothing" in refused["message"]
     assert await owner_of(api, "orders") is None
 
-    await patch_fleet_spec(apiserver, "orders", {"coordinator": {"adoptGroup": True}})
+    await operator.stop()
+    await start_operator("--coordinator-url", coordinator.url, "--adopt-groups", "shop=orders,payments-*")
     await until(lambda: (c := condition(apiserver, "orders", "Ready")) and c["status"] == "True", "Ready=True")
     owner = await owner_of(api, "orders")
     uid = (stored(apiserver, FLEETS, "orders") or {})["metadata"]["uid"]
     assert owner == {"namespace": "shop", "name": "orders", "uid": uid}
     assert any("adopted" in m for m in messages(apiserver, "orders", "GroupClaimed"))
+    deprecated = condition(apiserver, "orders", "DeprecatedField") or {}
+    assert (deprecated.get("status"), deprecated.get("reason")) == ("True", "AdoptGroupIgnored")
 
 
 async def test_a_fresh_group_is_claimed_every_write_names_the_owner_and_a_kept_group_is_released(

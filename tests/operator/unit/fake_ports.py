@@ -23,7 +23,15 @@ from berth.operator.planners.observations import (
 )
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.planners.statefulset import PlannedWorkload
-from berth.operator.ports import Applied, ApplyResult, CoordinatorPort, WorkloadObservation, WorkloadView
+from berth.operator.ports import (
+    Applied,
+    ApplyResult,
+    CoordinatorPort,
+    GroupOwned,
+    GroupRecords,
+    WorkloadObservation,
+    WorkloadView,
+)
 from berth.operator.reconcile.context import PassContext
 from berth.operator.spec import Fleet, OperatorDefaults
 
@@ -80,9 +88,19 @@ class InMemoryCoordinator:
         return CoordinatorBounds(6_000, 1_800_000)
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
+        """As Berth's coordinator decides (docs/api.md §7a): another uid's group, or one in use without ``adopt``,
+        is refused."""
+        recorded = self.owners.get(group_id)
+        if recorded is not None and recorded.uid != owner.uid:
+            raise GroupOwned(group_id, recorded)
+        if recorded is None and self.members.get(group_id) and not adopt:
+            raise GroupOwned(group_id, None)
         self.owners[group_id] = owner
 
     async def release_group(self, group_id: str, owner_uid: str) -> None:
+        recorded = self.owners.get(group_id)
+        if recorded is not None and recorded.uid != owner_uid:
+            raise GroupOwned(group_id, recorded)
         self.owners.pop(group_id, None)
 
     async def put_expected_members(
@@ -116,6 +134,34 @@ class InMemoryCoordinator:
         if self.members.get(group_id):
             return "NON_EMPTY_GROUP"
         return "NONE" if self.members.pop(group_id, None) is not None else "GROUP_ID_NOT_FOUND"
+
+
+class InMemoryRecords:
+    """GroupRecords in a dict: the first claim of a key wins, a release by another uid changes nothing."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], GroupOwnerRef] = {}
+
+    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
+        return self.records.get((coordinator, group_id))
+
+    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
+        return self.records.setdefault((coordinator, group_id), owner)
+
+    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
+        recorded = self.records.get((coordinator, group_id))
+        if recorded is not None and recorded.uid == owner_uid:
+            del self.records[(coordinator, group_id)]
+
+
+class Fleets:
+    """A FleetReader over bodies by (namespace, name)."""
+
+    def __init__(self, *bodies: Mapping[str, Any]) -> None:
+        self.bodies = {(b["metadata"]["namespace"], b["metadata"]["name"]): dict(b) for b in bodies}
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.bodies.get((namespace, name))
 
 
 class OneCoordinator:
@@ -171,6 +217,7 @@ def pass_context(
     defaults: OperatorDefaults,
     now: datetime,
     secrets: Secrets | None = None,
+    records: GroupRecords | None = None,
 ) -> PassContext:
     def workload_for(fleet: Fleet) -> NamesFleet:
         return workload
@@ -193,4 +240,5 @@ def pass_context(
         last_waiting={},
         advice_problems_seen=set(),
         secrets=secrets,
+        records=InMemoryRecords() if records is None else records,
     )

@@ -6,17 +6,18 @@ and its deletion sends nothing. A failed platform call is the ports' ``ApiCallFa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 import pytest
-from fake_ports import InMemoryCoordinator, NamesFleet, RecordedEvents, Secrets, pass_context
+from fake_ports import InMemoryCoordinator, InMemoryRecords, NamesFleet, RecordedEvents, Secrets, pass_context
 
 from berth.operator.local.demo_support import InMemoryStatus
+from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import GroupProtocol
+from berth.operator.planners.observations import GroupOwnerRef, GroupProtocol
 from berth.operator.ports import ApiCallFailed
 from berth.operator.reconcile.context import PassResult, RetryLater
 from berth.operator.reconcile.fleet_pass import FleetPass
@@ -26,6 +27,7 @@ FleetBody = Callable[..., dict[str, Any]]
 BERTH_DEFAULTS = OperatorDefaults(coordinator_url="http://berth-coordinator.berth:9094")
 KAFKA_DEFAULTS = OperatorDefaults(kafka=KafkaDefaults("kafka-0.kafka.data:9092"))
 KAFKA_SPEC = {"coordinator": {"kafka": {}}, "sessionTimeout": {"policy": "Fixed", "fixedMs": 30_000}}
+KAFKA_IDENTITY = "kafka://kafka-0.kafka.data:9092"
 
 
 class Stage:
@@ -38,6 +40,9 @@ class Stage:
         defaults: OperatorDefaults,
         now: datetime,
         secrets: Secrets | None = None,
+        *,
+        records: InMemoryRecords | None = None,
+        claims: Callable[[ClaimKey], Iterable[GroupClaim]] = lambda key: (),
     ) -> None:
         self.body = body
         self.workload = NamesFleet(body["metadata"]["name"])
@@ -52,14 +57,18 @@ class Stage:
             defaults=defaults,
             now=now,
             secrets=secrets,
+            records=records,
         )
+        self.claims = claims
+        self.foreign: set[str] = set()
 
     def fresh(self) -> dict[str, Any]:
         return {**self.body, "status": dict(self.status.status)}
 
     async def run(self) -> PassResult:
-        result = await FleetPass(self.context, self.fresh(), claims=lambda key: ()).run()
-        self.coordinator.members[self.group] = set(self.workload.members)  # the pods (re)join
+        result = await FleetPass(self.context, self.fresh(), claims=self.claims).run()
+        # The pods (re)join; consumers of others (``foreign``) stay in the group.
+        self.coordinator.members[self.group] = set(self.workload.members) | self.foreign
         return result
 
     async def converge(self, replicas: int) -> PassResult:
@@ -71,7 +80,11 @@ class Stage:
         raise AssertionError(f"did not converge: {result.waiting}")
 
     async def finalize(self) -> str | None:
-        return await FleetPass(self.context, self.fresh(), claims=lambda key: ()).finalize()
+        return await FleetPass(self.context, self.fresh(), claims=self.claims).finalize()
+
+    @property
+    def uid(self) -> str:
+        return str(self.body["metadata"]["uid"])
 
     @property
     def group(self) -> str:
@@ -99,15 +112,18 @@ async def test_on_berths_kind_the_pass_claims_pre_registers_names_the_owner_and_
     assert stage.coordinator.leaves == [("orders", ("orders-3", "orders-4"))]
 
 
-async def test_on_a_kafka_kind_nothing_is_pre_registered_or_claimed_and_one_removal_follows_the_pods(
+async def test_on_a_kafka_kind_nothing_is_pre_registered_the_operator_records_the_owner_and_one_removal_follows(
     fleet_body: FleetBody, now: datetime
 ) -> None:
-    stage = Stage(fleet_body(spec=KAFKA_SPEC), InMemoryCoordinator(KAFKA_CLASSIC), KAFKA_DEFAULTS, now)
+    records = InMemoryRecords()
+    stage = Stage(fleet_body(spec=KAFKA_SPEC), InMemoryCoordinator(KAFKA_CLASSIC), KAFKA_DEFAULTS, now, records=records)
 
     result = await stage.converge(5)
     await stage.converge(3)
 
     assert stage.coordinator.expected == {} and stage.coordinator.owners == {}
+    assert records.records == {(KAFKA_IDENTITY, "orders"): GroupOwnerRef("shop", "orders", stage.uid)}
+    assert stage.status.status["ownedGroups"] == [{"coordinator": KAFKA_IDENTITY, "groupId": "orders"}]
     assert stage.coordinator.leaves == [("orders", ("orders-3", "orders-4"))]
     assert set(stage.coordinator.owner_uids) == {None}  # Kafka records no owners: no write names one
     assert result.follows is None  # no journal to follow

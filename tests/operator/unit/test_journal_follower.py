@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from berth.operator.reconcile.journal_follower import MIN_EMPTY_POLL_S, PAGE, WAIT_MS, JournalFollower
+from berth.operator.reconcile.journal_follower import END_PAGES, MIN_EMPTY_POLL_S, PAGE, WAIT_MS, JournalFollower
 
 
 class Journal:
@@ -73,6 +73,33 @@ async def test_a_coordinator_that_cannot_be_read_is_retried_with_a_capped_backof
     changes, slept = await follow(journal)
     assert slept == [1.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     assert changes == [("http://c:9094", {"orders"})]
+
+
+AT_THE_END = [(7, set()), (7, set())]  # the journal's end, paged to without waiting
+
+
+async def test_an_answer_naming_groups_without_moving_the_cursor_is_followed_by_a_pause_too() -> None:
+    """Not only empty answers: any answer that came back at once and did not move the cursor (its groups still
+    handed on) waits before the next poll."""
+    journal = Journal([*AT_THE_END, (7, {"orders"}), (7, {"orders"}), (8, {"orders"})])
+    changes, slept = await follow(journal, poll_s=0.0)
+    assert slept == [MIN_EMPTY_POLL_S] * 2
+    assert changes == [("http://c:9094", {"orders"})] * 3
+
+
+async def test_a_cursor_that_goes_back_is_a_failure_then_the_end_is_found_again() -> None:
+    journal = Journal([*AT_THE_END, (3, {"ghost"}), (2, set()), (2, set()), (4, {"orders"})])
+    changes, slept = await follow(journal)
+    assert slept == [1.0]  # backed off once
+    assert journal.asked[3:5] == [(0, 10_000, 0), (2, 10_000, 0)]  # the new journal's end, then from there
+    assert changes == [("http://c:9094", {"orders"})]  # nothing handed on from the rewound answer
+
+
+async def test_finding_the_end_reads_a_bounded_number_of_pages() -> None:
+    endless = Journal([(n, set()) for n in range(1, END_PAGES + 2)])
+    with pytest.raises(asyncio.CancelledError):
+        await JournalFollower("http://c:9094", endless, lambda url, groups: asyncio.sleep(0)).run()
+    assert [after for after, limit, _ in endless.asked if limit == 10_000][-1] == END_PAGES - 1
 
 
 async def test_empty_answers_that_come_back_at_once_cannot_make_it_spin() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ from berth.operator.planners.evidence import EvidenceState, observe_group, remov
 from berth.operator.planners.observations import GroupDescription, GroupMember
 from berth.operator.planners.scaling import (
     BatchLeave,
-    PatchStatus,
+    DeleteGroup,
     ScaleWorkload,
     ScalingObservation,
     ScalingStatus,
@@ -194,11 +195,12 @@ def test_a_pod_whose_thread_was_not_removed_stays_departing(now: datetime) -> No
     assert record.patch["departing"] == ["orders-3"]
 
 
-def test_a_thread_suffixed_member_beyond_the_size_makes_its_pod_depart(now: datetime) -> None:
+def test_a_thread_suffixed_member_of_a_pod_the_fleet_never_had_is_foreign_and_never_removed(now: datetime) -> None:
     plan = plan_scaling(
         kafka_observation(status=ScalingStatus(), group_members=frozenset({"orders-0-1", "orders-5-1"})), now=now
     )
-    assert PatchStatus({"departing": ["orders-5"], "departingSince": "2026-03-01T12:00:00Z"}) in plan.actions
+    assert plan.actions == ()
+    assert plan.foreign_members == ("orders-5-1",)
 
 
 def test_kafka_gets_no_expected_members_and_scale_up_just_scales(now: datetime) -> None:
@@ -214,12 +216,31 @@ def test_deleting_a_kafka_fleet_leaves_everyone_and_keeps_the_group_unless_asked
         existing_pods=frozenset(),
         deleting=True,
         delete_group=False,
-        status=ScalingStatus(),
+        status=ScalingStatus(departing=("orders-0", "orders-1")),  # recorded while the pods were the fleet's
         group_members=frozenset({"orders-0", "orders-1"}),
     )
     plan = plan_scaling(observation, now=now)
     assert plan.done
     assert [type(action).__name__ for action in plan.actions] == ["PatchStatus", "BatchLeave"]
+    assert plan_scaling(replace(observation, delete_group=True), now=now).actions[-1] == DeleteGroup()
+
+
+def test_a_deletion_never_removes_nor_deletes_what_the_fleet_did_not_create(now: datetime) -> None:
+    # Another team's consumer (named like a pod of this fleet) and a dynamic member share the group.
+    observation = kafka_observation(
+        workload_replicas=0,
+        existing_pods=frozenset(),
+        deleting=True,
+        delete_group=True,
+        status=ScalingStatus(departing=("orders-0",)),
+        group_members=frozenset({"orders-0", "orders-7"}),
+        dynamic_members=("consumer-1-abc",),
+    )
+    plan = plan_scaling(observation, now=now)
+    (leave,) = [action for action in plan.actions if isinstance(action, BatchLeave)]
+    assert leave.member_ids == ("orders-0",) and not leave.everyone
+    assert not any(isinstance(action, DeleteGroup) for action in plan.actions) and plan.done
+    assert plan.foreign_members == ("orders-7", "consumer-1-abc")
 
 
 # --- evidence -----------------------------------------------------------------------------------------------
@@ -230,9 +251,11 @@ def described(state: str, **members: str) -> GroupDescription:
 
 
 def test_evidence_records_a_restart_an_expiry_a_rebalance_and_the_operators_removal() -> None:
-    first, events = observe_group(EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000)
+    first, events = observe_group(
+        EvidenceState(), described("Stable", **{"o-0": "a", "o-1": "b"}), now_ms=1_000, key="orders"
+    )
     assert events == []  # the first look is the baseline
-    state, events = observe_group(first, described("Stable", **{"o-0": "a2", "o-1": "b"}), now_ms=4_000)
+    state, events = observe_group(first, described("Stable", **{"o-0": "a2", "o-1": "b"}), now_ms=4_000, key="orders")
     (replaced,) = events
     assert (replaced["type"], replaced["group_instance_id"], replaced["offline_ms"]) == (
         "static_member_replaced",
@@ -240,7 +263,7 @@ def test_evidence_records_a_restart_an_expiry_a_rebalance_and_the_operators_remo
         3_000,
     )
     assert (replaced["member_id"], replaced["old_member_id"], replaced["rebalance"]) == ("a2", "a", False)
-    state, events = observe_group(state, described("PreparingRebalance", **{"o-0": "a2"}), now_ms=9_000)
+    state, events = observe_group(state, described("PreparingRebalance", **{"o-0": "a2"}), now_ms=9_000, key="orders")
     assert [(e["type"], e.get("cause")) for e in events] == [
         ("member_expired", None),
         ("rebalance_started", "member_expired"),

@@ -12,8 +12,10 @@ covered by UNKNOWN_MEMBER_ID meaning "already left"). Invariants, checked as the
 - expected members are widened before any scale-up and narrowed before any scale-down, and departing ids are
   recorded before the StatefulSet shrinks;
 - after a plan ran to the end, ``departing`` holds exactly ids beyond the desired size not yet left, and every
-  pod (and, with leaveOnScaleDown, every member the operator can know of) beyond the desired size is among them;
-- someone may also scale the StatefulSet directly;
+  pod (and, with leaveOnScaleDown, every member the operator has a record of) beyond the desired size is among them;
+- someone may also scale the StatefulSet directly: the members of pods its controller then removes are no longer
+  provably the fleet's (the operator never leaves a member from the group's list alone), so they are left to
+  their sessions, which expire;
 - left alone, the fleet converges: the desired size, no departures, the right expected members, no member
   beyond the fleet; a deleted fleet ends with no pods, no members and no group.
 """
@@ -158,7 +160,7 @@ class FleetWorld(RuleBasedStateMachine):
         actions = plan.actions if crash_after is None else plan.actions[:crash_after]
         completed = all(self.execute(action) for action in actions)
         if crash_after is None and completed:
-            self.check_after_a_whole_plan(knows_every_member=describe or not self.tampered)
+            self.check_after_a_whole_plan(knows_every_member=not self.tampered)
             if self.deleting and plan.done:
                 # The handler removes the finalizer; Kubernetes then collects the StatefulSet the fleet owned.
                 self.finalized = True
@@ -231,9 +233,12 @@ class FleetWorld(RuleBasedStateMachine):
     def teardown(self) -> None:
         if not hasattr(self, "desired"):
             return
-        # Left alone (no more changes, no crashes, the coordinator described), the fleet converges.
+        # Left alone (no more changes, no crashes, the coordinator described), the fleet converges; members the
+        # operator has no record of (after tampering) are not left by it: their sessions expire.
         for _ in range(4 * MAX_REPLICAS + 4):
             self.statefulset_controller_acts(pods_changed=2 * MAX_REPLICAS + 2)
+            if self.tampered:
+                self.sessions_of_absent_members_expire()
             plan = self.reconcile(None, describe=True, seconds=5)
             if plan is None or (plan.done and self.settled()):
                 break

@@ -84,8 +84,8 @@ def test_the_operators_evidence_events_are_declared_journal_events_and_encode_as
     hints = typing.get_type_hints(JournalEvent)
     first = GroupDescription("orders", "Stable", -1, None, (GroupMember("m-0", "orders-0"), GroupMember("m-1", "x-1")))
     second = GroupDescription("orders", "PreparingRebalance", -1, None, (GroupMember("m-9", "orders-0"),))
-    state, _ = observe_group(EvidenceState(), first, now_ms=1_000)
-    state, observed = observe_group(state, second, now_ms=2_000)
+    state, _ = observe_group(EvidenceState(), first, now_ms=1_000, key=first.group_id)
+    state, observed = observe_group(state, second, now_ms=2_000, key=second.group_id)
     _, removed = removal_events(state, "orders", {"orders-0": "NONE"}, everyone=True, now_ms=3_000)
     events = numbered([*observed, *removed], 0)
 

@@ -156,6 +156,9 @@ class EventFields(TypedDict, total=False):
     protocol_name: Annotated[str | None, Column.STRING]
     members: Annotated[list[MemberRef], Column.MEMBERS]
     assignments: Annotated[list[StoredAssignment], Column.ASSIGNMENTS]
+    #: Absent on the coordinator's events; ``operator`` on its Kafka evidence, whose group_id is then the group's
+    #: advice key ``kafka://<cluster>/<group>`` (the pipeline flags an event keyed against its source).
+    source: Annotated[EventSource, Column.STRING]
     # Not read by the pipeline:
     summarised: bool  # a bounded event (docs/formats.md "Bounded events")
     member_count: int
@@ -167,7 +170,6 @@ class EventFields(TypedDict, total=False):
     added_count: int
     removed_count: int
     actor: str  # the token that caused it (docs/api.md §10 "Audit")
-    source: EventSource
 
 
 class JournalEvent(EventHeader, EventFields, total=False):

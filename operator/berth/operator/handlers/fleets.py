@@ -1,7 +1,8 @@
 """Kopf handlers for ConsumerFleets: an index of group claims, create/update/resume, a timer, and the finalizer.
 
-- ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, so a pass can tell whether
-  another fleet holds its group (``planners.claims``).
+- ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, its census entries and its
+  volume claims' name prefixes, so a pass can tell whether another fleet holds its group or its claim names, and
+  whether it is within the fleet bounds (``planners.claims.index_entries``).
 - ``fleet_changed`` (create, resume, spec update): passes until the fleet converges or a settle budget is spent.
 - ``fleet_tick`` (timer, ``--reconcile-interval-s``): one pass, which also mirrors the group into status, and moves
   waits along (pods still terminating, a coordinator that was down).
@@ -22,7 +23,7 @@ from typing import Any
 import kopf
 
 from berth.operator.names import GROUP, PLURAL, VERSION
-from berth.operator.planners.claims import ClaimKey, GroupClaim, claims_of
+from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
@@ -59,7 +60,7 @@ def register_fleet_handlers(
 ) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id=CLAIMS_INDEX)
     def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
-        return claims_of(body, defaults)
+        return index_entries(body, defaults)
 
     def lookup(handler_kwargs: dict[str, Any]) -> Callable[[ClaimKey], Iterable[GroupClaim]]:
         index: kopf.Index[ClaimKey, GroupClaim] = handler_kwargs[CLAIMS_INDEX]

@@ -132,8 +132,9 @@ def leave_by_instance_ids(admin: KafkaAdminClient, group_id: str, instance_ids: 
 
 
 def delete_group(admin: KafkaAdminClient, group_id: str) -> str:
+    # kafka-python 3 answers "OK" for a deleted group and the error class's name otherwise.
     outcome = admin.delete_groups([group_id]).get(group_id)
-    if outcome is None or outcome == "NoError" or outcome is errors.NoError:
+    if outcome is None or outcome in ("OK", "NoError") or outcome is errors.NoError:
         return "NONE"
     error = outcome if isinstance(outcome, type) else getattr(errors, str(outcome), None)
     if isinstance(error, type) and issubclass(error, errors.KafkaError):

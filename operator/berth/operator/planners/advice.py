@@ -1,5 +1,11 @@
 """Read the pipeline's session-timeout advice (``advice.json``, docs/formats.md), and combine several documents.
 
+Advice is keyed by what it belongs to, never by a name another tenant can choose alone (:func:`advice_key`): a
+group on a Kafka cluster under ``kafka://<cluster>/<group>`` (the key the operator's own evidence names it by, which
+no group of Berth's coordinator journal carries: the pipeline flags such an event), a group on the operator's
+default Berth coordinator (whose journal the analytics job reads) under its group id; a group on any other
+coordinator gets no advice.
+
 Rules: only the fields the operator uses are read, unknown fields are ignored, and any ``version >= 1`` with
 those fields is accepted (formats.md: readers ignore what they do not know). A group entry without the fields
 is left out rather than guessed at; a document that is not an advice document at all raises
@@ -15,6 +21,31 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+
+from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
+from berth.operator.planners.endpoints import EndpointError, parse_coordinator_url
+from berth.operator.spec import OperatorDefaults
+
+
+def group_key(target: KafkaTarget, group_id: str) -> str:
+    """What the operator's Kafka evidence, and so the advice, names a Kafka group: ``kafka://<cluster>/<group>``."""
+    return f"{target.identity}/{group_id}"
+
+
+def advice_key(target: CoordinatorTarget, group_id: str, defaults: OperatorDefaults) -> str | None:
+    """The key of ``advice.json``'s ``groups`` that advises this group (module docstring); None: no advice."""
+    if isinstance(target, KafkaTarget):
+        return group_key(target, group_id)
+    return group_id if _is_default(target, defaults) else None
+
+
+def _is_default(target: BerthTarget, defaults: OperatorDefaults) -> bool:
+    if not defaults.coordinator_url:
+        return False
+    try:
+        return parse_coordinator_url(defaults.coordinator_url) == target.endpoint
+    except EndpointError:
+        return False
 
 
 class AdviceError(ValueError):
@@ -43,8 +74,9 @@ class AdviceReading:
     advice: Advice | None
     problems: tuple[str, ...] = ()
 
-    def for_group(self, group_id: str) -> GroupAdvice | None:
-        return self.advice.for_group(group_id) if self.advice is not None else None
+    def for_group(self, key: str | None) -> GroupAdvice | None:
+        """The advice under ``key`` (:func:`advice_key`; None: none)."""
+        return self.advice.for_group(key) if self.advice is not None and key is not None else None
 
 
 def combine(documents: list[Advice]) -> Advice | None:

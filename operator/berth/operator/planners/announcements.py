@@ -8,7 +8,7 @@ through ``planners.ownership.owner_name``).
 
 from __future__ import annotations
 
-from berth.operator.planners.coordinator_kind import CoordinatorKind
+from berth.operator.planners.coordinator_kind import CoordinatorKind, deletes_group
 from berth.operator.planners.disruption_budget import describe_budget
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.planners.ownership import owner_name
@@ -63,11 +63,18 @@ def left_untouched(fleet: Fleet, where: str, owner: GroupOwnerRef | None) -> str
 
 
 def finalized(fleet: Fleet, plan: ScalingPlan, kind: CoordinatorKind) -> str:
-    """The ``Finalized`` message once the deletion's plan is done."""
+    """The ``Finalized`` message once the deletion's plan is done (every claim of the fleet is released with it)."""
     group = fleet.spec.group_id
     if any(isinstance(action, DeleteGroup) for action in plan.actions):
         what = f"left and deleted group {group}"
+    elif plan.foreign_members and deletes_group(fleet, kind):
+        what = (
+            f"left group {group} (kept, with its committed offsets: it has members this fleet did not create;"
+            " released: owned by no fleet)"
+        )
     else:
-        released = "; released: owned by no fleet)" if kind.records_owners else ")"
-        what = f"left group {group} (kept, with its committed offsets: spec.deleteGroupOnDelete{released}"
+        what = (
+            f"left group {group} (kept, with its committed offsets: spec.deleteGroupOnDelete; released: owned by no"
+            " fleet)"
+        )
     return f"scaled to 0, {what}: releasing the fleet{claims_on_deletion(fleet)}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.operator.planners.coordinator_target import UntrustedEndpoint, resolve_target
-from berth.operator.spec import OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 ClaimKey = tuple[str, str]  # (the coordinator's canonical identity, group id)
 
@@ -66,3 +66,47 @@ def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[Claim
 def holder_of(claims: Iterable[GroupClaim]) -> GroupClaim | None:
     ordered = sorted(claims)
     return ordered[0] if ordered else None
+
+
+#: The census: every valid fleet under ``(CENSUS, "")`` and ``(CENSUS, <its namespace>)``, ranked like group
+#: claims (a fleet with a workload first, then the oldest), so the fleet bounds refuse the newest fleets.
+CENSUS = "fleets"
+#: Per namespace, the prefix of each claim template's volume claims (``<template>-<fleet>``): the StatefulSet
+#: controller names them ``<template>-<fleet>-<ordinal>``, so fleet ``a-b`` with template ``data`` and fleet ``b``
+#: with template ``data-a`` would have their pods share claims.
+VOLUME_CLAIMS = "volume-claims"
+
+
+def census_keys(namespace: str) -> tuple[ClaimKey, ClaimKey]:
+    """The census keys of a fleet in ``namespace``: every fleet, and the namespace's."""
+    return (CENSUS, ""), (CENSUS, namespace)
+
+
+def volume_claim_keys(fleet: Fleet) -> tuple[ClaimKey, ...]:
+    """One key per claim template: ``(volume-claims/<namespace>, <template>-<fleet>)``."""
+    return tuple(
+        (f"{VOLUME_CLAIMS}/{fleet.namespace}", f"{template}-{fleet.name}")
+        for template in fleet.spec.stateful.claim_template_names
+    )
+
+
+def index_entries(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[ClaimKey, GroupClaim]:
+    """What the operator's index holds for one fleet: its group claim, its census entries and its volume claims'
+    name prefixes (``{}`` for an invalid fleet, which claims nothing and is not counted)."""
+    entries = claims_of(body, defaults)
+    if not entries:
+        return {}
+    fleet = parse_fleet(body)
+    claim = next(iter(entries.values()))
+    with_workload = bool((body.get("status") or {}).get("selector"))
+    counted = GroupClaim(not with_workload, claim.created, claim.namespace, claim.name, claim.uid)
+    for key in census_keys(fleet.namespace):
+        entries[key] = counted
+    for key in volume_claim_keys(fleet):
+        entries[key] = claim
+    return entries
+
+
+def ranked_within(claims: Iterable[GroupClaim], limit: int) -> frozenset[str]:
+    """The uids of the first ``limit`` claims in holder order (the fleets within a bound)."""
+    return frozenset(claim.uid for claim in sorted(claims)[:limit])

@@ -36,6 +36,13 @@ from berth.operator.spec import (
     resolve_coordinator_url,
 )
 
+#: How a Kafka cluster's identity starts (``KafkaTarget.identity``); a Berth coordinator's is its canonical URL.
+KAFKA_IDENTITY_PREFIX = "kafka://"
+
+
+def is_kafka_identity(identity: str) -> bool:
+    return identity.startswith(KAFKA_IDENTITY_PREFIX)
+
 
 class UntrustedEndpoint(Exception):
     """The fleet names an endpoint the operator is not configured to trust."""
@@ -69,7 +76,7 @@ class KafkaTarget:
 
     @property
     def identity(self) -> str:
-        return f"kafka://{bootstrap_text(self.cluster)}"
+        return f"{KAFKA_IDENTITY_PREFIX}{bootstrap_text(self.cluster)}"
 
     def __str__(self) -> str:
         return f"kafka://{self.bootstrap_servers}"

@@ -11,7 +11,9 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
   built on it errs long, which only delays failure detection). Generations are unknown on Kafka: -1.
 - Events are the coordinator journal's (``berth.coordinator.protocol.journal``, declared once for the core, this
   module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
-  numbers them.
+  numbers them. Their ``group_id`` is the group's advice key (``planners.advice.group_key``:
+  ``kafka://<cluster>/<group>``), never the bare group id, so another coordinator's group of the same name is
+  never mistaken for it.
 """
 
 from __future__ import annotations
@@ -56,10 +58,10 @@ class EvidenceState:
 
 
 def observe_group(
-    state: EvidenceState, description: GroupDescription, *, now_ms: int
+    state: EvidenceState, description: GroupDescription, *, now_ms: int, key: str
 ) -> tuple[EvidenceState, list[EvidenceEvent]]:
-    """Compare one describe with the last; the events it shows."""
-    group = description.group_id
+    """Compare one describe with the last; the events it shows (``key``: what the events name the group)."""
+    group = key
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
     events: list[EvidenceEvent] = []
     causes: list[RebalanceCause] = []

@@ -21,11 +21,18 @@ so an operator that restarts anywhere resumes from status and observations alone
   gone: fine). The leave names each departing pod's id and every member id the group lists as ``<pod>-<digits>``
   (Kafka Streams, Camel and others append a thread index to ``group.instance.id``); it never names an id of a pod
   that stays, and is never empty.
+- A removal never targets a member the fleet did not create, whatever its id looks like: the departing ids come
+  from the fleet's own records only — the ordinals its StatefulSet has, its pods that exist, the ids status already
+  holds as departing or pre-registered (:func:`own_instance_ids`) — never from the group's member list. A member
+  the group lists beyond those (another team's consumer named ``<fleet>-7``, a dynamic member, or one of the
+  fleet's own whose record was lost) is *foreign* (:func:`foreign_members`): it is never left, and its session
+  expires on its own if it was the fleet's.
 - A coordinator whose kind does not pre-register (Kafka) gets no expected-members actions at all.
-- Deletion scales to zero, clears the expected members, leaves everyone (whatever ``leaveOnScaleDown`` says: a
-  group with members cannot be deleted) and deletes the group when ``delete_group`` says so (deleting a group
-  deletes its committed offsets: on Kafka the default is to keep it); a group that is kept is released instead
-  where the kind records owners (its owner record at Berth's coordinator is let go, ``planners.ownership``), last.
+- Deletion scales to zero, clears the expected members, leaves everyone it created (whatever ``leaveOnScaleDown``
+  says: a group with members cannot be deleted) and deletes the group when ``delete_group`` says so and no foreign
+  member is in it (deleting a group deletes its committed offsets: on Kafka the default is to keep it, and a group
+  with members the fleet did not create is always kept); a group that is kept is released instead where the kind
+  records owners (its owner record at Berth's coordinator is let go, ``planners.ownership``), last.
 """
 
 from __future__ import annotations
@@ -145,9 +152,11 @@ class ScalingObservation:
     pre_register: bool = True
     leave_on_scale_down: bool = True
     deleting: bool = False
-    #: Instance ids the coordinator lists as members, when it was asked; lets stale members beyond the desired
-    #: size (a StatefulSet shrunk behind the operator's back, a lost status) be left too.
+    #: Instance ids the coordinator lists as members, when it was asked: the thread-suffixed ids of departing pods
+    #: are left with them; members the fleet did not create are foreign (never left, and the group is kept).
     group_members: frozenset[str] | None = None
+    #: Member ids of the group's dynamic members (no instance id): never the fleet's pods, so always foreign.
+    dynamic_members: tuple[str, ...] = ()
     #: What the coordinator does for the group: expected-members actions only where it pre-registers, and a
     #: deletion that keeps the group ends by releasing the fleet's owner record where it records owners.
     kind: CoordinatorKind = BERTH
@@ -163,6 +172,8 @@ class ScalingObservation:
 class ScalingPlan:
     actions: tuple[Action, ...]
     waiting: str | None = None  # why more remains to do after these actions; None: they finish the job
+    #: Members of the group the fleet did not create (instance ids, then dynamic member ids): never left.
+    foreign_members: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -189,6 +200,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     if workload != desired:
         actions.append(ScaleWorkload(desired))
 
+    foreign = foreign_members(obs)
     waiting = None
     if departing:
         stuck = stuck_pods(obs, departing, now)
@@ -204,7 +216,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             # ONE leave once every departing pod is gone; a pod stuck Terminating past its allowance does not hold
             # the others back forever: the gone and the stuck leave now, any still running leave in a later batch.
             threads = thread_member_ids(obs.fleet_name, leaving, obs.group_members or frozenset())
-            everyone = obs.deleting and not still_there
+            everyone = obs.deleting and not still_there and not foreign
             actions.append(
                 BatchLeave(
                     leaving, since, everyone=everyone, thread_member_ids=threads, stuck=stuck, later=tuple(still_there)
@@ -222,11 +234,11 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             waiting = "waiting for the StatefulSet to reach 0 replicas before the " + (
                 "group is deleted" if obs.delete_group else "fleet is released"
             )
-        elif obs.delete_group:
+        elif obs.delete_group and not foreign:
             actions.append(DeleteGroup())
         elif obs.kind.records_owners:
             actions.append(ReleaseGroup())
-    return ScalingPlan(_merge_adjacent_patches(actions), waiting)
+    return ScalingPlan(_merge_adjacent_patches(actions), waiting, foreign)
 
 
 def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
@@ -241,16 +253,34 @@ def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: d
     )
 
 
-def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, ...]:
-    """Every id at or beyond ``desired`` that may still be a member and was not yet left, in ordinal order."""
+def own_instance_ids(observation: ScalingObservation) -> frozenset[str]:
+    """The ids this fleet created, from its own records only: the ordinals its StatefulSet has, its pods that exist
+    (the workload adapter lists only pods of the fleet's StatefulSet), and the ids status holds as departing or
+    pre-registered (written by the operator while they were the fleet's). Never the group's member list."""
     obs = observation
-    candidates: set[str] = set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
-    candidates |= obs.existing_pods | set(obs.status.departing)
-    candidates |= set(obs.status.expected_members or ())
-    if obs.leave_on_scale_down or obs.deleting:
-        # Without leaves, a lingering member expires on its own; listing it would record a scale-down per reconcile.
-        # A thread-suffixed member (``<pod>-<n>``) makes its pod a candidate.
-        candidates |= {pod for m in obs.group_members or () if (pod := pod_of_member(obs.fleet_name, m)) is not None}
+    own: set[str] = set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
+    own |= obs.existing_pods | set(obs.status.departing) | set(obs.status.expected_members or ())
+    return frozenset(own)
+
+
+def foreign_members(observation: ScalingObservation) -> tuple[str, ...]:
+    """Members of the group the fleet did not create (module rules): static ids that are neither one of
+    :func:`own_instance_ids` nor a thread (``<pod>-<n>``) of one, sorted; then every dynamic member."""
+    obs = observation
+    own = own_instance_ids(obs)
+    foreign = sorted(
+        member
+        for member in obs.group_members or ()
+        if member not in own and pod_of_member(obs.fleet_name, member) not in own
+    )
+    return (*foreign, *sorted(obs.dynamic_members))
+
+
+def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, ...]:
+    """Every id of the fleet's own at or beyond ``desired`` that may still be a member and was not yet left, in
+    ordinal order."""
+    obs = observation
+    candidates: set[str] = set(own_instance_ids(obs))
     # A pod that already left while stuck Terminating is on its way out: it does not depart (and leave) again.
     candidates -= {name for name in obs.status.last_removed if name in obs.terminating} - set(obs.group_members or ())
     return tuple(

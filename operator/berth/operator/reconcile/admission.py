@@ -8,8 +8,9 @@ In the order of the pass:
    in its namespace, checked by ``planners.kafka_credentials``);
 3. :func:`admit_group`: the coordinator's session bounds (the first thing asked of it), the group described and
    its kind decided (``planners.coordinator_kind.kind_of_group``: a group the operator does not manage is
-   refused), and where the kind records owners, the group claimed for the fleet (``planners.ownership``: refused
-   ``GroupOwned`` when it is another fleet's, and nothing else is sent).
+   refused), and the group claimed for the fleet, at the coordinator where the kind records owners and in the
+   operator's own records where it does not (``reconcile.ownership``: refused ``GroupOwned`` or ``GroupInUse``, and
+   nothing else is sent); claims an earlier ``groupId`` left behind are released once the fleet's members are gone.
 
 Every later look at the group goes through :meth:`AdmittedGroup.describe`, which decides the kind again (a group
 may change protocol under a running fleet).
@@ -20,14 +21,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from berth.operator.planners.admission import admit
-from berth.operator.planners.claims import GroupClaim, claim_key, holder_of
+from berth.operator.planners.advice import group_key
+from berth.operator.planners.claims import (
+    ClaimKey,
+    GroupClaim,
+    census_keys,
+    claim_key,
+    holder_of,
+    ranked_within,
+    volume_claim_keys,
+)
 from berth.operator.planners.coordinator_kind import CoordinatorKind, kind_of_group
-from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget
+from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.kafka_credentials import SecretRole, checked, kafka_connection, secrets_needed
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
-from berth.operator.planners.ownership import plan_claim
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
+from berth.operator.planners.ownership import OwnedGroup
 from berth.operator.ports import CoordinatorPort
+from berth.operator.reconcile import ownership
 from berth.operator.reconcile.context import ClaimsLookup, PassContext
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.spec import Fleet
@@ -41,9 +52,15 @@ class AdmittedGroup:
     group_id: str
     where: str  # the coordinator, for messages (its URL, or kafka://...)
     kind: CoordinatorKind
+    target: CoordinatorTarget
 
     async def describe(self) -> GroupDescription:
         return (await describe(self.coordinator, self.group_id, self.where))[0]
+
+    @property
+    def evidence_key(self) -> str:
+        """What the operator's evidence names the group (``planners.advice.group_key``)."""
+        return group_key(self.target, self.group_id) if isinstance(self.target, KafkaTarget) else self.group_id
 
 
 def admit_fleet(
@@ -55,7 +72,49 @@ def admit_fleet(
         holder = holder_of(claims(claim_key(target.identity, fleet.spec.group_id)))
         return holder if holder is not None and holder.uid != record.uid else None
 
-    return admit(record.body, context.defaults, other_holder)
+    def volume_claim_holder(fleet: Fleet) -> tuple[str, GroupClaim] | None:
+        for key in volume_claim_keys(fleet):
+            holder = holder_of(claims(key))
+            if holder is not None and holder.uid != record.uid:
+                return key[1], holder
+        return None
+
+    def fleet_bound(fleet: Fleet) -> str | None:
+        total, namespaced = census_keys(fleet.namespace)
+        defaults = context.defaults
+        for key, limit, said in (
+            (total, defaults.max_fleets, "the operator serves at most {} fleets (--max-fleets)"),
+            (
+                namespaced,
+                defaults.max_fleets_per_namespace,
+                f"the operator serves at most {{}} fleets in namespace {fleet.namespace} (--max-fleets-per-namespace)",
+            ),
+        ):
+            if limit > 0 and not within_bound(context, claims, key, limit, record.uid):
+                return said.format(limit) + " and this fleet is beyond them"
+        return None
+
+    return admit(
+        record.body, context.defaults, other_holder, volume_claim_holder=volume_claim_holder, fleet_bound=fleet_bound
+    )
+
+
+#: How long a ranking of the census is reused (a bound is exceeded only by a fleet burst; passes are many).
+CENSUS_TTL_S = 1.0
+
+
+def within_bound(context: PassContext, claims: ClaimsLookup, key: ClaimKey, limit: int, uid: str) -> bool:
+    """Whether fleet ``uid`` is among the first ``limit`` of the census ``key`` (no ranking while the census is within
+    the bound; over it, the ranking is reused for :data:`CENSUS_TTL_S`)."""
+    counted = list(claims(key))
+    if len(counted) <= limit:
+        return True
+    now = context.now().timestamp()
+    cached = context.census.get(key)
+    if cached is None or now - cached[0] >= CENSUS_TTL_S:
+        cached = (now, ranked_within(counted, limit))
+        context.census[key] = cached
+    return uid in cached[1]
 
 
 async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
@@ -82,22 +141,18 @@ async def look_up_group(
     """The group described and its kind decided, without claiming it (the deletion's look)."""
     where = str(target)
     description, kind = await describe(coordinator, fleet.spec.group_id, where)
-    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind), description
+    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind, target), description
 
 
 async def admit_group(
     context: PassContext, record: FleetRecord, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort
 ) -> tuple[AdmittedGroup, CoordinatorBounds]:
-    """The coordinator's bounds, the group's kind, and the claim where the kind records owners (raises
-    ``GroupOwned``, ``UnmanagedGroup``, ``CoordinatorUnavailable``)."""
+    """The coordinator's bounds, the group's kind, and the claim (raises ``GroupOwned``, ``UnmanagedGroup``,
+    ``Refusal``, ``CoordinatorUnavailable``)."""
     bounds = await context.coordinators.bounds_of(coordinator)
     group, description = await look_up_group(coordinator, fleet, target)
-    where = group.where
-    if group.kind.records_owners:
-        me = GroupOwnerRef(fleet.namespace, fleet.name, record.uid)
-        claim = plan_claim(description, me, adopt=fleet.spec.coordinator.adopt_group, status=record.status)
-        if claim is not None:
-            await coordinator.claim_group(fleet.spec.group_id, claim.owner, adopt=claim.adopt)
-            adopted = " (adopted: it was in use)" if claim.adopt and description.state != "Dead" else ""
-            record.events.info("GroupClaimed", f"group {fleet.spec.group_id} on {where} is this fleet's{adopted}")
+    await ownership.claim(
+        context, record, fleet, target, coordinator, description, records_owners=group.kind.records_owners
+    )
+    await ownership.settle(context, record, fleet, OwnedGroup(target.identity, fleet.spec.group_id), coordinator)
     return group, bounds

@@ -9,16 +9,19 @@ cache (a watched object's informer) or a gate (a leader's Lease) in front of any
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.claims import ClaimKey, GroupClaim
+from berth.operator.planners.ownership import AdoptionPolicy
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
     CoordinatorDirectory,
     EventSink,
+    FleetReader,
+    GroupRecords,
     PassMetrics,
     SecretLookup,
     StatusPort,
@@ -67,6 +70,15 @@ class PassContext:
     metrics: PassMetrics | None = None
     #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
     coordinator_ca: Callable[[], str | None] = lambda: None
+    #: The administrator's decision of which groups in use fleets may take over (--adopt-groups).
+    adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
+    #: The operator's own owner records of groups on coordinators that keep none (Kafka); None: none kept, and such
+    #: fleets are refused (their groups would have no owner).
+    records: GroupRecords | None = None
+    #: Reads fleets fresh, to tell whether a group's recorded owner still exists (None: never judged stale).
+    fleets: FleetReader | None = None
+    #: Per census key, when it was ranked and the uids within the bound (the fleet bound, over the bound only).
+    census: dict[ClaimKey, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     def now_ms(self) -> int:
         return int(self.now().timestamp() * 1000)

@@ -27,20 +27,23 @@ class EvidenceRecorder:
         self.journal = journal
         self._states: dict[str, EvidenceState] = {}
 
-    async def observed(self, fleet_uid: str, description: GroupDescription, now_ms: int) -> None:
+    async def observed(self, fleet_uid: str, key: str, description: GroupDescription, now_ms: int) -> None:
+        """One describe of the fleet's group, recorded under ``key`` (``planners.advice.group_key``)."""
         if self.journal is None:
             return
-        state, events = observe_group(self._states.get(fleet_uid, EvidenceState()), description, now_ms=now_ms)
+        previous = self._states.get(fleet_uid, EvidenceState())
+        state, events = observe_group(previous, description, now_ms=now_ms, key=key)
         self._states[fleet_uid] = state
         await self._write(events)
 
     async def removed(
-        self, fleet_uid: str, group_id: str, results: Mapping[str, str], *, everyone: bool, now_ms: int
+        self, fleet_uid: str, key: str, results: Mapping[str, str], *, everyone: bool, now_ms: int
     ) -> None:
+        """The operator's removal from the fleet's group, recorded under ``key``."""
         if self.journal is None:
             return
         state, events = removal_events(
-            self._states.get(fleet_uid, EvidenceState()), group_id, results, everyone=everyone, now_ms=now_ms
+            self._states.get(fleet_uid, EvidenceState()), key, results, everyone=everyone, now_ms=now_ms
         )
         self._states[fleet_uid] = state
         await self._write(events)

@@ -14,27 +14,32 @@ Every step may end the pass: a :class:`~berth.operator.planners.fleet_status.Ref
 becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
 (CoordinatorReachable=False) and re-raised, and nothing after the failed call runs, so nothing is recorded as
 done; a failed API call is a Warning Event and :class:`RetryLater`. :meth:`FleetPass.finalize` is the deletion's
-pass: it sends the leave, the deletion or the release only for a group the coordinator records as this fleet's
-(where the kind records owners), and nothing at all for another fleet's.
+pass: it sends the leave, the deletion or the release only for a group recorded as this fleet's (by the
+coordinator, or in the operator's records where the coordinator keeps none), nothing at all for another fleet's,
+and in every case releases each claim the fleet's status records (``reconcile.ownership.release_all``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from berth.operator.planners import announcements
+from berth.operator.planners.advice import advice_key
 from berth.operator.planners.coordinator_kind import UnmanagedGroup
 from berth.operator.planners.fleet_status import Refusal
-from berth.operator.planners.ownership import GROUP_OWNED, group_owned_message, owns
+from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
+from berth.operator.planners.ownership import OwnedGroup, group_owned_message, refusal_reason
 from berth.operator.planners.status import COORDINATOR_REACHABLE
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile import admission, scaling, sizing, status
+from berth.operator.reconcile import admission, ownership, scaling, sizing, status
 from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
 from berth.operator.reconcile.driver import GroupStillHasMembers
 from berth.operator.reconcile.record import FleetRecord
 
 __all__ = ["ClaimsLookup", "FleetPass", "PassContext", "PassResult", "RetryLater"]
+
+T = TypeVar("T")
 
 
 class FleetPass:
@@ -45,14 +50,21 @@ class FleetPass:
 
     async def run(self) -> PassResult:
         """One pass: admit, size, scale, mirror (the module docstring); what the fleet still waits for."""
-        ctx, record = self.ctx, self.record
+        return await self._reporting_failures(self._steps())
+
+    async def finalize(self) -> str | None:
+        """One step of the deletion: None once the fleet may be released, else what it still waits for."""
+        return await self._reporting_failures(self._finalize())
+
+    async def _reporting_failures(self, step: Awaitable[T]) -> T:
+        """``step``, with an unreachable coordinator recorded (and re-raised) and a failed API call reported."""
         try:
-            return await self._steps()
+            return await step
         except CoordinatorUnavailable as error:
-            await status.record_unreachable(ctx, record, error)
+            await status.record_unreachable(self.ctx, self.record, error)
             raise
         except ApiCallFailed as error:
-            record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
+            self.record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
             raise RetryLater(str(error)) from error
 
     async def _steps(self) -> PassResult:
@@ -66,23 +78,26 @@ class FleetPass:
             coordinator = await admission.connect(ctx, fleet, target)
             group, bounds = await admission.admit_group(ctx, record, fleet, target, coordinator)
             workload = ctx.workload_for(fleet)
-            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload)
+            key = advice_key(target, fleet.spec.group_id, ctx.defaults)
+            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload, advice_key=key)
             description = await group.describe()
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
             return await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
         except GroupOwned as owned:
-            message = group_owned_message(fleet.spec.group_id, str(target), owned.owner)
-            return await status.refuse(ctx, record, Refusal(GROUP_OWNED, message))
+            message = group_owned_message(
+                fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
+            )
+            return await status.refuse(ctx, record, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:
             return await status.refuse(ctx, record, refusal)
 
-    async def finalize(self) -> str | None:
-        """One step of the deletion: None once the fleet may be released, else what it still waits for."""
+    async def _finalize(self) -> str | None:
         ctx, record = self.ctx, self.record
         admitted = admission.admit_fleet(ctx, record, self.claims)
         if isinstance(admitted, Refusal):
+            await ownership.release_all(ctx, record)
             record.events.info("Released", admitted.release)
             return None
         fleet, target = admitted
@@ -94,35 +109,47 @@ class FleetPass:
             and (record.status.get("expectedMembers") is None)
         ):
             # No StatefulSet was ever created, so no member joined and nothing was pre-registered.
+            await ownership.release_all(ctx, record)
             record.events.info("Released", "nothing was created for this fleet")
             return None
+        current = OwnedGroup(target.identity, fleet.spec.group_id)
         try:
             coordinator = await admission.connect(ctx, fleet, target)
             group, description = await admission.look_up_group(coordinator, fleet, target)
-            if group.kind.records_owners and not owns(description, record.uid):
+            owner = await self._owner(group, description, current)
+            if owner is None or owner.uid != record.uid:
                 # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.
-                record.events.info("Released", announcements.left_untouched(fleet, group.where, description.owner))
+                await ownership.release_all(ctx, record)
+                record.events.info("Released", announcements.left_untouched(fleet, group.where, owner))
                 return None
             plan = await scaling.scale(ctx, record, fleet, group, workload, view, description, deleting=True)
         except GroupOwned as owned:
+            await ownership.release_all(ctx, record)
             record.events.info("Released", announcements.left_untouched(fleet, str(target), owned.owner))
             return None
         except UnmanagedGroup as unmanaged:
+            await ownership.release_all(ctx, record)
             record.events.warning(unmanaged.reason, f"{unmanaged.message}: releasing the fleet")
             return None
         except Refusal as refusal:
             record.events.warning(refusal.reason, f"{refusal.message}; the fleet is kept until that is fixed")
             raise RetryLater(refusal.message) from refusal
-        except CoordinatorUnavailable as error:
-            await status.record_unreachable(ctx, record, error)
-            raise
         except GroupStillHasMembers as error:
             record.events.warning("GroupNotEmpty", str(error))
             raise RetryLater(str(error)) from error
-        except ApiCallFailed as error:
-            record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
-            raise RetryLater(str(error)) from error
         if plan.done:
+            await ownership.release_all(ctx, record, also=current)
             record.events.info("Finalized", announcements.finalized(fleet, plan, group.kind))
             return None
         return plan.waiting
+
+    async def _owner(
+        self, group: admission.AdmittedGroup, description: GroupDescription, current: OwnedGroup
+    ) -> GroupOwnerRef | None:
+        """Who the group is recorded as: by the coordinator where it records owners, else in the operator's records
+        (no records kept: nobody's, so nothing is touched)."""
+        if group.kind.records_owners:
+            return description.owner
+        if self.ctx.records is None:
+            return None
+        return await self.ctx.records.owner(current.coordinator, current.group_id)

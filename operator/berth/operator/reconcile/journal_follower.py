@@ -8,8 +8,11 @@ each page to ``on_change``, which runs a pass for the fleets holding those group
 - It starts at the journal's end: history is not replayed (the timer's passes cover what happened before).
 - A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode; the timer's passes
   go on meanwhile, so status still follows within the reconcile interval.
-- An empty answer that came back sooner than ``MIN_EMPTY_POLL_S`` (the coordinator did not hold the poll: its places
-  were taken, or it is an older one) is followed by a pause of that long, so nothing can make the follower spin.
+- No answer can make it spin (issue 22: a ``journal:read`` token holding the coordinator's long-poll places got the
+  operator's polls answered at once, empty, and the follower polled again at once): an answer that does not move the
+  cursor forward and came back sooner than ``MIN_EMPTY_POLL_S`` is followed by a pause of that long (its groups, if
+  any, still handed on); a cursor that moves backwards (a coordinator restarted without its journal) is a failure:
+  backoff, then the journal's end found again; finding the end reads at most ``END_PAGES`` pages.
 - One follower per coordinator URL, started by the first fleet on it and stopped with the operator.
 """
 
@@ -30,8 +33,15 @@ WAIT_MS = 25_000
 #: Events per page: a burst (a 1,000-member rebalance) is read in a few pages, not one event at a time.
 PAGE = 1_000
 BACKOFF_MAX_S = 30.0
-#: An empty long-poll answered sooner than this was not held; the next one waits as long.
+#: An answer that did not move the cursor and came back sooner than this was not held; the next poll waits as long.
 MIN_EMPTY_POLL_S = 1.0
+#: Finding the journal's end reads at most this many pages of 10,000 (retention keeps it far shorter).
+END_PAGES = 1_000
+
+
+class JournalRewound(Exception):
+    """The coordinator answered a cursor before the one asked for: its journal is not the one being followed."""
+
 
 OnChange = Callable[[str, set[str]], Awaitable[None]]
 
@@ -74,7 +84,9 @@ class JournalFollower:
                     logger.info("following the journal of %s from event %d", self.url, after)
                     failures = self._answered(failures)
                 asked, started = after, self.clock()
-                after, groups = await self.source.journal_page(after, PAGE, WAIT_MS)
+                after, groups = await self.source.journal_page(asked, PAGE, WAIT_MS)
+                if after < asked:
+                    raise JournalRewound(f"asked for events after {asked}, answered a cursor of {after}")
                 failures = self._answered(failures)
             except asyncio.CancelledError:
                 raise
@@ -82,12 +94,14 @@ class JournalFollower:
                 if failures == 0:
                     logger.warning("cannot follow the journal of %s (%s); retrying with backoff", self.url, error)
                 failures += 1
+                if isinstance(error, JournalRewound):
+                    after = None  # find the end of the journal the coordinator has now
                 await self.sleep(min(BACKOFF_MAX_S, 2.0 ** min(failures - 1, 5)))
                 continue
             if groups:
                 await self.on_change(self.url, groups)
-            elif after == asked and self.clock() - started < MIN_EMPTY_POLL_S:
-                await self.sleep(MIN_EMPTY_POLL_S)
+            if after == asked and self.clock() - started < MIN_EMPTY_POLL_S:
+                await self.sleep(MIN_EMPTY_POLL_S)  # not held, and nothing new: never a tight loop
 
     def _answered(self, failures: int) -> int:
         if failures:
@@ -95,10 +109,12 @@ class JournalFollower:
         return 0
 
     async def _end(self) -> int:
-        """The journal's last seq: paged to (retention keeps the journal small enough for that to be cheap)."""
+        """The journal's last seq: paged to (retention keeps the journal small enough for that to be cheap), at
+        most :data:`END_PAGES` pages; a cursor that does not move forward ends it."""
         after = 0
-        while True:
+        for _ in range(END_PAGES):
             cursor, _ = await self.source.journal_page(after, 10_000, 0)
-            if cursor == after:
+            if cursor <= after:
                 return after
             after = cursor
+        return after

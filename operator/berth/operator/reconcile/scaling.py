@@ -49,6 +49,7 @@ async def scale(
             leave_on_scale_down=fleet.spec.leave_on_scale_down,
             deleting=deleting,
             group_members=description.static_instance_ids(),
+            dynamic_members=tuple(m.member_id for m in description.members if m.group_instance_id is None),
             kind=group.kind,
             delete_group=deletes_group(fleet, group.kind),
             terminating=observed.terminating,
@@ -71,7 +72,7 @@ async def scale(
             )
         if recorder is not None:
             await recorder.removed(
-                record.uid, fleet.spec.group_id, results, everyone=leave.everyone, now_ms=context.now_ms()
+                record.uid, group.evidence_key, results, everyone=leave.everyone, now_ms=context.now_ms()
             )
 
     await execute_plan(

@@ -37,8 +37,15 @@ class Sized:
 
 
 async def size_and_apply(
-    context: PassContext, record: FleetRecord, fleet: Fleet, bounds: CoordinatorBounds, workload: WorkloadPort
+    context: PassContext,
+    record: FleetRecord,
+    fleet: Fleet,
+    bounds: CoordinatorBounds,
+    workload: WorkloadPort,
+    *,
+    advice_key: str | None,
 ) -> Sized:
+    """``advice_key``: the group's key in the advice (``planners.advice.advice_key``; None: no advice applies)."""
     reading = await context.advice.current()
     for problem in reading.problems:
         if problem not in context.advice_problems_seen:
@@ -48,7 +55,7 @@ async def size_and_apply(
     spec = fleet.spec.session_timeout
     try:
         decision = decide_session_timeout(
-            spec, fleet.spec.template, reading.for_group(fleet.spec.group_id), bounds, context.session_bounds
+            spec, fleet.spec.template, reading.for_group(advice_key), bounds, context.session_bounds
         )
     except SessionTimeoutError as error:
         raise Refusal(fleet_status.INVALID_SESSION_TIMEOUT, f"no valid session timeout: {error}") from error

@@ -17,6 +17,7 @@ from berth.operator.planners import fleet_status
 from berth.operator.planners.coordinator_kind import kind_conditions
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.ownership import FOREIGN_MEMBERS_EVENT, adopt_group_notes, foreign_report
 from berth.operator.planners.scaling import ScalingPlan
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.planners.volume_claims import CLAIMS_RETAINED_EVENT, report_retained_claims
@@ -49,7 +50,7 @@ async def mirror(
         description = await group.describe()
     if context.evidence is not None and not group.kind.keeps_journal:
         # No journal to follow: what this describe shows, compared with the last, is the evidence.
-        await context.evidence.observed(record.uid, description, context.now_ms())
+        await context.evidence.observed(record.uid, group.evidence_key, description, context.now_ms())
     was_refused = record.condition(fleet_status.SPEC_VALID) == "False"
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
@@ -63,9 +64,13 @@ async def mirror(
         unreachable_reason="",
         now=context.now(),
         generation=record.generation,
-        notes=kind_conditions(fleet, group.kind),
+        notes=(*kind_conditions(fleet, group.kind), *adopt_group_notes(fleet, record.status)),
     )
     await record.write_changes(patch)
+    foreign = foreign_report(fleet.spec.group_id, record.status, plan.foreign_members)
+    await record.write(foreign.patch)
+    if foreign.event is not None:
+        record.events.warning(FOREIGN_MEMBERS_EVENT, foreign.event)
     claims = report_retained_claims(fleet, record.status, claims=view.claims, existing_pods=view.observation.existing)
     await record.write(claims.patch)
     if claims.event is not None:
