@@ -24,8 +24,11 @@ BENCHMARKS = {
     "reload": "benchmarks.reload",
     "pipeline": "benchmarks.pipeline_bench",
     "kafka_scale_down": "benchmarks.kafka_scale_down",
+    "kafka_consumer_protocol": "benchmarks.kafka_consumer_protocol",
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
+    "operator_scale": "benchmarks.operator_scale",
+    "operator_takeover": "benchmarks.operator_takeover",
     "failover": "benchmarks.failover",
     "operator_metrics": "benchmarks.operator_metrics",
 }

@@ -7,9 +7,11 @@ by ``berth.operator.metrics.serving``) and Debian's Prometheus (``/usr/bin/prome
 with the alert rules loaded. Meanwhile: the fleet forms, every member restarts (static: no rebalance), a second
 process takes over an instance id of another group (fenced answers), the fleet scales down 4 → 2 (one batch leave)
 and back up. Then every query of every dashboard panel is evaluated through Prometheus' HTTP API, with Grafana's
-variables filled in (all namespaces and groups, ``$__rate_interval`` = 10 s, ``$__range`` = the run), and what each
-returns is printed (series, points with a value, last values), with the alerts' state; headless Chromium takes
-screenshots of Prometheus' graph page for a few key panels.
+variables filled in (all namespaces and groups, ``$__interval`` = the 1 s step, ``$__rate_interval`` = 10 s,
+``$__range`` = the run), and what each returns is printed (series, points with a value, the largest value, the sum
+of all points — for a panel of counts per interval, how many events it shows — and the last values), with the
+alerts' state; the redrawn panels are drawn as their field config says (bars, points or lines:
+``benchmarks.panel_render``) and headless Chromium (Debian's ``chromium``) takes a picture of each.
 
 Usage::
 
@@ -35,6 +37,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks.panel_render import Series, render
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo import Demo, build_parser
 from berth.operator.metrics import OperatorMetrics, serving
@@ -45,15 +48,22 @@ DASHBOARD = ROOT / "deploy" / "monitoring" / "berth-dashboard.json"
 ALERTS = ROOT / "deploy" / "monitoring" / "berth-alerts.yaml"
 PROMETHEUS = "/usr/bin/prometheus"
 JOURNAL_BOUND = 32 * 1024
-#: Panels worth a picture: (file name, panel title).
+#: Panels worth a picture (every query of each, one graph per query): (file name, panel title).
 SCREENSHOTS = (
     ("groups-by-state", "Groups by state"),
-    ("rebalances-per-group", "Rebalances/s per group"),
-    ("join-latency", "JoinGroup latency p50 / p99"),
-    ("journal-vs-bound", "Journal bytes vs bound"),
-    ("departing-members", "Departing members"),
+    ("rebalances-by-cause", "Rebalances by cause"),
+    ("rebalances-per-group", "Rebalances per group"),
+    ("rebalance-duration", "Rebalance duration"),
+    ("static-restarts", "Static restarts"),
     ("fenced-members", "Fenced members"),
+    ("journal-vs-bound", "Journal bytes vs bound"),
+    ("batch-leaves", "Batch leaves"),
+    ("departing-members", "Departing members"),
+    ("rollouts", "Rollouts"),
 )
+#: The graphs' step, and Grafana's ``$__interval`` with it: the scrape interval, which Grafana's data source setting
+#: "scrape interval" makes the smallest.
+STEP_S = 1
 
 
 def free_port() -> int:
@@ -113,42 +123,49 @@ def wait_scraping(base: str, timeout_s: float = 60.0) -> None:
 def fill(expr: str, range_s: int) -> str:
     return (
         expr.replace("$__rate_interval", "10s")
+        .replace("$__interval", f"{STEP_S}s")
         .replace("$__range", f"{range_s}s")
         .replace('=~"$namespace"', '=~".*"')
         .replace('=~"$group"', '=~".*"')
     )
 
 
-def evaluate(base: str, start: float, end: float) -> list[dict[str, Any]]:
+def evaluate(base: str, start: float, end: float) -> tuple[list[dict[str, Any]], dict[str, list[Series]]]:
+    """Every query of every panel over the run: a row per query for the report, and each panel's series to draw."""
     board = json.loads(DASHBOARD.read_text())
     found = []
+    drawn: dict[str, list[Series]] = {}
     for panel in (p for p in board["panels"] if p["type"] != "row"):
         for target in panel["targets"]:
             expr = fill(target["expr"], int(end - start))
-            ranged = api(base, "/api/v1/query_range", query=expr, start=str(start), end=str(end), step="1")
+            ranged = api(base, "/api/v1/query_range", query=expr, start=str(start), end=str(end), step=str(STEP_S))
             now = api(base, "/api/v1/query", query=expr, time=str(end))
-            points = sum(1 for s in ranged["result"] for _, v in s["values"] if not math.isnan(float(v)))
+            series = [
+                Series(
+                    legend(target["legendFormat"], s["metric"]),
+                    tuple((float(t), float(v)) for t, v in s["values"] if not math.isnan(float(v))),
+                )
+                for s in ranged["result"]
+            ]
+            drawn.setdefault(panel["title"], []).extend(series)
             last = [
                 (legend(target["legendFormat"], s["metric"]), float(s["value"][1]))
                 for s in now["result"]
                 if not math.isnan(float(s["value"][1]))
-            ]
-            peak = [
-                max((float(v) for _, v in s["values"] if not math.isnan(float(v))), default=0.0)
-                for s in ranged["result"]
             ]
             found.append(
                 {
                     "panel": panel["title"],
                     "ref": target["refId"],
                     "expr": expr,
-                    "series": len(ranged["result"]),
-                    "points": points,
-                    "max": max(peak, default=None),
+                    "series": len(series),
+                    "points": sum(len(one.points) for one in series),
+                    "max": max((v for one in series for _, v in one.points), default=None),
+                    "total": sum(v for one in series for _, v in one.points),
                     "last": last[:8],
                 }
             )
-    return found
+    return found, drawn
 
 
 def legend(fmt: str, labels: dict[str, str]) -> str:
@@ -158,13 +175,11 @@ def legend(fmt: str, labels: dict[str, str]) -> str:
     return out.replace("{{exported_namespace}}", "").strip() or "(value)"
 
 
-def screenshot(base: str, expr: str, path: Path, range_s: int) -> bool:
+def screenshot(page: Path, path: Path) -> bool:
+    """Chromium's picture of a page drawn by ``panel_render``."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         return False
-    query = urllib.parse.urlencode(
-        {"g0.expr": expr, "g0.tab": "0", "g0.range_input": f"{range_s}s", "g0.stacked": "0", "g0.show_exemplars": "0"}
-    )
     result = subprocess.run(
         [
             chromium,
@@ -172,10 +187,9 @@ def screenshot(base: str, expr: str, path: Path, range_s: int) -> bool:
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
-            "--window-size=1400,900",
-            "--virtual-time-budget=15000",
+            "--window-size=1240,460",
             f"--screenshot={path}",
-            f"{base}/graph?{query}",
+            page.as_uri(),
         ],
         capture_output=True,
         timeout=120,
@@ -266,7 +280,8 @@ async def scenario(coordinator: CoordinatorProcess, metrics: OperatorMetrics, se
     args = build_parser().parse_args(["--members", "4", "--partitions", "12", "--no-report", "--skip-dynamic"])
     demo = Demo(args, coordinator.url, quiet=True)
     demo.context.metrics = metrics
-    reconciler = FleetReconciler(demo.context, Fleets(demo), poll_s=0.2)
+    # Following the journal, as the operator does: restarts are counted from it.
+    reconciler = FleetReconciler(demo.context, Fleets(demo), poll_s=0.2, journal_source=demo.coordinators.port)
     key = FleetKey("local", "orders")
     run_until = time.monotonic() + seconds
     workload, tracker = await demo.start_fleet("orders", "orders", static=True)
@@ -276,7 +291,9 @@ async def scenario(coordinator: CoordinatorProcess, metrics: OperatorMetrics, se
         say(started, "fleet orders formed: 4 static members")
         ticking = asyncio.create_task(timer(reconciler, key))
         await asyncio.sleep(3)
+        workload.rolling = True  # as a StatefulSet's status says while it rolls
         row = await demo.rolling_restart("orders", "orders", workload, tracker)
+        workload.rolling = False
         say(started, f"rolling restart of 4 static members: {row.rebalances} rebalances")
         fenced = await asyncio.to_thread(fence, coordinator.url)
         say(started, f"group ledger: a second process took instance ledger-0; {fenced} heartbeats answered fenced")
@@ -298,6 +315,7 @@ async def scenario(coordinator: CoordinatorProcess, metrics: OperatorMetrics, se
             ticking.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticking
+        await reconciler.close()
         await workload.close()
         await demo.coordinators.close()
         await demo.admin.close()
@@ -315,15 +333,16 @@ async def look(
         await scenario(coordinator, metrics, seconds, started)
         await asyncio.sleep(3)  # the last scrapes
         t1 = time.time()
-    results = await asyncio.to_thread(evaluate, base, t0, t1)
+    results, drawn = await asyncio.to_thread(evaluate, base, t0, t1)
     alerts = await asyncio.to_thread(api, base, "/api/v1/alerts")
     report(results, alerts["alerts"])
     await asyncio.to_thread(write_json, out / "panels.json", {"panels": results, "alerts": alerts["alerts"]})
     board = {p["title"]: p for p in json.loads(await asyncio.to_thread(DASHBOARD.read_text))["panels"]}
     for name, title in SCREENSHOTS:
-        expr = fill(board[title]["targets"][-1]["expr"], int(t1 - t0))
+        page = out / f"{name}.html"
+        page.write_text(render(board[title], drawn.get(title, []), start=t0, end=t1, step=STEP_S))
         path = out / f"{name}.png"
-        ok = await asyncio.to_thread(screenshot, base, expr, path, int(t1 - t0) + 10)
+        ok = await asyncio.to_thread(screenshot, page, path)
         print(f"screenshot {title!r}: {path if ok else 'failed (no chromium?)'}")
 
 
@@ -372,11 +391,14 @@ def run(seconds: float, out: Path) -> int:
 
 def report(results: list[dict[str, Any]], alerts: list[dict[str, Any]]) -> None:
     print()
-    print(f"{'panel':<38}{'ref':<4}{'series':>7}{'points':>8}{'max':>12}  last values")
+    print(f"{'panel':<38}{'ref':<4}{'series':>7}{'points':>8}{'max':>12}{'sum':>10}  last values")
     for row in results:
         last = ", ".join(f"{name}={value:.4g}" for name, value in row["last"][:4]) or "(none)"
         peak = "-" if row["max"] is None else f"{row['max']:.4g}"
-        print(f"{row['panel'][:37]:<38}{row['ref']:<4}{row['series']:>7}{row['points']:>8}{peak:>12}  {last}")
+        print(
+            f"{row['panel'][:37]:<38}{row['ref']:<4}{row['series']:>7}{row['points']:>8}{peak:>12}"
+            f"{row['total']:>10.4g}  {last}"
+        )
     print()
     for alert in alerts:
         labels = {k: v for k, v in alert["labels"].items() if k not in {"alertname", "severity"}}

@@ -186,20 +186,23 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def broker(workdir: Path) -> Any:
+def broker(workdir: Path, binary: Path = KFAKE, *configs: str) -> Any:
+    """kfake (or ``binary``) on a free port with ``configs`` (a 30-minute maximum session timeout by default), or the
+    cluster BERTH_KAFKA_BOOTSTRAP names; stopped by PID."""
     external = os.environ.get("BERTH_KAFKA_BOOTSTRAP")
     if external:
         yield external
         return
     port = free_port()
+    settings = [arg for config in configs or ("group.max.session.timeout.ms=1800000",) for arg in ("-c", config)]
     process = subprocess.Popen(
-        [str(KFAKE), "-port", str(port), "-log-level", "warn", "-c", "group.max.session.timeout.ms=1800000"],
+        [str(binary), "-port", str(port), "-log-level", "warn", *settings],
         stdout=(workdir / "kfake.log").open("ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
-        until(lambda: _listening(port), "kfake to listen", 20)
+        until(lambda: _listening(port), f"{binary.name} to listen", 20)
         yield f"127.0.0.1:{port}"
     finally:
         os.killpg(process.pid, signal.SIGTERM)

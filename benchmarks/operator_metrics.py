@@ -3,8 +3,9 @@ timers fire while it is scraped back to back.
 
 Side by side in one process: the exposition as it was before issue 22 (prometheus-client's registry, 45 series per
 fleet, rendered by an aiohttp handler on the event loop Kopf's handlers share: :class:`LegacyMetrics`, kept here as
-the baseline) and the operator's (``berth.operator.metrics``: 10 series per fleet, each fleet's lines cached until
-it changes, served from a thread of its own). For 2,000 and 10,000 fleets:
+the baseline) and the operator's (``berth.operator.metrics``: 17 series per fleet, 10 when measured, before the
+restart counters; each fleet's lines cached until it changes, served from a thread of its own). For 2,000 and
+10,000 fleets:
 
 - series per fleet, and the render time of one scrape (cold: every fleet changed since the last; warm: 1 % did);
 - the event loop's lateness while a client scrapes ``/metrics`` back to back for a few seconds: a 100 ms timer on

@@ -22,7 +22,10 @@ ORDER = [
     "static_restart",
     "store_throughput",
     "kafka_scale_down",
+    "kafka_consumer_protocol",
     "status_lag",
+    "operator_scale",
+    "operator_takeover",
     "failover",
     "operator_metrics",
 ]

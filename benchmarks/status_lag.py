@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmarks.common import ROOT, Result, progress, spread
+from benchmarks.operator_world import world
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -32,7 +30,6 @@ from support.coordinator import CoordinatorProcess, coordinator_get, coordinator
 from support.fake_kubelet import FakeKubelet, api_client
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, fleet_body
 from support.kube import Kube, wait_until
-from support.kube_fixtures import admin_of, started_control_plane
 from support.operator_process import OperatorProcess
 
 CHANGES = 6
@@ -129,41 +126,9 @@ def measure(
 
 
 def main() -> Result:
-    with tempfile.TemporaryDirectory(prefix="berth-status-lag-") as tmp, started_control_plane() as plane:
-        work = Path(tmp)
-        kube = admin_of(plane)
-        kube.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
-        kube.wait_established("consumerfleets.berth.dev")
-        wait_until(lambda: kube.get("serviceaccount", "default", namespace="default"), "the default ServiceAccount")
-        kube.helm("install", "berth", str(ROOT / "charts" / "berth"), "-n", "berth", "--create-namespace")
-        operator_identity = kube.as_service_account("berth", "berth-operator")
-        tokens = work / "tokens.yaml"
-        tokens.write_text(
-            yaml.safe_dump(
-                {
-                    "tokens": [
-                        {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-                        {"token": MEMBER_TOKEN, "groups": ["*"]},
-                    ]
-                }
-            )
-        )
-        coordinator = CoordinatorProcess(
-            work / "data",
-            "--group-initial-rebalance-delay-ms",
-            "100",
-            "--tokens-file",
-            str(tokens),
-            "--log-level",
-            "warning",
-            manual_clock=False,
-        )
-        coordinator.start()
-        try:
-            follow = measure(kube, operator_identity.kubeconfig, coordinator, work, follow=True)
-            timer = measure(kube, operator_identity.kubeconfig, coordinator, work, follow=False)
-        finally:
-            coordinator.kill()
+    with world("--group-initial-rebalance-delay-ms", "100") as w:
+        follow = measure(w.kube, w.operator_kube.kubeconfig, w.coordinator, w.work, follow=True)
+        timer = measure(w.kube, w.operator_kube.kubeconfig, w.coordinator, w.work, follow=False)
     figures = {
         "follow_s": spread(follow),
         "timer_s": spread(timer),

@@ -94,6 +94,9 @@ HANDLERS_MODULE = textwrap.dedent(
             return self.core.read_namespaced_service_with_http_info(name, namespace)
 
 
+    CLAIMS = WatchedResource("", "v1", "persistentvolumeclaims")
+
+
     def announce(api: client.EventsV1Api, namespace, body):
         api.create_namespaced_event(namespace, body)
 
@@ -130,6 +133,9 @@ def test_scanner_maps_every_construct_to_its_permission(synthetic: object) -> No
         ("", "pods", "deletecollection"),
         # kopf.info
         ("", "events", "create"),
+        # the operator's own watch
+        ("", "persistentvolumeclaims", "list"),
+        ("", "persistentvolumeclaims", "watch"),
         # the annotated EventsV1Api parameter
         ("events.k8s.io", "events", "create"),
         # to_thread(apps.create_namespaced_stateful_set) and partial(apps.patch_namespaced_stateful_set_scale)
@@ -164,6 +170,9 @@ def test_scanner_adds_kopfs_own_needs_only_with_handlers(synthetic: object) -> N
 def test_scanner_reports_a_selector_it_cannot_resolve() -> None:
     result = scan_sources({"h.py": "import kopf\n@kopf.on.create(some_variable)\ndef f(**_): pass\n"}, RESOURCES)
     assert result.unresolved and "not made of string constants" in result.unresolved[0]
+
+
+TLS = {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}
 
 
 def operator_grants(values: dict[str, object]) -> set[Permission]:
@@ -202,8 +211,10 @@ def test_chart_grants_the_operator_exactly_what_its_code_needs(
     needed = needed_permissions(operator_scan)
     if scope == "namespace":
         needed -= KOPF_CLUSTER_ONLY
-    # analytics on: the operator then also reads the advice ConfigMap; the widest set of grants.
-    granted = operator_grants({"operator": {"scope": scope}, "analytics": {"enabled": True}})
+    # analytics on (the advice and evidence ConfigMaps), TLS (the CA ConfigMaps, watched) and a namespace of Kafka
+    # fleets whose Secrets it reads: the widest set of grants.
+    widest = {"scope": scope, "kafka": {"secretNamespaces": ["team-a"]}}
+    granted = operator_grants({"operator": widest, "analytics": {"enabled": True}, **TLS})
     missing, extra = needed - granted, granted - needed
     assert not missing, "the operator needs, the chart does not grant:\n" + explain(missing, operator_scan.evidence)
     assert not extra, "the chart grants, the operator does not need:\n" + explain(extra)
@@ -218,19 +229,60 @@ def test_default_install_grants_nothing_beyond_the_full_one() -> None:
     full = operator_grants({"analytics": {"enabled": True}})
     plain = operator_grants(PLAIN_HTTP)
     assert plain < full and operator_grants({}) <= full
-    assert full - plain == {("", "configmaps", "get"), ("", "configmaps", "patch"), ("", "configmaps", "create")}
+    assert full - plain == {("", "configmaps", verb) for verb in ("get", "list", "watch", "patch", "create")}
 
 
-def test_tls_grants_configmaps_get_create_and_patch_in_fleet_namespaces_and_nothing_else() -> None:
+SECRETS_GET = ("", "secrets", "get")
+
+
+def secret_bindings(values: dict[str, object]) -> set[tuple[str, str | None]]:
+    """(kind, namespace) of every binding that gives the operator Secret reads."""
+    docs = render(values)
+    secret_roles = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole") and any("secrets" in r["resources"] for r in d.get("rules") or [])
+    }
+    return {
+        (d["kind"], d["metadata"].get("namespace"))
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and (d["roleRef"]["kind"], d["roleRef"]["name"]) in secret_roles
+        and any(s.get("name") == "berth-operator" for s in d.get("subjects") or [])
+    }
+
+
+def test_a_cluster_wide_install_reads_secrets_only_in_the_namespaces_it_is_given() -> None:
+    """No cluster-wide Secret read by default: one RoleBinding per namespace of Kafka fleets (to a ClusterRole an
+    administrator can bind for a later one); everywhere only when asked for (secretsClusterWide)."""
+    assert secret_bindings({}) == set()
+    assert SECRETS_GET not in operator_grants({})
+    listed = {"operator": {"kafka": {"secretNamespaces": ["team-a", "team-b"]}}}
+    assert secret_bindings(listed) == {("RoleBinding", "team-a"), ("RoleBinding", "team-b")}
+    role = next(
+        d for d in render({}) if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator-kafka-secrets"
+    )
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    everywhere = {"operator": {"kafka": {"secretsClusterWide": True}}}
+    assert secret_bindings(everywhere) == {("ClusterRoleBinding", None)}
+    # Namespaced: the release's namespace's Secrets, in its one Role.
+    assert secret_bindings({"operator": {"scope": "namespace"}}) == {("RoleBinding", "berth")}
+
+
+def test_tls_grants_configmaps_in_fleet_namespaces_and_nothing_else() -> None:
     """With TLS (the default) the operator publishes the coordinator's CA in each fleet's namespace (a ConfigMap its
-    pods mount)."""
+    pods mount), and watches those ConfigMaps like the other objects fleets own."""
     for tls in ({}, {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}):
         docs = render(tls)
         role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator")
         config_maps = [rule for rule in role["rules"] if "configmaps" in rule["resources"]]
-        assert config_maps == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]}]
+        assert config_maps == [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch"]}
+        ]
         assert operator_grants(tls) - operator_grants(PLAIN_HTTP) == {
             ("", "configmaps", "get"),
+            ("", "configmaps", "list"),
+            ("", "configmaps", "watch"),
             ("", "configmaps", "patch"),
             ("", "configmaps", "create"),
         }
@@ -258,7 +310,9 @@ def test_namespaced_install_grants_nothing_cluster_scoped() -> None:
         "RoleBinding",
         "Deployment",
         "NetworkPolicy",
+        "PodDisruptionBudget",
     }
     cluster_wide = operator_grants({"operator": {"scope": "cluster"}, "analytics": {"enabled": True}})
     namespaced = operator_grants({"operator": {"scope": "namespace"}, "analytics": {"enabled": True}})
     assert cluster_wide - namespaced == KOPF_CLUSTER_ONLY
+    assert namespaced - cluster_wide == {SECRETS_GET}  # cluster-wide, Secrets only in the namespaces it is given

@@ -73,8 +73,35 @@ def coordinator_args(docs: list[Obj]) -> list[str]:
 def check_defaults(docs: list[Obj]) -> None:
     # docs/architecture.md pins: <release>-operator Deployment, <release>-coordinator StatefulSet, cluster RBAC.
     deployment = one(docs, "Deployment", "berth-operator")
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas, one acting (leader election on a Lease), spread over nodes, one kept through a drain.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    operator = operator_args(docs)
+    assert "--leader-elect" in operator and arg_after(operator, "--leader-election-lease") == "berth-operator"
+    assert [
+        arg_after(operator, f"--leader-elect-{t}-s") for t in ("lease-duration", "renew-deadline", "retry-period")
+    ] == [
+        "15",
+        "10",
+        "2",
+    ]
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (preferred,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert selects(preferred["podAffinityTerm"]["labelSelector"], deployment["spec"]["template"]["metadata"]["labels"])
+    budget = one(docs, "PodDisruptionBudget", "berth-operator")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert selects(budget["spec"]["selector"], deployment["spec"]["template"]["metadata"]["labels"])
+    # The Lease only, in the release namespace, through a Role of its own (never the ClusterRole).
+    lease_role = one(docs, "Role", "berth-operator-lease")
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert {r for rule in lease_role["rules"] for r in rule["resources"]} == {"leases"}
+    assert one(docs, "RoleBinding", "berth-operator-lease")["roleRef"]["name"] == "berth-operator-lease"
+    cluster_role = one(docs, "ClusterRole", "berth-operator")
+    assert not [rule for rule in cluster_role["rules"] if "leases" in rule["resources"]]
     statefulset = one(docs, "StatefulSet", "berth-coordinator")
     assert statefulset["spec"]["replicas"] == 1
     assert [t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"]] == ["data"]
@@ -350,12 +377,22 @@ def check_group_tokens(docs: list[Obj]) -> None:
 
 
 def check_external_coordinator(docs: list[Obj]) -> None:
-    assert not find(docs, "StatefulSet") and not find(docs, "Service") and not find(docs, "PodDisruptionBudget")
+    assert not find(docs, "StatefulSet") and not find(docs, "Service")
+    assert not find(docs, "PodDisruptionBudget", "berth-coordinator")
     assert arg_after(operator_args(docs), "--coordinator-url") == "https://coordinator.example.net:9094"
 
 
 def check_no_pdb(docs: list[Obj]) -> None:
-    assert not find(docs, "PodDisruptionBudget")
+    assert not find(docs, "PodDisruptionBudget", "berth-coordinator")
+
+
+def check_one_operator(docs: list[Obj]) -> None:
+    """Without leader election exactly one operator runs, replaced by Recreate: nothing to elect, nothing to keep."""
+    deployment = one(docs, "Deployment", "berth-operator")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--leader-elect" not in operator_args(docs)
+    assert not find(docs, "PodDisruptionBudget", "berth-operator") and not find(docs, "Role", "berth-operator-lease")
 
 
 def check_maintenance_pdb(docs: list[Obj]) -> None:
@@ -639,6 +676,7 @@ CASES = [
         check_external_coordinator,
     ),
     Case("no-pdb", {"coordinator": {"podDisruptionBudget": {"enabled": False}}}, check_no_pdb),
+    Case("one-operator", {"operator": {"replicas": 1, "leaderElection": {"enabled": False}}}, check_one_operator),
     Case("no-network-policies", {"networkPolicy": {"enabled": False}}, check_no_network_policies),
     Case(
         "trusted-coordinators",

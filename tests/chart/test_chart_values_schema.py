@@ -115,6 +115,16 @@ BAD_VALUES = [
         "coordinator.groupMinSessionTimeoutMs..groupMaxSessionTimeoutMs (6000..1800000)",
     ),
     Bad(
+        "two-operators-without-leader-election",
+        {"operator": {"replicas": 2, "leaderElection": {"enabled": False}}},
+        "operator.replicas is 2: more than one operator replica needs operator.leaderElection.enabled",
+    ),
+    Bad(
+        "renew-deadline-not-under-the-lease",
+        {"operator": {"leaderElection": {"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10}}},
+        "operator.leaderElection: retryPeriodSeconds (2) < renewDeadlineSeconds (10) < leaseDurationSeconds (10)",
+    ),
+    Bad(
         "group-tokens-with-existing-secret",
         {"auth": {"existingSecret": "mine", "groupTokens": [{"name": "orders", "groups": ["orders"]}]}},
         "auth.groupTokens is only used when the chart generates the tokens Secret",

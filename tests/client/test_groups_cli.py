@@ -23,7 +23,18 @@ from support.coordinator import CoordinatorProcess
 from support.net import free_port
 
 from berth.coordinator.client import CoordinatorAdmin, GroupMember
+from berth.coordinator.client.errors import (
+    AuthorizationError,
+    ConfigError,
+    CoordinatorServerError,
+    CoordinatorUnavailableError,
+    GroupError,
+    GroupOwnedError,
+    RequestTooLargeError,
+    ResponseTooLargeError,
+)
 from berth.coordinator.client.groups_cli import main
+from berth.coordinator.client.groups_exit import ExitCode, exit_code_of
 from berth.coordinator.protocol import Error
 
 pytestmark = pytest.mark.timeout(60)
@@ -167,20 +178,21 @@ def test_installed_console_script(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "status"),
     [
-        (["describe", "nobody"], "group 'nobody' does not exist"),
-        (["offsets", "nobody"], "group 'nobody' does not exist"),
-        (["delete", "nobody"], "group 'nobody' does not exist (GROUP_ID_NOT_FOUND)"),
-        (["delete", "orders"], "group 'orders' still has members (NON_EMPTY_GROUP)"),
+        (["describe", "nobody"], "group 'nobody' does not exist", 3),
+        (["offsets", "nobody"], "group 'nobody' does not exist", 3),
+        (["delete", "nobody"], "group 'nobody' does not exist (GROUP_ID_NOT_FOUND)", 3),
+        (["delete", "orders"], "group 'orders' still has members (NON_EMPTY_GROUP)", 4),
+        (["remove-members", "nobody", "--all"], "group 'nobody' does not exist", 3),
     ],
 )
 @pytest.mark.parametrize("output", ["table", "json"])
-def test_unknown_or_busy_group_fails_with_one_line(
-    url: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, output: str
+def test_unknown_or_busy_group_fails_with_one_line_and_the_status_of_its_class(
+    url: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, status: int, output: str
 ) -> None:
     code, out, err = run(capsys, "--coordinator", url, "--output", output, *argv)
-    assert code == 1 and out == ""
+    assert code == status and out == ""
     assert err.startswith(f"berth-groups: error: {message}") and err.count("\n") == 1
 
 
@@ -191,14 +203,14 @@ def test_remove_members_reports_ids_that_were_not_members(
     code, out, err = run(
         capsys, "--coordinator", url, "-o", output, "remove-members", "orders", "--instance-ids", "orders-9,orders-8"
     )
-    assert code == 1
+    assert code == 3  # not found
     assert err == "berth-groups: error: not members of group 'orders' (UNKNOWN_MEMBER_ID): orders-9, orders-8\n"
     assert "orders-9" in out  # the per-member results are still shown
 
 
 def test_connection_refused_fails_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "--coordinator", f"http://127.0.0.1:{free_port()}", "list")
-    assert code == 1 and out == ""
+    assert code == 6 and out == ""  # unavailable
     assert err.startswith("berth-groups: error: coordinator at http://127.0.0.1:") and "unreachable" in err
     assert err.count("\n") == 1
 
@@ -218,7 +230,7 @@ def secured_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_missing_token_is_a_401_with_a_hint(secured_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
-    assert code == 1 and out == ""
+    assert code == 5 and out == ""  # not allowed
     assert err.startswith("berth-groups: error: HTTP 401 GROUP_AUTHORIZATION_FAILED")
     assert err.rstrip().endswith("(no token given: pass --token-file or set BERTH_TOKEN or BERTH_TOKEN_FILE)")
     assert err.count("\n") == 1
@@ -228,7 +240,7 @@ def test_token_without_the_right_is_a_403(
     secured_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, out, err = run(capsys, "--coordinator", secured_url, "--token", "orders-app-secret", "list")
-    assert code == 1 and out == ""
+    assert code == 5 and out == ""
     warning, error = err.splitlines()
     assert warning.startswith("berth-groups: warning: --token shows the token to every user of this machine (ps")
     assert error.startswith("berth-groups: error: HTTP 403 GROUP_AUTHORIZATION_FAILED from GET /v1/groups")
@@ -236,7 +248,7 @@ def test_token_without_the_right_is_a_403(
 
     monkeypatch.setenv("BERTH_TOKEN", "orders-app-secret")  # the default token, allowed on its own group:
     code, _, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
-    assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")  # authorised, and empty
+    assert (code, err) == (3, "berth-groups: error: group 'orders' does not exist\n")  # authorised, and empty
 
 
 def test_the_token_comes_from_a_file_and_never_from_the_command_line(
@@ -245,10 +257,10 @@ def test_the_token_comes_from_a_file_and_never_from_the_command_line(
     token_file = tmp_path / "token"
     token_file.write_text("orders-app-secret\n")
     code, _, err = run(capsys, "--coordinator", secured_url, "--token-file", str(token_file), "describe", "orders")
-    assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")  # authorised, no warning
+    assert (code, err) == (3, "berth-groups: error: group 'orders' does not exist\n")  # authorised, no warning
     monkeypatch.setenv("BERTH_TOKEN_FILE", str(token_file))
     code, _, err = run(capsys, "--coordinator", secured_url, "describe", "orders")
-    assert (code, err) == (1, "berth-groups: error: group 'orders' does not exist\n")
+    assert (code, err) == (3, "berth-groups: error: group 'orders' does not exist\n")
     with pytest.raises(SystemExit) as usage:
         main(["--token", "x", "--token-file", str(token_file), "list"])
     assert usage.value.code == 2
@@ -316,7 +328,7 @@ def test_version_and_a_capped_answer(url: str, capsys: pytest.CaptureFixture[str
         main(["--version"])
     assert version.value.code == 0 and capsys.readouterr().out.startswith("berth-groups ")
     code, out, err = run(capsys, "--coordinator", url, "--max-response-bytes", "100", "list")
-    assert code == 1 and out == ""
+    assert code == 6 and out == ""  # nothing usable came back
     assert "over the client's 100-byte cap (max_response_bytes)" in err
 
 
@@ -502,7 +514,7 @@ def test_describe_of_several_groups_shows_those_that_exist_and_fails_for_the_oth
     url: str, fleet: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run(capsys, "--coordinator", url, "describe", fleet, "nobody", "--state")
-    assert code == 1
+    assert code == 3
     assert [line.split()[0] for line in out.splitlines()] == ["GROUP", "fleet"]
     assert err == "berth-groups: error: group 'nobody' does not exist\n"
 
@@ -539,7 +551,7 @@ def test_reset_is_refused_on_a_stable_group_naming_its_state_and_members(
     code, out, err = run(
         capsys, "--coordinator", url, "reset-offsets", "orders", "--all-topics", "--to-earliest", "--execute"
     )
-    assert (code, out) == (1, "")
+    assert (code, out) == (4, "")  # refused by the group's state
     assert err.startswith(
         "berth-groups: error: group 'orders' is Stable with 3 members (orders-0, orders-1, orders-2): "
         "offsets can only be reset while the group is Empty"
@@ -646,32 +658,37 @@ def test_shift_by_clamps_at_zero_as_kafka_clamps_to_the_log_start(url: str, caps
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "status"),
     [
         (
             ["--topic", "events:0,5", "--to-current"],
             "group 'edges': --to-current: no committed offset to start from on events:5",
+            3,
         ),
-        (["--topic", "events:5", "--shift-by", "1"], "group 'edges': --shift-by: no committed offset to start from"),
-        (["--topic", "nothing", "--to-earliest"], "group 'edges': --topic nothing: the group has no committed offsets"),
-        (["--topic", "events:x", "--to-earliest"], "--topic 'events:x': partitions are numbers"),
-        (["--all-topics", "--to-latest"], "--to-latest: Berth's coordinator keeps committed offsets, not the logs"),
+        (["--topic", "events:5", "--shift-by", "1"], "group 'edges': --shift-by: no committed offset to start from", 3),
+        (
+            ["--topic", "nothing", "--to-earliest"],
+            "group 'edges': --topic nothing: the group has no committed offsets",
+            3,
+        ),
+        (["--topic", "events:x", "--to-earliest"], "--topic 'events:x': partitions are numbers", 2),
+        (["--all-topics", "--to-latest"], "--to-latest: Berth's coordinator keeps committed offsets, not the logs", 2),
     ],
 )
 def test_resets_that_cannot_be_planned_fail_with_one_line_and_change_nothing(
-    url: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    url: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, status: int
 ) -> None:
     if not committed(url, "edges"):
         asyncio.run(formed_then_left(url, "edges", {("events", 0): 10}))
     code, out, err = run(capsys, "--coordinator", url, "reset-offsets", "edges", *argv, "--execute")
-    assert (code, out) == (1, "")
+    assert (code, out) == (status, "")
     assert err.startswith(f"berth-groups: error: {message}") and err.count("\n") == 1
     assert committed(url, "edges") == {("events", 0): 10}
 
 
 def test_to_offset_creates_a_group_that_does_not_exist_yet(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--coordinator", url, "reset-offsets", "newborn", "--shift-by", "1", "--topic", "t:0")
-    assert code == 1 and "group 'newborn' does not exist: there is no committed offset to --shift-by from" in err
+    assert code == 3 and "group 'newborn' does not exist: there is no committed offset to --shift-by from" in err
     code, _, err = run(
         capsys, "--coordinator", url, "reset-offsets", "newborn", "--to-offset", "42", "--topic", "t:0-1", "--execute"
     )
@@ -727,7 +744,7 @@ def test_remove_members_by_member_id_and_then_all(
     assert out.splitlines()[1].split() == ["-", dynamic, "removed"]
 
     code, _, err = run(capsys, "--coordinator", url, "remove-members", "mixed", "--member-id", dynamic)
-    assert code == 1 and err == f"berth-groups: error: not members of group 'mixed' (UNKNOWN_MEMBER_ID): {dynamic}\n"
+    assert code == 3 and err == f"berth-groups: error: not members of group 'mixed' (UNKNOWN_MEMBER_ID): {dynamic}\n"
 
     code, out, _ = run(capsys, "--coordinator", url, "-o", "json", "remove-members", "mixed", "--all")
     assert code == 0
@@ -770,3 +787,20 @@ def test_a_group_token_describes_its_group_without_the_expected_members(
     code, out, _ = run(capsys, "--coordinator", secured_url, "-o", "json", "describe", "orders")
     assert code == 0
     assert (json.loads(out)["expected_members"], json.loads(out)["expected_not_joined"]) == (None, None)
+
+
+def test_every_failure_of_the_member_library_has_one_class() -> None:
+    """Exit statuses by what a script would do about the failure (docs/member-library.md, berth-groups)."""
+    path = "/v1/groups/orders"
+    assert exit_code_of(AuthorizationError(401, "GROUP_AUTHORIZATION_FAILED", path=path)) == ExitCode.NOT_ALLOWED == 5
+    assert exit_code_of(GroupOwnedError(409, "GROUP_OWNED", path=path, owner=None)) == ExitCode.REFUSED_BY_STATE == 4
+    assert exit_code_of(RequestTooLargeError(413, "PAYLOAD_TOO_LARGE", path=path)) == ExitCode.REFUSED == 7
+    assert exit_code_of(CoordinatorServerError(503, "COORDINATOR_NOT_AVAILABLE", path=path)) == ExitCode.UNAVAILABLE
+    assert exit_code_of(CoordinatorUnavailableError("timed out")) == ExitCode.UNAVAILABLE == 6
+    assert exit_code_of(ResponseTooLargeError(path, 100)) == ExitCode.UNAVAILABLE
+    assert exit_code_of(ConfigError("--token-file", "names 'x', which is empty")) == ExitCode.USAGE == 2
+    assert exit_code_of(GroupError(Error.GROUP_ID_NOT_FOUND, "describing")) == ExitCode.NOT_FOUND == 3
+    assert exit_code_of(GroupError(Error.NON_EMPTY_GROUP, "deleting")) == ExitCode.REFUSED_BY_STATE
+    assert exit_code_of(GroupError(Error.INVALID_GROUP_ID, "describing")) == ExitCode.REFUSED
+    statuses = [code.value for code in ExitCode]
+    assert len(statuses) == len(set(statuses)) and ExitCode.PARTIAL == 1 and ExitCode.CLOSED_PIPE == 141

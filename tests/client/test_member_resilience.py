@@ -7,6 +7,8 @@ heartbeating, and cost the group no rebalance.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -110,3 +112,34 @@ async def test_join_is_retried_with_backoff_until_the_disk_recovers(api: Api, ne
 
     assert stable.unavailable_streak == 0
     assert sleep.delays_s[:4] == pytest.approx([0.010, 0.020, 0.040, 0.040])
+
+
+async def test_an_outage_is_logged_at_info_until_it_puts_the_session_at_risk(
+    fixed_port_coordinator: CoordinatorProcess, fixed_api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failover or restart is routine: its retries are INFO (the first) and DEBUG; a WARNING only once the outage
+    has lasted a third of the session timeout; the recovery is INFO with how long it took."""
+    caplog.set_level(logging.DEBUG, logger="berth.client")
+    member = GroupMember(member_config(fixed_port_coordinator.url, "orders", "orders-0"))  # session timeout 10 s
+    try:
+        await form_group(fixed_api, [member])
+        fixed_port_coordinator.kill()
+
+        def outage() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if "coordinator unavailable for" in r.getMessage()]
+
+        while not any(r.levelno == logging.WARNING for r in outage()):  # noqa: ASYNC110 - polling the log
+            await asyncio.sleep(0.05)
+        fixed_port_coordinator.start()
+        heartbeats = member.state.heartbeats_ok
+        await member.wait_for(lambda state: state.heartbeats_ok > heartbeats)
+
+        seen = [(r.levelno, float(r.getMessage().split(" for ")[1].split(" s ")[0])) for r in outage()]
+        assert seen[0] == (logging.INFO, 0.0)
+        first_warning = next(i for i, (level, _) in enumerate(seen) if level == logging.WARNING)
+        assert all(level == logging.DEBUG for level, _ in seen[1:first_warning])
+        assert seen[first_warning][1] >= 10 / 3
+        recovered = [r for r in caplog.records if "coordinator answering again after" in r.getMessage()]
+        assert [r.levelno for r in recovered] == [logging.INFO]
+    finally:
+        await member.close()

@@ -18,6 +18,7 @@ import pytest
 from support.coordinator import CoordinatorProcess
 from support.rawhttp import post_json, send
 
+from berth.coordinator.http.group_metrics import GroupMetrics
 from berth.coordinator.http.metrics import FAMILIES
 
 pytestmark = pytest.mark.timeout(120)
@@ -146,6 +147,12 @@ def test_per_group_series_describe_a_group(scraped: CoordinatorProcess) -> None:
         found, "berth_group_sync_duration_seconds", "berth_group_sync_duration_seconds_count", group + "}"
     )
     assert join_count == 1 and sync_count == 1
+    # Its one rebalance, from its start to the assignment stored, timed for the group and among all groups.
+    rebalanced = value(
+        found, "berth_group_rebalance_duration_seconds", "berth_group_rebalance_duration_seconds_count", group + "}"
+    )
+    everyone = value(found, "berth_rebalance_duration_seconds", "berth_rebalance_duration_seconds_count", "")
+    assert rebalanced == 1 and everyone >= 1
 
 
 def test_per_group_series_are_bounded_and_slots_pass_on(scraped: CoordinatorProcess) -> None:
@@ -256,3 +263,21 @@ def test_journal_figures_survive_a_restart(tmp_path: Path) -> None:
         after = scrape(proc)
         for name in ("berth_journal_bytes", "berth_journal_oldest_event_timestamp_seconds"):
             assert value(after, name, name, "") == value(before, name, name, "") != 0, name
+
+
+def test_a_rebalance_lasts_from_its_first_start_to_the_assignment_and_one_that_empties_has_no_duration() -> None:
+    groups = GroupMetrics(max_groups=1)
+    groups.rebalance("orders", "new_member", 1_000)
+    groups.rebalance("orders", "new_member", 1_400)  # superseded: the members' pause started at 1,000
+    groups.rebalanced("orders", 3_500)
+    groups.rebalanced("orders", 9_000)  # an assignment stored with no rebalance since: nothing to time
+    groups.rebalance("payments", "member_left", 2_000)  # no slot left: counted among all groups only
+    groups.rebalanced("payments", 2_250)
+    groups.rebalance("ledger", "member_left", 5_000)
+    groups.stopped("ledger")  # emptied: not a duration
+    groups.rebalanced("ledger", 6_000)
+    assert (groups.durations.counts, groups.durations.sum) == (
+        [0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+        2.5 + 0.25,
+    )
+    assert groups.series["orders"].durations.sum == 2.5 and "payments" not in groups.series

@@ -4,17 +4,15 @@ ServiceAccount against a real coordinator, with a fake kubelet per test namespac
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
-from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage
-from support.kafka_consumers import program_for_pod
+from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, Stage, write_tokens
 from support.kafka_fixtures import create_topic
-from support.kafka_stage import KafkaStage
+from support.kafka_stage import KafkaStage, grant_secret_reads, operated_namespace
 from support.kube import Kube
 from support.kube_cluster import REPO
 from support.net import free_port
@@ -46,17 +44,7 @@ def operator_identity(kube: Kube, chart_release: str) -> Kube:
 def coordinator_for_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoordinatorProcess]:
     """A real coordinator (system clock) that requires tokens: the operator's admin token, and one for members."""
     directory = tmp_path_factory.mktemp("coordinator")
-    tokens = directory / "tokens.yaml"
-    tokens.write_text(
-        yaml.safe_dump(
-            {
-                "tokens": [
-                    {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-                    {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
-                ]
-            }
-        )
-    )
+    tokens = write_tokens(directory / "tokens.yaml")
     process = CoordinatorProcess(
         directory / "data", *COORDINATOR_FLAGS, "--tokens-file", str(tokens), manual_clock=False
     )
@@ -96,6 +84,41 @@ def running_operator(
     operator.stop()
     forbidden = operator.forbidden()
     assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+
+
+@pytest.fixture
+def namespaced_operator(
+    operator_identity: Kube, coordinator_for_operator: CoordinatorProcess, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """Start ``berth-operator --namespace <the test's>`` (as the chart's ServiceAccount, the module's coordinator its
+    default, metrics on a port of its own) with ``extra`` flags; ``kubeconfig`` routes it elsewhere, ``env`` adds to
+    its environment. Each one started
+    is stopped at the end (gracefully: a leader releases its Lease), and none may have been refused anything."""
+    started: list[OperatorProcess] = []
+    token = tmp_path / "admin-token"
+    token.write_text(ADMIN_TOKEN)
+
+    def start(*extra: str, kubeconfig: Path | None = None, env: dict[str, str] | None = None) -> OperatorProcess:
+        metrics = free_port()
+        args = [
+            "--namespace", namespace,
+            "--coordinator-url", coordinator_for_operator.url,
+            "--token-file", str(token),
+            "--liveness-port", "0",
+            "--metrics-port", str(metrics),
+            *extra,
+        ]  # fmt: skip
+        log = tmp_path / f"operator-{len(started)}.log"
+        operator = OperatorProcess(kubeconfig or operator_identity.kubeconfig, log, args, env).start()
+        operator.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        started.append(operator)
+        return operator
+
+    yield start
+    for operator in started:
+        operator.stop()
+        forbidden = operator.forbidden()
+        assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
 
 
 @pytest.fixture
@@ -150,40 +173,57 @@ def kafka_stage(
     """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount) with the test broker as
     its default Kafka connection, and a fake kubelet running the example consumers for its pods."""
     namespace = kube.create_namespace(f"{KAFKA_NAMESPACE}-{next(_groups)}")
+    grant_secret_reads(kube, namespace)  # the chart grants no cluster-wide Secret read: one namespace at a time
     directory = tmp_path_factory.mktemp("kafka-operator")
-    evidence = directory / "evidence"
     args = [
-        "--namespace",
-        namespace,
-        "--kafka-bootstrap-servers",
-        kafka_bootstrap,
-        "--kafka-trusted-bootstrap",
-        unreachable_kafka,
-        "--liveness-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--reconcile-interval-s",
-        "1",
+        *("--kafka-bootstrap-servers", kafka_bootstrap, "--kafka-trusted-bootstrap", unreachable_kafka),
+        *("--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "1"),
         # Members hear of a rebalance on their next heartbeat: the takeover after a removal is about one of them.
-        "--heartbeat-interval-ms",
-        "500",
-        "--evidence-dir",
-        str(evidence),
-        # The owner records of Kafka groups: Leases where the chart's Role grants them (its release namespace).
-        "--group-owners-namespace",
-        RELEASE_NAMESPACE,
+        *("--heartbeat-interval-ms", "500"),
         *getattr(request.module, "KAFKA_OPERATOR_ARGS", ()),
     ]
     topic = create_topic(kafka_bootstrap, f"orders-{namespace}")
-    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
-    operator = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log", args).start()
-    try:
-        yield KafkaStage(kube, namespace, kubelet, kafka_bootstrap, topic, evidence, directory, args)
-        assert operator.process is not None and operator.process.poll() is None, operator.log()
-    finally:
-        operator.stop()
-        kubelet.stop()
-    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
-    forbidden = operator.forbidden()
-    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)
+    with operated_namespace(
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        records_namespace=RELEASE_NAMESPACE,
+    ) as stage:
+        yield stage
+
+
+@pytest.fixture(scope="module")
+def kip848_stage(
+    kube: Kube,
+    operator_identity: Kube,
+    kip848_bootstrap: str,
+    kip848_topic: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaStage]:
+    """One namespace served by ``berth-operator --namespace`` (as the chart's ServiceAccount, its Secrets granted the
+    chart's way) with a consumer-protocol broker (``kfake-kip848``, Kafka's defaults: a 45 s session timeout) as its
+    default Kafka connection, /metrics on, and a fake kubelet running the example consumers for its pods."""
+    namespace = kube.create_namespace(f"kip848-fleets-{next(_groups)}")
+    grant_secret_reads(kube, namespace)
+    directory = tmp_path_factory.mktemp("kip848-operator")
+    metrics_port = free_port()
+    args = [
+        *("--kafka-bootstrap-servers", kip848_bootstrap, "--liveness-port", "0", "--metrics-port", str(metrics_port)),
+        *("--reconcile-interval-s", "1"),
+    ]
+    with operated_namespace(
+        kube,
+        operator_identity,
+        namespace,
+        directory,
+        args,
+        bootstrap=kip848_bootstrap,
+        topic=kip848_topic,
+        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+        records_namespace=RELEASE_NAMESPACE,
+    ) as stage:
+        yield stage

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support.certs import Pair, make_ca, make_server_cert, openssl_or_skip
 from support.coordinator import CoordinatorProcess
 from support.fake_kubelet import FakeKubelet
-from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, fleet_body
+from support.fleet_stage import ADMIN_TOKEN, fleet_body, write_tokens
 from support.kube import Kube, wait_until
 from support.kube_cluster import REPO
 from support.operator_process import OperatorProcess
@@ -57,17 +56,7 @@ def tls_world(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     directory = tmp_path_factory.mktemp("tls")
     ca, other_ca = make_ca(directory / "ca"), make_ca(directory / "other", "someone-elses-ca")
     cert = make_server_cert(directory / "issued", ca, 1)
-    tokens = directory / "tokens.yaml"
-    tokens.write_text(
-        yaml.safe_dump(
-            {
-                "tokens": [
-                    {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
-                    {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
-                ]
-            }
-        )
-    )
+    tokens = write_tokens(directory / "tokens.yaml")
     coordinator = CoordinatorProcess(
         directory / "data",
         *COORDINATOR_FLAGS,

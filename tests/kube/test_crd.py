@@ -445,6 +445,30 @@ OPERATOR_STATUS: Obj = {
         "seconds": 4,
         "at": "2026-01-02T03:04:05Z",
     },
+    "restarts": {
+        "static": 12,
+        "rebalancing": 0,
+        "expired": 1,
+        "rolls": 2,
+        "revision": "orders-6db4cfd757",
+        "ongoing": {
+            "restarts": 1,
+            "static": 1,
+            "rebalances": 0,
+            "since": "2026-01-02T03:05:00Z",
+            "latest": "2026-01-02T03:05:00Z",
+            "rollout": False,
+        },
+        "last": {
+            "restarts": 3,
+            "static": 3,
+            "rebalances": 0,
+            "cause": "rollout",
+            "since": "2026-01-02T03:00:00Z",
+            "until": "2026-01-02T03:00:09Z",
+            "seconds": 9,
+        },
+    },
     "conditions": [
         {
             "type": "Ready",
@@ -505,21 +529,25 @@ def test_kubectl_get_shows_readiness_state_session_timeout_and_the_ready_conditi
         "STATE",
         "GENERATION",
         "SESSION TIMEOUT",
+        "LAG",
         "STATUS",
         "REASON",
         "GROUP",
+        "STATIC RESTARTS",
         "AGE",
     ]
-    assert list(wide["orders"].values())[:9] == [
+    assert list(wide["orders"].values())[:11] == [
         "orders",
         "3",
         "2/3",
         "Stable",
         "7",
         "45s",
+        "",  # LAG: a Kafka fleet's
         "False",
         "PodsNotReady",
         "orders",
+        "12",
     ]
     # A refused fleet says why, instead of a row of blanks.
     refused = wide["refused"]
@@ -530,7 +558,8 @@ def test_kubectl_get_shows_readiness_state_session_timeout_and_the_ready_conditi
         "GroupIdInUse",
     )
     narrow = table(kube.kubectl("get", "cf", "-n", namespace).stdout)
-    assert "GROUP" not in narrow["orders"] and narrow["orders"]["REASON"] == "PodsNotReady"
+    assert "GROUP" not in narrow["orders"] and "STATIC RESTARTS" not in narrow["orders"]
+    assert narrow["orders"]["REASON"] == "PodsNotReady"
 
 
 def table(text: str) -> dict[str, dict[str, str]]:

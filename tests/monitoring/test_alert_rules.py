@@ -68,6 +68,8 @@ def test_every_alert_says_how_long_how_bad_what_and_where_to_read_more() -> None
         runbook = annotations["runbook_url"]
         assert runbook.endswith(f"docs/monitoring.md#{name.lower()}"), name
         assert name.lower() in headings, f"docs/monitoring.md has no section '### {name}'"
-        # Names the group or the fleet it is about (or the coordinator's pod for coordinator-wide alerts).
+        # Names the group or the fleet it is about (or the coordinator's pod for coordinator-wide alerts, the
+        # operator's namespace for operator-wide ones).
         text = annotations["summary"] + annotations["description"]
-        assert any(label in text for label in ("$labels.group", "$labels.fleet", "$labels.pod")), name
+        labels = ("$labels.group", "$labels.fleet", "$labels.pod", "$labels.namespace")
+        assert any(label in text for label in labels), name

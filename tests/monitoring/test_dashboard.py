@@ -13,10 +13,10 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 REQUIRED_PANELS = {
     "Groups by state",
     "Members",
-    "Rebalances/s by cause",
-    "Rebalances/s per group",
-    "JoinGroup latency p50 / p99",
-    "SyncGroup latency p50 / p99",
+    "Rebalances by cause",
+    "Rebalances per group",
+    "Rebalance duration",
+    "Static restarts",
     "Generation per group",
     "Fenced members",
     "Store write failures and readiness",
@@ -27,6 +27,7 @@ REQUIRED_PANELS = {
     "Leave delay and scale-down seconds",
     "Departing members",
     "Fleets ready / refused",
+    "Rollouts",
 }
 
 

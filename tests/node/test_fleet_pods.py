@@ -3,7 +3,8 @@
 The pods run ``python -m berth.coordinator.client.example`` from the locally built ``berth:0.1.0``, against the
 coordinator pod, through the coordinator's Service and the cluster DNS stand-in. What the kubelet does here is
 real: the departed pods' containers get SIGTERM and their grace period, a deleted pod is recreated by the
-StatefulSet controller, a killed container is restarted in place. The figures are printed (``-s``).
+StatefulSet controller, a killed container is restarted in place. The figures are printed (``-s``), and so is what
+``kubectl describe cf`` shows of the restarts (status.restarts and the Restarted Events: issue 23).
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def test_five_to_three_is_one_batch_leave_once_the_pods_are_gone_and_three_to_fi
     assert len(stage.rebalances_since("up")) == 1, stage.since("up")
 
 
-def test_pod_deletion_rolling_restart_and_a_killed_container_cost_no_rebalance(stage: FleetStage, node: Node) -> None:
+def test_pod_deletion_rolling_restart_and_a_killed_container_cost_no_rebalance_and_the_fleet_says_so(
+    stage: FleetStage, node: Node
+) -> None:
     stage.apply_example(3)
     stage.ready_and_stable(3)
 
@@ -64,6 +67,9 @@ def test_pod_deletion_rolling_restart_and_a_killed_container_cost_no_rebalance(s
     wait_until(lambda: (stage.pod(1) or {}).get("metadata", {}).get("uid") not in (None, uid), "a new pod")
     stage.ready_and_stable(3)
     assert stage.rebalances_since("delete") == []
+    # The fleet says so, once the restart is over (a session timeout after it: its member is back or expired).
+    restarted = "1 pod restarted statically, 0 rebalances"
+    wait_until(lambda: restarted in stage.messages("Restarted"), "the restart's Event", timeout_s=240, every_s=1)
 
     stage.mark("rollout")
     before = {i: stage.pod(i)["metadata"]["uid"] for i in range(3)}
@@ -75,6 +81,13 @@ def test_pod_deletion_rolling_restart_and_a_killed_container_cost_no_rebalance(s
     rebalances = stage.rebalances_since("rollout")
     print(f"\nrolling restart of 3 pods: {len(rebalances)} rebalances in {time.monotonic() - started:.1f} s")
     assert rebalances == []
+    rolled = "3 pods restarted statically (rollout), 0 rebalances"
+    wait_until(lambda: rolled in stage.messages("Restarted"), "the roll's Event", timeout_s=240, every_s=1)
+    restarts = stage.status()["restarts"]
+    assert (restarts["static"], restarts["rolls"], restarts["last"]["cause"]) == (4, 1, "rollout")
+    described = stage.kubectl("describe", "cf", stage.name)
+    print(described[described.index("  Restarts:") :])  # kubectl describe cf, as a person reads it
+    assert rolled in described
 
     stage.mark("kill")
     pod = stage.pod(0)
@@ -90,3 +103,16 @@ def test_pod_deletion_rolling_restart_and_a_killed_container_cost_no_rebalance(s
     joins = [e for e in stage.since("kill") if e["type"] in ("member_joined", "static_member_replaced")]
     assert joins and all(e["group_instance_id"] == f"{stage.name}-0" for e in joins), json.dumps(joins)
     assert stage.rebalances_since("kill") == []
+
+    # Paused (berth.dev/paused), a scale-down is seen and not acted on; resumed, it is carried out with its leave.
+    stage.kubectl("annotate", f"cf/{stage.name}", "berth.dev/paused=true")
+    wait_until(lambda: stage.condition("Paused").get("status") == "True", "Paused=True", timeout_s=120)
+    stage.kubectl("scale", f"cf/{stage.name}", "--replicas=2")
+    generation = stage.kube.get("cf", stage.name, namespace=stage.namespace)["metadata"]["generation"]
+    wait_until(lambda: stage.condition("Paused").get("observedGeneration") == generation, "seen", timeout_s=120)
+    statefulset = stage.kube.get("statefulset", stage.name, namespace=stage.namespace)
+    assert statefulset["spec"]["replicas"] == 3 and stage.pod(2) is not None
+    stage.mark("resume")
+    stage.kubectl("annotate", f"cf/{stage.name}", "berth.dev/paused-")
+    wait_until(lambda: stage.leaves_since("resume") == [[f"{stage.name}-2"]], "the leave, resumed", timeout_s=180)
+    stage.ready_and_stable(2)

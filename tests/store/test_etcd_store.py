@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.net import free_port
 
 from berth.coordinator.core import (
     ExpectedMembersRecord,
@@ -26,8 +27,8 @@ from berth.coordinator.core import (
 from berth.coordinator.protocol import GroupId, InstanceId, MemberId
 from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig, StoreError
 from berth.coordinator.store.etcd import EtcdClient, EtcdElection, EtcdStore, EtcdWriter, Fenced, Limits, Tenure, Term
-from berth.coordinator.store.etcd.client import b64
-from berth.coordinator.store.etcd.copy import copy_sqlite_to_etcd
+from berth.coordinator.store.etcd.client import EtcdUnavailable, b64
+from berth.coordinator.store.etcd.copy import copy_sqlite_to_etcd, wait_for_etcd
 from berth.coordinator.store.etcd.txn import Built, build
 from berth.operator.local.etcd_cluster import EtcdCluster
 
@@ -297,6 +298,23 @@ def test_copy_to_etcd_moves_everything_and_refuses_a_used_prefix(
 
     with SqliteStore(tmp_path / "data") as source, pytest.raises(StoreError, match="not empty"):
         copy_sqlite_to_etcd(source, EtcdStore(client, etcd_prefix), say=lambda line: None)
+
+
+def test_the_copy_waits_for_etcd_to_answer_and_gives_up_after_its_wait(
+    etcd_cluster: EtcdCluster, etcd_prefix: str
+) -> None:
+    """A copy started with etcd (the chart's Job) waits for it: here the first endpoint answers nothing (a member
+    whose name does not resolve yet) and the next one does; with no member answering, the last error after the wait."""
+    said: list[str] = []
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    starting = EtcdClient([nowhere, *etcd_cluster.endpoints_flag.split(",")], timeout_s=1)
+    wait_for_etcd(starting, etcd_prefix.encode(), 30, say=said.append)
+    assert len(said) == 1 and said[0].startswith("waiting up to 30 s for etcd to answer: etcd http://127.0.0.1:")
+
+    started = time.monotonic()
+    with pytest.raises(EtcdUnavailable):
+        wait_for_etcd(EtcdClient([nowhere], timeout_s=1), etcd_prefix.encode(), 1.5, say=said.append)
+    assert 1.5 <= time.monotonic() - started < 10
 
 
 def test_a_prefix_with_an_interrupted_copy_or_foreign_keys_is_refused(client: EtcdClient, etcd_prefix: str) -> None:

@@ -5,9 +5,12 @@ like a kubelet on node ``fake-node``:
 
 - binds each new pod to the node (``pods/binding``), starts its member process
   (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
-  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` resolved as a kubelet would, and
-  its ``configMap`` volumes written to a directory of the pod's (a variable naming a file under the mount path
-  names the same file there) — then reports it Running and Ready through ``pods/status``;
+  ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` (``optional`` ones left out when
+  the key is missing) resolved as a kubelet would, and its ``configMap`` and ``secret`` volumes written to a
+  directory of the pod's (a variable naming a file under the mount path names the same file there) — then reports
+  it Running and Ready through ``pods/status``;
+- when a pod's environment names a Secret (or key) that does not exist, leaves it Pending with its container
+  waiting (``CreateContainerConfigError``, the kubelet's message) and tries again every second, as a kubelet does;
 - when a pod is deleted (bound pods are deleted gracefully: they stay Terminating until their kubelet confirms),
   stops its process with SIGTERM, a static member's "pod gone" (it does not leave the group), then confirms the
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
@@ -16,7 +19,8 @@ Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kep
 ``program`` chooses another command for a pod (or None to leave it Pending): ``run_member`` (Berth's member
 library) by default, ``support.kafka_consumers.program_for_pod`` for the example Kafka consumers a pod's container
 names. ``gone_at`` keeps when each pod was last confirmed gone (wall clock). A pod with ``restartPolicy: Never``
-whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects.
+whose process exits is reported Succeeded or Failed by its exit status, as ``helm test`` expects. :meth:`kill`
+ends a pod's process with SIGKILL and leaves the pod as it is (a crash: nothing is sent on the way out).
 """
 
 from __future__ import annotations
@@ -71,6 +75,10 @@ def ensure_node(core: kubernetes.client.CoreV1Api, name: str = NODE) -> None:
     core.patch_node_status(name, {"status": {"conditions": [ready]}})
 
 
+class ContainerConfigError(Exception):
+    """What a kubelet reports as CreateContainerConfigError: the container's environment cannot be built."""
+
+
 class FakeKubelet:
     def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path, program: Program = run_member) -> None:
         self.client = api_client(kubeconfig)
@@ -86,6 +94,7 @@ class FakeKubelet:
         self.finished: dict[str, int] = {}  # pods that ran once -> their exit status
         self.gone_at: dict[str, float] = {}  # pod -> when its deletion was last confirmed (time.time())
         self._terminating: set[str] = set()
+        self._blocked: dict[str, Any] = {}  # pods whose environment cannot be built yet -> the pod, to retry
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fake-kubelet-{namespace}", daemon=True)
@@ -120,6 +129,15 @@ class FakeKubelet:
             now = released & self._terminating
         for name in now:
             self._confirm_deletion(name)
+
+    def kill(self, name: str) -> None:
+        """The pod's process dies at once (SIGKILL, as in a crash or an OOM kill); the pod object is left alone."""
+        with self._lock:
+            process = self.processes.get(name)
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def running(self) -> set[str]:
         with self._lock:
@@ -158,6 +176,7 @@ class FakeKubelet:
                     if self._stop.is_set():
                         break
                 self._report_exits()
+                self._retry_blocked()
             except kubernetes.client.ApiException as error:
                 if error.status == 410:  # the resource version is too old: start over from a fresh list
                     version = ""
@@ -170,6 +189,9 @@ class FakeKubelet:
 
     def _on_pod(self, kind: str, pod: Any) -> None:
         name = pod.metadata.name
+        if kind == "DELETED" or pod.metadata.deletion_timestamp is not None:
+            with self._lock:
+                self._blocked.pop(name, None)
         if kind == "DELETED":
             self._stop_member(name, signal.SIGTERM)
             return
@@ -202,7 +224,17 @@ class FakeKubelet:
 
     def _start_member(self, pod: Any) -> bool:
         name = pod.metadata.name
-        env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        try:
+            env = {**os.environ, **self._container_env(pod), "BERTH_LOCAL_NAME": name}
+        except ContainerConfigError as error:
+            with self._lock:
+                first = name not in self._blocked
+                self._blocked[name] = pod
+            if first:
+                self._report_waiting(pod, "CreateContainerConfigError", str(error))
+            return False
+        with self._lock:
+            self._blocked.pop(name, None)
         argv = self.program(pod, env)
         if argv is None:
             return False
@@ -230,6 +262,29 @@ class FakeKubelet:
             with contextlib.suppress(kubernetes.client.ApiException):
                 self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": phase}})
 
+    def _retry_blocked(self) -> None:
+        with self._lock:
+            blocked = [pod for name, pod in self._blocked.items() if name not in self.processes]
+        for pod in blocked:
+            if self._start_member(pod):
+                self._report_ready(pod.metadata.name)
+
+    def _report_waiting(self, pod: Any, reason: str, message: str) -> None:
+        containers = [
+            {
+                "name": container.name,
+                "image": container.image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
+            for container in pod.spec.containers
+        ]
+        status = {"phase": "Pending", "containerStatuses": containers}
+        with contextlib.suppress(kubernetes.client.ApiException):  # deleted meanwhile
+            self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, {"status": status})
+
     def _container_env(self, pod: Any) -> dict[str, str]:
         env: dict[str, str] = {}
         for var in pod.spec.containers[0].env or []:
@@ -240,22 +295,40 @@ class FakeKubelet:
                 env[var.name] = {"metadata.name": pod.metadata.name, "metadata.namespace": self.namespace}[path]
             elif var.value_from.secret_key_ref is not None:
                 ref = var.value_from.secret_key_ref
-                secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+                try:
+                    secret = self.core.read_namespaced_secret(ref.name, self.namespace)
+                except kubernetes.client.ApiException as error:
+                    if error.status != 404:
+                        raise
+                    raise ContainerConfigError(f'secret "{ref.name}" not found') from None
+                if ref.key not in (secret.data or {}):
+                    if ref.optional:
+                        continue
+                    raise ContainerConfigError(f"couldn't find key {ref.key} in Secret {self.namespace}/{ref.name}")
                 env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
         return self._mounted(pod, env)
 
     def _mounted(self, pod: Any, env: dict[str, str]) -> dict[str, str]:
-        """The first container's configMap volumes, written under the log directory; paths in ``env`` moved there."""
-        volumes = {v.name: v.config_map for v in pod.spec.volumes or [] if v.config_map is not None}
+        """The first container's configMap and secret volumes, written under the log directory (a secret volume's
+        ``items`` as their paths); paths in ``env`` moved there."""
+        volumes = {v.name: v for v in pod.spec.volumes or [] if v.config_map is not None or v.secret is not None}
         for mount in pod.spec.containers[0].volume_mounts or []:
             source = volumes.get(mount.name)
             if source is None:
                 continue
-            config_map = self.core.read_namespaced_config_map(source.name, self.namespace)
+            files: dict[str, bytes]
+            if source.config_map is not None:
+                data = self.core.read_namespaced_config_map(source.config_map.name, self.namespace).data or {}
+                files = {key: value.encode() for key, value in data.items()}
+            else:
+                secret = self.core.read_namespaced_secret(source.secret.secret_name, self.namespace)
+                decoded = {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
+                items = source.secret.items
+                files = {item.path: decoded[item.key] for item in items} if items else decoded
             directory = self.log_dir / f"{pod.metadata.name}-volumes" / mount.name
             directory.mkdir(parents=True, exist_ok=True)
-            for key, value in (config_map.data or {}).items():
-                (directory / key).write_text(value)
+            for key, value in files.items():
+                (directory / key).write_bytes(value)
             prefix = mount.mount_path.rstrip("/") + "/"
             env = {k: str(directory) + "/" + v[len(prefix) :] if v.startswith(prefix) else v for k, v in env.items()}
         return env

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from support.coordinator import CoordinatorProcess, coordinator_get
 from support.fake_kubelet import FakeKubelet
@@ -20,6 +23,16 @@ ADMIN_TOKEN = "admin-token-for-the-kube-tier"
 MEMBER_TOKEN = "member-token-for-the-kube-tier"
 #: The Secret (in each test namespace) the fleets' tokenSecretRef names.
 MEMBER_TOKEN_SECRET = "member-token"
+
+
+def write_tokens(path: Path) -> Path:
+    """A coordinator tokens file with the operator's admin token and the members' token, both for every group."""
+    tokens = [
+        {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
+        {"token": MEMBER_TOKEN, "groups": ["*"], "admin": False},
+    ]
+    path.write_text(yaml.safe_dump({"tokens": tokens}))
+    return path
 
 
 def fleet_body(name: str, replicas: int, group: str, **spec: Any) -> Obj:

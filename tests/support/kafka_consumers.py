@@ -62,11 +62,14 @@ class Ownership:
         return [e for e in self.events.get(member, []) if e.get("event") == "assigned"]
 
     def current(self, member: str) -> list[str] | None:
-        """What the member owns now: its latest assignment, nothing after a revocation, None before any."""
+        """What the member owns now: its latest assignment, what a revocation left it (an incremental one, on the
+        consumer protocol, leaves the rest), nothing after it exited or failed, None before any."""
         for event in reversed(self.events.get(member, [])):
             if event.get("event") == "assigned":
                 return list(event["partitions"])
-            if event.get("event") in ("revoked", "exited"):
+            if event.get("event") == "revoked":
+                return list(event.get("owned") or [])
+            if event.get("event") in ("exited", "fatal"):
                 return []
         return None
 

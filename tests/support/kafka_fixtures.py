@@ -2,6 +2,11 @@
 
 - ``kafka_bootstrap`` (session): the bootstrap list of a Kafka-protocol cluster — kfake started once on first use and
   stopped by PID at the end, or the real cluster ``BERTH_KAFKA_BOOTSTRAP`` names.
+- ``kip848_bootstrap`` (per module): the same for consumer-protocol groups — ``kfake-kip848`` with Kafka's defaults
+  for those groups, or the same real cluster (Kafka >= 4.0) — and ``kip848_topic``, the module's one topic of 6
+  partitions. One broker and one topic per module because kfake's consumer-protocol assignor hands a member the
+  partitions of every topic on the broker, not only those it subscribed to (docs/kafka.md, "What differs on
+  kfake"); a real cluster assigns only the subscribed ones, so there the module's topic is one among many.
 - ``kafka_topic``: a fresh topic of 6 partitions per test.
 
 Without kfake (and no BERTH_KAFKA_BOOTSTRAP) the tier is skipped with one line; with ``CI=true`` that is a failure.
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support.kafka_broker import HOW_TO_GET, KafkaBroker, external_bootstrap, find_kfake
+from support.kafka_broker import HOW_TO_GET, HOW_TO_GET_KIP848, KafkaBroker, external_bootstrap, find_kfake
 from support.kube_fixtures import unavailable
 
 PARTITIONS = 6
@@ -25,13 +30,28 @@ PARTITIONS = 6
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
+    yield from _broker(kip848=False)
+
+
+@pytest.fixture(scope="module")
+def kip848_bootstrap() -> Iterator[str]:
+    yield from _broker(kip848=True)
+
+
+@pytest.fixture(scope="module")
+def kip848_topic(kip848_bootstrap: str, request: pytest.FixtureRequest) -> str:
+    stem = "".join(c if c.isalnum() else "-" for c in request.module.__name__.rpartition(".")[2].lower())[:40]
+    return create_topic(kip848_bootstrap, f"kip848-{next(_topics)}-{stem}")
+
+
+def _broker(*, kip848: bool) -> Iterator[str]:
     external = external_bootstrap()
     if external:
         yield external
         return
-    binary = find_kfake()
+    binary = find_kfake(kip848=kip848)
     if binary is None:
-        unavailable(HOW_TO_GET)
+        unavailable(HOW_TO_GET_KIP848 if kip848 else HOW_TO_GET)
     assert binary is not None
     workdir = Path(tempfile.mkdtemp(prefix="berth-kfake-"))
     broker = KafkaBroker(binary, workdir / "kfake.log").start()

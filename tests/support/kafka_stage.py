@@ -3,18 +3,24 @@ is the test broker, a fake kubelet running the example consumers, and ways to re
 
 ``kafka_fleet`` builds a fleet whose pods run one of the example consumer programs (deploy/examples/consumers/),
 with the container exactly as the example fleets have it, so the fake kubelet runs that program from this
-checkout with the pod's environment.
+checkout with the pod's environment (``consumer_protocol_fleet``: confluent-kafka on KIP-848's consumer protocol).
+``grant_secret_reads`` binds the chart's ClusterRole for Kafka fleets' Secrets in a namespace, as an administrator
+does for each namespace of Kafka fleets (the chart grants no cluster-wide Secret read).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from support.fake_kubelet import FakeKubelet
-from support.kafka_consumers import CLIENTS, Ownership, read_lines
+from support.kafka_consumers import CLIENTS, Ownership, program_for_pod, read_lines
 from support.kube import Kube, wait_until
+from support.operator_process import OperatorProcess
 
 Obj = dict[str, Any]
 
@@ -44,6 +50,29 @@ def kafka_fleet(name: str, replicas: int, client: str, topic: str, **spec: Any) 
     }
 
 
+def consumer_protocol_fleet(name: str, replicas: int, topic: str, **spec: Any) -> Obj:
+    """A fleet of confluent-kafka consumers on KIP-848's consumer protocol, its session timeout sized (Auto)."""
+    fleet = kafka_fleet(name, replicas, "confluent-kafka", topic, **spec)
+    fleet["spec"]["coordinator"]["kafka"] = {"groupProtocol": "consumer", **fleet["spec"]["coordinator"]["kafka"]}
+    if "sessionTimeout" not in spec:
+        fleet["spec"].pop("sessionTimeout")
+    return fleet
+
+
+def grant_secret_reads(kube: Kube, namespace: str, *, release: str = "berth", release_namespace: str = "berth") -> None:
+    """The RoleBinding the chart makes for each of operator.kafka.secretNamespaces, made for ``namespace``."""
+    role = f"{release}-operator-kafka-secrets"
+    kube.kubectl(
+        "create",
+        "rolebinding",
+        role,
+        "-n",
+        namespace,
+        f"--clusterrole={role}",
+        f"--serviceaccount={release_namespace}:{release}-operator",
+    )
+
+
 @dataclass
 class KafkaStage:
     kube: Kube
@@ -54,6 +83,7 @@ class KafkaStage:
     evidence_dir: Path
     directory: Path  # the stage's own scratch directory
     operator_args: list[str]  # what its operator runs with (another team's operator may share them)
+    metrics_url: str = ""
 
     def apply(self, *fleets: Obj) -> None:
         self.kube.apply(*fleets, namespace=self.namespace)
@@ -89,6 +119,19 @@ class KafkaStage:
     def evidence(self) -> list[Obj]:
         return [event for path in sorted(self.evidence_dir.glob("segment-*.jsonl")) for event in read_lines(path)]
 
+    def metric(self, family: str, fleet: str) -> float | None:
+        """The operator's ``family`` sample for ``fleet`` (in this stage's namespace) on its /metrics; None: none."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as answer:
+            text = answer.read().decode()
+        wanted = {"namespace": self.namespace, "fleet": fleet}
+        for line in text.splitlines():
+            found = re.fullmatch(rf"{re.escape(family)}\{{(.*)\}} (\S+)", line)
+            if found and dict(re.findall(r'(\w+)="([^"]*)"', found.group(1))) == wanted:
+                return float(found.group(2))
+        return None
+
     def settled(self, name: str, pods: list[str]) -> Ownership:
         """The fleet's group Stable with exactly ``pods`` as members, each owning its share of every partition."""
         wait_until(
@@ -107,3 +150,38 @@ class KafkaStage:
             f"{', '.join(pods)} to own every partition",
             timeout_s=90,
         )
+
+
+@contextmanager
+def operated_namespace(
+    kube: Kube,
+    identity: Kube,
+    namespace: str,
+    directory: Path,
+    args: Sequence[str],
+    *,
+    bootstrap: str,
+    topic: str,
+    metrics_url: str = "",
+    records_namespace: str = "berth",
+) -> Iterator[KafkaStage]:
+    """``berth-operator --namespace NAMESPACE --group-owners-namespace RECORDS_NAMESPACE --evidence-dir ... ARGS`` as
+    ``identity`` (the chart's ServiceAccount; its owner records of Kafka groups are Leases where the chart's Role
+    grants them, the release namespace) and a fake kubelet running the example consumers for the namespace's pods;
+    stopped afterwards, and the operator must have been refused nothing by the API server."""
+    evidence = directory / "evidence"
+    full = [
+        *("--namespace", namespace, "--group-owners-namespace", records_namespace),
+        *("--evidence-dir", str(evidence), *args),
+    ]
+    kubelet = FakeKubelet(kube.kubeconfig, namespace, directory / "pods", program=program_for_pod).start()
+    operator = OperatorProcess(identity.kubeconfig, directory / "operator.log", full).start()
+    try:
+        yield KafkaStage(kube, namespace, kubelet, bootstrap, topic, evidence, directory, full, metrics_url)
+        assert operator.process is not None and operator.process.poll() is None, operator.log()
+    finally:
+        operator.stop()
+        kubelet.stop()
+    assert kubelet.error is None, f"the fake kubelet failed: {kubelet.error!r}"
+    forbidden = operator.forbidden()
+    assert not forbidden, "the API server refused the operator something:\n" + "\n".join(forbidden)

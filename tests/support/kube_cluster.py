@@ -11,6 +11,15 @@ of its network namespace's link, which pods reach through the ``kubernetes`` Ser
 Service's endpoints itself and the serving certificate names the address. ``sign_certificate`` signs more client
 identities (a kubelet's, the scheduler's) with the plane's CA.
 
+The API server keeps an audit log of the requests of ``audited_groups``' members (by default every ServiceAccount of
+namespace ``berth``, where the tests and benchmarks install the chart whose identity the operator runs as): one
+line per request as it is received, with its verb, object, user and User-Agent (:meth:`ControlPlane.audit`), so a
+test or a benchmark counts exactly what the operator asked.
+
+ConfigMaps have no watch cache in this API server (``--watch-cache-sizes=configmaps#0``): their watches are served
+by etcd, so a test can make a watch expire as a long absence does in a real cluster (:meth:`ControlPlane.compact`
+compacts etcd's history; a watch resumed from before it is answered 410 Gone). Everything else is cached as usual.
+
 Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, then ``BERTH_K8S_BIN_DIR``, then
 ``../shared/tools/k8s/bin`` beside the repository; etcd in the same directory or on ``PATH`` (Debian's
 ``etcd-server``, installed by ``scripts/ensure-etcd.sh``).
@@ -18,6 +27,7 @@ Binaries are found like controller-runtime's envtest: ``KUBEBUILDER_ASSETS``, th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -27,6 +37,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from support.net import free_port
 
@@ -126,6 +137,16 @@ def kubeconfig_text(
     )
 
 
+def audit_policy(groups: tuple[str, ...]) -> str:
+    """Metadata of every request by a member of ``groups``, once, when it is received; nothing else."""
+    listed = ", ".join(json.dumps(group) for group in groups)
+    return (
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\n"
+        "omitStages: [ResponseStarted, ResponseComplete, Panic]\n"
+        f"rules:\n- level: Metadata\n  userGroups: [{listed}]\n- level: None\n"
+    )
+
+
 @dataclass
 class ControlPlane:
     binaries: Binaries
@@ -138,6 +159,26 @@ class ControlPlane:
     controller_flags: tuple[str, ...] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     server: str = ""
+    etcd_url: str = ""
+    audited_groups: tuple[str, ...] = ("system:serviceaccounts:berth",)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit(self, since: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The audit events logged from byte ``since`` of the log on, and the offset to read from next time."""
+        if not self.audit_log.exists():
+            return [], since
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            data = log.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()], since + len(complete)
+
+    def audit_offset(self) -> int:
+        """Where the audit log ends now: read from here to see only what comes next."""
+        return self.audit(0)[1] if self.audit_log.exists() else 0
 
     @property
     def pki(self) -> Path:
@@ -161,7 +202,7 @@ class ControlPlane:
         pki = self.pki
         etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
         api_port, kcm_port = free_port(), free_port()
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn(
             "etcd",
             [
@@ -208,6 +249,11 @@ class ControlPlane:
                 # A node's name need not resolve here; its InternalIP is reachable (logs, exec, port-forward).
                 "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--profiling=false",
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+                "--watch-cache-sizes=configmaps#0",
             ],
         )
         self.kubeconfig.write_text(
@@ -235,6 +281,26 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
             ],
         )
+
+    def compact(self) -> int:
+        """Compact etcd's history up to now (what the API server does every few minutes); the revision compacted to."""
+
+        def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(
+                self.etcd_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                found: dict[str, Any] = json.loads(answer.read())
+                return found
+
+        revision = int(post("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def _write_audit_policy(self) -> Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(audit_policy(self.audited_groups))
+        return path
 
     def _wait_ready(self, timeout_s: float) -> None:
         context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))

@@ -15,7 +15,7 @@
   names under their governing Service) from the apiserver, on the node's address, which the kubelet gives pods as
   their nameserver. There is no upstream resolver: only cluster names resolve.
 - **storage**: ``PersistentVolume``s of the empty storage class on directories of the work directory, which claims
-  with no class (the chart's, a stateful fleet's) bind to.
+  with no class (the chart's coordinator and etcd members, a stateful fleet's) bind to.
 
 ``stop()`` ends every process
 it started by PID (containers first, through runc's state root), unmounts what the node mounted under its work
@@ -28,11 +28,9 @@ containerd, runc, the CNI plugins, iptables and nsenter from Debian (``scripts/e
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -45,6 +43,15 @@ from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, 
 from support.net import free_port
 from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config
 from support.node_network import NodeNetwork, run
+from support.node_reap import (
+    end_shims,
+    register,
+    remove_containers,
+    remove_pod_logs,
+    start_guard,
+    unmount_under,
+    unregister,
+)
 
 CLAMP = REPO.parent / "shared" / "tools" / "k8s" / "node" / "runc-oom-clamp"
 CNI_BIN = Path("/usr/lib/cni")
@@ -56,6 +63,11 @@ HOW_TO_GET = (
     "containernetworking-plugins, buildah, debootstrap, busybox-static and iptables (make install runs "
     "scripts/ensure-node.sh)"
 )
+
+
+def support_env() -> dict[str, str]:
+    """The environment of a process running one of the tests' support modules (``python -m support....``)."""
+    return {**os.environ, "PYTHONPATH": str(REPO / "tests")}
 
 
 def missing_pieces(binaries: Binaries | None) -> list[str]:
@@ -95,6 +107,8 @@ class Node:
     name: str = "berth-node"
     network: NodeNetwork = field(default_factory=NodeNetwork.choose)
     pv_count: int = 8
+    #: Directories a later session's reaper removes with the node when this run dies without stopping it.
+    reap_also: tuple[Path, ...] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     plane: ControlPlane | None = None
     kubelet_port: int = 0
@@ -125,9 +139,8 @@ class Node:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it until stop()
-        env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
         self.processes[name] = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=support_env()
         )
 
     def _check_alive(self) -> None:
@@ -139,6 +152,9 @@ class Node:
 
     def start(self, pause_archive: Path, timeout_s: float = 180.0) -> Node:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # Recorded first: a run killed before stop() leaves everything below to the next session's reap_stale().
+        register(self.network.netns, self.network.host_if, self.workdir, self.reap_also)
+        start_guard(self.network.netns)  # and reaped by it at once, if this run dies without stop()
         self.network.create()
         self.plane = ControlPlane(
             self.binaries,
@@ -258,8 +274,7 @@ class Node:
 
     def run_inside(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """A command in the node's network namespace (PYTHONPATH: the tests' support package), to completion."""
-        env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
-        return subprocess.run(self.network.inside(*argv), capture_output=True, text=True, env=env, check=True)
+        return subprocess.run(self.network.inside(*argv), capture_output=True, text=True, env=support_env(), check=True)
 
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's process in place, as a crash would (the kubelet restarts it in the same pod)."""
@@ -329,7 +344,8 @@ class Node:
                     "kind": "PersistentVolume",
                     "metadata": {"name": f"{self.name}-pv-{index}", "labels": {"berth.dev/node-volume": "true"}},
                     "spec": {
-                        "capacity": {"storage": "5Gi"},
+                        # Nominal (hostPath has no size): as large as the chart's largest default claim (etcd's 8Gi).
+                        "capacity": {"storage": "10Gi"},
                         "accessModes": ["ReadWriteOnce"],
                         "persistentVolumeReclaimPolicy": "Retain",
                         "storageClassName": "",
@@ -345,15 +361,16 @@ class Node:
         pod_uids = self._pod_uids()
         for name in ("kubelet", "kube-proxy", "kube-scheduler", "dns", "kfake"):
             self._end(name)
-        self._remove_containers()
+        remove_containers(self.runc_root)
         self._end("containerd")
-        self._end_shims()
+        end_shims(self.socket)
         if self.plane is not None:
             self.plane.stop()
-        self._unmount_all()
+        unmount_under(self.workdir)
         self.network.delete()
-        self._remove_pod_logs(pod_uids)
+        remove_pod_logs(pod_uids)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        unregister(self.network.netns)
 
     def _end(self, name: str) -> None:
         stop_process(self.processes.pop(name, None), timeout_s=15)
@@ -363,47 +380,3 @@ class Node:
             return []
         answer = self._kubectl("get", "pods", "-A", "-o", "jsonpath={.items[*].metadata.uid}", check=False)
         return answer.stdout.split() if answer.returncode == 0 else []
-
-    def _remove_containers(self) -> None:
-        """Every container of this node, through runc's state root (the shims would keep them running)."""
-        if not self.runc_root.is_dir():
-            return
-        listed = run(str(RUNC), "--root", str(self.runc_root), "list", "-q", check=False).stdout.split()
-        for container in listed:
-            run(str(RUNC), "--root", str(self.runc_root), "delete", "--force", container, check=False)
-
-    def _end_shims(self) -> None:
-        """The containerd shims this node's containerd started (they outlive it): found by its socket address."""
-        marker = str(self.socket).encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and b"containerd-shim" in argv[0] and marker in argv:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-
-    def _unmount_all(self) -> None:
-        prefix = str(self.workdir) + "/"
-        mounts = []
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
-                mounts.append(point)
-        for point in sorted(set(mounts), key=len, reverse=True):
-            run("umount", "-l", point, check=False)
-
-    def _remove_pod_logs(self, uids: list[str]) -> None:
-        """The kubelet keeps pod logs under /var/log/pods (not configurable in 1.28): remove this node's."""
-        pods = Path("/var/log/pods")
-        for uid in uids:
-            for directory in pods.glob(f"*_{uid}"):
-                shutil.rmtree(directory, ignore_errors=True)
-        containers = Path("/var/log/containers")
-        if containers.is_dir():
-            for link in containers.iterdir():
-                if link.is_symlink() and not link.exists() and any(uid in os.readlink(link) for uid in uids):
-                    link.unlink()

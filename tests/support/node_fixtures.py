@@ -3,9 +3,9 @@
 Reusable by any test that wants Berth on real pods (coordinator failover, operator leader election, ...):
 
 - ``node_images`` (session): ``{name: {"ref", "archive"}}`` of the images ``support.node_images`` builds from the
-  Dockerfile (``runtime``, ``analytics``), ``deploy/examples/consumers/Dockerfile`` (``examples``) and the sandbox
-  (``pause``). The build starts in a background process as soon as collection shows a node test, so the rest of
-  the suite runs meanwhile; cached by content across runs.
+  Dockerfile (``runtime``, ``analytics``), ``deploy/examples/consumers/Dockerfile`` (``examples``), Debian's
+  etcd-server (``etcd``) and the sandbox (``pause``). The build starts in a background process as soon as
+  collection shows a node test, so the rest of the suite runs meanwhile; cached by content across runs.
 - ``node`` (session): a ``support.node.Node`` (its own control plane, kubelet, containerd, kube-proxy, scheduler,
   DNS, PersistentVolumes) with every image imported. ``node.network`` has its addresses, ``node.log(NAME)`` the
   logs of its processes.
@@ -13,11 +13,17 @@ Reusable by any test that wants Berth on real pods (coordinator failover, operat
 - ``berth_release`` (session): the chart installed exactly as docs/install.md says (``helm install berth
   charts/berth --namespace berth --create-namespace``, both rollouts, then a group token for ``orders*`` groups with
   ``helm upgrade --reuse-values``), every pod from the locally built images: a ``support.node_stage.Release``.
+- ``ha_stage`` (session): that release moved to ``coordinator.ha`` as docs/high-availability.md says, with a fleet
+  of example consumers running through the move (``support.node_ha``). The move is one-way, so the tests that use
+  ``ha_stage`` run after every other test of the session (``pytest_collection_modifyitems``).
 
 The node, the images and the release are made once per session **before** the first test that uses them starts
 its timer (a ``pytest_runtest_protocol`` wrapper outside pytest-timeout's), so their set-up (minutes on a cold
 cache) never counts against a test's timeout; they have their own budgets. Without the node's binaries, root or the
 packages, the tier is skipped with one line saying how to get them; with ``CI=true`` that is a failure.
+
+Before the build starts, the nodes that earlier runs killed with ``kill -9`` left behind (processes, network
+namespace, mounts, work directory) are ended (``support.node_reap.reap_stale``); a live run's node never is.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from support.kube import Kube, find_tool
 from support.kube_cluster import REPO, find_binaries
 from support.kube_fixtures import CRD_DIR, CRD_NAME, unavailable
 from support.node import HOW_TO_GET, Node, missing_pieces
+from support.node_ha import HaStage, moved_to_ha
 from support.node_images import missing_tools as missing_build_tools
+from support.node_reap import reap_stale
 from support.node_stage import Release, install_release
 
 T = TypeVar("T")
@@ -59,6 +67,7 @@ class NodeTier:
         self.node: Node | None = None
         self.kube: Kube | None = None
         self.release: Release | None = None
+        self.ha_stage: HaStage | None = None
         self._failures: dict[str, BaseException] = {}
 
     def missing(self) -> str | None:
@@ -113,7 +122,7 @@ class NodeTier:
         images = self.images()
         binaries = find_binaries()
         assert binaries is not None
-        node = Node(binaries, self.workdir / "node")
+        node = Node(binaries, self.workdir / "node", reap_also=(self.workdir,))
         self.node = node  # stopped at session end even when start() fails half-way
         node.start(Path(images["pause"]["archive"]), timeout_s=NODE_BUDGET_S)
         for name, image in images.items():
@@ -144,6 +153,15 @@ class NodeTier:
             self.release = install_release(self.admin(), REPO / "charts" / "berth")
         return self.release
 
+    def ha(self) -> HaStage:
+        return self.once("ha", self._ha)
+
+    def _ha(self) -> HaStage:
+        if self.ha_stage is None:
+            release, node = self.installed(), self.started_node()
+            self.ha_stage = moved_to_ha(release, node)
+        return self.ha_stage
+
     def stop(self) -> None:
         if self.build is not None and self.build.poll() is None:
             self.build.terminate()
@@ -172,13 +190,32 @@ def _checked() -> NodeTier:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start building the images as soon as the session is known to run a node test (after -m/-k deselection)."""
-    if any(item.get_closest_marker("node") for item in session.items):
+    """Once the session is known to run a node test (after -m/-k deselection): end the nodes of runs that died
+    without stopping theirs (``support.node_reap``; never a live run's), then start building the images."""
+    if any(item.get_closest_marker("node") for item in session.items) and tier().missing() is None:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for netns in reap_stale():
+            if reporter is not None:
+                reporter.write_line(f"node tier: reaped {netns}, left behind by a run that is gone")
         tier().start_build()
 
 
-#: What a node test's fixtures need made before its timer starts, by fixture name.
-_PREPARE = {"berth_release": "installed", "node_kube": "admin", "node": "started_node", "node_images": "images"}
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on ``ha_stage`` last: moving the session's release to coordinator.ha is one-way, and the other
+    node tests expect the single replica."""
+    moved = [item for item in items if "ha_stage" in getattr(item, "fixturenames", ())]
+    if moved:
+        items[:] = [item for item in items if item not in moved] + moved
+
+
+#: What a node test's fixtures need made before its timer starts, by fixture name (the first one found wins).
+_PREPARE = {
+    "ha_stage": "ha",
+    "berth_release": "installed",
+    "node_kube": "admin",
+    "node": "started_node",
+    "node_images": "images",
+}
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -219,3 +256,8 @@ def node_kube() -> Kube:
 @pytest.fixture(scope="session")
 def berth_release() -> Release:
     return _checked().installed()
+
+
+@pytest.fixture(scope="session")
+def ha_stage() -> HaStage:
+    return _checked().ha()

@@ -1,6 +1,6 @@
 """The node tier's images, built from the project's own files with buildah and cached by content.
 
-Four images, each an OCI archive that the node's containerd imports (``Node.import_image``):
+Five images, each an OCI archive that the node's containerd imports (``Node.import_image``):
 
 - ``pause`` (``localhost/berth-node-pause:1``): the pod sandbox, ``FROM scratch`` with Debian's static busybox,
   whose entrypoint sleeps forever;
@@ -8,27 +8,34 @@ Four images, each an OCI archive that the node's containerd imports (``Node.impo
   the Dockerfile's two targets, built with ``--build-arg PYTHON_IMAGE=`` a base image made here from Debian packages
   (``debootstrap --variant=minbase`` with Python, no registry image can be pulled);
 - ``examples`` (``berth-examples:0.1.0``): ``deploy/examples/consumers/Dockerfile`` on the same base, the example
-  Kafka consumers with their clients installed.
+  Kafka consumers with their clients installed;
+- ``etcd`` (``localhost/berth-etcd:bookworm``): ``node_etcd/Dockerfile``, Debian's ``etcd-server`` on the same
+  base, as UID 10001 owning ``/var/lib/etcd``, for the chart's ``coordinator.ha.etcd.image``.
 
 Each archive is named by a key over exactly its inputs (the base: Debian suite, package list, mirror, this
-machine's CA bundle and apt settings; a target: the base's key, the Dockerfile, ``.dockerignore`` and every file of
-the build context it lets in), so a second run finds the archives and builds nothing; buildah keeps its layers
-(``--layers``) beside them, so a changed source file rebuilds only the stages after its COPY. The cache lives in
-``$BERTH_NODE_CACHE`` (default ``~/.cache/berth-node``), shared by every checkout on the machine, under a lock; the
-three archives of each image used last are kept.
+machine's CA bundle and apt settings; a target: the base's key, the Dockerfile, and every file of the build context
+that ``.dockerignore``, read as Docker reads it, lets in), so a second run finds the archives and builds nothing.
+The cache lives in ``$BERTH_NODE_CACHE`` (default ``~/.cache/berth-node``), shared by every checkout on the machine,
+under a lock, and stays bounded: the three archives of each image used last (and any used in the last hour, which
+another run may be importing) are kept, and after every run
+(:meth:`Builder.tidy`) buildah's store keeps only the base and the images of the current keys with the intermediate
+images they are built on (``--layers``: a changed source file rebuilds only the stages after its COPY); every
+working container, other keys' images and the layers only they used are removed (about 2 GB of store and 3 GB of
+archives, where the store alone had grown to 11 GB).
 
-``python -m support.node_images MANIFEST`` (``PYTHONPATH=tests``) builds all four and writes ``{name: {"ref",
+``python -m support.node_images MANIFEST`` (``PYTHONPATH=tests``) builds all five and writes ``{name: {"ref",
 "archive"}}`` to MANIFEST: the node tier starts it in the background when the session starts
 (``support.node_fixtures``), so the rest of the suite runs meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +43,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,15 +60,32 @@ BUSYBOX = Path("/bin/busybox")
 RECIPE = "2"
 
 PAUSE_REF = "localhost/berth-node-pause:1"
+ETCD_DIR = Path(__file__).resolve().parent / "node_etcd"
+ETCD_REPOSITORY, ETCD_TAG = "localhost/berth-etcd", "bookworm"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One image: its reference in containerd, its Dockerfile (whose directory is the build context), its target,
+    and the build argument that receives the Debian base's reference."""
+
+    ref: str
+    dockerfile: Path
+    target: str | None
+    base_arg: str = "PYTHON_IMAGE"
+
+
 IMAGES = {
-    # name: (reference in containerd, Dockerfile, target)
-    "runtime": ("docker.io/library/berth:0.1.0", DOCKERFILE, "runtime"),
-    "analytics": ("docker.io/library/berth-analytics:0.1.0", DOCKERFILE, "analytics"),
-    "examples": ("docker.io/library/berth-examples:0.1.0", EXAMPLES_DIR / "Dockerfile", None),
+    "runtime": Recipe("docker.io/library/berth:0.1.0", DOCKERFILE, "runtime"),
+    "analytics": Recipe("docker.io/library/berth-analytics:0.1.0", DOCKERFILE, "analytics"),
+    "examples": Recipe("docker.io/library/berth-examples:0.1.0", EXAMPLES_DIR / "Dockerfile", None),
+    "etcd": Recipe(f"{ETCD_REPOSITORY}:{ETCD_TAG}", ETCD_DIR / "Dockerfile", None, base_arg="BASE_IMAGE"),
 }
 TOOLS = ("buildah", "debootstrap")
 #: Archives kept per image (the ones used last); buildah's layers stay too, so an older one rebuilds quickly.
 KEEP = 3
+#: An archive used this recently (seconds) may be about to be imported by another run: never pruned.
+RECENT_S = 3600.0
 
 
 def cache_dir() -> Path:
@@ -109,21 +133,34 @@ def base_key() -> str:
     return _digest(*parts)
 
 
-def _ignored(relative: str, patterns: list[str]) -> bool:
-    """Whether .dockerignore keeps ``relative`` out of the context (its last matching pattern decides)."""
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as Docker reads it: relative to the context's root, ``*`` and ``?`` within one path
+    element, ``**`` across any number of them."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
+            close = pattern.index("]", i + 1)
+            out, i = out + "[" + pattern[i + 1 : close].replace("!", "^", 1) + "]", close + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def _ignored(relative: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """Whether .dockerignore keeps ``relative`` out of the context: the last pattern that matches it or one of its
+    parent directories decides (an exclusion, or a ``!`` re-inclusion)."""
+    names = [relative] + [relative[:i] for i, c in enumerate(relative) if c == "/"]
     excluded = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        body = pattern[1:] if negated else pattern
-        body = body.rstrip("/")
-        names = [relative] + [relative[:i] for i, c in enumerate(relative) if c == "/"]
-        candidates = {body, body.removeprefix("**/")}
-        if any(
-            fnmatch.fnmatch(name, c) or fnmatch.fnmatch(name.rsplit("/", 1)[-1], c.removeprefix("**/"))
-            for name in names
-            for c in candidates
-            if c
-        ):
+    for negated, regex in patterns:
+        if any(regex.fullmatch(name) for name in names):
             excluded = not negated
     return excluded
 
@@ -131,12 +168,26 @@ def _ignored(relative: str, patterns: list[str]) -> bool:
 def context_files(root: Path) -> Iterator[Path]:
     """The files a build of ``root`` sends to the builder, after .dockerignore."""
     ignore = root / ".dockerignore"
-    patterns = [line.strip() for line in (ignore.read_text().splitlines() if ignore.is_file() else []) if line.strip()]
-    patterns = [p for p in patterns if not p.startswith("#")]
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if path.is_file() and not _ignored(relative, patterns):
-            yield path
+    lines = [line.strip() for line in (ignore.read_text().splitlines() if ignore.is_file() else [])]
+    texts = [line for line in lines if line and not line.startswith("#")]
+    patterns = [(text.startswith("!"), _pattern(text.removeprefix("!").strip("/"))) for text in texts]
+    # Directories left out whole unless a "!" pattern could let something under them back in: the repository's
+    # .venv, .git and caches are tens of thousands of files.
+    back_in = [text[1:].strip("/") for text in texts if text.startswith("!")]
+
+    def may_hold_back_in(relative: str) -> bool:
+        return any(any(c in b.split("/", 1)[0] for c in "*?[") or b.startswith(relative + "/") for b in back_in)
+
+    found = []
+    for directory, subdirectories, files in os.walk(root):
+        here = Path(directory)
+        subdirectories[:] = [
+            name
+            for name in subdirectories
+            if not _ignored(rel := (here / name).relative_to(root).as_posix(), patterns) or may_hold_back_in(rel)
+        ]
+        found += [here / name for name in files if not _ignored((here / name).relative_to(root).as_posix(), patterns)]
+    yield from sorted(found)
 
 
 def target_key(dockerfile: Path, target: str | None, base: str) -> str:
@@ -151,6 +202,7 @@ def target_key(dockerfile: Path, target: str | None, base: str) -> str:
 class Builder:
     cache: Path
     log: Path
+    _keys: dict[str, str] = field(default_factory=dict, init=False)
 
     @property
     def archives(self) -> Path:
@@ -204,11 +256,35 @@ class Builder:
         return True
 
     def _prune(self, archive: Path, keep: int = KEEP) -> None:
-        """Of one image's archives, keep the ``keep`` used last (checkouts of other branches share the cache)."""
+        """Of one image's archives, keep the ``keep`` used last (checkouts of other branches share the cache), and
+        any used in the last ``RECENT_S``: a run that built or found one imports it after releasing the lock."""
         name = archive.name.rsplit("-", 1)[0]
         same = sorted(self.archives.glob(f"{name}-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in same[keep:]:
-            old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                if time.time() - old.stat().st_mtime > RECENT_S:
+                    old.unlink()
+
+    def tidy(self, keep: set[str]) -> None:
+        """Remove what builds leave in buildah's store: every working container (an interrupted build leaves its
+        own), every image not named in ``keep`` (other keys' bases and images, older tags), then the intermediate
+        images nothing kept is built on. The kept images' own intermediate images stay: ``--layers`` reuses them,
+        so a changed source file still rebuilds only the stages after its COPY. Old base root filesystems go too."""
+        self.buildah("rm", "--all")
+        listed = json.loads(self.buildah_out("images", "--json") or "[]")
+        for name in sorted({n for image in listed for n in image.get("names") or []} - keep):
+            # An image with another name kept only loses this name; one with children stays until they are gone.
+            subprocess.run(self._buildah_argv("rmi", name), capture_output=True)
+        count = -1
+        while count != (count := self._image_count()):  # each pass frees the parents of what the last one removed
+            subprocess.run(self._buildah_argv("rmi", "--prune"), capture_output=True)
+        base = f"base-rootfs-{base_key()}.tar"
+        for rootfs in self.archives.glob("base-rootfs-*.tar"):
+            if rootfs.name != base:
+                rootfs.unlink(missing_ok=True)
+
+    def _image_count(self) -> int:
+        return len(json.loads(self.buildah_out("images", "--all", "--json") or "[]"))
 
     def pause(self) -> Path:
         key = _digest(RECIPE, BUSYBOX.read_bytes())
@@ -261,22 +337,32 @@ class Builder:
         )
         return ref
 
+    def key(self, name: str) -> str:
+        if name not in self._keys:
+            recipe = IMAGES[name]
+            self._keys[name] = target_key(recipe.dockerfile, recipe.target, base_key())
+        return self._keys[name]
+
+    def local_ref(self, name: str) -> str:
+        """The image's name in buildah's store: by its key, so that the store can tell current from stale."""
+        return f"localhost/berth-node-{name}:{self.key(name)}"
+
     def image(self, name: str) -> tuple[str, Path]:
-        ref, dockerfile, target = IMAGES[name]
-        key = target_key(dockerfile, target, base_key())
+        recipe = IMAGES[name]
+        key = self.key(name)
         archive = self.archives / f"{name}-{key}.tar"
         if self._hit(archive):
-            return ref, archive
+            return recipe.ref, archive
         base_ref = self.base()
-        local = f"localhost/berth-node-{name}:{key}"
+        local = self.local_ref(name)
         args = ["bud", "--layers", "--pull=false", "--network", "host", "--isolation", "chroot"]
-        args += ["--build-arg", f"PYTHON_IMAGE={base_ref}", "-f", str(dockerfile), "-t", local]
-        if target:
-            args += ["--target", target]
-        self.buildah(*args, dockerfile.parent)
-        self.buildah("tag", local, ref)
-        self._push(ref, archive)
-        return ref, archive
+        args += ["--build-arg", f"{recipe.base_arg}={base_ref}", "-f", str(recipe.dockerfile), "-t", local]
+        if recipe.target:
+            args += ["--target", recipe.target]
+        self.buildah(*args, recipe.dockerfile.parent)
+        self.buildah("tag", local, recipe.ref)
+        self._push(recipe.ref, archive)
+        return recipe.ref, archive
 
 
 @contextmanager
@@ -303,6 +389,9 @@ def build_all(log: Path, names: tuple[str, ...] = tuple(IMAGES)) -> dict[str, di
             started = time.monotonic()
             ref, archive = builder.image(name)
             built[name] = {"ref": ref, "archive": str(archive), "seconds": round(time.monotonic() - started, 1)}
+        started = time.monotonic()
+        builder.tidy({PAUSE_REF, f"localhost/berth-base:{base_key()}"} | {builder.local_ref(name) for name in names})
+        built["pause"]["tidy_seconds"] = round(time.monotonic() - started, 1)
     return built
 
 

@@ -58,6 +58,16 @@ class Release:
         pod: Obj = self.kube.get("pod", f"{self.name}-coordinator-0", namespace=self.namespace)
         return pod
 
+    def serving_pod(self, timeout_s: float = 120) -> Obj:
+        """The Ready coordinator pod: the only one with a single replica, the active one with coordinator.ha."""
+        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=coordinator"
+
+        def found() -> Obj | None:
+            pods = self.kube.get("pods", namespace=self.namespace, selector=selector)["items"]
+            return next((p for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp")), None)
+
+        return wait_until(found, "a Ready coordinator pod", timeout_s=timeout_s, every_s=0.2)
+
     def tls(self) -> ssl.SSLContext | None:
         """The context that verifies the coordinator against the release's CA (None: the release serves http)."""
         secret = self.kube.get("secret", f"{self.name}-coordinator-tls", namespace=self.namespace)
@@ -69,7 +79,7 @@ class Release:
 
     def coordinator_url(self) -> str:
         scheme = "https" if self.tls() is not None else "http"
-        return f"{scheme}://{self.coordinator_pod()['status']['podIP']}:9094"
+        return f"{scheme}://{self.serving_pod()['status']['podIP']}:9094"
 
     def coordinator_get(self, path: str) -> Any:
         request = urllib.request.Request(
@@ -95,6 +105,10 @@ class Release:
 
     def pods_wide(self) -> str:
         return self.kube.kubectl("get", "pods", "-n", self.namespace, "-o", "wide").stdout
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
 
 
 def install_release(kube: Kube, chart: Path) -> Release:
@@ -196,6 +210,16 @@ class FleetStage:
     def describe(self) -> Obj:
         described: Obj = self.release.coordinator_get(f"/v1/groups/{self.name}")
         return described
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """The group's committed offsets of its topic (the example consumer's default: named like the group)."""
+        answer = self.release.coordinator_get(f"/v1/groups/{self.name}/offsets?topic={self.name}")
+        return {
+            (topic["name"], p["partition_index"]): p["committed_offset"]
+            for topic in answer["topics"]
+            for p in topic["partitions"]
+            if p["committed_offset"] >= 0
+        }
 
     def members(self) -> set[str]:
         return {member["group_instance_id"] for member in self.describe()["members"]}

@@ -2,21 +2,26 @@
 
 It runs with a kubeconfig holding a ServiceAccount token (``kubectl create token``), so it can do exactly what the
 chart grants and nothing more; its output goes to a file the tests read (``log``), and ``forbidden()`` lists every
-line where the API server refused it something.
+line where the API server refused it something. Each process has a name of its own (``POD_NAME``, as the chart
+sets it), which its requests carry in their User-Agent: :meth:`requests` picks them out of the API server's audit
+log. :meth:`signal` sends it a signal (SIGKILL, SIGSTOP, SIGCONT) to play a crash or a freeze.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from support.kube import wait_until
 
 COMMAND = [str(Path(sys.executable).parent / "berth-operator")]
+_names = itertools.count(1)
 
 
 class OperatorProcess:
@@ -29,6 +34,8 @@ class OperatorProcess:
         self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.metrics_url = ""  # set by whoever gave it a --metrics-port
+        self.name = self.env.get("POD_NAME") or f"test-operator-{os.getpid()}-{next(_names)}"
+        self.env["POD_NAME"] = self.name
 
     def start(self) -> OperatorProcess:
         output = self.log_path.open("ab")
@@ -45,6 +52,23 @@ class OperatorProcess:
         assert self.process.poll() is None, f"berth-operator exited at start:\n{self.log()}"
         return self
 
+    def requests(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Of an audit log's events, this process's requests (its User-Agent names it; with --leader-elect its
+        replica name is the pod name and a suffix)."""
+        return [
+            e
+            for e in events
+            if f"({self.name})" in e.get("userAgent", "") or f"({self.name}_" in e.get("userAgent", "")
+        ]
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, sig)
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout=timeout_s)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -54,6 +78,7 @@ class OperatorProcess:
     def stop(self) -> int:
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
+        os.killpg(self.process.pid, signal.SIGCONT)  # a frozen process would not hear SIGTERM
         os.killpg(self.process.pid, signal.SIGTERM)
         try:
             return self.process.wait(timeout=30)

@@ -12,6 +12,8 @@ What is recognised:
   ``CustomObjectsApi`` (group and plural from the call's arguments or string constants) need no table here.
   A method several API classes share (``create_namespaced_event``: core and events.k8s.io) is resolved from the
   receiver (``EventsV1Api()``, a variable assigned or annotated with one); failing that, all candidates count.
+- The operator's own watches: ``WatchedResource("apps", "v1", "statefulsets")`` (``kube.informer``, listed and
+  watched over its own HTTP session, which no client method shows) needs list and watch on that resource.
 - Kopf handler decorators (``@kopf.on.create("berth.dev", "v1alpha1", "consumerfleets")``, ``@kopf.timer``,
   ``@kopf.daemon``, ``@kopf.on.event``, ``@kopf.index``...), parsed with Kopf's own selector rules.
 - ``kopf.event``/``info``/``warn``/``exception``: core Events.
@@ -386,7 +388,18 @@ class _ModuleScanner(ast.NodeVisitor):
                 self.result.unresolved.append(f"{self._line(decorator)}: @kopf.{kind} without a selector")
         self.generic_visit(node)
 
+    def _watched_resource(self, node: ast.Call) -> None:
+        values = [self._value(arg) for arg in node.args]
+        if len(values) != 3 or any(value is None for value in values):
+            self.result.unresolved.append(f"{self._line(node)}: WatchedResource is not made of string constants")
+            return
+        group, _, plural = values
+        for verb in _WATCH_ONLY:
+            self.result.add((str(group), str(plural), verb), f"{self._line(node)}: WatchedResource({plural!r})")
+
     def visit_Call(self, node: ast.Call) -> None:
+        if (_dotted(node.func) or "").rsplit(".", 1)[-1] == "WatchedResource":
+            self._watched_resource(node)
         function = self._kopf_name(node.func)
         if function in _KOPF_EVENT_FUNCTIONS:
             self.result.add(("", "events", "create"), f"{self._line(node)}: kopf.{function}")

@@ -211,6 +211,14 @@ needs. Included by templates/validate.yaml, which renders nothing else. */}}
 {{- if and .Values.operator.coordinatorUrl .Values.coordinator.tls.enabled (not (hasPrefix "https://" .Values.operator.coordinatorUrl)) -}}
 {{- fail "coordinator.tls.enabled: operator.coordinatorUrl must be https://" -}}
 {{- end -}}
+{{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) -}}
+{{- fail (printf "operator.replicas is %d: more than one operator replica needs operator.leaderElection.enabled (without it every replica would act on every fleet)" (int .Values.operator.replicas)) -}}
+{{- end -}}
+{{- with .Values.operator.leaderElection -}}
+{{- if and .enabled (not (and (lt (int .retryPeriodSeconds) (int .renewDeadlineSeconds)) (lt (int .renewDeadlineSeconds) (int .leaseDurationSeconds)))) -}}
+{{- fail (printf "operator.leaderElection: retryPeriodSeconds (%d) < renewDeadlineSeconds (%d) < leaseDurationSeconds (%d) must hold: a leader must stop acting before another may take over" (int .retryPeriodSeconds) (int .renewDeadlineSeconds) (int .leaseDurationSeconds)) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.coordinator.ha.enabled (not .Values.coordinator.enabled) -}}
 {{- fail "coordinator.ha.enabled needs coordinator.enabled: it runs the coordinator this chart installs as replicas" -}}
 {{- end -}}

@@ -2,9 +2,11 @@
 
 The operator injects BERTH_GROUP_ID, BERTH_GROUP_INSTANCE_ID (the pod name: the static member's identity),
 BERTH_SESSION_TIMEOUT_MS, BERTH_HEARTBEAT_INTERVAL_MS, BERTH_REBALANCE_TIMEOUT_MS and BERTH_KAFKA_* (bootstrap
-servers, security protocol, SASL mechanism and credentials, CA bundle). KAFKA_TOPIC names the topic. It prints
-one JSON line per assignment ({"event": "assigned", "partitions": ["topic:p", ...]}) and stops on SIGTERM without
-leaving the group, as a static member should (the operator removes departed members itself).
+servers, security protocol, SASL mechanism and credentials, CA bundle and client certificate files). KAFKA_TOPIC
+names the topic. It prints one JSON line per assignment ({"event": "assigned", "partitions": ["topic:p", ...]})
+and stops on SIGTERM without leaving the group, as a static member should (the operator removes departed members
+itself). kafka-python speaks the classic protocol only: a fleet declaring groupProtocol consumer is refused here
+with one line, rather than joining with the wrong protocol.
 """
 
 import json
@@ -36,6 +38,9 @@ class Report(ConsumerRebalanceListener):
         emit("assigned", partitions=sorted(f"{tp.topic}:{tp.partition}" for tp in assigned))
 
 
+if env.get("BERTH_KAFKA_GROUP_PROTOCOL", "classic") != "classic":
+    sys.exit("kafka-python has no KIP-848 consumer protocol: give this fleet groupProtocol: classic")
+
 config = {
     "bootstrap_servers": env["BERTH_KAFKA_BOOTSTRAP_SERVERS"].split(","),
     "group_id": env["BERTH_GROUP_ID"],
@@ -51,8 +56,14 @@ if env.get("BERTH_KAFKA_SASL_MECHANISM"):
     config["sasl_mechanism"] = env["BERTH_KAFKA_SASL_MECHANISM"]
     config["sasl_plain_username"] = env["BERTH_KAFKA_SASL_USERNAME"]
     config["sasl_plain_password"] = env["BERTH_KAFKA_SASL_PASSWORD"]
-if env.get("BERTH_KAFKA_SSL_CA_PEM"):
-    config["ssl_context"] = ssl.create_default_context(cadata=env["BERTH_KAFKA_SSL_CA_PEM"])
+if env.get("BERTH_KAFKA_SSL_CA_FILE") or env.get("BERTH_KAFKA_SSL_CA_PEM"):
+    context = ssl.create_default_context(
+        cafile=env.get("BERTH_KAFKA_SSL_CA_FILE") or None,
+        cadata=None if env.get("BERTH_KAFKA_SSL_CA_FILE") else env["BERTH_KAFKA_SSL_CA_PEM"],
+    )
+    if env.get("BERTH_KAFKA_SSL_CERT_FILE"):  # mutual TLS: the certificate and key the operator mounts
+        context.load_cert_chain(env["BERTH_KAFKA_SSL_CERT_FILE"], env["BERTH_KAFKA_SSL_KEY_FILE"])
+    config["ssl_context"] = context
 
 stopping = False
 

@@ -42,7 +42,14 @@ from berth.coordinator.client.errors import (
 from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, MalformedResponseError
 from berth.coordinator.protocol import GroupOwner
 from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember, GroupOwnerRef
+from berth.operator.planners.observations import (
+    CoordinatorBounds,
+    GroupDescription,
+    GroupLag,
+    GroupMember,
+    GroupOwnerRef,
+)
+from berth.operator.planners.restarts import GroupActivity, activity_by_group
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
 T = TypeVar("T")
@@ -94,7 +101,12 @@ class ClientCoordinatorPort:
 
     async def get_config(self) -> CoordinatorBounds:
         config = await self._ask("reading the coordinator's config", self.admin.config())
-        return CoordinatorBounds(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms)
+        return CoordinatorBounds(
+            config.group_min_session_timeout_ms,
+            config.group_max_session_timeout_ms,
+            min_setting="berth-coordinator --group-min-session-timeout-ms",
+            max_setting="berth-coordinator --group-max-session-timeout-ms",
+        )
 
     async def claim_group(self, group_id: str, owner: GroupOwnerRef, *, adopt: bool) -> None:
         await self._ask(
@@ -144,16 +156,25 @@ class ClientCoordinatorPort:
             owner=_owner(described.owner),
         )
 
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """A page of the journal after ``after`` (a long-poll with ``wait_ms``): the next cursor and its group ids."""
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, dict[str, GroupActivity]]:
+        """A page of the journal after ``after`` (a long-poll with ``wait_ms``): the next cursor, and each group of
+        the page with its activity (restarts, rebalances)."""
         page = await self._ask("reading the journal", self.admin.journal(after, limit, wait_ms=wait_ms))
-        return page.next, {str(event.get("group_id")) for event in page.events}
+        return page.next, activity_by_group(page.events)
 
     async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         outcome = await self._ask(
             f"deleting group {group_id}", self.admin.delete_group(group_id, owner_uid=owner_uid), group_id=group_id
         )
         return outcome.name
+
+    async def set_group_session_timeout(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
+        raise NotImplementedError("Berth's coordinator has no group configs: members send their session timeout")
+
+    async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
+        return None  # Berth's coordinator keeps offsets but no partition log: there is no log end to lag behind
 
 
 def failure(error: BaseException, what: str, url: str, *, expected_members: int = 0) -> tuple[str, str]:

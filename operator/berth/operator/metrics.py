@@ -9,11 +9,13 @@ off Kopf's event loop and bounded:
 - **Rendered once per change.** Each fleet's lines are rendered when a scrape finds the fleet changed since its last
   render (a version number per fleet), so a scrape of 10,000 idle fleets joins cached strings instead of formatting
   450,000 samples (what prometheus-client's registry did on the loop: 13.8 s, during which no handler ran).
-- **Bounded per fleet.** 10 series per fleet: the reconcile outcomes (5), batch leaves, members left, departing
-  members, ready, refused — labelled by the fleet (namespace, name) only, never by instance id, group or URL, and
-  removed when the fleet is released. The two latency histograms (leave delay, scale-down duration) are the
-  operator's, not per fleet: the dashboard reads them summed over fleets (``sum by (le)``), and per fleet they were
-  28 of the 45 series a fleet cost. No ``_created`` series. With ``--max-fleets`` the whole scrape is bounded.
+- **Bounded per fleet.** 17 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
+  restarts, rolls, departing members, ready, refused, and a Kafka fleet's lag (total, largest partition), unreleased
+  and fencing instance ids and stale instances released (0 for other fleets) — labelled by the fleet (namespace,
+  name) only, never by instance id, group or URL, and removed when the fleet is released. The two latency
+  histograms (leave delay, scale-down duration) are the operator's, not per fleet: the dashboard reads them summed
+  over fleets (``sum by (le)``), and per fleet they were 28 of the 45 series a fleet cost. No ``_created`` series.
+  With ``--max-fleets`` the whole scrape is bounded.
 - Recording never fails a pass. A fleet's counters exist at 0 from its first pass on (``state``), not from their
   first increment: Prometheus' ``increase()`` and ``rate()`` only see an increment between two samples, so a series
   born at 1 would hide a fleet's first scale-down (and its first reconcile error) from the dashboard and the alerts.
@@ -57,11 +59,63 @@ BATCH_LEAVES = Family(
 MEMBERS_LEFT = Family(
     "berth_operator_members_left_total", "counter", "Instance ids the batch leaves removed from the group"
 )
+STATIC_RESTARTS = Family(
+    "berth_operator_static_restarts_total",
+    "counter",
+    "Pods that restarted and rejoined the group as themselves without a rebalance (static membership's benefit), as"
+    " the coordinator's journal (or, on Kafka, the operator's evidence) tells",
+)
+ROLLS = Family(
+    "berth_operator_rolls_total",
+    "counter",
+    "Rollouts of the fleet's StatefulSet whose pods restarted (one per roll, counted when it ends)",
+)
 DEPARTING = Family("berth_operator_departing_members", "gauge", "Instance ids waiting for their batch leave")
 READY = Family("berth_operator_fleet_ready", "gauge", "1 when the fleet's Ready condition is True")
 REFUSED = Family("berth_operator_fleet_refused", "gauge", "1 while the fleet is refused (SpecValid=False)")
+LAG = Family(
+    "berth_operator_fleet_lag",
+    "gauge",
+    "A Kafka fleet's lag: records between its group's committed offsets and the log ends, summed over the partitions"
+    " it committed (status.lag.total; per partition in status and berth-groups)",
+)
+LAG_MAX = Family(
+    "berth_operator_fleet_lag_max_partition",
+    "gauge",
+    "The largest lag of one partition of a Kafka fleet's group (status.lag.maxPartition)",
+)
+UNRELEASED = Family(
+    "berth_operator_unreleased_instances",
+    "gauge",
+    "Pods of the fleet whose restarted process is refused UNRELEASED_INSTANCE_ID: their previous member still holds"
+    " their group.instance.id (KIP-848 groups)",
+)
+FENCING = Family(
+    "berth_operator_fencing_instances",
+    "gauge",
+    "Instance ids of the fleet two processes fence each other over (member id changing without a restart)",
+)
+RELEASED = Family(
+    "berth_operator_stale_instances_released_total",
+    "counter",
+    "Stale members removed so a restarted pod could rejoin (spec.coordinator.kafka.releaseStaleInstances)",
+)
 #: The per-fleet families, in exposition order.
-FLEET_FAMILIES = (RECONCILES, BATCH_LEAVES, MEMBERS_LEFT, DEPARTING, READY, REFUSED)
+FLEET_FAMILIES = (
+    RECONCILES,
+    BATCH_LEAVES,
+    MEMBERS_LEFT,
+    STATIC_RESTARTS,
+    ROLLS,
+    DEPARTING,
+    READY,
+    REFUSED,
+    LAG,
+    LAG_MAX,
+    UNRELEASED,
+    FENCING,
+    RELEASED,
+)
 LEAVE_DELAY = Family(
     "berth_operator_leave_delay_seconds",
     "histogram",
@@ -74,8 +128,21 @@ SCALE_DOWN = Family(
     "Seconds from a scale-down's start (status.departingSince) to its batch leave's answer, over every fleet",
 )
 
+LEADER = Family(
+    "berth_operator_leader",
+    "gauge",
+    "1 while this replica acts (it holds the leader's Lease, or runs without leader election), 0 while it waits as a"
+    " standby",
+)
+WATCH_LISTS = Family(
+    "berth_operator_watch_lists_total",
+    "counter",
+    "Complete lists of a watched kind: at start (reason start), and again after its watch expired (410 Gone: reason"
+    " expired)",
+)
+
 #: Every family the operator exports.
-FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN)
+FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN, LEADER, WATCH_LISTS)
 
 
 def _number(value: float) -> str:
@@ -92,9 +159,16 @@ class _Fleet:
     reconciles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     batch_leaves: int = 0
     members_left: int = 0
+    static_restarts: int = 0
+    rolls: int = 0
     departing: int = 0
     ready: int = 0
     refused: int = 0
+    lag: int = 0
+    lag_max: int = 0
+    unreleased: int = 0
+    fencing: int = 0
+    released: int = 0
     version: int = 0
     rendered: tuple[int, tuple[str, ...]] | None = None  # (version, one block per family)
 
@@ -103,7 +177,20 @@ class _Fleet:
             f'{RECONCILES.name}{{{self.labels},outcome="{outcome}"}} {_number(count)}\n'
             for outcome, count in self.reconciles.items()
         )
-        values = (self.batch_leaves, self.members_left, self.departing, self.ready, self.refused)
+        values = (
+            self.batch_leaves,
+            self.members_left,
+            self.static_restarts,
+            self.rolls,
+            self.departing,
+            self.ready,
+            self.refused,
+            self.lag,
+            self.lag_max,
+            self.unreleased,
+            self.fencing,
+            self.released,
+        )
         singles = tuple(
             f"{family.name}{{{self.labels}}} {_number(value)}\n"
             for family, value in zip(FLEET_FAMILIES[1:], values, strict=True)
@@ -139,6 +226,8 @@ class OperatorMetrics:
         self._fleets: dict[tuple[str, str], _Fleet] = {}
         self._leave_delay = _Histogram(LEAVE_DELAY, LEAVE_DELAY_BUCKETS)
         self._scale_down = _Histogram(SCALE_DOWN, SCALE_DOWN_BUCKETS)
+        self._leading = 0
+        self._lists: dict[tuple[str, str], int] = {}
 
     def _fleet(self, namespace: str, fleet: str) -> _Fleet:
         """The fleet's record (created at 0); call with the lock held."""
@@ -164,6 +253,12 @@ class OperatorMetrics:
             if since_start_s is not None:
                 self._scale_down.observe(since_start_s)
 
+    def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None:
+        with self._lock:
+            record = self._fleet(namespace, fleet)
+            record.static_restarts += static
+            record.rolls += rolls
+
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None:
         with self._lock:
             record = self._fleets.get((namespace, fleet))
@@ -172,6 +267,31 @@ class OperatorMetrics:
                 return  # an idle fleet's pass changes nothing: its rendered lines stay valid
             record = self._fleet(namespace, fleet)
             record.ready, record.refused, record.departing = values
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None:
+        with self._lock:
+            record = self._fleets.get((namespace, fleet))
+            if record is not None and (record.lag, record.lag_max) == (total, max_partition):
+                return
+            record = self._fleet(namespace, fleet)
+            record.lag, record.lag_max = total, max_partition
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None:
+        with self._lock:
+            record = self._fleets.get((namespace, fleet))
+            if record is not None and (record.unreleased, record.fencing, released) == (unreleased, fencing, 0):
+                return
+            record = self._fleet(namespace, fleet)
+            record.unreleased, record.fencing = unreleased, fencing
+            record.released += released
+
+    def leading(self, leading: bool) -> None:
+        with self._lock:
+            self._leading = 1 if leading else 0
+
+    def listed(self, resource: str, reason: str) -> None:
+        with self._lock:
+            self._lists[(resource, reason)] = self._lists.get((resource, reason), 0) + 1
 
     def forget(self, namespace: str, fleet: str) -> None:
         """Remove a released fleet's series (bounded cardinality: only existing fleets have series)."""
@@ -187,6 +307,11 @@ class OperatorMetrics:
         with self._lock:
             fleets = list(self._fleets.values())
             histograms = self._leave_delay.render() + self._scale_down.render()
+            leader = f"{LEADER.header()}{LEADER.name} {_number(self._leading)}\n"
+            lists = WATCH_LISTS.header() + "".join(
+                f'{WATCH_LISTS.name}{{resource="{_label(resource)}",reason="{_label(reason)}"}} {_number(count)}\n'
+                for (resource, reason), count in sorted(self._lists.items())
+            )
         blocks: list[tuple[str, ...]] = []
         for record in fleets:
             version, rendered = record.version, record.rendered
@@ -194,7 +319,7 @@ class OperatorMetrics:
                 rendered = (version, record.render())  # a change meanwhile bumps version: rendered again next time
                 record.rendered = rendered
             blocks.append(rendered[1])
-        parts = [histograms]
+        parts = [histograms, leader, lists]
         for index, family in enumerate(FLEET_FAMILIES):
             parts.append(family.header())
             parts.extend(block[index] for block in blocks)

@@ -21,3 +21,6 @@ APPLIED_HASH_ANNOTATION = "berth.dev/applied-hash"
 COMPONENT = "berth-operator"
 #: On the StatefulSet: a hash of the claim templates it was created with (Kubernetes never lets them change).
 CLAIM_TEMPLATES_HASH_ANNOTATION = "berth.dev/claim-templates-hash"
+#: On a ConsumerFleet: "true" pauses reconciling it (planners.pause), as Strimzi's strimzi.io/pause-reconciliation
+#: and KEDA's autoscaling.keda.sh/paused do.
+PAUSED_ANNOTATION = "berth.dev/paused"

@@ -1,10 +1,13 @@
 """``berth-operator``'s command line and environment, parsed into one frozen :class:`OperatorOptions`.
 
-Owns every flag, its default, its environment fallback and what makes it invalid. Rules:
+Owns every flag, its default and what makes it invalid. Rules:
 
 - A bad flag or value raises :class:`OptionsError` with one line naming it; ``main`` prints it and exits 2.
-- A flag beats its environment variable (``--coordinator-url`` over ``BERTH_COORDINATOR_URL``, ``--token-file``
-  over ``BERTH_TOKEN``).
+- Every flag may come from the environment as ``BERTH_<FLAG>`` (``--coordinator-url`` as ``BERTH_COORDINATOR_URL``,
+  ``--metrics-port`` as ``BERTH_METRICS_PORT``), the convention both daemons share (``berth.coordinator.daemon``):
+  a flag beats its variable. Older names stay: ``BERTH_TRUSTED_COORDINATORS`` and ``BERTH_CA_FILE`` for
+  ``--trusted-coordinator`` and ``--coordinator-ca-file``; ``BERTH_TOKEN`` holds the admin token itself, read
+  when no token file is named.
 - The admin token is read here, once, and kept out of ``repr`` and every description: it is never logged.
 - The operator's own namespace (where the advice ConfigMap lives) comes from ``POD_NAMESPACE`` or, in a pod, the
   service-account namespace file.
@@ -21,7 +24,15 @@ from typing import NoReturn
 
 from berth.coordinator.client.errors import ConfigError
 from berth.coordinator.client.tls import verifying_context
+from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
+from berth.coordinator.daemon.logs import add_logging_flags
 from berth.operator.cli import HelpFormatter, add_version
+from berth.operator.leader_options import (
+    LeaderElection,
+    LeaderOptionsError,
+    add_leader_election_arguments,
+    parse_leader_election,
+)
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,
@@ -35,7 +46,7 @@ SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceacc
 DEFAULT_SESSION_MIN_MS = 6_000
 DEFAULT_SESSION_MAX_MS = 1_800_000
 DEFAULT_RECONCILE_INTERVAL_S = 10.0
-LOG_FORMATS = ("text", "json")
+DEFAULT_RESYNC_INTERVAL_S = 600.0
 NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -57,6 +68,7 @@ class OperatorOptions:
     liveness_port: int  # 0: no liveness endpoint
     log_format: str
     reconcile_interval_s: float
+    log_level: str = "info"
     kafka: KafkaDefaults | None = None  # the default Kafka connection
     kafka_trusted: tuple[str, ...] = ()  # other trusted clusters' bootstrap lists, canonical
     #: Other Berth coordinators fleets may name (--trusted-coordinator), besides the default; as configured.
@@ -72,6 +84,10 @@ class OperatorOptions:
     evidence_configmap: str | None = None  # or a ConfigMap in the operator's own namespace
     #: The CA https coordinators are verified against (--coordinator-ca-file, env BERTH_CA_FILE); None: the system's.
     coordinator_ca_file: Path | None = None
+    #: Every fleet is passed at least this often, whatever changes (--resync-interval-s).
+    resync_interval_s: float = DEFAULT_RESYNC_INTERVAL_S
+    #: The Lease replicas elect a leader on (--leader-elect); None: this process acts alone.
+    leader_election: LeaderElection | None = None
     #: Which groups in use fleets may take over (--adopt-groups): the administrator's decision.
     adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
     #: Where the operator keeps its owner records of Kafka groups (--group-owners-namespace, else its own namespace).
@@ -136,7 +152,10 @@ class OperatorOptions:
             f"session-timeout advice: {', '.join(advice) if advice else 'none (estimates from pod templates only)'}",
             f"liveness endpoint: {f'port {self.liveness_port} /healthz' if self.liveness_port else 'off'}",
             f"metrics: {f'port {self.metrics_port} /metrics' if self.metrics_port else 'off'}",
-            f"reconcile interval: {self.reconcile_interval_s:g} s; log format: {self.log_format}",
+            f"fleets pass on change; resync every {self.resync_interval_s:g} s; fleets whose group is not followed"
+            f" (Kafka), refused ones and retries every {self.reconcile_interval_s:g} s; logs: {self.log_format},"
+            f" {self.log_level}",
+            self.leader_election.describe() if self.leader_election else "leader election: off (one replica acts)",
             "status follows each coordinator's journal"
             + (" (one long-poll per coordinator)" if self.follow_journal else ": off (--no-follow-journal)"),
         ]
@@ -151,28 +170,30 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="berth-operator",
-        description="The Kubernetes operator for ConsumerFleets (Kopf, standalone: run exactly one replica).",
+        description="The Kubernetes operator for ConsumerFleets (Kopf; several replicas need --leader-elect).",
         formatter_class=HelpFormatter,
     )
     add_version(parser)
     parser.add_argument("--namespace", help="serve fleets in this namespace only (default: every namespace)")
-    parser.add_argument("--coordinator-url", help="default coordinator URL (env BERTH_COORDINATOR_URL)")
+    parser.add_argument("--coordinator-url", help="default coordinator URL")
     parser.add_argument(
         "--coordinator-ca-file",
         type=Path,
         metavar="PEM",
-        help="verify https coordinators against the CA certificate(s) in this file (env BERTH_CA_FILE; default: the"
-        " system's CAs); it is also published to fleets on https coordinators, as BERTH_CA_FILE in their pods",
+        help="verify https coordinators against the CA certificate(s) in this file (also env BERTH_CA_FILE; default:"
+        " the system's CAs); it is also published to fleets on https coordinators, as BERTH_CA_FILE in their pods",
     )
     parser.add_argument(
         "--trusted-coordinator",
         action="append",
         default=[],
         metavar="URL",
-        help="another Berth coordinator fleets may name in spec.coordinator.url (repeatable; env"
-        " BERTH_TRUSTED_COORDINATORS, separated by ','); the admin token is sent to these and the default only",
+        help="another Berth coordinator fleets may name in spec.coordinator.url (repeatable; in the environment"
+        " separated by ','); the admin token is sent to these and the default only",
     )
-    parser.add_argument("--token-file", type=Path, help="file holding the coordinator admin token (env BERTH_TOKEN)")
+    parser.add_argument(
+        "--token-file", type=Path, help="file holding the coordinator admin token (else the token in BERTH_TOKEN)"
+    )
     parser.add_argument(
         "--session-min-ms",
         type=int,
@@ -188,14 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--advice-configmap", help="ConfigMap (key advice.json) in the operator's own namespace")
     parser.add_argument("--advice-file", type=Path, help="an advice.json written by berth-analyze")
     parser.add_argument("--liveness-port", type=int, default=8080, help="GET /healthz on this port; 0 turns it off")
-    parser.add_argument(
-        "--log-format", choices=LOG_FORMATS, default="text", help="json (one object a line) for collectors, or text"
-    )
+    add_logging_flags(parser)
     parser.add_argument(
         "--reconcile-interval-s",
         type=float,
         default=DEFAULT_RECONCILE_INTERVAL_S,
-        help="every fleet's timer: retries, and its status where the coordinator's journal is not followed",
+        help="how often a fleet is passed again when no change would announce it: its status where its group's"
+        " journal is not followed (Kafka, --no-follow-journal), a refused fleet, a wait's backstop (default 10)",
+    )
+    parser.add_argument(
+        "--resync-interval-s",
+        type=float,
+        default=DEFAULT_RESYNC_INTERVAL_S,
+        help="every fleet is passed at least this often, whatever changes (a safety net for what no watch sees;"
+        " default 600)",
     )
     parser.add_argument(
         "--stuck-terminating-s",
@@ -258,14 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3_000,
         help="the members' heartbeat interval (BERTH_HEARTBEAT_INTERVAL_MS), at most a third of the session timeout",
     )
+    add_leader_election_arguments(parser)
     kafka = parser.add_argument_group("Kafka")
-    kafka.add_argument(
-        "--kafka-bootstrap-servers", help="the default Kafka connection (env BERTH_KAFKA_BOOTSTRAP_SERVERS)"
-    )
+    kafka.add_argument("--kafka-bootstrap-servers", help="the default Kafka connection")
     kafka.add_argument(
         "--kafka-security-protocol",
         choices=[p.value for p in SecurityProtocol],
-        help="of the default connection (env BERTH_KAFKA_SECURITY_PROTOCOL; default PLAINTEXT)",
+        help="of the default connection (default PLAINTEXT)",
     )
     kafka.add_argument(
         "--kafka-sasl-mechanism", choices=SASL_MECHANISMS, help="of the default connection (SASL_* protocols)"
@@ -275,8 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="LIST",
-        help="another Kafka cluster fleets may name, as its bootstrap list (repeatable; env"
-        " BERTH_KAFKA_TRUSTED_BOOTSTRAP, lists separated by ';')",
+        help="another Kafka cluster fleets may name, as its bootstrap list (repeatable; in the environment, lists"
+        " separated by ';')",
     )
     kafka.add_argument(
         "--evidence-dir",
@@ -297,17 +323,25 @@ def parse_options(
     *,
     service_account_namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE,
 ) -> OperatorOptions:
-    args = build_parser().parse_args(list(argv))
-    coordinator_url = args.coordinator_url or environ.get("BERTH_COORDINATOR_URL") or None
+    parser = build_parser()
+    try:
+        apply_environment(
+            parser,
+            environ,
+            separators={"--kafka-trusted-bootstrap": ";", "--adopt-groups": ";"},
+            aliases={"--trusted-coordinator": "BERTH_TRUSTED_COORDINATORS", "--coordinator-ca-file": "BERTH_CA_FILE"},
+        )
+    except EnvironmentValueError as error:
+        raise OptionsError(str(error)) from None
+    args = parser.parse_args(list(argv))
+    coordinator_url = args.coordinator_url or None
     if coordinator_url is not None:
         _check_url("--coordinator-url", coordinator_url)
-    trusted_coordinators = list(args.trusted_coordinator) or [
-        item.strip() for item in environ.get("BERTH_TRUSTED_COORDINATORS", "").split(",") if item.strip()
-    ]
+    trusted_coordinators = list(args.trusted_coordinator)
     for url in trusted_coordinators:
         _check_url("--trusted-coordinator", url)
     token, token_source = _admin_token(args.token_file, environ)
-    ca_file = args.coordinator_ca_file or (Path(environ["BERTH_CA_FILE"]) if environ.get("BERTH_CA_FILE") else None)
+    ca_file = args.coordinator_ca_file
     if ca_file is not None:
         try:
             verifying_context(str(ca_file), source="--coordinator-ca-file")
@@ -326,6 +360,8 @@ def parse_options(
     # Timers below a tenth of a second would keep the API server busy for nothing.
     if not args.reconcile_interval_s >= 0.1:
         raise OptionsError(f"--reconcile-interval-s: {args.reconcile_interval_s} is below 0.1")
+    if not 1 <= args.resync_interval_s <= 86_400:
+        raise OptionsError(f"--resync-interval-s: {args.resync_interval_s} is outside 1..86400")
     if not 1 <= args.max_replicas <= 10_000:
         raise OptionsError(f"--max-replicas: {args.max_replicas} is outside 1..10000 (the CRD's maximum)")
     if not 0 <= args.stuck_terminating_s <= 86_400:
@@ -337,16 +373,17 @@ def parse_options(
         raise OptionsError("--advice-configmap: the operator's namespace is unknown (set POD_NAMESPACE outside a pod)")
     if not 100 <= args.heartbeat_interval_ms <= 60_000:
         raise OptionsError(f"--heartbeat-interval-ms: {args.heartbeat_interval_ms} is outside 100..60000")
-    kafka, trusted = _kafka_options(args, environ)
+    kafka, trusted = _kafka_options(args)
+    try:
+        leader_election = parse_leader_election(args, environ, operator_namespace)
+    except LeaderOptionsError as error:
+        raise OptionsError(str(error)) from None
     bounds = (("--max-fleets", args.max_fleets), ("--max-fleets-per-namespace", args.max_fleets_per_namespace))
     for flag, value in bounds:
         if not 0 <= value <= 1_000_000:
             raise OptionsError(f"{flag}: {value} is outside 0..1000000 (0: no bound)")
-    adoption_texts = list(args.adopt_groups) or [
-        item for item in environ.get("BERTH_ADOPT_GROUPS", "").split(";") if item.strip()
-    ]
     try:
-        adoption = AdoptionPolicy(tuple(parse_adoption_rule(text) for text in adoption_texts))
+        adoption = AdoptionPolicy(tuple(parse_adoption_rule(text) for text in args.adopt_groups))
     except ValueError as error:
         raise OptionsError(f"--adopt-groups: {error}") from None
     if args.group_owners_namespace is not None and not NAMESPACE_NAME.fullmatch(args.group_owners_namespace):
@@ -369,8 +406,7 @@ def parse_options(
         max_replicas=args.max_replicas,
         metrics_port=args.metrics_port,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
-        evidence_dir=args.evidence_dir
-        or (Path(environ["BERTH_EVIDENCE_DIR"]) if environ.get("BERTH_EVIDENCE_DIR") else None),
+        evidence_dir=args.evidence_dir,
         namespace=args.namespace,
         coordinator_url=coordinator_url,
         admin_token=token,
@@ -382,20 +418,21 @@ def parse_options(
         operator_namespace=operator_namespace,
         liveness_port=args.liveness_port,
         log_format=args.log_format,
+        log_level=args.log_level,
         reconcile_interval_s=args.reconcile_interval_s,
+        resync_interval_s=args.resync_interval_s,
+        leader_election=leader_election,
     )
 
 
-def _kafka_options(
-    args: argparse.Namespace, environ: Mapping[str, str]
-) -> tuple[KafkaDefaults | None, tuple[str, ...]]:
-    text = args.kafka_bootstrap_servers or environ.get("BERTH_KAFKA_BOOTSTRAP_SERVERS") or None
-    protocol_text = args.kafka_security_protocol or environ.get("BERTH_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT"
+def _kafka_options(args: argparse.Namespace) -> tuple[KafkaDefaults | None, tuple[str, ...]]:
+    text = args.kafka_bootstrap_servers or None
+    protocol_text = args.kafka_security_protocol or "PLAINTEXT"
     try:
         protocol = SecurityProtocol(protocol_text)
     except ValueError:
         raise OptionsError(f"--kafka-security-protocol: {protocol_text!r} is not a security protocol") from None
-    mechanism = args.kafka_sasl_mechanism or environ.get("BERTH_KAFKA_SASL_MECHANISM") or None
+    mechanism = args.kafka_sasl_mechanism or None
     if mechanism is not None and mechanism not in SASL_MECHANISMS:
         raise OptionsError(f"--kafka-sasl-mechanism: {mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}")
     kafka = None
@@ -405,9 +442,7 @@ def _kafka_options(
         except EndpointError as error:
             raise OptionsError(f"--kafka-bootstrap-servers: {error}") from None
         kafka = KafkaDefaults(canonical, protocol, mechanism if protocol.uses_sasl else None)
-    trusted_texts = list(args.kafka_trusted_bootstrap) or [
-        item for item in environ.get("BERTH_KAFKA_TRUSTED_BOOTSTRAP", "").split(";") if item.strip()
-    ]
+    trusted_texts = [item for item in args.kafka_trusted_bootstrap if item.strip()]
     trusted = []
     for item in trusted_texts:
         try:

@@ -65,7 +65,14 @@ from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupOwnerRef
+from berth.operator.planners.observations import (
+    CoordinatorBounds,
+    GroupDescription,
+    GroupLag,
+    GroupOwnerRef,
+    PodTimes,
+)
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.planners.statefulset import PlannedWorkload
 
 
@@ -94,6 +101,15 @@ class GroupOwned(Exception):
 class ApiCallFailed(Exception):
     """A call to the platform's API failed (on Kubernetes: the API server answered other than 2xx, or not at all);
     the message is the API server's own (``HTTP 422: ...``). The pass reports it (a Warning Event) and retries."""
+
+
+class NotPermitted(ApiCallFailed):
+    """The platform refused the operator a read it needs (on Kubernetes, HTTP 403): its RBAC does not grant it."""
+
+
+class NotLeading(Exception):
+    """A write was refused because this replica does not hold the leader's Lease (any more): nothing was sent. The
+    pass stops without recording anything; the leader carries on from what is stored."""
 
 
 class NotOurs(RuntimeError):
@@ -135,6 +151,14 @@ class WorkloadObservation:
     ready: int  # how many of them are ready
     #: Pods being deleted -> when their grace period ends (deletionTimestamp); a local fleet has none.
     terminating: Mapping[str, datetime] = field(default_factory=dict)
+    #: Pods that run (not terminating) and are not Ready: under OrderedReady the StatefulSet deletes no pod while
+    #: one of its pods is unhealthy, which is what a scale-down then waits for.
+    unready: frozenset[str] = frozenset()
+    #: Running pods -> when their current process started (and the previous one ended), where the platform says.
+    times: Mapping[str, PodTimes] = field(default_factory=dict)
+    #: Pods whose container cannot be configured -> the kubelet's message (waiting, CreateContainerConfigError:
+    #: a Secret or key its environment names is missing).
+    config_errors: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +171,33 @@ class WorkloadView:
     #: The fleet's per-pod volume claims that stay: neither being deleted nor going with their pod (``whenScaled:
     #: Delete`` makes a departing pod their owner). Empty for a fleet without claim templates, and for local fleets.
     claims: frozenset[str] = frozenset()
+    #: The revision of the pod template the workload rolls its pods to (StatefulSet status.updateRevision); None
+    #: where there is none (a local fleet).
+    revision: str | None = None
+    #: A rollout is in progress: pods are being replaced onto ``revision`` (RollingUpdate, not yet at the partition).
+    rolling: bool = False
+    #: The latest start of a running pod's container (or of the pod, when its containers are not reported); None
+    #: when unknown (a local fleet).
+    last_started: datetime | None = None
+    #: Read from a cache of watched objects, which may lag the API server by a moment: a pass confirms such a
+    #: view with a fresh one (``observe(fresh=True)``) before a step it cannot take back (a batch leave).
+    from_cache: bool = False
+
+
+class WriteGate(Protocol):
+    """Whether this replica may write now (the leader, within its renew deadline); one check before every write."""
+
+    def check(self) -> None:
+        """Return when writing is allowed; raise :class:`NotLeading` when it is not."""
+        ...
 
 
 class WorkloadObserver(Protocol):
     """Reads one fleet's workload: through the API, or from a cache of watched objects (the pass does not care)."""
 
-    async def observe(self) -> WorkloadView:
-        """The workload's size, the members that exist and how many are ready, read together."""
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
+        """The workload's size, the members that exist and how many are ready, read together; ``fresh``: from the
+        source itself, never from a cache."""
         ...
 
 
@@ -181,6 +225,10 @@ class StatusPort(Protocol):
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
         """Merge ``patch`` into the status at once (a JSON merge patch: ``None`` removes a key); the status as
         stored afterwards."""
+        ...
+
+    async def label(self, labels: Mapping[str, str]) -> None:
+        """Merge ``labels`` into the fleet's own labels (the ConsumerFleet's ``metadata.labels``)."""
         ...
 
 
@@ -248,6 +296,19 @@ class CoordinatorPort(Protocol):
         """DeleteGroups: ``"NONE"``, ``"GROUP_ID_NOT_FOUND"`` or ``"NON_EMPTY_GROUP"``."""
         ...
 
+    async def set_group_session_timeout(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
+        """Make the group's own session timeout and heartbeat interval these (KIP-848 group configs
+        ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``); called only where the group's kind
+        has ``session_timeout_on_group`` (an implementation without group configs refuses)."""
+        ...
+
+    async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
+        """Per partition the group committed or owns (``description`` says who owns what), its committed and log
+        end offsets; None where the coordinator keeps no partition log (Berth's)."""
+        ...
+
 
 class CoordinatorDirectory(Protocol):
     """One :class:`CoordinatorPort` per coordinator (sessions and clients shared by the fleets on it)."""
@@ -264,8 +325,9 @@ class CoordinatorDirectory(Protocol):
 class JournalSource(Protocol):
     """A coordinator's membership journal, paged (Berth's: ``GET /v1/journal``, docs/api.md §8)."""
 
-    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, set[str]]:
-        """The cursor after the page and the group ids in it (empty when ``wait_ms`` passed with nothing new)."""
+    async def journal_page(self, after: int, limit: int, wait_ms: int) -> tuple[int, dict[str, GroupActivity]]:
+        """The cursor after the page and each group in it with its activity (``planners.restarts``: restarts,
+        rebalances); empty when ``wait_ms`` passed with nothing new."""
         ...
 
 
@@ -298,7 +360,8 @@ class FleetReader(Protocol):
 
 class SecretLookup(Protocol):
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        """A Secret's keys, decoded; None when it does not exist. Values are never logged."""
+        """A Secret's keys, decoded; None when it does not exist; :class:`NotPermitted` when the operator may not
+        read Secrets in that namespace. Values are never logged."""
         ...
 
 
@@ -322,5 +385,11 @@ class PassMetrics(Protocol):
     def left(self, namespace: str, fleet: str, removed: int, delay_s: float, since_start_s: float | None) -> None: ...
 
     def state(self, namespace: str, fleet: str, *, ready: bool, refused: bool, departing: int) -> None: ...
+
+    def restarted(self, namespace: str, fleet: str, *, static: int, rolls: int) -> None: ...
+
+    def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None: ...
+
+    def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None: ...
 
     def forget(self, namespace: str, fleet: str) -> None: ...

@@ -1,13 +1,12 @@
-"""Parse and validate a ConsumerFleet object into frozen dataclasses.
+"""Parse a ConsumerFleet object into what the operator works with: frozen, snake_case, every default applied.
 
-Owns the meaning of ``spec`` (docs/architecture.md "The ConsumerFleet resource", docs/operator.md): its fields,
-their defaults and what makes them invalid.
-Rules:
+Owns the meaning of ``spec`` (docs/architecture.md "The ConsumerFleet resource", docs/operator.md). Rules:
 
-- Input is the plain dict Kubernetes returns (camelCase keys); output is immutable snake_case dataclasses.
-- Defaults and validation mirror the CRD's schema (deploy/crds), so an object that skipped admission (an old
-  object, a local demo fleet) means the same thing: ``groupId`` = ``metadata.name``, ``sessionTimeout`` =
-  ``{Auto, 6000, 1800000, 1.5}``, ``rebalanceTimeoutMs`` 300000, ``preRegister`` and ``leaveOnScaleDown`` true.
+- Every field, its type, default, enum and bounds are declared once, in ``spec_declaration`` (checked against the
+  CRD, deploy/crds, by a test); this module adds what the CRD says with CEL rules (one field depending on another:
+  ``fixedMs`` with policy Fixed, ``minMs`` below ``maxMs``, ``kafka`` exclusive with ``url``) and the operator's own
+  reading: ``groupId`` defaults to ``metadata.name``, and the object's name must be able to name a Service and pods.
+  So an object that skipped admission (an old object, a local demo fleet) means what an admitted one does.
   The stateful fields (claim templates, their retention, update strategy, disruption budget) are ``spec_stateful``'s.
 - Every invalid input raises :class:`SpecError` naming the offending field by its path in the object
   (``spec.sessionTimeout.fixedMs``), because the message becomes a status condition and an Event.
@@ -21,89 +20,55 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, get_args
 
 from berth.operator.spec_checks import SpecError as SpecError
-from berth.operator.spec_checks import boolean as _bool
-from berth.operator.spec_checks import get_or_default as _get
-from berth.operator.spec_checks import integer as _int
-from berth.operator.spec_checks import mapping as _mapping
-from berth.operator.spec_checks import number as _number
-from berth.operator.spec_checks import optional_string as _optional_str
-from berth.operator.spec_checks import string as _str
+from berth.operator.spec_checks import decode, integer, mapping, optional_string, string
+from berth.operator.spec_declaration import (
+    CertificateSecretRef,
+    Coordinator,
+    FleetSpecDeclared,
+    GroupProtocolName,
+    KafkaRef,
+    PodTemplateShape,
+    SaslMechanism,
+    SecretKeyRef,
+    SecretRef,
+    SecurityProtocol,
+    SessionTimeoutPolicy,
+    SessionTimeoutSpec,
+)
 from berth.operator.spec_stateful import StatefulSpec, parse_stateful_spec
+
+__all__ = [
+    "CertificateSecretRef",
+    "CoordinatorRef",
+    "Fleet",
+    "FleetSpec",
+    "GroupProtocolName",
+    "KafkaDefaults",
+    "KafkaRef",
+    "OperatorDefaults",
+    "SecretKeyRef",
+    "SecretRef",
+    "SecurityProtocol",
+    "SessionTimeoutPolicy",
+    "SessionTimeoutSpec",
+    "SpecError",
+    "parse_fleet",
+    "parse_fleet_spec",
+    "resolve_coordinator_url",
+]
 
 #: A StatefulSet's pods carry a ``controller-revision-hash`` label ``<name>-<10 chars>``; label values stop at 63.
 MAX_FLEET_NAME_LENGTH = 52
 #: The headless Service is named like the fleet, and Service names are DNS-1035 labels.
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-#: docs/api.md §2 allows 1..255 bytes of UTF-8; the CRD narrows it to ASCII that reads the same in URLs, token globs
-#: and environment variables.
-MAX_GROUP_ID_LENGTH = 255
-_GROUP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
-#: Kafka carries counts and timeouts as int32.
-MAX_INT32 = 2**31 - 1
 #: The CRD's maximum of spec.replicas (the operator's --max-replicas may be lower).
 MAX_REPLICAS = 10_000
-#: The CRD's range for session timeouts (KIP-345 caps the broker's maximum at 30 minutes) and rebalance timeouts.
+#: The CRD's range for session timeouts (KIP-345 caps the broker's maximum at 30 minutes).
 SESSION_MS_RANGE = (1_000, 1_800_000)
-MIN_REBALANCE_TIMEOUT_MS = 1_000
-
-DEFAULT_SESSION_MIN_MS = 6_000
-DEFAULT_SESSION_MAX_MS = 1_800_000
-DEFAULT_SAFETY_FACTOR = 1.5
-DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
-
-
-class SessionTimeoutPolicy(StrEnum):
-    AUTO = "Auto"
-    FIXED = "Fixed"
-
-
-@dataclass(frozen=True, slots=True)
-class SecretKeyRef:
-    name: str
-    key: str
-
-
-class SecurityProtocol(StrEnum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.value.startswith("SASL_")
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.value.endswith("SSL")
-
-
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-@dataclass(frozen=True, slots=True)
-class SecretRef:
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaRef:
-    """``spec.coordinator.kafka``: a Kafka cluster holds the group. Unset fields come from the operator's default
-    Kafka connection (``--kafka-*``)."""
-
-    bootstrap_servers: str | None
-    security_protocol: SecurityProtocol | None
-    sasl_mechanism: str | None
-    #: A Secret in the fleet's namespace with keys ``username`` and ``password``: the fleet's own principal,
-    #: which both its pods and the operator (for this fleet's group) authenticate as.
-    credentials_secret_ref: SecretRef | None
-    #: A Secret key holding the PEM CA bundle that signs the brokers' certificates (TLS).
-    ca_secret_ref: SecretKeyRef | None
+SASL_MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +78,6 @@ class CoordinatorRef:
     kafka: KafkaRef | None = None  # exclusive with url, tokenSecretRef and adoptGroup
     #: Claim the group even when it is in use (members or committed offsets) and owned by no fleet (Berth only).
     adopt_group: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SessionTimeoutSpec:
-    policy: SessionTimeoutPolicy = SessionTimeoutPolicy.AUTO
-    min_ms: int = DEFAULT_SESSION_MIN_MS
-    max_ms: int = DEFAULT_SESSION_MAX_MS
-    safety_factor: float = DEFAULT_SAFETY_FACTOR
-    fixed_ms: int | None = None  # set exactly when policy is Fixed
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,43 +143,35 @@ class KafkaDefaults:
 
 def parse_fleet(obj: Mapping[str, Any]) -> Fleet:
     """Parse a ConsumerFleet object; raise :class:`SpecError` naming the first invalid field."""
-    metadata = _mapping(obj.get("metadata"), "metadata")
+    metadata = mapping(obj.get("metadata"), "metadata")
     name = _fleet_name(metadata.get("name"))
-    namespace = _optional_str(metadata.get("namespace"), "metadata.namespace") or "default"
-    uid = _optional_str(metadata.get("uid"), "metadata.uid")
+    namespace = optional_string(metadata.get("namespace"), "metadata.namespace") or "default"
+    uid = optional_string(metadata.get("uid"), "metadata.uid")
     generation = metadata.get("generation")
     if generation is not None:
-        generation = _int(generation, "metadata.generation", minimum=0)
-    spec = parse_fleet_spec(_mapping(obj.get("spec"), "spec"), fleet_name=name)
+        generation = integer(generation, "metadata.generation", minimum=0)
+    spec = parse_fleet_spec(mapping(obj.get("spec"), "spec"), fleet_name=name)
     return Fleet(name=name, namespace=namespace, uid=uid, generation=generation, spec=spec)
 
 
 def parse_fleet_spec(spec: Mapping[str, Any], *, fleet_name: str) -> FleetSpec:
     """Parse ``spec`` alone (``fleet_name`` supplies the groupId default)."""
-    group_id = _group_id(_get(spec, "groupId", fleet_name))
-    if "replicas" not in spec:
-        raise SpecError("spec.replicas", "is required")
+    declared = decode(spec, FleetSpecDeclared, "spec")
+    decode(declared.template, PodTemplateShape, "spec.template")
     return FleetSpec(
-        group_id=group_id,
-        replicas=_int(spec["replicas"], "spec.replicas", minimum=0, maximum=MAX_REPLICAS),
-        coordinator=_coordinator(spec.get("coordinator")),
-        session_timeout=_session_timeout(spec.get("sessionTimeout")),
-        rebalance_timeout_ms=_int(
-            _get(spec, "rebalanceTimeoutMs", DEFAULT_REBALANCE_TIMEOUT_MS),
-            "spec.rebalanceTimeoutMs",
-            minimum=MIN_REBALANCE_TIMEOUT_MS,
-            maximum=MAX_INT32,
-        ),
-        pre_register=_bool(_get(spec, "preRegister", True), "spec.preRegister"),
-        leave_on_scale_down=_bool(_get(spec, "leaveOnScaleDown", True), "spec.leaveOnScaleDown"),
-        pod_management_policy=_pod_management_policy(_get(spec, "podManagementPolicy", "OrderedReady")),
-        delete_group_on_delete=(
-            None
-            if spec.get("deleteGroupOnDelete") is None
-            else _bool(spec["deleteGroupOnDelete"], "spec.deleteGroupOnDelete")
-        ),
-        template=_template(spec.get("template")),
-        stateful=parse_stateful_spec(spec),
+        group_id=declared.group_id or fleet_name,
+        replicas=declared.replicas,
+        coordinator=_coordinator(declared.coordinator),
+        session_timeout=_session_timeout(declared.session_timeout),
+        rebalance_timeout_ms=declared.rebalance_timeout_ms,
+        pre_register=declared.pre_register,
+        leave_on_scale_down=declared.leave_on_scale_down,
+        pod_management_policy=declared.pod_management_policy,
+        delete_group_on_delete=declared.delete_group_on_delete,
+        # A private copy of the template as given: the caller's dict (Kopf's body) must not change under a frozen
+        # FleetSpec.
+        template=copy.deepcopy(dict(spec["template"])),
+        stateful=parse_stateful_spec(declared, spec),
     )
 
 
@@ -241,7 +189,7 @@ def resolve_coordinator_url(fleet: Fleet, defaults: OperatorDefaults) -> str:
 
 
 def _fleet_name(value: object) -> str:
-    name = _str(value, "metadata.name")
+    name = string(value, "metadata.name")
     if len(name) > MAX_FLEET_NAME_LENGTH:
         raise SpecError(
             "metadata.name",
@@ -255,137 +203,41 @@ def _fleet_name(value: object) -> str:
     return name
 
 
-def _group_id(value: object) -> str:
-    group_id = _str(value, "spec.groupId")
-    if len(group_id) > MAX_GROUP_ID_LENGTH:
-        raise SpecError("spec.groupId", f"is {len(group_id)} characters; at most {MAX_GROUP_ID_LENGTH}")
-    if not _GROUP_ID.match(group_id):
-        raise SpecError("spec.groupId", f"{group_id!r} may hold only ASCII letters, digits, '.', '_' and '-'")
-    return group_id
-
-
-def _pod_management_policy(value: object) -> str:
-    if value not in ("OrderedReady", "Parallel"):
-        raise SpecError("spec.podManagementPolicy", f"{value!r} is not one of OrderedReady, Parallel")
-    return str(value)
-
-
-def _kafka(value: object) -> KafkaRef:
-    kafka = _mapping(value, "spec.coordinator.kafka")
-    bootstrap = _optional_str(kafka.get("bootstrapServers"), "spec.coordinator.kafka.bootstrapServers")
-    protocol_value = kafka.get("securityProtocol")
-    protocol = None
-    if protocol_value is not None:
-        try:
-            protocol = SecurityProtocol(protocol_value)
-        except ValueError:
-            choices = ", ".join(p.value for p in SecurityProtocol)
-            raise SpecError(
-                "spec.coordinator.kafka.securityProtocol", f"{protocol_value!r} is not one of {choices}"
-            ) from None
-    mechanism = _optional_str(kafka.get("saslMechanism"), "spec.coordinator.kafka.saslMechanism")
-    if mechanism is not None and mechanism not in SASL_MECHANISMS:
-        raise SpecError(
-            "spec.coordinator.kafka.saslMechanism", f"{mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
-        )
-    credentials = None
-    if kafka.get("credentialsSecretRef") is not None:
-        ref = _mapping(kafka["credentialsSecretRef"], "spec.coordinator.kafka.credentialsSecretRef")
-        credentials = SecretRef(_str(ref.get("name"), "spec.coordinator.kafka.credentialsSecretRef.name"))
-    ca = None
-    if kafka.get("caSecretRef") is not None:
-        ref = _mapping(kafka["caSecretRef"], "spec.coordinator.kafka.caSecretRef")
-        ca = SecretKeyRef(
-            name=_str(ref.get("name"), "spec.coordinator.kafka.caSecretRef.name"),
-            key=_str(_get(ref, "key", "ca.crt"), "spec.coordinator.kafka.caSecretRef.key"),
-        )
-    return KafkaRef(bootstrap, protocol, mechanism, credentials, ca)
-
-
-def _coordinator(value: object) -> CoordinatorRef:
-    if value is None:
+def _coordinator(declared: Coordinator | None) -> CoordinatorRef:
+    if declared is None:
         return CoordinatorRef(url=None, token_secret_ref=None)
-    coordinator = _mapping(value, "spec.coordinator")
-    if coordinator.get("kafka") is not None:
-        for berth_only in ("url", "tokenSecretRef", "adoptGroup"):
-            if coordinator.get(berth_only) is not None:
+    if declared.kafka is not None:  # the CRD's CEL rule
+        for berth_only, value in (
+            ("url", declared.url),
+            ("tokenSecretRef", declared.token_secret_ref),
+            ("adoptGroup", declared.adopt_group),
+        ):
+            if value is not None:
                 raise SpecError(
                     f"spec.coordinator.{berth_only}", "is Berth's coordinator's; it cannot be set together with kafka"
                 )
-        return CoordinatorRef(url=None, token_secret_ref=None, kafka=_kafka(coordinator["kafka"]))
-    url = _optional_str(coordinator.get("url"), "spec.coordinator.url")
-    if url is not None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SpecError("spec.coordinator.url", f"{url!r} is not an http:// or https:// URL with a host")
-    ref = coordinator.get("tokenSecretRef")
-    token_secret_ref = None
-    if ref is not None:
-        ref = _mapping(ref, "spec.coordinator.tokenSecretRef")
-        token_secret_ref = SecretKeyRef(
-            name=_str(ref.get("name"), "spec.coordinator.tokenSecretRef.name"),
-            key=_str(ref.get("key"), "spec.coordinator.tokenSecretRef.key"),
-        )
-    adopt = _bool(_get(coordinator, "adoptGroup", False), "spec.coordinator.adoptGroup")
-    return CoordinatorRef(url=url, token_secret_ref=token_secret_ref, adopt_group=adopt)
-
-
-def _session_timeout(value: object) -> SessionTimeoutSpec:
-    if value is None:
-        return SessionTimeoutSpec()
-    raw = _mapping(value, "spec.sessionTimeout")
-    policy_value = _get(raw, "policy", SessionTimeoutPolicy.AUTO.value)
-    try:
-        policy = SessionTimeoutPolicy(policy_value)
-    except ValueError:
-        raise SpecError("spec.sessionTimeout.policy", f"{policy_value!r} is not one of Auto, Fixed") from None
-    low, high = SESSION_MS_RANGE
-    min_ms = _int(_get(raw, "minMs", DEFAULT_SESSION_MIN_MS), "spec.sessionTimeout.minMs", minimum=low, maximum=high)
-    max_ms = _int(_get(raw, "maxMs", DEFAULT_SESSION_MAX_MS), "spec.sessionTimeout.maxMs", minimum=low, maximum=high)
-    if min_ms > max_ms:
-        raise SpecError("spec.sessionTimeout.maxMs", f"{max_ms} is below minMs {min_ms}")
-    safety_factor = _number(_get(raw, "safetyFactor", DEFAULT_SAFETY_FACTOR), "spec.sessionTimeout.safetyFactor")
-    # Below 1 the timeout would expire during an ordinary restart: every restart would cost two rebalances.
-    if not math.isfinite(safety_factor) or safety_factor < 1.0:
-        raise SpecError("spec.sessionTimeout.safetyFactor", f"{safety_factor} is below 1.0")
-    fixed_ms = raw.get("fixedMs")
-    if fixed_ms is not None:
-        if policy is not SessionTimeoutPolicy.FIXED:
+        kafka = declared.kafka
+        protocol = kafka.security_protocol
+        if kafka.client_certificate_secret_ref is not None and protocol is not None and not protocol.uses_tls:
             raise SpecError(
-                "spec.sessionTimeout.fixedMs", "applies only to policy Fixed: remove it or set policy: Fixed"
+                "spec.coordinator.kafka.clientCertificateSecretRef",
+                f"is a TLS client certificate: securityProtocol {protocol.value} uses no TLS",
             )
-        fixed_ms = _int(fixed_ms, "spec.sessionTimeout.fixedMs", minimum=low, maximum=high)
-    elif policy is SessionTimeoutPolicy.FIXED:
-        raise SpecError("spec.sessionTimeout.fixedMs", "is required when policy is Fixed")
-    return SessionTimeoutSpec(
-        policy=policy, min_ms=min_ms, max_ms=max_ms, safety_factor=safety_factor, fixed_ms=fixed_ms
+        return CoordinatorRef(url=None, token_secret_ref=None, kafka=kafka)
+    return CoordinatorRef(
+        url=declared.url, token_secret_ref=declared.token_secret_ref, adopt_group=bool(declared.adopt_group)
     )
 
 
-def _template(value: object) -> Mapping[str, Any]:
-    template = _mapping(value, "spec.template")
-    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
-    containers = pod_spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise SpecError("spec.template.spec.containers", "must list at least one container")
-    for kind in ("containers", "initContainers"):
-        listed = pod_spec.get(kind, [])
-        if not isinstance(listed, list):
-            raise SpecError(f"spec.template.spec.{kind}", "must be a list")
-        for index, container in enumerate(listed):
-            where = f"spec.template.spec.{kind}[{index}]"
-            container = _mapping(container, where)
-            _str(container.get("name"), f"{where}.name")
-            if kind == "containers":  # as the CRD requires; the API server checks init containers' images
-                _str(container.get("image"), f"{where}.image")
-            if not isinstance(container.get("env", []), list):
-                raise SpecError(f"{where}.env", "must be a list")
-    metadata = template.get("metadata")
-    if metadata is not None:
-        labels = _mapping(metadata, "spec.template.metadata").get("labels")
-        if labels is not None:
-            for key, label in _mapping(labels, "spec.template.metadata.labels").items():
-                if not isinstance(label, str):  # "" is a valid label value
-                    raise SpecError(f"spec.template.metadata.labels[{key!r}]", f"must be a string, not {label!r}")
-    # A private copy: the caller's dict (Kopf's body) must not change under a frozen FleetSpec.
-    return copy.deepcopy(dict(template))
+def _session_timeout(declared: SessionTimeoutSpec) -> SessionTimeoutSpec:
+    """The CRD's CEL rules on ``sessionTimeout``, and a safety factor that is a number (not NaN)."""
+    if declared.min_ms > declared.max_ms:
+        raise SpecError("spec.sessionTimeout.maxMs", f"{declared.max_ms} is below minMs {declared.min_ms}")
+    if not math.isfinite(declared.safety_factor):
+        raise SpecError("spec.sessionTimeout.safetyFactor", f"{declared.safety_factor} is not a number")
+    fixed = declared.policy is SessionTimeoutPolicy.FIXED
+    if declared.fixed_ms is not None and not fixed:
+        raise SpecError("spec.sessionTimeout.fixedMs", "applies only to policy Fixed: remove it or set policy: Fixed")
+    if declared.fixed_ms is None and fixed:
+        raise SpecError("spec.sessionTimeout.fixedMs", "is required when policy is Fixed")
+    return declared

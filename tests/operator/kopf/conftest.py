@@ -88,6 +88,10 @@ async def start_operator(kubeconfig: Path) -> AsyncIterator[OperatorFactory]:
             "0",
             "--reconcile-interval-s",
             RECONCILE_INTERVAL_S,
+            # A pass every second for every fleet, as a timer would: these tests are about what a pass does (and
+            # that later passes do not do it again); what starts passes is tested on the real control plane.
+            "--resync-interval-s",
+            "1",
         ]
         if namespaced:
             argv += ["--namespace", NAMESPACE]

@@ -7,7 +7,13 @@ server:
   ``creationTimestamp`` and ``generation: 1`` and turns ``generateName`` into a name (Kopf's Events use it);
 - a write that changes ``spec`` (not through ``/status``) bumps ``metadata.generation``;
 - a JSON patch whose ``test`` fails is answered 422, as Kopf expects;
-- a write to ``/status`` changes only ``status``.
+- a write to ``/status`` changes only ``status``;
+- a change made to ``objects`` directly (as the tests' controllers make them) reaches watchers
+  (:meth:`ApiServer.tell_watchers`);
+- a list says the resourceVersion it was taken at, and a watch from a resourceVersion misses no change after it
+  and repeats none before it: it is subscribed to changes before it sends the objects changed since (kmock sends
+  every object, and subscribes after: a write in between was lost to that watch, and an object listed was sent
+  again, older than the watcher's own write).
 
 A test can also make it answer chosen requests with 409 Conflict (:meth:`ApiServer.refuse`), e.g. the operator's
 status writes, a few times. Unlike a kmock reaction (``kmock['patch', ...] << 409``), which answers 409 *after* kmock
@@ -35,6 +41,7 @@ PODS = "v1/pods"
 EVENTS = "v1/events"
 CONFIGMAPS = "v1/configmaps"
 DISRUPTION_BUDGETS = "policy/v1/poddisruptionbudgets"
+CLAIMS = "v1/persistentvolumeclaims"
 
 _VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
 _RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
@@ -45,6 +52,7 @@ _RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     EVENTS: ("Event", True, set()),
     CONFIGMAPS: ("ConfigMap", True, set()),
     DISRUPTION_BUDGETS: ("PodDisruptionBudget", True, set()),
+    CLAIMS: ("PersistentVolumeClaim", True, set()),
     "v1/namespaces": ("Namespace", False, set()),
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, set()),
 }
@@ -74,6 +82,43 @@ class ApiServer(kmock.KubernetesEmulator):
     def refused(self) -> set[int]:
         """Request-log positions of every request answered by a refusal (nothing of it was stored)."""
         return {position for refusal in self.refusals for position in refusal.refused}
+
+    async def _serve_list(self, request: kmock.Request) -> Any:
+        listing = await super()._serve_list(request)
+        listing["metadata"]["resourceVersion"] = str(self.revision)  # where a watch goes on from
+        return listing
+
+    async def _serve_watch(self, request: kmock.Request) -> Any:
+        yield b""  # the headers: the stream has started
+        assert request.resource is not None
+        bus = self._buses[request.resource]
+        since = await bus.mark()
+        after = _revision(request.params.get("resourceVersion"))
+        async with self._lock:
+            existing = [obj for obj in self._KubernetesEmulator__get_objs(request, strict=False) if not obj.deleted]
+            events = [
+                {"type": "ADDED", "object": obj.raw}
+                for obj in existing
+                if _revision(obj.raw.get("metadata", {}).get("resourceVersion")) > after
+            ]
+        for event in events:
+            yield event
+        async for event in bus.stream(since):
+            metadata = event.get("object", {}).get("metadata", {})
+            name, namespace = metadata.get("name"), metadata.get("namespace")
+            if self._KubernetesEmulator__check(request, request.resource, namespace, name, strict=False):
+                yield event
+
+    async def tell_watchers(self, resource: str, namespace: str, name: str, kind: str = "MODIFIED") -> None:
+        """Send watchers of ``resource`` the event of a change made to ``objects`` directly (the tests' controllers
+        do), as a real API server does for every write."""
+        stored = self.objects[resource, namespace, name]
+        if not stored.deleted:
+            stored.patch({"metadata": {"resourceVersion": self._next_revision()}})
+        raw = stored.last.raw if stored.deleted else stored.raw
+        for key, bus in list(self._buses.items()):
+            if key == resource:
+                await bus.put({"type": kind, "object": raw})
 
     def declare_resources(self) -> None:
         for resource, (kind, namespaced, subresources) in _RESOURCES.items():
@@ -146,6 +191,11 @@ class ApiServer(kmock.KubernetesEmulator):
             data.append({"op": "add", "path": "/metadata/generation", "value": generation})
         else:
             data.setdefault("metadata", {}).update(resourceVersion=revision, generation=generation)
+
+
+def _revision(value: object) -> int:
+    """A resourceVersion as a number; 0 for none (or kmock's own "...")."""
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

@@ -3,8 +3,9 @@
 For every StatefulSet of one namespace, every few milliseconds: pods ``<name>-0..replicas-1`` are created from the
 template one at a time, in order, each Ready at once (OrderedReady); pods at or beyond ``replicas`` are marked
 terminating highest ordinal first and then deleted, unless ``hold`` keeps terminating pods around until
-:meth:`release`; then ``status.observedGeneration`` catches up with ``metadata.generation``. It also notes, for
-each StatefulSet, the sizes it was seen at, in order.
+:meth:`release`; then ``status.observedGeneration`` catches up with ``metadata.generation``. Every change it makes
+is sent to watchers, as a real controller's writes are. It also notes, for each StatefulSet, the sizes it was seen
+at, in order.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class StatefulSetController:
         while True:
             for (resource, namespace, name), stored in list(self.server.objects.items()):
                 if resource == STATEFULSETS and namespace == self.namespace and not stored.deleted:
-                    self._step(name, stored.raw)
+                    for changed, object_name, kind in self._step(name, stored.raw):
+                        await self.server.tell_watchers(changed, self.namespace, object_name, kind)
             await asyncio.sleep(TICK_S)
 
     def pods(self, statefulset: str) -> dict[int, dict[str, Any]]:
@@ -58,7 +60,9 @@ class StatefulSetController:
                     found[int(ordinal)] = stored.raw
         return found
 
-    def _step(self, name: str, statefulset: dict[str, Any]) -> None:
+    def _step(self, name: str, statefulset: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """One step for one StatefulSet; what it changed: (resource, name, watch event type)."""
+        changes: list[tuple[str, str, str]] = []
         replicas = int(statefulset["spec"].get("replicas") or 0)
         seen = self.sizes_seen.setdefault(name, [])
         if not seen or seen[-1] != replicas:
@@ -66,17 +70,18 @@ class StatefulSetController:
         pods = self.pods(name)
         for ordinal in sorted((o for o in pods if o >= replicas), reverse=True):
             metadata = pods[ordinal]["metadata"]
+            pod = f"{name}-{ordinal}"
             if not metadata.get("deletionTimestamp"):
-                self.server.objects[PODS, self.namespace, f"{name}-{ordinal}"].patch(
-                    {"metadata": {"deletionTimestamp": _now()}}
-                )
+                self.server.objects[PODS, self.namespace, pod].patch({"metadata": {"deletionTimestamp": _now()}})
+                changes.append((PODS, pod, "MODIFIED"))
             elif not self.hold:
-                self.server.objects[PODS, self.namespace, f"{name}-{ordinal}"].delete()
+                self.server.objects[PODS, self.namespace, pod].delete()
+                changes.append((PODS, pod, "DELETED"))
             break  # one pod at a time, highest ordinal first
         else:
             missing = [o for o in range(replicas) if o not in pods]
             if missing:
-                self._create_pod(name, statefulset, missing[0])
+                changes.append((PODS, self._create_pod(name, statefulset, missing[0]), "ADDED"))
         generation = statefulset["metadata"].get("generation", 1)
         live = self.pods(name)
         status = {
@@ -86,8 +91,10 @@ class StatefulSetController:
         }
         if statefulset.get("status") != status:
             self.server.objects[STATEFULSETS, self.namespace, name].patch({"status": status})
+            changes.append((STATEFULSETS, name, "MODIFIED"))
+        return changes
 
-    def _create_pod(self, name: str, statefulset: dict[str, Any], ordinal: int) -> None:
+    def _create_pod(self, name: str, statefulset: dict[str, Any], ordinal: int) -> str:
         template = copy.deepcopy(statefulset["spec"]["template"])
         pod_name = f"{name}-{ordinal}"
         self.server.objects[PODS, self.namespace, pod_name] = {
@@ -102,6 +109,7 @@ class StatefulSetController:
             "spec": template["spec"],
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         }
+        return pod_name
 
 
 def _now() -> str:

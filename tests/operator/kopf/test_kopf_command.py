@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,29 @@ def test_the_console_script_exits_2_on_an_unknown_flag() -> None:
     result = subprocess.run([*COMMAND, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert result.stderr == "berth-operator: error: unrecognized arguments: --bogus" + NEWLINE
+
+
+@pytest.mark.parametrize(
+    ("flag", "other"), [("--metrics-port", "--liveness-port"), ("--liveness-port", "--metrics-port")]
+)
+def test_a_port_another_operator_holds_is_one_line_and_exit_2(kubeconfig: Path, flag: str, other: str) -> None:
+    with socket.socket() as taken:  # a second operator on the node: the first one listens there
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*COMMAND, "--namespace", "shop", flag, str(port), other, "0"],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"berth-operator: error: {flag} {port}: cannot listen on port {port} (Address already in use): another"
+        " operator on this node? give this one other ports (0 turns an endpoint off)" + NEWLINE
+    )
 
 
 async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:

@@ -23,6 +23,7 @@ from kopf_harness import (
     passes_after,
     patch_fleet_spec,
     requests_to,
+    set_paused,
     stored,
     until,
 )
@@ -139,10 +140,14 @@ async def test_a_fresh_group_is_claimed_every_write_names_the_owner_and_a_kept_g
 
     # The group changes hands behind the operator's back (an admin released it; another fleet claimed it): the
     # next write asserts this fleet's uid, the coordinator refuses it, and the fleet is refused - nothing changes.
+    # (Paused meanwhile: a pass between the release and the other claim would take back the group it ran on.)
+    await set_paused(apiserver, "orders", True)
+    await until(lambda: (c := condition(apiserver, "orders", "Paused")) and c["status"] == "True", "Paused=True")
     status, _ = await api.request("DELETE", api.group_path("orders", "/owner") + f"?uid={uid}")
     assert status == 200
     assert (await claim(api, "orders", FOREIGN, adopt=True))[0] == 200
     await patch_fleet_spec(apiserver, "orders", {"replicas": 3})
+    await set_paused(apiserver, "orders", False)
     refused = await until(
         lambda: (c := condition(apiserver, "orders", "SpecValid")) and c["status"] == "False" and c, "refused"
     )

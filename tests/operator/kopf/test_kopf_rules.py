@@ -3,6 +3,7 @@ which fleet holds a group, advice sources, status trimming, and the command line
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,54 @@ async def test_advice_is_read_at_most_once_per_ttl(tmp_path: Path) -> None:
     assert (await source.current()).for_group("orders") is not None
     now[0] = 10.0
     assert (await source.current()).for_group("orders") is None
+
+
+async def test_a_rewritten_advice_file_is_read_at_once_and_names_only_the_groups_whose_entry_changed(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "advice.json"
+    file.write_text(_document(1, orders=45_000, payments=30_000, audit=20_000))
+    told: list[frozenset[str]] = []
+    source = AdviceSource(file=file, ttl_s=0.05, on_changed=told.append)
+    assert (await source.current()).for_group("orders") is not None  # read, and cached for the TTL
+    source.start()
+    try:
+        await asyncio.sleep(0.2)
+        assert told == []  # the file did not change
+        # orders changed, payments gone, shipping new, audit the same.
+        file.write_text(_document(2, orders=60_000, audit=20_000, shipping=10_000))
+        for _ in range(100):
+            if told:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await source.stop()
+    assert told == [frozenset({"orders", "payments", "shipping"})]
+    assert ((await source.current()).for_group("orders") or _never()).advised_session_timeout_ms == 60_000
+
+
+async def test_a_burst_of_advice_changes_is_one_read_and_a_change_during_a_read_one_more() -> None:
+    reads: list[int] = []
+    release = asyncio.Event()
+
+    async def config_map(namespace: str, name: str, key: str) -> str | None:
+        reads.append(len(reads))
+        await release.wait()
+        return _document(len(reads), orders=45_000 + len(reads))
+
+    told: list[frozenset[str]] = []
+    source = AdviceSource(read_config_map_key=config_map, config_map=("berth", "berth-advice"), on_changed=told.append)
+    source.changed()
+    await asyncio.sleep(0)
+    for _ in range(5):
+        source.changed()  # while the first read is under way
+    release.set()
+    for _ in range(100):
+        if len(told) == 2:
+            break
+        await asyncio.sleep(0.01)
+    await source.stop()
+    assert len(reads) == 2 and told == [frozenset({"orders"})] * 2
 
 
 def _never() -> GroupAdvice:

@@ -17,6 +17,7 @@ from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.planners.observations import (
     CoordinatorBounds,
     GroupDescription,
+    GroupLag,
     GroupMember,
     GroupOwnerRef,
     GroupProtocol,
@@ -56,7 +57,7 @@ class NamesFleet:
         self.replicas = replicas
         self.members = {f"{self.name}-{o}" for o in range(replicas)}
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
         seen = WorkloadObservation(
             replicas=self.replicas, settled=True, existing=frozenset(self.members), ready=len(self.members)
         )
@@ -70,6 +71,7 @@ class InMemoryCoordinator:
     def __init__(self, kind: CoordinatorKind = BERTH, protocol: GroupProtocol = GroupProtocol.CLASSIC) -> None:
         self._kind = kind
         self.protocol = protocol
+        self.group_timeouts: dict[str, tuple[int, int]] = {}  # what set_group_session_timeout set, per group
         self.members: dict[str, set[str]] = {}
         self.expected: dict[str, tuple[str, ...]] = {}
         self.leaves: list[tuple[str, tuple[str, ...]]] = []
@@ -134,6 +136,14 @@ class InMemoryCoordinator:
         if self.members.get(group_id):
             return "NON_EMPTY_GROUP"
         return "NONE" if self.members.pop(group_id, None) is not None else "GROUP_ID_NOT_FOUND"
+
+    async def set_group_session_timeout(
+        self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
+    ) -> None:
+        self.group_timeouts[group_id] = (session_timeout_ms, heartbeat_interval_ms)
+
+    async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
+        return None
 
 
 class InMemoryRecords:

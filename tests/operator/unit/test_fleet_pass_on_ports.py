@@ -2,12 +2,14 @@
 Kubernetes, no coordinator. What differs between coordinators comes from the port's kind, never from the adapter:
 Berth's kind claims, pre-registers, names the owner on every write and is followed through its journal; a Kafka
 kind does none of that; a group of a protocol the operator does not manage is refused before anything is created,
-and its deletion sends nothing. A failed platform call is the ports' ``ApiCallFailed``, reported and retried."""
+and its deletion sends nothing. A failed platform call is the ports' ``ApiCallFailed``, reported and retried.
+Restarts are counted from Berth's journal or from the Kafka evidence alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,9 +19,11 @@ from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import GroupOwnerRef, GroupProtocol
+from berth.operator.planners.observations import GroupDescription, GroupMember, GroupOwnerRef, GroupProtocol
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import ApiCallFailed
 from berth.operator.reconcile.context import PassResult, RetryLater
+from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.spec import KafkaDefaults, OperatorDefaults
 
@@ -134,7 +138,7 @@ async def test_on_a_kafka_kind_nothing_is_pre_registered_the_operator_records_th
 async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_created_and_released_untouched(
     fleet_body: FleetBody, now: datetime
 ) -> None:
-    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.STREAMS)
     stage = Stage(fleet_body(spec=KAFKA_SPEC), coordinator, KAFKA_DEFAULTS, now)
 
     result = await stage.run()
@@ -142,13 +146,13 @@ async def test_a_group_of_an_unmanaged_protocol_is_refused_before_anything_is_cr
     assert result.refused
     assert stage.workload.planned is None  # nothing applied
     spec_valid = stage.condition("SpecValid")
-    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "ConsumerProtocolGroup")
-    assert "KIP-848" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
-    assert stage.events.said[-1][:2] == ("Warning", "ConsumerProtocolGroup")
+    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "StreamsProtocolGroup")
+    assert "no admin removal" in spec_valid["message"] and "kafka://kafka-0.kafka.data:9092" in spec_valid["message"]
+    assert stage.events.said[-1][:2] == ("Warning", "StreamsProtocolGroup")
 
     stage.workload.replicas = 0  # as if a StatefulSet had been created before the group changed protocol
     assert await stage.finalize() is None
-    assert stage.events.said[-1][0:2] == ("Warning", "ConsumerProtocolGroup")
+    assert stage.events.said[-1][0:2] == ("Warning", "StreamsProtocolGroup")
     assert stage.events.said[-1][2].endswith(": releasing the fleet")
     assert coordinator.leaves == [] and coordinator.owner_uids == []  # nothing sent for the group
 
@@ -175,7 +179,7 @@ async def test_a_kafka_fleets_credentials_are_read_by_name_and_a_missing_key_is_
     spec_valid = stage.condition("SpecValid")
     assert (spec_valid["reason"], spec_valid["message"]) == (
         "CredentialsMissing",
-        "Secret shop/orders-kafka has no key password",
+        "Secret shop/orders-kafka has no key password (its credentials)",
     )
 
     secrets.secrets[("shop", "orders-kafka")] = {"username": "orders", "password": "s3cret"}
@@ -202,3 +206,111 @@ async def test_a_failed_platform_call_is_reported_once_as_such_and_retried(
         "KubernetesApiError",
         "a Kubernetes API call failed: HTTP 500: etcdserver: request timed out",
     )
+
+
+async def test_restarts_the_journal_told_of_are_counted_at_the_next_pass_and_kept_when_status_cannot_be_written(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    assert stage.status.status["restarts"]["static"] == 0
+    # What the journal follower read: two of this fleet's pods back as themselves (and another group's news).
+    stage.context.activity.add("memory://", {"orders": GroupActivity(static=2), "payments": GroupActivity(static=5)})
+
+    writes = stage.status.patch_status
+
+    async def refuse_restarts(patch: Mapping[str, Any]) -> Mapping[str, Any]:
+        if "restarts" in patch:
+            raise ApiCallFailed("HTTP 500: etcdserver: request timed out")
+        return await writes(patch)
+
+    stage.status.patch_status = refuse_restarts  # type: ignore[method-assign]
+    with pytest.raises(RetryLater):
+        await stage.run()
+    stage.status.patch_status = writes  # type: ignore[method-assign]
+    await stage.run()
+    assert stage.status.status["restarts"]["static"] == 2  # counted once, by the pass that could write it
+    assert "Restarted" not in stage.events.reasons()  # the burst ends a session timeout later
+    stage.context.now = lambda: now + timedelta(minutes=5)
+    await stage.run()
+    assert stage.events.said[-1] == ("Normal", "Restarted", "2 pods restarted statically, 0 rebalances")
+
+
+class RestartingKafka(InMemoryCoordinator):
+    """A Kafka coordinator whose members come back under new member ids when restarted."""
+
+    def __init__(self) -> None:
+        super().__init__(KAFKA_CLASSIC)
+        self.incarnation: dict[str, int] = {}
+
+    async def describe(self, group_id: str) -> GroupDescription:
+        described = await super().describe(group_id)
+        members = tuple(
+            GroupMember(f"{m.member_id}-{self.incarnation.get(m.group_instance_id or '', 0)}", m.group_instance_id)
+            for m in described.members
+        )
+        return dataclasses.replace(described, members=members)
+
+
+async def test_on_kafka_a_static_restart_seen_between_two_describes_is_counted(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    coordinator = RestartingKafka()
+    stage = Stage(fleet_body(spec=KAFKA_SPEC), coordinator, KAFKA_DEFAULTS, now)
+    stage.context.evidence = EvidenceRecorder(None)  # as the operator has it without an evidence journal
+    await stage.converge(3)
+    await stage.run()  # the pods' members seen once
+    coordinator.incarnation["orders-1"] = 1  # back under a new member id, no rebalance
+    await stage.run()
+    assert stage.status.status["restarts"]["static"] == 1
+    stage.context.now = lambda: now + timedelta(minutes=5)
+    await stage.run()
+    assert stage.events.said[-1] == ("Normal", "Restarted", "1 pod restarted statically, 0 rebalances")
+
+
+async def test_a_paused_fleet_gets_its_condition_and_nothing_else_until_the_annotation_goes(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    leaves, writes = list(stage.coordinator.leaves), list(stage.coordinator.owner_uids)
+    for value in ("true", "True"):
+        stage.body["metadata"]["annotations"] = {"berth.dev/paused": value}
+        stage.body["spec"]["replicas"] = 1
+        assert await stage.run() == PassResult()
+        assert stage.workload.replicas == 3  # not scaled
+        assert (stage.coordinator.leaves, stage.coordinator.owner_uids) == (leaves, writes)  # nothing sent
+    assert (stage.condition("Paused")["status"], stage.condition("Ready")["reason"]) == ("True", "Paused")
+    assert [said for said in stage.events.said if said[1] == "Paused"] == [
+        ("Normal", "Paused", stage.condition("Paused")["message"])
+    ]  # once, on the transition
+
+    stage.body["metadata"]["annotations"] = {"berth.dev/paused": "false"}  # anything else is not paused
+    await stage.converge(1)
+    assert stage.coordinator.leaves[-1] == ("orders", ("orders-1", "orders-2"))
+    assert stage.condition("Paused")["status"] == "False" and "Resumed" in stage.events.reasons()
+
+
+async def test_a_consumer_protocol_group_gets_its_session_timeout_as_a_group_config_and_its_pods_none(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    spec = {"coordinator": {"kafka": {"groupProtocol": "consumer"}}}
+    coordinator = InMemoryCoordinator(KAFKA_CLASSIC, protocol=GroupProtocol.CONSUMER)
+    stage = Stage(fleet_body(spec=spec), coordinator, KAFKA_DEFAULTS, now)
+
+    await stage.converge(5)
+    await stage.converge(3)
+
+    # (30 s grace + 10 s scheduling) x 1.5 = 60 s, within Kafka's default bounds (45-60 s); the heartbeat within
+    # the broker's 5-15 s and below the session.
+    assert coordinator.group_timeouts == {"orders": (60_000, 5_000)}
+    assert stage.status.status["sessionTimeoutMs"] == 60_000
+    assert stage.workload.planned is not None
+    env = stage.workload.planned.member_env
+    assert env["BERTH_KAFKA_GROUP_PROTOCOL"] == "consumer"
+    assert "BERTH_SESSION_TIMEOUT_MS" not in env and "BERTH_HEARTBEAT_INTERVAL_MS" not in env
+    # Removal by instance id all the same, once.
+    assert coordinator.leaves == [("orders", ("orders-3", "orders-4"))]
+    assert stage.condition("GroupProtocol")["reason"] == "AsDeclared"
+    assert stage.condition("SessionTimeoutSufficient")["status"] == "True"
+    assert stage.condition("InstanceIdConflict")["status"] == "False"

@@ -114,7 +114,7 @@ def test_a_namespace_left_out_means_default(fleet_body: FleetBody) -> None:
         ),
         ({"sessionTimeout": {"fixedMs": 45000}}, "spec.sessionTimeout.fixedMs", "applies only to policy Fixed"),
         ({"sessionTimeout": {"minMs": 9000, "maxMs": 8000}}, "spec.sessionTimeout.maxMs", "8000 is below minMs 9000"),
-        ({"sessionTimeout": {"safetyFactor": 0.9}}, "spec.sessionTimeout.safetyFactor", "0.9 is below 1.0"),
+        ({"sessionTimeout": {"safetyFactor": 0.9}}, "spec.sessionTimeout.safetyFactor", "0.9 is below the minimum 1.0"),
         ({"sessionTimeout": {"safetyFactor": "2"}}, "spec.sessionTimeout.safetyFactor", "must be a number"),
         ({"rebalanceTimeoutMs": 2**31}, "spec.rebalanceTimeoutMs", "2147483648 is above the maximum 2147483647"),
         ({"rebalanceTimeoutMs": 500}, "spec.rebalanceTimeoutMs", "500 is below the minimum 1000"),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from berth.operator.planners.conditions import Condition, format_time, merge_conditions
+from berth.operator.planners.fleet_status import token_secret_blocked
 from berth.operator.planners.observations import GroupDescription, GroupMember
-from berth.operator.planners.status import plan_group_status
+from berth.operator.planners.status import PodsBlocked, plan_group_status
+from berth.operator.spec import parse_fleet
 
 FLEET_IDS = tuple(f"orders-{o}" for o in range(5))
 EARLIER = "2026-03-01T11:00:00Z"
@@ -134,6 +137,49 @@ def test_pods_not_ready_keep_the_fleet_unready(now: datetime) -> None:
     assert (plan.conditions[0]["reason"], plan.conditions[0]["message"]) == ("PodsNotReady", "4 of 5 pods are ready")
 
 
+def test_pods_not_ready_are_named_and_what_keeps_them_from_starting_comes_first(now: datetime) -> None:
+    def ready(**known: object) -> tuple[str, str]:
+        plan = plan_group_status(
+            "orders",
+            describe("Stable", 4, *FLEET_IDS),
+            instance_ids=FLEET_IDS,
+            departing=(),
+            previous_conditions=None,
+            now=now,
+            ready_replicas=3,
+            **known,  # type: ignore[arg-type]
+        )
+        return plan.conditions[0]["reason"], plan.conditions[0]["message"]
+
+    assert ready(not_ready=("orders-3", "orders-4")) == (
+        "PodsNotReady",
+        "3 of 5 pods are ready (not ready: orders-3, orders-4)",
+    )
+    blocked = PodsBlocked(
+        "TokenSecretMissing", "Secret shop/orders-token (spec.coordinator.tokenSecretRef) does not exist"
+    )
+    assert ready(not_ready=("orders-3", "orders-4"), blocked=blocked) == (
+        "TokenSecretMissing",
+        "Secret shop/orders-token (spec.coordinator.tokenSecretRef) does not exist; 3 of 5 pods are ready",
+    )
+    many = tuple(f"orders-{n}" for n in range(12))
+    assert ready(not_ready=many)[1].endswith("orders-8, orders-9 and 2 more)")
+
+
+def test_a_missing_token_secret_or_key_is_what_keeps_the_pods_from_starting(
+    fleet_body: Callable[..., dict[str, Any]],
+) -> None:
+    fleet = parse_fleet(fleet_body(spec={"coordinator": {"tokenSecretRef": {"name": "orders-token", "key": "token"}}}))
+    # As the kubelet words it in the pods' status (CreateContainerConfigError).
+    missing = token_secret_blocked(fleet, ['secret "orders-token" not found'])
+    assert missing is not None and missing.reason == "TokenSecretMissing"
+    assert missing.message.startswith("Secret shop/orders-token (spec.coordinator.tokenSecretRef) does not exist")
+    no_key = token_secret_blocked(fleet, ["couldn't find key token in Secret shop/orders-token"])
+    assert no_key is not None and "has no key token: the pods cannot start until it does" in no_key.message
+    assert token_secret_blocked(fleet, []) is None
+    assert token_secret_blocked(fleet, ['secret "other" not found']) is None  # another Secret: not the token's
+
+
 def test_departing_ids_make_a_scale_down_pending(now: datetime) -> None:
     plan = plan_group_status(
         "orders",
@@ -195,7 +241,9 @@ def test_a_fleet_scaled_to_zero_with_an_idle_group_is_ready(now: datetime, state
         now=now,
     )
 
-    assert plan.group == {"state": state, "generation": -1 if state == "Dead" else 12, "leader": None, "members": []}
+    # What the coordinator says, or nothing: a group it does not know (Dead, generation -1) has no block at all.
+    idle = {"state": state, "generation": 12, "leader": None, "members": []}
+    assert plan.group == (None if state == "Dead" else idle)
     assert plan.conditions[0]["status"] == "True"
     assert plan.conditions[0]["reason"] == "ScaledToZero"
 

@@ -76,6 +76,7 @@ class FleetWorld(RuleBasedStateMachine):
         self.deleting = False
         self.finalized = False
         self.tampered = False
+        self.kept_for_foreign = False  # the deletion kept the group: members the fleet has no record of were in it
         self.now = datetime(2026, 3, 1, tzinfo=UTC)
         # Ids left since they last became wanted or started: a second leave in one departure is a bug.
         self.left_this_departure: set[str] = set()
@@ -164,6 +165,7 @@ class FleetWorld(RuleBasedStateMachine):
             if self.deleting and plan.done:
                 # The handler removes the finalizer; Kubernetes then collects the StatefulSet the fleet owned.
                 self.finalized = True
+                self.kept_for_foreign = bool(plan.foreign_members)
                 self.statefulset, self.controller_size = None, 0
         return plan
 
@@ -243,7 +245,10 @@ class FleetWorld(RuleBasedStateMachine):
             if plan is None or (plan.done and self.settled()):
                 break
         if self.deleting:
-            assert self.finalized and self.group_deleted, (self.members, self.status)
+            # The group goes with the fleet, unless members the fleet has no record of (only tampering makes them
+            # here: its own pods started and gone behind its back) were in it at the last pass: it is kept then.
+            assert self.finalized and (self.group_deleted or self.kept_for_foreign), (self.members, self.status)
+            assert self.tampered or not self.kept_for_foreign
             assert not self.pods and not self.members
             return
         assert self.statefulset == self.desired

@@ -78,10 +78,12 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
 
     # 2. Shrunk, but orders-4 is still terminating (and then orders-3): nothing to do but wait.
     later = now + timedelta(seconds=20)
-    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status), now=later) == ScalingPlan(
+    deleted = {"terminating": {"orders-4": later}}
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status, **deleted), now=later) == ScalingPlan(
         (), waiting="waiting for pods orders-3, orders-4 to terminate before they leave the group"
     )
-    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=later) == ScalingPlan(
+    deleted = {"terminating": {"orders-3": later}}
+    assert plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status, **deleted), now=later) == ScalingPlan(
         (), waiting="waiting for pod orders-3 to terminate before they leave the group"
     )
 
@@ -103,6 +105,9 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
                 "results": {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"},
                 "seconds": 41,
                 "at": "2026-03-01T12:00:41Z",
+                # Counted once the group settles (rebalances_since_leave), never asserted here.
+                "fromGeneration": None,
+                "rebalances": None,
             },
         }
     )
@@ -186,7 +191,7 @@ def test_pods_of_a_statefulset_shrunk_behind_the_operators_back_depart_too(now: 
     # kubectl scale statefulset orders --replicas=3: orders-3 is terminating and was never recorded as departing.
     status = {"expectedMembers": list(ids(0, 1, 2))}
 
-    plan = plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status), now=now)
+    plan = plan_scaling(observe(3, 3, pods(0, 1, 2, 3), status, terminating={"orders-3": now}), now=now)
 
     assert plan == ScalingPlan(
         (PatchStatus({"departing": list(ids(3)), "departingSince": T0}),),
@@ -264,6 +269,8 @@ def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_tol
                         "results": {},
                         "seconds": 30,
                         "at": "2026-03-01T12:00:30Z",
+                        "fromGeneration": None,
+                        "rebalances": None,
                     },
                 }
             ),
@@ -345,7 +352,8 @@ def test_deletion_scales_to_zero_then_leaves_everyone_then_deletes_the_group(
     )
     status = patched(SETTLED_AT_5, plan.actions)
 
-    assert plan_scaling(observe(5, 0, pods(0, 1), status, **flags), now=now).waiting == (
+    deleted = {"terminating": {"orders-1": now}}
+    assert plan_scaling(observe(5, 0, pods(0, 1), status, **flags, **deleted), now=now).waiting == (
         "waiting for pods orders-0, orders-1 to terminate before they leave the group"
     )
 
@@ -397,6 +405,34 @@ def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: dat
 
     # orders-4 is still there, Terminating: it is not departing again, and only orders-3 is waited for.
     again = plan_scaling(observe(3, 3, pods(0, 1, 2, 3, 4), status, **stuck), now=past + timedelta(seconds=5))
-    assert again == ScalingPlan((), "waiting for pod orders-3 to terminate before they leave the group")
+    assert again == ScalingPlan(
+        (),
+        "waiting for the StatefulSet to delete pod orders-3, which it does once orders-4 is gone"
+        " (podManagementPolicy OrderedReady)",
+    )
     gone = plan_scaling(observe(3, 3, pods(0, 1, 2, 4), status, **stuck), now=past + timedelta(seconds=9))
     assert gone.actions == (BatchLeave(ids(3), T0),)
+
+
+def test_what_a_scale_down_waits_for_is_said_as_it_is(now: datetime) -> None:
+    """Departing pods that still exist and are not Terminating have not been deleted yet: the wait says why, not
+    "to terminate" (a StatefulSet under OrderedReady deletes no pod while another is not Ready)."""
+    status = {**SETTLED_AT_5, "departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+
+    unhealthy = observe(3, 3, pods(0, 1, 2, 3, 4), status, unready=pods(0))
+    assert plan_scaling(unhealthy, now=now).waiting == (
+        "the StatefulSet deletes no pod while orders-0 is not Ready (podManagementPolicy OrderedReady):"
+        " orders-3, orders-4 leave the group once deleted"
+    )
+    # The departing pod unready itself does not block its own deletion; Parallel deletes whatever is unready.
+    for quiet in (
+        observe(3, 3, pods(0, 1, 2, 3, 4), status, unready=pods(4)),
+        observe(3, 3, pods(0, 1, 2, 3, 4), status, unready=pods(0), ordered_ready=False),
+    ):
+        assert plan_scaling(quiet, now=now).waiting == (
+            "waiting for the StatefulSet to delete pods orders-3, orders-4 before they leave the group"
+        )
+    deleting = observe(3, 3, pods(0, 1, 2, 3, 4), status, unready=pods(0), terminating={"orders-4": now})
+    assert plan_scaling(deleting, now=now).waiting == (
+        "waiting for pods orders-3, orders-4 to terminate before they leave the group"
+    )

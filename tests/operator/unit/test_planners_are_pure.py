@@ -10,11 +10,13 @@ import pytest
 import berth.operator.planners as planners_package
 import berth.operator.spec as spec_module
 import berth.operator.spec_checks as spec_checks_module
+import berth.operator.spec_declaration as spec_declaration_module
 import berth.operator.spec_stateful as spec_stateful_module
 
+SPEC_MODULES = (spec_module, spec_checks_module, spec_stateful_module, spec_declaration_module)
 SOURCES = [
     *sorted(Path(planners_package.__file__).parent.glob("*.py")),
-    *(Path(module.__file__) for module in (spec_module, spec_checks_module, spec_stateful_module)),
+    *(Path(module.__file__) for module in SPEC_MODULES),
 ]
 FORBIDDEN_MODULES = {"kopf", "kubernetes", "aiohttp", "asyncio", "time", "os", "socket", "subprocess", "random"}
 CLOCK_READS = {"now", "utcnow", "today", "time", "monotonic"}

@@ -10,7 +10,6 @@ import pytest
 from berth.operator.planners.advice import GroupAdvice
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import (
-    SessionTimeoutDecision,
     SessionTimeoutError,
     SessionTimeoutSource,
     estimate_restart,
@@ -172,7 +171,7 @@ def test_size_session_timeout(row: Row, ms: int, source: SessionTimeoutSource, r
         row.spec, row.template, row.advice, row.bounds, scheduling_allowance_ms=row.allowance_ms
     )
 
-    assert decision == SessionTimeoutDecision(ms=ms, reason=reason, source=source)
+    assert (decision.ms, decision.reason, decision.source) == (ms, reason, source)
 
 
 FIXED_45S = SessionTimeoutSpec(policy=SessionTimeoutPolicy.FIXED, fixed_ms=45_000)

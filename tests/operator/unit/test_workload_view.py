@@ -68,3 +68,46 @@ def test_claims_that_stay_are_neither_deleted_nor_going_with_their_pod() -> None
     assert with_templates.claims == {"data-orders-0"}
     without = workload_view("orders", statefulset(replicas=2, generation=1, observed=1), [], claims)
     assert without.claims == frozenset()
+
+
+def test_running_pods_not_ready_are_named_and_the_latest_start_is_their_containers_else_the_pods() -> None:
+    pods = [
+        pod("orders-0"),
+        pod("orders-1", ready=False),
+        pod("orders-2", ready=False, deleting="2026-03-01T12:00:30Z"),
+    ]
+    pods[0]["metadata"]["creationTimestamp"] = "2026-03-01T11:00:00Z"
+    pods[0]["status"]["containerStatuses"] = [
+        {"name": "consumer", "state": {"running": {"startedAt": "2026-03-01T11:59:00Z"}}},  # restarted in place
+        {"name": "sidecar", "state": {"running": {"startedAt": "2026-03-01T11:00:05Z"}}},
+    ]
+    pods[1]["metadata"]["creationTimestamp"] = "2026-03-01T11:30:00Z"  # no container reported yet
+    view = workload_view("orders", statefulset(replicas=3, generation=4, observed=4), pods, [])
+    assert view.observation.unready == {"orders-1"}  # a terminating pod is not counted among them
+    assert view.last_started is not None and view.last_started.isoformat() == "2026-03-01T11:59:00+00:00"
+
+
+def rollout(strategy: dict[str, Any] | None, *, replicas: int, updated: int, same_revision: bool = False) -> Any:
+    found = statefulset(replicas=replicas, generation=4, observed=4)
+    if strategy is not None:
+        found["spec"]["updateStrategy"] = strategy
+    found["status"].update(
+        currentRevision="orders-r1",
+        updateRevision="orders-r1" if same_revision else "orders-r2",
+        updatedReplicas=updated,
+    )
+    return found
+
+
+def test_a_rolling_update_is_in_progress_until_its_pods_down_to_the_partition_are_updated() -> None:
+    def rolling(found: Any) -> bool:
+        return workload_view("orders", found, [], []).rolling
+
+    assert rolling(rollout(None, replicas=3, updated=1))
+    assert not rolling(rollout(None, replicas=3, updated=3))  # the last pod replaced: over
+    assert not rolling(rollout(None, replicas=3, updated=0, same_revision=True))  # nothing to roll to
+    partitioned = {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}
+    assert rolling(rollout(partitioned, replicas=3, updated=0))
+    assert not rolling(rollout(partitioned, replicas=3, updated=1))  # ordinals below the partition stay
+    assert not rolling(rollout({"type": "OnDelete"}, replicas=3, updated=0))  # only deletions replace pods
+    assert workload_view("orders", rollout(None, replicas=3, updated=1), [], []).revision == "orders-r2"

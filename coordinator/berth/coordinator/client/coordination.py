@@ -97,6 +97,9 @@ class GroupCoordination:
         # What the member held before its latest revocation: the diff's "previous" and the sticky input.
         self._previous = EMPTY_ASSIGNMENT
         self._owned_for_subscription = EMPTY_ASSIGNMENT
+        # When the current outage began (the loop's clock), and when it next deserves a WARNING (_wait_out).
+        self._outage_since: float | None = None
+        self._outage_warn_at = 0.0
 
     # ------------------------------------------------------------------------------------------ what others use
 
@@ -175,7 +178,7 @@ class GroupCoordination:
                 reason = self._rejoin_reason or "sync did not complete"
             elif joined.error is Error.MEMBER_ID_REQUIRED:
                 # KIP-394: the coordinator handed out our id; join again with it, at once.
-                self._publish(member_id=joined.member_id, unavailable_streak=0)
+                self._publish_reachable(member_id=joined.member_id)
                 reason = "member id required"
             elif joined.error in _RESET_ERRORS:
                 self._reset_identity()
@@ -278,7 +281,7 @@ class GroupCoordination:
                 continue
             if error is Error.NONE:
                 backoff.reset()
-                self._publish(heartbeats_ok=self.state.value.heartbeats_ok + 1, unavailable_streak=0)
+                self._publish_reachable(heartbeats_ok=self.state.value.heartbeats_ok + 1)
                 wait_s = self.config.heartbeat_interval_ms / 1000
             elif error is Error.REBALANCE_IN_PROGRESS:
                 self._rejoin_reason = "heartbeat answered REBALANCE_IN_PROGRESS"
@@ -311,17 +314,48 @@ class GroupCoordination:
         self._publish(member_id="", generation_id=-1, is_leader=False, protocol_name=None)
 
     async def _wait_out(self, error: object, backoff: Backoff) -> None:
+        """Wait before retrying a call the coordinator did not answer. A failover or restart is a few seconds of
+        this: logged at INFO; a WARNING once the outage has lasted a third of the session timeout (the member's
+        session is then at risk), and again every further session timeout."""
         current = self.state.value
-        self._publish(unavailable_streak=current.unavailable_streak + 1, last_error=str(error))
+        streak = current.unavailable_streak + 1
+        self._publish(unavailable_streak=streak, last_error=str(error))
         delay_ms = backoff.next_delay_ms()
-        log.warning(
-            "group %s: coordinator unavailable (%s); retrying in %.0f ms", self.config.group_id, error, delay_ms
+        now = asyncio.get_running_loop().time()
+        if streak == 1 or self._outage_since is None:
+            self._outage_since, self._outage_warn_at = now, now + self.config.session_timeout_ms / 3000
+        level = logging.DEBUG
+        if streak == 1:
+            level = logging.INFO
+        if now >= self._outage_warn_at:
+            level = logging.WARNING
+            self._outage_warn_at = now + self.config.session_timeout_ms / 1000
+        log.log(
+            level,
+            "group %s: coordinator unavailable for %.1f s (%s); retrying in %.0f ms",
+            self.config.group_id,
+            now - self._outage_since,
+            error,
+            delay_ms,
         )
         await backoff.policy.sleep(delay_ms / 1000)
 
     def _mark_reachable(self) -> None:
         if self.state.value.unavailable_streak:
-            self._publish(unavailable_streak=0)
+            self._publish_reachable()
+
+    def _publish_reachable(self, **fields: Any) -> None:
+        """Publish ``fields`` with the unavailable streak over; an outage that was waited out is logged (INFO)."""
+        streak = self.state.value.unavailable_streak
+        if streak and self._outage_since is not None:
+            log.info(
+                "group %s: coordinator answering again after %.1f s (%d retries)",
+                self.config.group_id,
+                asyncio.get_running_loop().time() - self._outage_since,
+                streak,
+            )
+        self._outage_since = None
+        self._publish(unavailable_streak=0, **fields)
 
     def _raise_if_failed(self) -> None:
         if self._fatal is not None:

@@ -15,10 +15,14 @@ Owns the command line (``main``). Rules:
 - Output goes to stdout: aligned tables by default, ``--output json`` for scripts. Everything the coordinator said
   is shown escaped (``groups_render``): a group id cannot move the cursor, clear the screen or forge a line.
 - Any failure — unknown group, a member that was not in the group, a reset refused, 401/403, connection refused —
-  is one line on stderr (``berth-groups: error: ...``) and exit status 1 (2 for usage errors, as argparse does). A
-  partial result (some members removed, some not members; the groups of a describe that exist) is still printed
-  before the error. Notes that are not errors (a dry run changed nothing) go to stderr, so stdout stays the result.
+  is one line on stderr (``berth-groups: error: ...``) and an exit status that says its class (``groups_exit``: 3
+  not found, 4 refused by the group's state, 5 not allowed, 6 unavailable, 7 refused; 2 for usage errors, as
+  argparse does; 1 when part of the work was done). A partial result (some members removed, some not members; the
+  groups of a describe that exist) is still printed before the error. Notes that are not errors (a dry run changed
+  nothing) go to stderr, so stdout stays the result.
 - A closed stdout (``berth-groups list | head``) ends the command quietly (exit status 141).
+- ``--bootstrap-server HOST:PORT`` reads a Kafka cluster's groups instead (``list`` and ``describe`` with the
+  LAG column, as ``kafka-consumer-groups.sh``; ``groups_kafka``); the commands that change a group stay Berth's.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from berth.coordinator.client import groups_kafka
 from berth.coordinator.client import groups_render as render
 from berth.coordinator.client.admin import CoordinatorAdmin
 from berth.coordinator.client.config import (
@@ -41,6 +46,7 @@ from berth.coordinator.client.config import (
     read_token_file,
 )
 from berth.coordinator.client.errors import AuthorizationError, BerthClientError, CoordinatorHttpError, untrusted_text
+from berth.coordinator.client.groups_exit import ExitCode, exit_code_of
 from berth.coordinator.client.groups_reset import (
     LATEST_REFUSAL,
     MAX_OFFSET,
@@ -55,7 +61,6 @@ from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
 from berth.coordinator.protocol import DescribeResponse, Error
 
 PROG = "berth-groups"
-EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
 DESCRIBE_CONCURRENCY = 8  # groups described at once by describe --all-groups
 DRY_RUN_NOTE = f"{PROG}: dry run, nothing changed: add --execute to commit these offsets"
 TOKEN_IN_ARGV_WARNING = (
@@ -65,16 +70,21 @@ TOKEN_IN_ARGV_WARNING = (
 
 
 class CliError(Exception):
-    """A failure to report as one line and exit status 1."""
+    """A failure to report as one line, with the exit status of its class."""
+
+    def __init__(self, message: str, code: ExitCode) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a subcommand printed, a note for stderr, and the error to report after it (exit 1) if any."""
+    """What a subcommand printed, a note for stderr, and the error to report after it (with its exit status)."""
 
     text: str
     error: str | None = None
     note: str | None = None
+    code: ExitCode = ExitCode.PARTIAL
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep Python's exit flush from complaining too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_CLOSED_PIPE
+        return ExitCode.CLOSED_PIPE
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -95,26 +105,34 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.token is not None:
         print(TOKEN_IN_ARGV_WARNING, file=sys.stderr)
     try:
-        outcome = asyncio.run(run(args))
+        outcome = asyncio.run(run_kafka(args) if args.bootstrap_server else run(args))
+    except groups_kafka.KafkaCliError as error:
+        return _fail(str(error), error.code)
     except AuthorizationError as error:
-        return _fail(f"{_explained(error)}{_token_hint(args)}")
+        return _fail(f"{_explained(error)}{_token_hint(args)}", exit_code_of(error))
     except CoordinatorHttpError as error:
-        return _fail(_explained(error))
-    except (BerthClientError, CliError) as error:
-        return _fail(str(error))
+        return _fail(_explained(error), exit_code_of(error))
+    except BerthClientError as error:
+        return _fail(str(error), exit_code_of(error))
+    except CliError as error:
+        return _fail(str(error), error.code)
     if outcome.text:
         print(outcome.text, flush=True)
     if outcome.note is not None:
         print(outcome.note, file=sys.stderr)
     if outcome.error is not None:
-        return _fail(outcome.error)
-    return 0
+        return _fail(outcome.error, outcome.code)
+    return ExitCode.OK
 
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """What argparse cannot say by itself; a usage error (exit 2)."""
     if args.command == "describe" and args.all_groups == bool(args.groups or args.group):
         parser.error("describe: name groups (GROUP... or --group G) or give --all-groups, not both")
+    if args.bootstrap_server and args.command not in ("list", "describe"):
+        parser.error(f"{args.command}: with --bootstrap-server only list and describe (reading a Kafka cluster)")
+    if args.command_config and not args.bootstrap_server:
+        parser.error("--command-config is for a Kafka cluster: give --bootstrap-server too")
     if args.command == "remove-members":
         named = args.instance_id or args.member_id or args.instance_ids is not None
         if args.all == bool(named):
@@ -193,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+async def run_kafka(args: argparse.Namespace) -> Outcome:
+    text, error = await groups_kafka.run(args, args.output == "json")
+    return Outcome(text, error)
+
+
 async def run(args: argparse.Namespace) -> Outcome:
     url = args.coordinator or os.environ.get(ENV_COORDINATOR_URL) or DEFAULT_COORDINATOR_URL
     as_json = args.output == "json"
@@ -217,7 +240,7 @@ async def run(args: argparse.Namespace) -> Outcome:
             return await _offsets(admin, args.group, args.topic, as_json)
         if args.command == "reset-offsets":
             return await _reset_offsets(admin, args, as_json)
-    raise CliError(f"unknown command {args.command!r}")  # argparse rejects these first; kept for mypy
+    raise CliError(f"unknown command {args.command!r}", ExitCode.USAGE)  # argparse rejects these first; for mypy
 
 
 # ------------------------------------------------------------------------------------------------------ describe
@@ -242,13 +265,13 @@ async def _describe(admin: CoordinatorAdmin, args: argparse.Namespace, as_json: 
     if len(missing) > 1:
         error = f"groups {', '.join(repr(m) for m in missing)} do not exist"
     if not reports and not args.all_groups:
-        return Outcome("", error)
+        return Outcome("", error, code=ExitCode.NOT_FOUND)
     if not reports:
         return Outcome(render.to_json(render.descriptions_json([])) if as_json else "no groups")
     if as_json:
         single = not args.all_groups and len(named) == 1
         document = render.description_json(reports[0]) if single else render.descriptions_json(reports)
-        return Outcome(render.to_json(document), error)
+        return Outcome(render.to_json(document), error, code=ExitCode.NOT_FOUND)
     if args.state:
         text = render.state_table(reports)
     elif args.members:
@@ -257,7 +280,7 @@ async def _describe(admin: CoordinatorAdmin, args: argparse.Namespace, as_json: 
         text = render.offsets_view_table(reports)
     else:
         text = "\n\n".join(render.description_table(r) for r in reports)
-    return Outcome(text, error)
+    return Outcome(text, error, code=ExitCode.NOT_FOUND)
 
 
 async def _report(
@@ -287,7 +310,7 @@ async def _remove_members(admin: CoordinatorAdmin, args: argparse.Namespace, as_
     if args.all:
         group = await admin.describe_group(group_id)
         if not group.exists:
-            raise CliError(f"group {group_id!r} does not exist")
+            raise CliError(f"group {group_id!r} does not exist", ExitCode.NOT_FOUND)
         # As Kafka's admin client removes "all members" (KIP-571): static members by instance id, others by id.
         targets = [
             ("", m.group_instance_id) if m.group_instance_id is not None else (m.member_id, None) for m in group.members
@@ -314,7 +337,8 @@ async def _remove_members(admin: CoordinatorAdmin, args: argparse.Namespace, as_
         problems.append(f"not members of group {group_id!r} (UNKNOWN_MEMBER_ID): {', '.join(not_members)}")
     if other:
         problems.append(f"could not remove from group {group_id!r}: {', '.join(other)}")
-    return Outcome(text, "; ".join(problems) or None)
+    # Ids that were not members are "not found"; a removal that failed otherwise leaves the command half done.
+    return Outcome(text, "; ".join(problems) or None, code=ExitCode.PARTIAL if other else ExitCode.NOT_FOUND)
 
 
 # ------------------------------------------------------------------------------------------- delete and offsets
@@ -323,9 +347,12 @@ async def _remove_members(admin: CoordinatorAdmin, args: argparse.Namespace, as_
 async def _delete(admin: CoordinatorAdmin, group_id: str, as_json: bool) -> Outcome:
     outcome = await admin.delete_group(group_id)
     if outcome is Error.GROUP_ID_NOT_FOUND:
-        raise CliError(f"group {group_id!r} does not exist (GROUP_ID_NOT_FOUND)")
+        raise CliError(f"group {group_id!r} does not exist (GROUP_ID_NOT_FOUND)", ExitCode.NOT_FOUND)
     if outcome is Error.NON_EMPTY_GROUP:
-        raise CliError(f"group {group_id!r} still has members (NON_EMPTY_GROUP): remove them first (remove-members)")
+        raise CliError(
+            f"group {group_id!r} still has members (NON_EMPTY_GROUP): remove them first (remove-members)",
+            ExitCode.REFUSED_BY_STATE,
+        )
     if as_json:
         return Outcome(render.to_json({"group_id": group_id, "deleted": True, "error": outcome.name}))
     return Outcome(f"deleted group {group_id}")
@@ -335,7 +362,7 @@ async def _offsets(admin: CoordinatorAdmin, group_id: str, topics: list[str] | N
     offsets = await admin.fetch_offsets(group_id, topics)
     # An unknown group answers "no offsets" (docs/api.md §11); tell that apart from an existing group without any.
     if not offsets and not (await admin.describe_group(group_id)).exists:
-        raise CliError(f"group {group_id!r} does not exist")
+        raise CliError(f"group {group_id!r} does not exist", ExitCode.NOT_FOUND)
     return Outcome(
         render.to_json(render.offsets_json(group_id, offsets)) if as_json else render.offsets_table(group_id, offsets)
     )
@@ -348,24 +375,29 @@ async def _reset_offsets(admin: CoordinatorAdmin, args: argparse.Namespace, as_j
     group_id = args.group
     how = _reset_method(args)
     if how.method == "to-latest":
-        raise CliError(LATEST_REFUSAL)  # before asking anything: no answer could change it
+        raise CliError(LATEST_REFUSAL, ExitCode.USAGE)  # before asking anything: no answer could change it
     try:
         selections = None if args.all_topics else [parse_topic(text) for text in args.topic]
     except ResetError as error:
-        raise CliError(str(error)) from None
+        raise CliError(str(error), ExitCode.USAGE) from None
     group = await admin.describe_group(group_id)
     if group.exists and group.state != "Empty":
-        raise CliError(_not_empty(group))
+        raise CliError(_not_empty(group), ExitCode.REFUSED_BY_STATE)
     if not group.exists and how.method in ("shift-by", "to-current"):
-        raise CliError(f"group {group_id!r} does not exist: there is no committed offset to --{how.method} from")
+        raise CliError(
+            f"group {group_id!r} does not exist: there is no committed offset to --{how.method} from",
+            ExitCode.NOT_FOUND,
+        )
     if not group.exists and selections is None:
-        raise CliError(f"group {group_id!r} does not exist: name the partitions to commit (--topic T:0,1)")
+        raise CliError(
+            f"group {group_id!r} does not exist: name the partitions to commit (--topic T:0,1)", ExitCode.NOT_FOUND
+        )
     fetched = await admin.fetch_offsets(group_id) if group.exists else {}
     committed = {tp: c.offset for tp, c in fetched.items() if c.error is Error.NONE}
     try:
         plan = plan_reset(selected_partitions(selections, committed), committed, how)
     except ResetError as error:
-        raise CliError(f"group {group_id!r}: {error}") from None
+        raise CliError(f"group {group_id!r}: {error}", ExitCode.NOT_FOUND) from None  # no offset to start from
     if not args.execute:
         text = (
             render.to_json(render.reset_json(group_id, plan, None))
@@ -384,7 +416,11 @@ async def _reset_offsets(admin: CoordinatorAdmin, args: argparse.Namespace, as_j
         return Outcome(text)
     if set(failed.values()) == {Error.UNKNOWN_MEMBER_ID}:
         # The coordinator takes a simple commit only while the group is Empty: a member joined since the check.
-        return Outcome(text, f"group {group_id!r} is no longer Empty (a member joined): nothing was committed")
+        return Outcome(
+            text,
+            f"group {group_id!r} is no longer Empty (a member joined): nothing was committed",
+            code=ExitCode.REFUSED_BY_STATE,
+        )
     names = ", ".join(f"{t}:{p} {e.name}" for (t, p), e in sorted(failed.items())[:10])
     return Outcome(text, f"group {group_id!r}: {len(failed)} of {len(results)} partitions not committed: {names}")
 
@@ -416,7 +452,7 @@ def _not_empty(group: DescribeResponse) -> str:
 def _instance_ids(text: str) -> list[str]:
     ids = [part.strip() for part in text.split(",") if part.strip()]
     if not ids:
-        raise CliError("--instance-ids names no instance id (expected e.g. orders-3,orders-4)")
+        raise CliError("--instance-ids names no instance id (expected e.g. orders-3,orders-4)", ExitCode.USAGE)
     return ids
 
 
@@ -477,6 +513,18 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         default=default(None),
         help=f"PEM CA bundle to verify an https coordinator with (default: ${ENV_CA_FILE}, else the system's CAs)",
     )
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT,...",
+        default=default(None),
+        help="read a Kafka cluster's groups instead (list, describe with LAG), as kafka-consumer-groups.sh",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=default(None),
+        help="with --bootstrap-server: client properties for a secured cluster (security.protocol, sasl.*, ssl.*)",
+    )
     parser.add_argument("--output", "-o", choices=["table", "json"], default=default("table"), help="output format")
     parser.add_argument("--timeout", type=float, default=default(10.0), help="seconds per request (default 10)")
     parser.add_argument(
@@ -518,9 +566,9 @@ def _token_given(args: argparse.Namespace) -> bool:
     return given or bool(os.environ.get(ENV_TOKEN_FILE) or os.environ.get(ENV_TOKEN))
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: ExitCode) -> int:
     print(f"{PROG}: error: {untrusted_text(message, limit=2000)}", file=sys.stderr)
-    return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Per-group Prometheus series with a bounded number of groups (docs/api.md §10 "Metrics").
 
-Owns ``GroupMetrics``: each group's state, member count, generation, fenced answers, rebalances by cause, and join
-and sync latency histograms. Rules:
+Owns ``GroupMetrics``: each group's state, member count, generation, fenced answers, rebalances by cause, how long
+its rebalances took, and join and sync latency histograms. Rules:
 
 - Cardinality is bounded: at most ``max_groups`` groups have per-group series. A group takes a slot when it is
   first seen (at start in load order, then when it first rebalances or is first scraped with a slot free) and keeps
@@ -12,6 +12,11 @@ and sync latency histograms. Rules:
   most ``max_per_tenant`` slots, and all such groups together at most half of them; the other half is kept for the
   groups the alerts are for, those owned by a fleet (docs/api.md §7a) or created by an admin, which take any free
   slot.
+- A rebalance lasts from its ``rebalance_started`` to the group's next ``assignment_stored`` (docs/formats.md), on the
+  journal's clock: the time its members consumed nothing. One superseded by another start lasts until the
+  assignment that ends them both; one ended by the group emptying or being deleted is not a duration. Observed per
+  group (``berth_group_rebalance_duration_seconds``, groups with a slot) and for all groups
+  (``berth_rebalance_duration_seconds``), so a group without a slot still counts in the second.
 - Recording is cheap (a dict lookup, a bisect); the gauges are read at scrape time from the caller's groups.
 - Nothing here knows the core: the caller hands in group ids, a way to read a group's figures and a way to tell
   whose quota a group takes (``GroupQuota``).
@@ -26,6 +31,8 @@ from berth.coordinator.core.events import RebalanceCause
 
 #: Join and sync answers wait for the rebalance: their buckets reach the rebalance timeout's range.
 GROUP_BUCKETS_S = (0.01, 0.05, 0.25, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0)
+#: A rebalance lasts from a fraction of a second (every member heartbeating often) to the rebalance timeout.
+REBALANCE_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 Sample = tuple[str, dict[str, str], float]
 
@@ -61,13 +68,14 @@ _CAUSES = sorted(cause.value for cause in RebalanceCause)
 class GroupSeries:
     """The counters of one group holding a slot, and whose quota the slot counts in ("": none)."""
 
-    __slots__ = ("join", "quota", "rebalances", "sync")
+    __slots__ = ("durations", "join", "quota", "rebalances", "sync")
 
     def __init__(self, quota: str = "") -> None:
         self.quota = quota
         # Every cause from 0, so that a group's first rebalance of a cause is an increase Prometheus can see
         # (a counter series born at 1 hides its first event from rate() and increase()).
         self.rebalances: dict[str, int] = dict.fromkeys(_CAUSES, 0)
+        self.durations = Histogram(REBALANCE_BUCKETS_S)
         self.join = Histogram(GROUP_BUCKETS_S)
         self.sync = Histogram(GROUP_BUCKETS_S)
 
@@ -90,6 +98,8 @@ class GroupMetrics:
         self.omitted = 0
         self._held: dict[str, int] = {}  # slots per tenant
         self._held_by_tenants = 0
+        self.durations = Histogram(REBALANCE_BUCKETS_S)  # every group's, with a slot or not
+        self._started_ms: dict[str, int] = {}  # groups rebalancing -> when their rebalance started
 
     def slot(self, group_id: str) -> GroupSeries | None:
         """The group's series, taking a free slot if it has none and its quota allows; None otherwise."""
@@ -117,10 +127,27 @@ class GroupMetrics:
             else:
                 del self._held[quota]
 
-    def rebalance(self, group_id: str, cause: str) -> None:
+    def rebalance(self, group_id: str, cause: str, at_ms: int | None = None) -> None:
         series = self.slot(group_id)
         if series is not None:
             series.rebalances[cause] = series.rebalances.get(cause, 0) + 1
+        if at_ms is not None:
+            self._started_ms.setdefault(group_id, at_ms)  # a superseding start does not restart the pause
+
+    def rebalanced(self, group_id: str, at_ms: int) -> None:
+        """The group stored its leader's assignment at ``at_ms``: a rebalance since its start is over."""
+        started = self._started_ms.pop(group_id, None)
+        if started is None:
+            return
+        seconds = max(0, at_ms - started) / 1000
+        self.durations.observe(seconds)
+        series = self.series.get(group_id)
+        if series is not None:
+            series.durations.observe(seconds)
+
+    def stopped(self, group_id: str) -> None:
+        """The group emptied or is gone: a rebalance under way ends without a duration."""
+        self._started_ms.pop(group_id, None)
 
     def observe(self, operation: str, group_id: str, seconds: float) -> None:
         """A join or sync answered after ``seconds``."""
@@ -155,8 +182,10 @@ class GroupMetrics:
                 ("berth_group_rebalances_total", {**group, "cause": cause}, n)
                 for cause, n in sorted(series.rebalances.items())
             )
+            rows.extend(series.durations.samples("berth_group_rebalance_duration_seconds", group))
             rows.extend(series.join.samples("berth_group_join_duration_seconds", group))
             rows.extend(series.sync.samples("berth_group_sync_duration_seconds", group))
+        rows.extend(self.durations.samples("berth_rebalance_duration_seconds", {}))
         rows.append(("berth_metrics_groups_exported", {}, len(self.series)))
         rows.append(("berth_metrics_groups_omitted", {}, self.omitted))
         return rows

@@ -1,6 +1,8 @@
 """``berth-coordinator``: run the coordinator (docs/api.md §10), or ``berth-coordinator copy-to-etcd``.
 
-Exit status 2 with one line on stderr for bad flags, an unusable data dir or etcd prefix, a bad tokens file or a
+Every flag may come from the environment instead (``BERTH_<FLAG>``, ``berth.coordinator.daemon.environment``: the
+convention both daemons share), and its logs are text or JSON (``--log-format``, ``daemon.logs``). Exit status 2
+with one line on stderr for bad flags or variables, an unusable data dir or etcd prefix, a bad tokens file or a
 certificate that cannot be used. The line ``listening on http(s)://HOST:PORT`` goes to stdout once ``/readyz``
 answers 200 (after ``probes on http://HOST:PORT`` with ``--probe-port``); a replica on etcd first prints
 ``standby on http(s)://HOST:PORT`` once it listens, and the ready line when it first becomes the active replica. A
@@ -17,12 +19,14 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig, RecordFormatError
+from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
+from berth.coordinator.daemon.logs import add_logging_flags, configure_logging
 from berth.coordinator.http.auth import TokenSet, TokensFileError
 from berth.coordinator.http.clock import Clock, ManualClock, SystemClock
 from berth.coordinator.http.config import ServerConfig, TlsFiles
@@ -149,9 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-id-bytes", type=_positive, default=1024, help="longest id/name accepted, in UTF-8 bytes")
     p.add_argument("--max-list-items", type=_positive, default=100_000, help="longest list accepted in a request")
     p.add_argument("--manual-clock", action="store_true", help="tests only: time moves via POST /v1/debug/clock")
-    p.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="least severe line logged"
-    )
+    add_logging_flags(p)
     _add_edge_flags(p)
     add_store_arguments(p)
     add_replication_arguments(p)
@@ -344,8 +346,21 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
     )
 
 
-def parse_config(argv: Sequence[str] | None) -> ServerConfig:
-    args = build_parser().parse_args(argv)
+def parse_arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
+    """The command line, each flag's ``BERTH_*`` variable standing in for it when it is not given."""
+    parser = build_parser()
+    try:
+        apply_environment(parser, environ)
+    except EnvironmentValueError as exc:
+        fail(str(exc))
+    return parser.parse_args(argv)
+
+
+def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -> ServerConfig:
+    return server_config(parse_arguments(argv, os.environ if environ is None else environ))
+
+
+def server_config(args: argparse.Namespace) -> ServerConfig:
     replication = replication_config(args)
     if (args.data_dir is None) == (replication is None):
         fail("give either --data-dir (one replica, SQLite) or --etcd-endpoints (replicas on etcd)")
@@ -501,15 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == [copy_command.COMMAND]:
         return copy_command.main(arguments[1:])
     try:
-        config = parse_config(argv)
+        args = parse_arguments(argv, os.environ)
     except BrokenPipeError:  # --help or --version into a closed pipe
         say("")
         return 0
-    logging.basicConfig(
-        level=config_log_level(argv),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    config = server_config(args)
+    configure_logging(args.log_format, args.log_level)
     store: SqliteStore | None = None
     leadership: Leadership
     journal: JournalReader
@@ -556,11 +568,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def config_log_level(argv: Sequence[str] | None) -> int:
-    args, _ = build_parser().parse_known_args(argv)
-    return int(getattr(logging, str(args.log_level).upper()))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "berth_members": ("gauge", "Members of all groups"),
     "berth_groups_refused_total": ("counter", "Requests refused because they would create a group beyond --max-groups"),
     "berth_rebalances_total": ("counter", "Rebalances started, by cause"),
+    "berth_rebalance_duration_seconds": (
+        "histogram",
+        "How long rebalances of all groups took: from rebalance_started to the assignment stored (members consume"
+        " nothing meanwhile)",
+    ),
     "berth_fenced_members_total": (
         "counter",
         "Answers carrying FENCED_INSTANCE_ID (82): a member id superseded by a newer member with the same"
@@ -76,6 +81,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Answers carrying FENCED_INSTANCE_ID (82) in the group since it was created or the coordinator started",
     ),
     "berth_group_rebalances_total": ("counter", "Rebalances the group started, by cause"),
+    "berth_group_rebalance_duration_seconds": (
+        "histogram",
+        "How long the group's rebalances took: from rebalance_started to the assignment stored",
+    ),
     "berth_group_join_duration_seconds": ("histogram", "Time from a JoinGroup request to its answer (a long-poll)"),
     "berth_group_sync_duration_seconds": ("histogram", "Time from a SyncGroup request to its answer (a long-poll)"),
     "berth_metrics_groups_exported": ("gauge", "Groups that have per-group series (at most --metrics-max-groups)"),

@@ -242,10 +242,16 @@ class CoordinatorServer:
         self.journal_polls.notify(self.journal.last_seq())
 
     def _observe(self, write: Write) -> None:
-        """Count a write's rebalances per group (the bounded per-group series, ``group_metrics``)."""
+        """Count a write's rebalances per group and time them (``group_metrics``)."""
+        groups = self.metrics.groups
         for event in write.events:
-            if event["type"] == EventType.REBALANCE_STARTED:
-                self.metrics.groups.rebalance(event["group_id"], str(event.get("cause", "")))
+            kind, group = event["type"], event["group_id"]
+            if kind == EventType.REBALANCE_STARTED:
+                groups.rebalance(group, str(event.get("cause", "")), event["ts_ms"])
+            elif kind == EventType.ASSIGNMENT_STORED:
+                groups.rebalanced(group, event["ts_ms"])
+            elif kind in (EventType.GROUP_EMPTIED, EventType.GROUP_DELETED):
+                groups.stopped(group)
 
     # ------------------------------------------------------------------------------------------ request steps
 

@@ -1,34 +1,29 @@
-"""Kopf activity handlers: how the operator logs in to the Kubernetes API, and a clean stop.
+"""Kopf activity handlers: how Kopf logs in to the Kubernetes API, and a clean stop.
 
-Rules: Kopf gets the very identity the operator's own client uses (``kube.identity``), and asks for it again
-whenever the API answers 401, which re-reads a rotated service-account token. At cleanup, timers Kopf left behind
-are stopped (see :func:`register_activities`).
+Rules: Kopf gets the very identity the operator's own clients use (``kube.identity``), as a session of the
+operator's making (``login``: ``kube.api_session``'s, which takes a rotated service-account token for every request
+and passes every write through the leader's gate), a fresh one each time Kopf logs in (it closes the old one). At
+cleanup, ``stop`` ends the work the handlers started (the reconciler's queue, its passes and journal followers):
+Kopf waits 5 s for any task it did not start and then cancels it, which would hold every stop for 5 s.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
 
-from berth.operator.kube.identity import KubeIdentity, connection_info
 
-
-def register_activities(registry: kopf.OperatorRegistry, identity: KubeIdentity, *, timer_ids: tuple[str, ...]) -> None:
+def register_activities(
+    registry: kopf.OperatorRegistry,
+    login: Callable[[], kopf.AiohttpSession],
+    stop: Callable[[], Awaitable[None]],
+) -> None:
     @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection_info(identity)
+    async def log_in(**_: Any) -> kopf.AiohttpSession:
+        return login()  # async: the session is made on the operator's event loop
 
     @kopf.on.cleanup(registry=registry)
-    async def stop_orphaned_timers(**_: Any) -> None:
-        # Kopf (1.45) can respawn a fleet's timer from a watch event that arrives while it stops, after the task that
-        # stops timers is gone; it then waits 5 s for that "hung" timer before cancelling it. Cleanup runs once
-        # every watcher has stopped, so nothing can respawn a timer after this. Kopf names a timer's task
-        # "runner of <handler id>".
-        names = {f"runner of {timer_id}" for timer_id in timer_ids}
-        current = asyncio.current_task()
-        orphans = [task for task in asyncio.all_tasks() if task is not current and task.get_name() in names]
-        for task in orphans:
-            task.cancel()
-        await asyncio.gather(*orphans, return_exceptions=True)
+    async def stop_passes(**_: Any) -> None:
+        await stop()

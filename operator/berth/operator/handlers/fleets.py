@@ -1,22 +1,24 @@
-"""Kopf handlers for ConsumerFleets: an index of group claims, create/update/resume, a timer, and the finalizer.
+"""Kopf handlers for ConsumerFleets: an index of group claims, create/update/resume, and the finalizer.
 
 - ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, its census entries and its
   volume claims' name prefixes, so a pass can tell whether another fleet holds its group or its claim names, and
   whether it is within the fleet bounds (``planners.claims.index_entries``).
-- ``fleet_changed`` (create, resume, spec update): passes until the fleet converges or a settle budget is spent.
-- ``fleet_tick`` (timer, ``--reconcile-interval-s``): one pass, which also mirrors the group into status, and moves
-  waits along (pods still terminating, a coordinator that was down).
+- ``fleet_changed`` (create, resume, spec update): asks the reconciler for a pass (``FleetReconciler.poke``) and
+  returns; the pass runs from the reconciler's queue, which also retries it and decides when the fleet is next
+  due. Resume runs for every fleet when the operator starts (or takes over as the leader).
 - ``fleet_deleted`` (the finalizer ``berth.dev/finalizer``): scale to zero, leave everyone, delete the group, then
   let Kopf release the object.
 
-Rules: a coordinator that cannot be asked, or a reported API failure, becomes ``kopf.TemporaryError`` with a
-capped exponential backoff in change handlers and the finalizer, and a log line in the timer (which runs again
-anyway). Nothing is returned to Kopf (no handler results in status).
+There is no timer: a fleet's pass comes when something changes (its spec, an object it owns, its group at the
+coordinator) and otherwise at the reconciler's slow resync.
+
+Rules: in the finalizer, a coordinator that cannot be asked or a reported API failure becomes
+``kopf.TemporaryError`` with a capped exponential backoff. Nothing is returned to Kopf (no handler results in
+status).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,20 +26,18 @@ import kopf
 
 from berth.operator.names import GROUP, PLURAL, VERSION
 from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
+from berth.operator.planners.pause import pause_unseen
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
 from berth.operator.spec import OperatorDefaults
 
-logger = logging.getLogger("berth.operator.handlers")
-
 #: The index's name: Kopf passes it to every handler as a keyword argument of this name (the handler's id; a
 #: nested function's default id would be its qualified name, not a usable keyword).
 CLAIMS_INDEX = "group_claims"
-TIMER_ID = "tick"
-#: How long a change handler keeps passing while the plan waits on something quick; the timer takes over after.
+#: How long the finalizer keeps passing while the deletion waits on something quick, before Kopf retries it.
 SETTLE_BUDGET_S = 60.0
-#: Retry delays for change handlers and the finalizer: 1, 2, 4 ... seconds, at most a minute.
+#: Retry delays for the finalizer: 1, 2, 4 ... seconds, at most a minute.
 BACKOFF_CAP_S = 60.0
 
 
@@ -55,11 +55,12 @@ def register_fleet_handlers(
     reconciler: FleetReconciler,
     *,
     defaults: OperatorDefaults,
-    interval_s: float,
     poll_s: float,
 ) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id=CLAIMS_INDEX)
-    def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
+    async def group_claims(body: kopf.Body, **_: Any) -> dict[ClaimKey, GroupClaim]:
+        # async: on the event loop. Kopf runs a sync handler in a worker thread, and several of them parsing fleets
+        # at once is what the spec declaration's _prepare guards msgspec against.
         return index_entries(body, defaults)
 
     def lookup(handler_kwargs: dict[str, Any]) -> Callable[[ClaimKey], Iterable[GroupClaim]]:
@@ -73,21 +74,16 @@ def register_fleet_handlers(
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="resume")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="create")
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="update", field="spec")
-    async def fleet_changed(*, namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:
-        key = fleet_key(namespace, name)
-        try:
-            await reconciler.converge(key, lookup(kwargs), budget_s=SETTLE_BUDGET_S)
-        except (CoordinatorUnavailable, RetryLater) as error:
-            raise kopf.TemporaryError(f"{error}; retrying", delay=backoff_s(retry)) from error
+    async def fleet_changed(*, namespace: str | None, name: str, **kwargs: Any) -> None:
+        reconciler.attach(lookup(kwargs))
+        reconciler.poke(fleet_key(namespace, name))
 
-    @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, id=TIMER_ID, interval=interval_s, initial_delay=interval_s)
-    async def fleet_tick(*, namespace: str | None, name: str, **kwargs: Any) -> None:
-        key = fleet_key(namespace, name)
-        try:
-            await reconciler.reconcile(key, lookup(kwargs))
-        except (CoordinatorUnavailable, RetryLater) as error:
-            # Already in status and Events; the next tick is the retry.
-            logger.info("fleet %s: %s; next try in %g s", key, error, interval_s)
+    # Pausing and resuming change no spec, and Kopf leaves berth.dev/* annotations (its own storage's prefix) out of
+    # what an update handler compares: a watch event whose annotation and Paused condition disagree pokes instead
+    # (once the pass has written the condition they agree, and events stop poking).
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="pause", when=pause_unseen)
+    async def pause_changed(*, namespace: str | None, name: str, **_: Any) -> None:
+        reconciler.poke(fleet_key(namespace, name))
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="finalize")
     async def fleet_deleted(*, namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:

@@ -3,6 +3,9 @@
 Rules: calls run in a worker thread (``asyncio.to_thread``); answers are plain dicts (camelCase, exactly what the
 API server sent), not the client's models, so a field the models do not know is never lost and a partial object
 never fails validation; every call carries a timeout, so a hung connection cannot hold a thread forever.
+:class:`GatedApiClient` is the official client whose writes pass a :class:`~berth.operator.ports.WriteGate` first
+(the leader's: a replica that does not hold the Lease sends none), checked on the thread that sends them, just
+before they go.
 Non-2xx answers raise :class:`kubernetes.client.ApiException`; :func:`is_not_found` and :func:`api_error_text`
 help callers tell and say what happened. The adapters' port methods let none escape: :func:`port_errors` turns
 one into :class:`~berth.operator.ports.ApiCallFailed` with the API server's own words.
@@ -18,7 +21,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.ports import ApiCallFailed
+from berth.operator.ports import ApiCallFailed, WriteGate
 
 #: (connect, read) seconds for one API call.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -26,13 +29,34 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
 ApiException = kubernetes.client.ApiException
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class GatedApiClient(kubernetes.client.ApiClient):
+    """The official client, saying who it is (``user_agent``), its writes refused while ``gate`` says so."""
+
+    def __init__(
+        self, configuration: kubernetes.client.Configuration, *, user_agent: str, gate: WriteGate | None
+    ) -> None:
+        super().__init__(configuration)
+        self.user_agent = user_agent
+        self.gate = gate
+
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.gate is not None and method.upper() not in READ_METHODS:
+            self.gate.check()
+        return super().call_api(method, url, *args, **kwargs)
 
 
 async def call_json(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """``method(*args, **kwargs)`` in a thread; the response body as a dict."""
-    response = await asyncio.to_thread(
-        method, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
-    )
+    return await asyncio.to_thread(call_json_here, method, *args, **kwargs)
+
+
+def call_json_here(method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``method(*args, **kwargs)`` on this thread; the response body as a dict."""
+    kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+    response = method(*args, _preload_content=False, **kwargs)
     body = json.loads(response.data or b"{}")
     if not isinstance(body, dict):
         raise ValueError(f"{getattr(method, '__name__', 'call')}: the API server answered {type(body).__name__}")

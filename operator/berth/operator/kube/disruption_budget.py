@@ -18,6 +18,7 @@ import kubernetes
 
 from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found, read_or_none
 from berth.operator.kube.owned_objects import controlled_by, ensure_owned
+from berth.operator.kube.watch_cache import DISRUPTION_BUDGETS, WatchCache, read_cached
 from berth.operator.ports import Applied
 
 KIND = "PodDisruptionBudget"
@@ -25,12 +26,19 @@ KIND = "PodDisruptionBudget"
 
 class FleetDisruptionBudget:
     def __init__(
-        self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str, fleet_uid: str | None
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        fleet_uid: str | None,
+        cache: WatchCache | None = None,
     ) -> None:
         self.policy = kubernetes.client.PolicyV1Api(api_client)
         self.namespace = namespace
         self.name = name
         self.fleet_uid = fleet_uid
+        self.cache = cache
 
     async def ensure(self, planned: Mapping[str, Any] | None) -> Applied:
         """Make the fleet's budget what ``planned`` says: created, patched, unchanged, or deleted (None)."""
@@ -42,6 +50,7 @@ class FleetDisruptionBudget:
             planned,
             self.fleet_uid,
             read=self._read,
+            reread=self._fetch,
             create=lambda body: call_json(policy.create_namespaced_pod_disruption_budget, self.namespace, body),
             patch=lambda ops: call_json(
                 policy.patch_namespaced_pod_disruption_budget, self.name, self.namespace, ops, _content_type=JSON_PATCH
@@ -70,4 +79,7 @@ class FleetDisruptionBudget:
         return Applied.DELETED
 
     async def _read(self) -> dict[str, Any] | None:
+        return await read_cached(self.cache, DISRUPTION_BUDGETS, self.namespace, self.name, self._fetch)
+
+    async def _fetch(self) -> dict[str, Any] | None:
         return await read_or_none(self.policy.read_namespaced_pod_disruption_budget, self.name, self.namespace)

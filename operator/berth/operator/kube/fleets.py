@@ -1,4 +1,5 @@
-"""Reading a ConsumerFleet fresh and writing its status through the ``status`` subresource, at once.
+"""Reading a ConsumerFleet fresh and writing its status through the ``status`` subresource, at once; and the
+fleet's own ``berth.dev/fleet`` label, which its objects carry too (so ``-l berth.dev/fleet=NAME`` lists it).
 
 Rules: status is written with a JSON merge patch on ``/status`` (``null`` removes a key), never through Kopf's
 deferred ``patch``: the scaling planner's departing ids must be durable before the StatefulSet shrinks. Each write
@@ -60,6 +61,20 @@ class FleetApi:
             await asyncio.sleep(CONFLICT_PAUSE_S * attempt)
             attempt += 1
 
+    async def label(self, namespace: str, name: str, labels: Mapping[str, str]) -> None:
+        """Merge ``labels`` into the fleet's ``metadata.labels`` (the main resource, not its status)."""
+        with port_errors():
+            await call_json(
+                self.custom.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"metadata": {"labels": dict(labels)}},
+                _content_type=MERGE_PATCH,
+            )
+
 
 class FleetStatusWriter:
     """One fleet's :class:`~berth.operator.ports.StatusPort` on Kubernetes: its ``status`` subresource."""
@@ -72,3 +87,6 @@ class FleetStatusWriter:
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
         stored = await self.fleets.patch_status(self.namespace, self.name, patch)
         return dict(stored.get("status") or {})
+
+    async def label(self, labels: Mapping[str, str]) -> None:
+        await self.fleets.label(self.namespace, self.name, labels)

@@ -7,8 +7,8 @@ Rules:
 - A patch adds our labels and the hash annotation to whatever others put in the object's metadata.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
 - :func:`ensure_owned` is the one create-or-patch of an owned object (Service, budget, CA ConfigMap): created
-  stamped; a 409 on create (made meanwhile, or by an earlier attempt that timed out) is read back; patched only
-  when the hash moved.
+  stamped; a 409 on create (made meanwhile, or by an earlier attempt that timed out) is read back through the API
+  (``reread``: the first read may come from a cache that has not seen it yet); patched only when the hash moved.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ async def ensure_owned(
     create: Callable[[Obj], Awaitable[object]],
     patch: Callable[[list[Obj]], Awaitable[object]],
     changes: Callable[[Mapping[str, Any]], list[Obj]],
+    reread: Callable[[], Awaitable[Obj | None]] | None = None,
 ) -> Applied:
     """Make the object ``planned`` describes exist as planned: created, unchanged, or patched with our metadata
     and ``changes(planned)`` (the JSON patch operations of the fields the plan owns)."""
@@ -93,7 +94,7 @@ async def ensure_owned(
         except Exception as error:
             if not is_conflict(error):
                 raise
-        live = await read()
+        live = await (reread or read)()
         if live is None:
             name = planned["metadata"]["name"]
             raise RuntimeError(f"{kind} {name} exists and does not: the API server disagrees")

@@ -1,8 +1,10 @@
 """Reading the one Secret a Kafka fleet names for its own principal (``spec.coordinator.kafka``), decoded.
 
 Rules: only Secrets a fleet's spec names, in the fleet's own namespace, are read, when a pass needs them; values
-are returned to the caller and never logged. A missing Secret or key is ``None`` (the pass says which, by name);
-another failure is :class:`~berth.operator.ports.ApiCallFailed`. A :class:`~berth.operator.ports.SecretLookup`.
+are returned to the caller and never logged. A missing Secret or key is ``None`` (the pass says which, by name); a
+namespace whose Secrets the operator's RBAC does not open (HTTP 403: the chart grants them per namespace) is
+:class:`~berth.operator.ports.NotPermitted`; another failure is :class:`~berth.operator.ports.ApiCallFailed`. A
+:class:`~berth.operator.ports.SecretLookup`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Mapping
 
 import kubernetes
 
-from berth.operator.kube.calls import port_errors, read_or_none
+from berth.operator.kube.calls import ApiException, api_error_text, port_errors, read_or_none
+from berth.operator.ports import NotPermitted
 
 
 class SecretReader:
@@ -22,7 +25,12 @@ class SecretReader:
 
     async def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
         with port_errors():
-            secret = await read_or_none(self.core.read_namespaced_secret, name, namespace)
+            try:
+                secret = await read_or_none(self.core.read_namespaced_secret, name, namespace)
+            except ApiException as error:
+                if error.status == 403:
+                    raise NotPermitted(api_error_text(error)) from error
+                raise
         if secret is None:
             return None
         decoded = {}

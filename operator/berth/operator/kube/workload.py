@@ -22,8 +22,9 @@ per-pod volume claims. Rules:
   operator (its owner reference lets the garbage collector remove it with the fleet): the chart grants ConfigMaps
   get, create and patch only, and only when the coordinator has TLS.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
-- Observation is the ``observer``'s (``kube.observation``: through the API by default; a cache of watched
-  objects can serve it instead).
+- Observation is the ``observer``'s (``kube.observation``: through the API by default; ``kube.watch_cache``'s
+  watched objects instead). With a ``cache``, the objects applied are read from it too (once it is synced), and
+  through the API only after a 409 on create; without one, every read goes to the API.
 - No ``ApiException`` leaves a port method: it becomes :class:`~berth.operator.ports.ApiCallFailed`.
 """
 
@@ -54,6 +55,7 @@ from berth.operator.kube.owned_objects import (
     metadata_ops,
     stamped,
 )
+from berth.operator.kube.watch_cache import CONFIG_MAPS, SERVICES, STATEFULSETS, WatchCache, read_cached
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
@@ -75,15 +77,19 @@ class StatefulSetWorkload:
         name: str,
         fleet_uid: str | None,
         observer: WorkloadObserver | None = None,
+        cache: WatchCache | None = None,
     ) -> None:
         self.apps = kubernetes.client.AppsV1Api(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.namespace = namespace
         self.name = name
         self.fleet_uid = fleet_uid
-        self.disruption_budget = FleetDisruptionBudget(api_client, namespace=namespace, name=name, fleet_uid=fleet_uid)
+        self.cache = cache
+        self.disruption_budget = FleetDisruptionBudget(
+            api_client, namespace=namespace, name=name, fleet_uid=fleet_uid, cache=cache
+        )
         #: How the workload is read: through the API by default (``kube.observation``), or from a cache.
-        self.observer = observer or ApiWorkloadObserver(api_client, namespace=namespace, name=name)
+        self.observer: WorkloadObserver = observer or ApiWorkloadObserver(api_client, namespace=namespace, name=name)
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
@@ -102,9 +108,9 @@ class StatefulSetWorkload:
                 _content_type=MERGE_PATCH,
             )
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
         with port_errors():
-            return await self.observer.observe()
+            return await self.observer.observe(fresh=fresh)
 
     # ----------------------------------------------------------------------------------------------- steps
 
@@ -125,9 +131,15 @@ class StatefulSetWorkload:
         return ApplyResult(statefulset, service, budget)
 
     async def _read_statefulset(self) -> dict[str, Any] | None:
+        return await read_cached(self.cache, STATEFULSETS, self.namespace, self.name, self._fetch_statefulset)
+
+    async def _fetch_statefulset(self) -> dict[str, Any] | None:
         return await read_or_none(self.apps.read_namespaced_stateful_set, self.name, self.namespace)
 
     async def _read_service(self) -> dict[str, Any] | None:
+        return await read_cached(self.cache, SERVICES, self.namespace, self.name, self._fetch_service)
+
+    async def _fetch_service(self) -> dict[str, Any] | None:
         return await read_or_none(self.core.read_namespaced_service, self.name, self.namespace)
 
     async def _ensure_statefulset(self, planned: Mapping[str, Any]) -> Applied:
@@ -143,7 +155,7 @@ class StatefulSetWorkload:
             except Exception as error:
                 if not is_conflict(error):  # 409: created meanwhile (an earlier attempt that timed out)
                     raise
-            live = await self._read_statefulset()
+            live = await self._fetch_statefulset()
             if live is None:
                 raise RuntimeError(f"StatefulSet {self.name} exists and does not: the API server disagrees")
         check_ours("StatefulSet", live, self.fleet_uid)
@@ -204,6 +216,7 @@ class StatefulSetWorkload:
             planned,
             self.fleet_uid,
             read=self._read_service,
+            reread=self._fetch_service,
             create=lambda body: call_json(self.core.create_namespaced_service, self.namespace, body),
             patch=lambda ops: call_json(
                 self.core.patch_namespaced_service, self.name, self.namespace, ops, _content_type=JSON_PATCH
@@ -216,11 +229,16 @@ class StatefulSetWorkload:
 
     async def _ensure_ca_config_map(self, planned: Mapping[str, Any]) -> Applied:
         name = planned["metadata"]["name"]
+
+        async def fetch() -> dict[str, Any] | None:
+            return await read_or_none(self.core.read_namespaced_config_map, name, self.namespace)
+
         return await ensure_owned(
             "ConfigMap",
             planned,
             self.fleet_uid,
-            read=lambda: read_or_none(self.core.read_namespaced_config_map, name, self.namespace),
+            read=lambda: read_cached(self.cache, CONFIG_MAPS, self.namespace, name, fetch),
+            reread=fetch,
             create=lambda body: call_json(self.core.create_namespaced_config_map, self.namespace, body),
             patch=lambda ops: call_json(
                 self.core.patch_namespaced_config_map, name, self.namespace, ops, _content_type=JSON_PATCH

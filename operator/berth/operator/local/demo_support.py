@@ -90,10 +90,14 @@ class InMemoryStatus:
 
     def __init__(self, status: dict[str, Any] | None = None) -> None:
         self.status: dict[str, Any] = status if status is not None else {}
+        self.labels: dict[str, str] = {}
 
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
         _merge(self.status, patch)
         return copy.deepcopy(self.status)
+
+    async def label(self, labels: Mapping[str, str]) -> None:
+        self.labels.update(labels)
 
 
 class PrintedEvents:

@@ -51,6 +51,9 @@ class LocalFleet:
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._ready: set[str] = set()
         self._exited = asyncio.Condition()
+        #: Set by whoever restarts the members one by one (a local fleet does not roll by itself): observed as a
+        #: rollout in progress, as a StatefulSet's would be.
+        self.rolling = False
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
@@ -75,7 +78,7 @@ class LocalFleet:
             if self._ordinal(name) >= replicas:
                 self.stop_member(name)
 
-    async def observe(self) -> WorkloadView:
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
         existing = frozenset(self._processes)
         stopping = {name for name in existing if self._ordinal(name) >= (self._replicas or 0)}
         return WorkloadView(
@@ -84,6 +87,7 @@ class LocalFleet:
             ),
             self._applied_hash,
             running=len(existing - stopping),
+            rolling=self.rolling,
         )
 
     # --------------------------------------------------------------------------------------------- members

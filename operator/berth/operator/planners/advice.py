@@ -90,6 +90,13 @@ def combine(documents: list[Advice]) -> Advice | None:
     return Advice(generated_at_ms=ordered[-1].generated_at_ms, groups=groups)
 
 
+def changed_groups(before: Advice | None, after: Advice | None) -> frozenset[str]:
+    """The keys whose entry differs between two readings (added, removed or changed)."""
+    old = before.groups if before is not None else {}
+    new = after.groups if after is not None else {}
+    return frozenset(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+
+
 def parse_into(text: str, where: str, documents: list[Advice], problems: list[str]) -> None:
     """Parse one document's text into ``documents``, or say what is wrong with it (naming ``where``) in ``problems``."""
     try:

@@ -12,7 +12,8 @@ sent there (above all not the operator's admin token). Rules:
 - The target's ``identity`` names the endpoint for group claims: one group on one endpoint belongs to one fleet,
   so two fleets naming different brokers of the same trusted cluster still claim the same group.
 - With SASL, the fleet must name its own credentials: the operator acts on a fleet's group as the fleet's own
-  principal (docs/kafka.md, "Whose credentials"), so Kafka's ACLs bound what a fleet author can reach.
+  principal (docs/kafka.md, "Whose credentials"), so Kafka's ACLs bound what a fleet author can reach. A client
+  certificate (mutual TLS: the principal is the certificate's subject) needs a protocol with TLS.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from berth.operator.planners.endpoints import (
     parse_coordinator_url,
 )
 from berth.operator.spec import (
+    CertificateSecretRef,
     Fleet,
     OperatorDefaults,
     SecretKeyRef,
@@ -69,6 +71,8 @@ class KafkaTarget:
     sasl_mechanism: str | None
     credentials: SecretRef | None
     ca: SecretKeyRef | None
+    #: The fleet's client certificate for mutual TLS (None: none).
+    client_certificate: CertificateSecretRef | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -114,6 +118,12 @@ def resolve_target(fleet: Fleet, defaults: OperatorDefaults) -> CoordinatorTarge
                 f"is required with {protocol.value}: the operator acts on the fleet's group as the fleet's own"
                 " principal",
             )
+    certificate = kafka.client_certificate_secret_ref
+    if certificate is not None and not protocol.uses_tls:
+        raise SpecError(
+            "spec.coordinator.kafka.clientCertificateSecretRef",
+            f"is a TLS client certificate: securityProtocol {protocol.value} uses no TLS",
+        )
     return KafkaTarget(
         bootstrap=bootstrap,
         cluster=cluster,
@@ -121,6 +131,7 @@ def resolve_target(fleet: Fleet, defaults: OperatorDefaults) -> CoordinatorTarge
         sasl_mechanism=mechanism if protocol.uses_sasl else None,
         credentials=kafka.credentials_secret_ref if protocol.uses_sasl else None,
         ca=kafka.ca_secret_ref,
+        client_certificate=certificate,
     )
 
 

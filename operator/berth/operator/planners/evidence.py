@@ -6,9 +6,13 @@ with ``offline_ms``), members appear (``member_joined``) or vanish without its r
 group rebalance (``rebalance_started``), and it records its own removals (``member_left`` via ``admin``). Rules:
 
 - Pure: a state and an observation in, the next state and events out; time is a parameter (ms since the epoch).
-- Only what was observed: ``offline_ms`` is measured between the last describe that showed the old member id and
-  the first that shows the new one, so it over-estimates a restart by at most one observation interval (advice
-  built on it errs long, which only delays failure detection). Generations are unknown on Kafka: -1.
+- ``offline_ms`` is what the platform recorded of the restart when it knows it: from the end of the member's
+  previous process (a restarted container's ``finishedAt``, else the replacement pod's creation, by which the
+  previous pod had gone) to the start of its current one (``startedAt``), at Kubernetes' 1 s resolution and
+  without the new process's own time to rejoin; where the pod's times do not describe this restart (none given,
+  or the pod started before the old member was last seen), it is measured between the last describe that showed
+  the old member id and the first that shows the new one, which over-estimates a restart by up to one
+  observation interval. Events carry generation -1 (classic Kafka groups have none to give).
 - Events are the coordinator journal's (``berth.coordinator.protocol.journal``, declared once for the core, this
   module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
   numbers them. Their ``group_id`` is the group's advice key (``planners.advice.group_key``:
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Unpack
 
 from berth.coordinator.protocol.journal import (
@@ -34,7 +39,7 @@ from berth.coordinator.protocol.journal import (
     ObservedCause,
     RebalanceCause,
 )
-from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.observations import GroupDescription, PodTimes
 
 #: One journal event as the operator writes it: the coordinator's declaration (docs/formats.md).
 EvidenceEvent = JournalEvent
@@ -58,9 +63,15 @@ class EvidenceState:
 
 
 def observe_group(
-    state: EvidenceState, description: GroupDescription, *, now_ms: int, key: str
+    state: EvidenceState,
+    description: GroupDescription,
+    *,
+    now_ms: int,
+    key: str,
+    pods: Mapping[str, PodTimes] | None = None,
 ) -> tuple[EvidenceState, list[EvidenceEvent]]:
-    """Compare one describe with the last; the events it shows (``key``: what the events name the group)."""
+    """Compare one describe with the last; the events it shows (``key``: what the events name the group; ``pods``:
+    the fleet's pods' times, by name)."""
     group = key
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
     events: list[EvidenceEvent] = []
@@ -83,7 +94,7 @@ def observe_group(
                         instance_id,
                         member_id,
                         old_member_id=before.member_id,
-                        offline_ms=max(0, now_ms - before.last_seen_ms),
+                        offline_ms=offline_ms(before, (pods or {}).get(instance_id), now_ms),
                         rebalance=False,
                     )
                 )
@@ -126,6 +137,20 @@ def removal_events(
     if removed and not remaining:
         events.append(_group_event(group_id, now_ms, EventType.GROUP_EMPTIED))
     return EvidenceState(remaining, rebalancing, state.observed), events
+
+
+def offline_ms(before: Seen, times: PodTimes | None, now_ms: int) -> int:
+    """How long the instance id was without a process across the restart just seen (see the module's rules)."""
+    if times is not None:
+        started, ended = _ms(times.started), _ms(times.previous_end)
+        # 1 s of slack: Kubernetes truncates its times to the second.
+        if started >= before.last_seen_ms - 1_000 and started <= now_ms + 1_000 and ended <= started:
+            return started - ended
+    return max(0, now_ms - before.last_seen_ms)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
 
 
 def _group_event(group_id: str, ts_ms: int, kind: EventType, **extra: Unpack[EventFields]) -> EvidenceEvent:

@@ -10,14 +10,15 @@ idle fleet's reconcile writes nothing (every write is a watch event for every cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from berth.operator.planners.conditions import Condition, format_duration_ms, merge_conditions
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.status import READY, plan_group_status
+from berth.operator.planners.status import READY, PodsBlocked, plan_group_status
+from berth.operator.spec import Fleet
 
 SPEC_VALID = "SpecValid"
 
@@ -29,10 +30,14 @@ NAME_TAKEN = "NameTaken"
 TEMPLATE_REJECTED = "TemplateRejected"
 UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
 CREDENTIALS_MISSING = "CredentialsMissing"
+SECRETS_NOT_READABLE = "SecretsNotReadable"
 CONSUMER_PROTOCOL_GROUP = "ConsumerProtocolGroup"
+STREAMS_PROTOCOL_GROUP = "StreamsProtocolGroup"
 
 #: On a coordinator without pre-registration (Kafka): says what that means for scale-ups.
 PRE_REGISTRATION = "PreRegistration"
+#: On Kafka: the protocol the group uses, and whether the fleet's pods are set up for it.
+GROUP_PROTOCOL = "GroupProtocol"
 
 
 class Refusal(Exception):
@@ -83,6 +88,8 @@ def view_patch(
     now: datetime,
     generation: int | None,
     notes: tuple[Condition, ...] = (),
+    not_ready: tuple[str, ...] = (),
+    blocked: PodsBlocked | None = None,
 ) -> dict[str, Any]:
     """The fleet's view for status: its pods, its group as the coordinator sees it, and every condition
     (``notes``: conditions the coordinator's kind adds, such as PreRegistration on Kafka)."""
@@ -97,6 +104,8 @@ def view_patch(
         observed_generation=generation,
         unreachable_reason=unreachable_reason,
         ready_replicas=ready,
+        not_ready=not_ready,
+        blocked=blocked,
     )
     conditions = merge_conditions(
         plan.conditions,
@@ -120,7 +129,36 @@ def view_patch(
         patch["sessionTimeout"] = format_duration_ms(status["sessionTimeoutMs"])
     if plan.group is not None:
         patch["group"] = plan.group
+    elif description is not None:
+        patch["group"] = None  # the coordinator knows no such group: nothing to show (a merge patch removes it)
     return patch
+
+
+TOKEN_SECRET_MISSING = "TokenSecretMissing"
+
+
+def token_secret_blocked(fleet: Fleet, config_errors: Iterable[str]) -> PodsBlocked | None:
+    """What keeps the pods from starting when the Secret their token comes from (``spec.coordinator.tokenSecretRef``)
+    is missing or lacks the key, as the kubelet says it in the pods' status (``config_errors``: the messages of
+    containers waiting with CreateContainerConfigError). The operator never reads the Secret itself: it may not be
+    granted Secrets in the fleet's namespace, and the kubelet has already told."""
+    ref = fleet.spec.coordinator.token_secret_ref
+    if ref is None:
+        return None
+    where = f"Secret {fleet.namespace}/{ref.name}"
+    messages = list(config_errors)
+    if any(f'secret "{ref.name}" not found' in message for message in messages):
+        problem = "does not exist"
+    elif any(f"couldn't find key {ref.key} in Secret {fleet.namespace}/{ref.name}" in message for message in messages):
+        problem = f"has no key {ref.key}"
+    else:
+        return None
+    secret_missing = problem == "does not exist"
+    return PodsBlocked(
+        TOKEN_SECRET_MISSING,
+        f"{where} (spec.coordinator.tokenSecretRef) {problem}: the pods cannot start until it"
+        f" {'exists' if secret_missing else 'does'} (they take their coordinator token from it)",
+    )
 
 
 def unreachable_patch(

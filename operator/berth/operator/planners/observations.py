@@ -9,8 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeGuard
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerProtocolBounds:
+    """A Kafka broker's bounds for KIP-848 consumer-protocol groups' session timeout and heartbeat interval, inclusive
+    (``group.consumer.min/max.session.timeout.ms``, ``group.consumer.min/max.heartbeat.interval.ms``)."""
+
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +31,12 @@ class CoordinatorBounds:
 
     min_session_timeout_ms: int
     max_session_timeout_ms: int
+    #: The settings these bounds are, as the people who can change them name them (for conditions and reasons);
+    #: None: "the coordinator's minimum/maximum".
+    min_setting: str | None = None
+    max_setting: str | None = None
+    #: A Kafka broker's bounds for consumer-protocol groups (None: not known, or not Kafka).
+    consumer: ConsumerProtocolBounds | None = None
 
     @classmethod
     def from_wire(cls, config: Mapping[str, Any]) -> CoordinatorBounds:
@@ -33,6 +51,10 @@ class CoordinatorBounds:
 class GroupMember:
     member_id: str
     group_instance_id: str | None  # None: a dynamic member
+    #: The member's epoch (KIP-848 consumer protocol); None where the protocol has none (classic).
+    member_epoch: int | None = None
+    #: The partitions it owns, ``topic:partition``, when the coordinator says (empty: unknown or none).
+    assignment: tuple[str, ...] = ()
 
 
 class GroupProtocol(StrEnum):
@@ -41,6 +63,8 @@ class GroupProtocol(StrEnum):
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    #: KIP-1071's streams protocol: the broker assigns tasks; there is no admin removal of its members.
+    STREAMS = "streams"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +92,11 @@ class GroupDescription:
     #: The fleet the coordinator records as the group's owner (Berth's coordinator); None: none, or not recorded.
     owner: GroupOwnerRef | None = None
     protocol: GroupProtocol = GroupProtocol.CLASSIC
+    #: The epoch of the group's target assignment (consumer protocol); None where the protocol has none.
+    assignment_epoch: int | None = None
+    #: The coordinator answered with this group (False: it knows no such group: Berth's "Dead", Kafka's
+    #: GROUP_ID_NOT_FOUND); a group that does not exist yet has no state, generation or protocol of its own.
+    exists: bool = True
 
     @classmethod
     def from_wire(cls, describe: Mapping[str, Any]) -> GroupDescription:
@@ -90,6 +119,63 @@ class GroupDescription:
 
     def static_instance_ids(self) -> frozenset[str]:
         return frozenset(m.group_instance_id for m in self.members if m.group_instance_id is not None)
+
+    @property
+    def known(self) -> bool:
+        """The coordinator knows the group: it exists, and is not one Berth's coordinator reports as Dead."""
+        return self.exists and not (self.state == "Dead" and not self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One partition of a Kafka group's: its committed offset, log end offset and lag (None where unknown)."""
+
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    owner: str | None = None  # the member it is assigned to (instance id, else member id)
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """A Kafka group's lag: log end offset minus committed offset, per partition with a commit."""
+
+    partitions: tuple[PartitionLag, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(p.lag for p in self.partitions if p.lag is not None)
+
+    @property
+    def measured(self) -> tuple[PartitionLag, ...]:
+        return tuple(p for p in self.partitions if p.lag is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTimes:
+    """When a member's pod's current process started, as the platform recorded it (Kubernetes: 1 s resolution),
+    and when the previous one ended: the previous container's ``finishedAt`` after a restart in place, else None
+    (a replaced pod: its ``created`` bounds the previous pod's end, which had gone by then)."""
+
+    created: datetime
+    started: datetime
+    previous_ended: datetime | None = None
+
+    @property
+    def previous_end(self) -> datetime:
+        """The latest the previous process can have ended: its recorded end, else this pod's creation."""
+        return self.previous_ended or self.created
 
 
 def _is_int(value: object) -> TypeGuard[int]:

@@ -13,7 +13,9 @@ so an operator that restarts anywhere resumes from status and observations alone
   first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
   crash between the change and its record makes the next plan put it again instead of trusting a stale record.
-- The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists:
+- The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists
+  (what it waits for is said as it is: a pod Terminating, a pod the controller has not deleted yet, or, under
+  OrderedReady, a pod that is not Ready and so keeps the controller from deleting any):
   ONE batch leave by instance id for all of them — except that a pod stuck Terminating longer than its grace period
   plus ``stuck_allowance`` (its node is likely gone) holds nobody any longer: it leaves with those already gone, a
   Warning says so, and the departing pods still running leave in a later batch; :func:`record_scale_down` then
@@ -94,6 +96,9 @@ class BatchLeave:
     stuck: tuple[str, ...] = ()
     #: Departing ids this leave does not name (their pods still run behind a stuck one): they stay departing.
     later: tuple[str, ...] = ()
+    #: The group's generation (epoch) when the leave was planned, where the coordinator reports one: the
+    #: rebalances it costs are counted from it (:func:`rebalances_since_leave`), not assumed.
+    from_generation: int | None = None
 
     @property
     def member_ids(self) -> tuple[str, ...]:
@@ -166,6 +171,12 @@ class ScalingObservation:
     terminating: Mapping[str, datetime] = field(default_factory=dict)
     #: How long past its grace period a Terminating pod is waited for before its id leaves anyway.
     stuck_allowance: timedelta = timedelta(minutes=2)
+    #: Pods that run and are not Ready: under OrderedReady the StatefulSet controller deletes no pod while one of
+    #: them is unhealthy (it waits for it to be Running and Ready first).
+    unready: frozenset[str] = frozenset()
+    ordered_ready: bool = True
+    #: The group's generation (or epoch) as described, where the coordinator reports one.
+    group_generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +221,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
         elif still_there and not stuck:
-            pods = "pod" if len(still_there) == 1 else "pods"
-            waiting = f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
+            waiting = _waiting_for_pods(obs, still_there)
         elif obs.leave_on_scale_down or obs.deleting:
             # ONE leave once every departing pod is gone; a pod stuck Terminating past its allowance does not hold
             # the others back forever: the gone and the stuck leave now, any still running leave in a later batch.
@@ -219,7 +229,13 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             everyone = obs.deleting and not still_there and not foreign
             actions.append(
                 BatchLeave(
-                    leaving, since, everyone=everyone, thread_member_ids=threads, stuck=stuck, later=tuple(still_there)
+                    leaving,
+                    since,
+                    everyone=everyone,
+                    thread_member_ids=threads,
+                    stuck=stuck,
+                    later=tuple(still_there),
+                    from_generation=obs.group_generation,
                 )
             )
             if still_there:
@@ -239,6 +255,30 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
         elif obs.kind.records_owners:
             actions.append(ReleaseGroup())
     return ScalingPlan(_merge_adjacent_patches(actions), waiting, foreign)
+
+
+def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str]) -> str:
+    """What the departing pods that still exist wait for, as it is."""
+    pods = "pod" if len(still_there) == 1 else "pods"
+    if any(name in obs.terminating for name in still_there):
+        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
+    # Not deleted yet. Under OrderedReady the StatefulSet controller deletes one pod at a time, only once the one
+    # before is gone, and none at all while a pod is not Ready.
+    if obs.ordered_ready:
+        going = sorted_by_ordinal(obs.fleet_name, set(obs.terminating) - set(still_there))
+        if going:
+            return (
+                f"waiting for the StatefulSet to delete {pods} {_ids(still_there)}, which it does once {_ids(going)}"
+                f" {'is' if len(going) == 1 else 'are'} gone (podManagementPolicy OrderedReady)"
+            )
+        blocking = sorted_by_ordinal(obs.fleet_name, obs.unready - set(still_there))
+        if blocking:
+            return (
+                f"the StatefulSet deletes no pod while {_ids(blocking)} {'is' if len(blocking) == 1 else 'are'} not"
+                f" Ready (podManagementPolicy OrderedReady): {_ids(still_there)}"
+                f" leave{'s' if len(still_there) == 1 else ''} the group once deleted"
+            )
+    return f"waiting for the StatefulSet to delete {pods} {_ids(still_there)} before they leave the group"
 
 
 def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
@@ -322,7 +362,23 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
         )
     )
     departing = (*leave.instance_ids, *leave.later)
-    return PatchStatus(_scale_down_record(departing, left, answered, leave.departing_since, now))
+    record = _scale_down_record(departing, left, answered, leave.departing_since, now)
+    if leave.from_generation is not None and left and not leave.everyone:
+        record[LAST_SCALE_DOWN]["fromGeneration"] = leave.from_generation
+    return PatchStatus(record)
+
+
+def rebalances_since_leave(status: Mapping[str, Any] | None, *, state: str, generation: int) -> int | None:
+    """Once the group is Stable again after the last scale-down's leave, the rebalances it went through since
+    (generations, or KIP-848 epochs, counted from ``lastScaleDown.fromGeneration``); None when there is nothing to
+    count yet or any more (already counted, no generation reported, not Stable)."""
+    last = (status or {}).get(LAST_SCALE_DOWN)
+    if not isinstance(last, Mapping) or last.get("rebalances") is not None:
+        return None
+    start = last.get("fromGeneration")
+    if not isinstance(start, int) or isinstance(start, bool) or state != "Stable" or generation < start:
+        return None
+    return generation - start
 
 
 def _scale_down_record(
@@ -339,6 +395,9 @@ def _scale_down_record(
             # Whole seconds: departingSince has second precision (metav1.Time).
             "seconds": _seconds_between(since, at),
             "at": at,
+            # A merge patch: what the previous scale-down counted goes (this one is counted when it settles).
+            "fromGeneration": None,
+            "rebalances": None,
         },
     }
 

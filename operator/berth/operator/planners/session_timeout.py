@@ -18,14 +18,17 @@ Owns two rules the pure planner (``planners.sizing``) leaves to the operator:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from berth.operator.planners.advice import GroupAdvice
+from berth.operator.planners.conditions import Condition
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, size_session_timeout
 from berth.operator.spec import SessionTimeoutPolicy, SessionTimeoutSpec
 
+#: The condition saying whether the coordinator's bounds let the timeout cover what the evidence asks for.
+SESSION_TIMEOUT_SUFFICIENT = "SessionTimeoutSufficient"
 MEANINGFUL_CHANGE_RATIO = 0.10
 MEANINGFUL_CHANGE_MIN_MS = 1_000
 
@@ -73,13 +76,32 @@ def decide_session_timeout(
         # The operator's own flags contradict the coordinator: the coordinator's bounds are the hard ones.
         return decision
     if decision.ms < low:
-        reason = f"{decision.reason}; raised to {_total(low)}, --session-min-ms"
-        return SessionTimeoutDecision(low, reason, decision.source)
+        return replace(decision, ms=low, reason=f"{decision.reason}; raised to {_total(low)}, --session-min-ms")
     if decision.ms > high:
-        return SessionTimeoutDecision(
-            high, f"{decision.reason}; lowered to {_total(high)}, --session-max-ms", decision.source
-        )
+        return replace(decision, ms=high, reason=f"{decision.reason}; lowered to {_total(high)}, --session-max-ms")
     return decision
+
+
+def sufficiency(decision: SessionTimeoutDecision, coordinator_bounds: CoordinatorBounds | None) -> Condition:
+    """``SessionTimeoutSufficient``: False when what the estimate or the evidence asks for is more than the
+    coordinator allows (its maximum, named as the setting to raise), so members away that long will be removed."""
+    wanted = decision.wanted_ms
+    if wanted is None or coordinator_bounds is None or wanted <= coordinator_bounds.max_session_timeout_ms:
+        return Condition(
+            SESSION_TIMEOUT_SUFFICIENT,
+            "True",
+            "WithinBounds",
+            f"session timeout {_total(decision.ms)} covers what the {decision.source.value} asks for",
+        )
+    setting = coordinator_bounds.max_setting or "the coordinator's maximum session timeout"
+    return Condition(
+        SESSION_TIMEOUT_SUFFICIENT,
+        "False",
+        "CoordinatorMaximum",
+        f"the {decision.source.value} asks for {_total(wanted)} but the coordinator allows at most"
+        f" {_total(coordinator_bounds.max_session_timeout_ms)} ({setting}): a member away longer than that is"
+        f" removed and its partitions reassigned; raise {setting} on the brokers to cover it",
+    )
 
 
 def choose_session_timeout(

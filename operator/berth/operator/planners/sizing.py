@@ -49,6 +49,8 @@ class SessionTimeoutDecision:
     ms: int
     reason: str
     source: SessionTimeoutSource
+    #: What the estimate or the advice asked for before any bound moved it (Auto); None for Fixed.
+    wanted_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ def size_session_timeout(
             reason += f"; journal advice not used: only {advice.samples} samples, not confident"
         source = SessionTimeoutSource.ESTIMATE
     ms, clamp_note = bounds.clamp(wanted)
-    return SessionTimeoutDecision(ms, reason + clamp_note + bounds.unknown_note(), source)
+    return SessionTimeoutDecision(ms, reason + clamp_note + bounds.unknown_note(), source, wanted_ms=wanted)
 
 
 def estimate_restart(
@@ -168,8 +170,13 @@ class _Bounds:
         lows = {"the fleet's minMs": self.spec.min_ms}
         highs = {"the fleet's maxMs": self.spec.max_ms}
         if self.coordinator is not None:
-            lows["the coordinator's minimum"] = self.coordinator.min_session_timeout_ms
-            highs["the coordinator's maximum"] = self.coordinator.max_session_timeout_ms
+            low_setting, high_setting = self.coordinator.min_setting, self.coordinator.max_setting
+            lows["the coordinator's minimum" + (f" ({low_setting})" if low_setting else "")] = (
+                self.coordinator.min_session_timeout_ms
+            )
+            highs["the coordinator's maximum" + (f" ({high_setting})" if high_setting else "")] = (
+                self.coordinator.max_session_timeout_ms
+            )
         low, high = max(lows.values()), min(highs.values())
         if wanted < low:
             return low, f"; raised to {_total(low)}, {_names(lows, low)}"

@@ -14,8 +14,10 @@ resource"). Rules:
   one of those names is replaced; every other entry is kept, after ours, so that ``$(BERTH_...)`` references in
   the user's entries expand (Kubernetes only expands variables defined earlier in the list).
 - Numbers in env are decimal strings; the token only ever comes from a secretKeyRef, never as a value.
-- A fleet on Kafka gets ``BERTH_KAFKA_*`` instead of ``BERTH_COORDINATOR_URL``: the bootstrap list, the security
-  protocol, the SASL mechanism, and its principal's username/password and the CA bundle through secretKeyRefs.
+- A fleet on Kafka gets ``BERTH_KAFKA_*`` instead of ``BERTH_COORDINATOR_URL`` (``planners.kafka_pods``: the
+  bootstrap list, the security protocol, the group protocol, the SASL mechanism, its principal's credentials and
+  TLS material through secretKeyRefs and Secret volumes); on KIP-848's consumer protocol no session timeout or
+  heartbeat interval (they are the group's configs, set by the operator).
 - ``replicas`` is a parameter: the scaling planner owns the size, so applying a changed template never scales.
 - Per-pod volumes (``volumeClaimTemplates``, as given) come with their ``persistentVolumeClaimRetentionPolicy``
   (Retain unless the fleet says Delete); ``updateStrategy`` appears when the fleet sets one. A fleet without them
@@ -40,6 +42,18 @@ from typing import Any
 
 from berth.operator.planners.coordinator_target import KafkaTarget, resolve_target
 from berth.operator.planners.disruption_budget import plan_disruption_budget
+from berth.operator.planners.kafka_pods import (
+    ENV_KAFKA_BOOTSTRAP_SERVERS,
+    ENV_KAFKA_SASL_MECHANISM,
+    ENV_KAFKA_SASL_PASSWORD,
+    ENV_KAFKA_SASL_USERNAME,
+    ENV_KAFKA_SECURITY_PROTOCOL,
+    ENV_KAFKA_SSL_CA_PEM,
+    consumer_protocol,
+    kafka_member_env,
+    kafka_secret_env,
+    with_kafka_tls,
+)
 from berth.operator.planners.sizing import heartbeat_interval_ms
 from berth.operator.spec import Fleet, OperatorDefaults, SpecError
 from berth.operator.spec_stateful import UpdateStrategy, UpdateStrategyType
@@ -57,12 +71,15 @@ ENV_SESSION_TIMEOUT_MS = "BERTH_SESSION_TIMEOUT_MS"
 ENV_REBALANCE_TIMEOUT_MS = "BERTH_REBALANCE_TIMEOUT_MS"
 ENV_HEARTBEAT_INTERVAL_MS = "BERTH_HEARTBEAT_INTERVAL_MS"
 ENV_TOKEN = "BERTH_TOKEN"
-ENV_KAFKA_BOOTSTRAP_SERVERS = "BERTH_KAFKA_BOOTSTRAP_SERVERS"
-ENV_KAFKA_SECURITY_PROTOCOL = "BERTH_KAFKA_SECURITY_PROTOCOL"
-ENV_KAFKA_SASL_MECHANISM = "BERTH_KAFKA_SASL_MECHANISM"
-ENV_KAFKA_SASL_USERNAME = "BERTH_KAFKA_SASL_USERNAME"
-ENV_KAFKA_SASL_PASSWORD = "BERTH_KAFKA_SASL_PASSWORD"
-ENV_KAFKA_SSL_CA_PEM = "BERTH_KAFKA_SSL_CA_PEM"
+#: Re-exported: the Kafka variables are ``planners.kafka_pods``'.
+KAFKA_ENV = (
+    ENV_KAFKA_BOOTSTRAP_SERVERS,
+    ENV_KAFKA_SECURITY_PROTOCOL,
+    ENV_KAFKA_SASL_MECHANISM,
+    ENV_KAFKA_SASL_USERNAME,
+    ENV_KAFKA_SASL_PASSWORD,
+    ENV_KAFKA_SSL_CA_PEM,
+)
 ENV_CA_FILE = "BERTH_CA_FILE"
 
 COORDINATOR_CA_VOLUME = "berth-coordinator-ca"
@@ -109,23 +126,32 @@ def plan_statefulset(
     session_timeout_ms: int,
     replicas: int,
     coordinator_ca: str | None = None,
+    kafka_username: str | None = None,
 ) -> PlannedWorkload:
     """The fleet's StatefulSet and headless Service (and the CA ConfigMap, see the module rules).
 
     ``session_timeout_ms`` is the sizing decision; ``replicas`` the size the scaling planner last chose (the
     existing StatefulSet's ``spec.replicas``, or 0 when creating it: the scaling planner then grows it after
-    pre-registering the members). Raises :class:`SpecError` when the fleet has no uid or no coordinator URL.
+    pre-registering the members); ``kafka_username`` the fleet principal's name when its Secret has no key for
+    it (``planners.kafka_pods``). Raises :class:`SpecError` when the fleet has no uid or no coordinator URL.
     """
     if fleet.uid is None:
         raise SpecError("metadata.uid", "is required to own the StatefulSet and Service")
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, not {replicas}")
-    member_env = plan_member_env(fleet, operator_defaults=operator_defaults, session_timeout_ms=session_timeout_ms)
+    target = resolve_target(fleet, operator_defaults)
+    member_env = plan_member_env(
+        fleet, operator_defaults=operator_defaults, session_timeout_ms=session_timeout_ms, kafka_username=kafka_username
+    )
     labels = pod_labels(fleet.name)
     url = member_env.get(ENV_COORDINATOR_URL, "")
     publishes_ca = coordinator_ca is not None and url.lower().startswith("https://")
     env = _container_env(fleet, member_env)
+    if isinstance(target, KafkaTarget):
+        env += kafka_secret_env(target, member_env)
     template = _pod_template(fleet, labels, env)
+    if isinstance(target, KafkaTarget):
+        template = with_kafka_tls(template, target)
     ca_config_map = None
     if publishes_ca:
         env.append({"name": ENV_CA_FILE, "value": f"{COORDINATOR_CA_DIR}/{COORDINATOR_CA_KEY}"})
@@ -203,26 +229,29 @@ def updatable_spec(statefulset: Mapping[str, Any]) -> dict[str, Any]:
     return updates
 
 
-def plan_member_env(fleet: Fleet, *, operator_defaults: OperatorDefaults, session_timeout_ms: int) -> dict[str, str]:
+def plan_member_env(
+    fleet: Fleet, *, operator_defaults: OperatorDefaults, session_timeout_ms: int, kafka_username: str | None = None
+) -> dict[str, str]:
     """The plain-valued BERTH_* variables of every member (decimal strings for numbers)."""
     heartbeat_ms = heartbeat_interval_ms(session_timeout_ms, operator_defaults.preferred_heartbeat_interval_ms)
     target = resolve_target(fleet, operator_defaults)
     where: dict[str, str]
     if isinstance(target, KafkaTarget):
-        where = {
-            ENV_KAFKA_BOOTSTRAP_SERVERS: target.bootstrap_servers,
-            ENV_KAFKA_SECURITY_PROTOCOL: target.security_protocol.value,
-        }
-        if target.sasl_mechanism:
-            where[ENV_KAFKA_SASL_MECHANISM] = target.sasl_mechanism
+        where = kafka_member_env(fleet, target, username=kafka_username)
     else:
         where = {ENV_COORDINATOR_URL: target.url}
+    # On the consumer protocol the group's configs hold the session timeout and heartbeat: no client settings.
+    session = (
+        {}
+        if consumer_protocol(fleet)
+        else {ENV_SESSION_TIMEOUT_MS: str(session_timeout_ms), ENV_HEARTBEAT_INTERVAL_MS: str(heartbeat_ms)}
+    )
     return {
         ENV_GROUP_ID: fleet.spec.group_id,
         **where,
-        ENV_SESSION_TIMEOUT_MS: str(session_timeout_ms),
+        **{k: v for k, v in session.items() if k == ENV_SESSION_TIMEOUT_MS},
         ENV_REBALANCE_TIMEOUT_MS: str(fleet.spec.rebalance_timeout_ms),
-        ENV_HEARTBEAT_INTERVAL_MS: str(heartbeat_ms),
+        **{k: v for k, v in session.items() if k == ENV_HEARTBEAT_INTERVAL_MS},
     }
 
 
@@ -310,14 +339,6 @@ def _container_env(fleet: Fleet, member_env: Mapping[str, str]) -> list[dict[str
     token = fleet.spec.coordinator.token_secret_ref
     if token is not None:
         env.append({"name": ENV_TOKEN, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})
-    kafka = fleet.spec.coordinator.kafka
-    if kafka is not None and ENV_KAFKA_SASL_MECHANISM in member_env and kafka.credentials_secret_ref is not None:
-        secret = kafka.credentials_secret_ref.name
-        for name, key in ((ENV_KAFKA_SASL_USERNAME, "username"), (ENV_KAFKA_SASL_PASSWORD, "password")):
-            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
-    if kafka is not None and kafka.ca_secret_ref is not None:
-        ca = kafka.ca_secret_ref
-        env.append({"name": ENV_KAFKA_SSL_CA_PEM, "valueFrom": {"secretKeyRef": {"name": ca.name, "key": ca.key}}})
     return env
 
 

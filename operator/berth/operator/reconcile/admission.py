@@ -12,14 +12,16 @@ In the order of the pass:
    operator's own records where it does not (``reconcile.ownership``: refused ``GroupOwned`` or ``GroupInUse``, and
    nothing else is sent); claims an earlier ``groupId`` left behind are released once the fleet's members are gone.
 
-Every later look at the group goes through :meth:`AdmittedGroup.describe`, which decides the kind again (a group
-may change protocol under a running fleet).
+Every later look at the group goes through :meth:`AdmittedGroup.look`, which decides the kind again (a group
+may change protocol under a running fleet: a classic group converting to KIP-848's consumer protocol is managed as
+a consumer-protocol group from the describe that shows it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from berth.operator.planners import fleet_status
 from berth.operator.planners.admission import admit
 from berth.operator.planners.advice import group_key
 from berth.operator.planners.claims import (
@@ -31,13 +33,20 @@ from berth.operator.planners.claims import (
     ranked_within,
     volume_claim_keys,
 )
-from berth.operator.planners.coordinator_kind import CoordinatorKind, kind_of_group
+from berth.operator.planners.coordinator_kind import CoordinatorKind, declared_protocol, kind_of_group
 from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
 from berth.operator.planners.fleet_status import Refusal
-from berth.operator.planners.kafka_credentials import SecretRole, checked, kafka_connection, secrets_needed
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
+from berth.operator.planners.kafka_credentials import (
+    KafkaConnection,
+    SecretRole,
+    checked,
+    kafka_connection,
+    secrets_needed,
+    secrets_not_readable,
+)
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupProtocol
 from berth.operator.planners.ownership import OwnedGroup
-from berth.operator.ports import CoordinatorPort
+from berth.operator.ports import CoordinatorPort, NotPermitted
 from berth.operator.reconcile import ownership
 from berth.operator.reconcile.context import ClaimsLookup, PassContext
 from berth.operator.reconcile.record import FleetRecord
@@ -53,9 +62,24 @@ class AdmittedGroup:
     where: str  # the coordinator, for messages (its URL, or kafka://...)
     kind: CoordinatorKind
     target: CoordinatorTarget
+    #: The protocol the fleet's consumers are configured for (decides the kind of a group not formed yet).
+    declared: GroupProtocol = GroupProtocol.CLASSIC
+    #: The Kafka connection the port was made of (None on Berth's coordinator): its principal's derived username
+    #: is what pods are given when the Secret has no key for it.
+    connection: KafkaConnection | None = None
 
     async def describe(self) -> GroupDescription:
-        return (await describe(self.coordinator, self.group_id, self.where))[0]
+        return (await self.look())[0]
+
+    async def look(self) -> tuple[GroupDescription, CoordinatorKind]:
+        """The group described again, and the kind it is managed as now."""
+        return await describe(self.coordinator, self.group_id, self.where, self.declared)
+
+    @property
+    def kafka_username(self) -> str | None:
+        """The principal's name for the pods' environment when its Secret has no key to reference."""
+        connection = self.connection
+        return connection.username if connection is not None and connection.username_is_derived else None
 
     @property
     def evidence_key(self) -> str:
@@ -117,40 +141,60 @@ def within_bound(context: PassContext, claims: ClaimsLookup, key: ClaimKey, limi
     return uid in cached[1]
 
 
-async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget) -> CoordinatorPort:
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """The coordinator's port, and for Kafka the connection (principal) it was made of."""
+
+    coordinator: CoordinatorPort
+    connection: KafkaConnection | None = None
+
+
+async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget) -> Connected:
     """The coordinator's port; a Kafka fleet's Secrets are read and checked first (a :class:`Refusal` names the
     missing Secret or key)."""
     if isinstance(target, BerthTarget):
-        return await context.coordinators.connect(target)
+        return Connected(await context.coordinators.connect(target))
     secrets: dict[SecretRole, dict[str, str]] = {}
     for need in secrets_needed(target):
-        found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+        try:
+            found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+        except NotPermitted as error:
+            message = secrets_not_readable(fleet.namespace, need.name)
+            raise Refusal(fleet_status.SECRETS_NOT_READABLE, message) from error
         secrets[need.role] = dict(checked(need, fleet.namespace, found))
-    return await context.coordinators.connect(kafka_connection(target, fleet.namespace, secrets))
+    connection = kafka_connection(target, fleet.namespace, secrets)
+    return Connected(await context.coordinators.connect(connection), connection)
 
 
-async def describe(coordinator: CoordinatorPort, group_id: str, where: str) -> tuple[GroupDescription, CoordinatorKind]:
+async def describe(
+    coordinator: CoordinatorPort, group_id: str, where: str, declared: GroupProtocol = GroupProtocol.CLASSIC
+) -> tuple[GroupDescription, CoordinatorKind]:
     """The group as the coordinator describes it, and the kind it is managed as (raises ``UnmanagedGroup``)."""
     description = await coordinator.describe(group_id)
-    return description, kind_of_group(coordinator.kind, description, where=where)
+    return description, kind_of_group(coordinator.kind, description, where=where, declared=declared)
 
 
 async def look_up_group(
-    coordinator: CoordinatorPort, fleet: Fleet, target: CoordinatorTarget
+    connected: Connected, fleet: Fleet, target: CoordinatorTarget
 ) -> tuple[AdmittedGroup, GroupDescription]:
     """The group described and its kind decided, without claiming it (the deletion's look)."""
     where = str(target)
-    description, kind = await describe(coordinator, fleet.spec.group_id, where)
-    return AdmittedGroup(coordinator, fleet.spec.group_id, where, kind, target), description
+    declared = declared_protocol(fleet)
+    description, kind = await describe(connected.coordinator, fleet.spec.group_id, where, declared)
+    group = AdmittedGroup(
+        connected.coordinator, fleet.spec.group_id, where, kind, target, declared, connected.connection
+    )
+    return group, description
 
 
 async def admit_group(
-    context: PassContext, record: FleetRecord, fleet: Fleet, target: CoordinatorTarget, coordinator: CoordinatorPort
+    context: PassContext, record: FleetRecord, fleet: Fleet, target: CoordinatorTarget, connected: Connected
 ) -> tuple[AdmittedGroup, CoordinatorBounds]:
     """The coordinator's bounds, the group's kind, and the claim (raises ``GroupOwned``, ``UnmanagedGroup``,
     ``Refusal``, ``CoordinatorUnavailable``)."""
+    coordinator = connected.coordinator
     bounds = await context.coordinators.bounds_of(coordinator)
-    group, description = await look_up_group(coordinator, fleet, target)
+    group, description = await look_up_group(connected, fleet, target)
     await ownership.claim(
         context, record, fleet, target, coordinator, description, records_owners=group.kind.records_owners
     )

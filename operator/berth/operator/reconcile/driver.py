@@ -93,7 +93,9 @@ async def execute_plan(
 
 
 def describe_leave(leave: BatchLeave, results: Mapping[str, str]) -> str:
-    """``left the group: orders-3, orders-4 (1 rebalance)``, with the ids that were not members set apart."""
+    """``left the group: orders-3, orders-4``, with the ids that were not members set apart. The rebalances it
+    costs are counted once the group settles (``lastScaleDown.rebalances`` and a ``Rebalanced`` Event), not
+    asserted here."""
     ids = leave.member_ids
     left = [i for i in ids if results.get(i) == "NONE"]
     gone = [i for i in ids if results.get(i) == "UNKNOWN_MEMBER_ID"]
@@ -101,8 +103,7 @@ def describe_leave(leave: BatchLeave, results: Mapping[str, str]) -> str:
     parts = []
     if left:
         # Removing every member empties the group: nobody is left to rebalance.
-        effect = "the group is now empty" if leave.everyone else "1 rebalance"
-        parts.append(f"left the group: {_ids(left)} ({effect})")
+        parts.append(f"left the group: {_ids(left)}" + (" (the group is now empty)" if leave.everyone else ""))
     if gone:
         parts.append(f"not in the group (never joined or already gone): {_ids(gone)}")
     if failed:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from berth.operator.planners.evidence import EvidenceEvent, EvidenceState, observe_group, removal_events
-from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.observations import GroupDescription, PodTimes
 from berth.operator.ports import EvidenceJournal
 
 logger = logging.getLogger("berth.operator.evidence")
@@ -27,14 +27,22 @@ class EvidenceRecorder:
         self.journal = journal
         self._states: dict[str, EvidenceState] = {}
 
-    async def observed(self, fleet_uid: str, key: str, description: GroupDescription, now_ms: int) -> None:
-        """One describe of the fleet's group, recorded under ``key`` (``planners.advice.group_key``)."""
-        if self.journal is None:
-            return
+    async def observed(
+        self,
+        fleet_uid: str,
+        key: str,
+        description: GroupDescription,
+        now_ms: int,
+        pods: Mapping[str, PodTimes] | None = None,
+    ) -> list[EvidenceEvent]:
+        """One describe of the fleet's group, recorded under ``key`` (``planners.advice.group_key``), with the fleet's
+        pods' times (``pods``, by name) for restart durations: the events it shows since the last one (kept where
+        there is a journal; returned either way: the fleet's restarts are counted from them)."""
         previous = self._states.get(fleet_uid, EvidenceState())
-        state, events = observe_group(previous, description, now_ms=now_ms, key=key)
+        state, events = observe_group(previous, description, now_ms=now_ms, key=key, pods=pods)
         self._states[fleet_uid] = state
         await self._write(events)
+        return events
 
     async def removed(
         self, fleet_uid: str, key: str, results: Mapping[str, str], *, everyone: bool, now_ms: int

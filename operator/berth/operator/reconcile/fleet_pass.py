@@ -4,11 +4,17 @@ The pass is the one reconcile loop's body: the operator runs it on Kubernetes (t
 status subresource, Events), ``berth-demo`` on local processes with status in a dict, and both on Berth's
 coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 
+A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition; then:
+
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed;
-2. sizing (``reconcile.sizing``): the session timeout, and the workload applied with it;
-3. scaling (``reconcile.scaling``): observe -> plan -> execute, status written through the API after every step;
-4. status (``reconcile.status``): the workload and the group mirrored into status, conditions and metrics.
+2. sizing (``reconcile.sizing``): the session timeout (on a consumer-protocol group, set as the group's config),
+   and the workload applied with it;
+3. scaling (``reconcile.scaling``): the group looked at again (its kind decided again: a group may convert between
+   protocols), observe -> plan -> execute, status written through the API after every step;
+4. status (``reconcile.status``): the members checked (``reconcile.members``: instance ids held by stale members,
+   released where the fleet says so), and the workload, the group and its lag mirrored into status, conditions
+   and metrics.
 
 Every step may end the pass: a :class:`~berth.operator.planners.fleet_status.Refusal` (or ``GroupOwned``)
 becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
@@ -22,6 +28,7 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from berth.operator.planners import announcements
@@ -30,6 +37,7 @@ from berth.operator.planners.coordinator_kind import UnmanagedGroup
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import OwnedGroup, group_owned_message, refusal_reason
+from berth.operator.planners.pause import is_paused
 from berth.operator.planners.status import COORDINATOR_REACHABLE
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, GroupOwned
 from berth.operator.reconcile import admission, ownership, scaling, sizing, status
@@ -69,22 +77,27 @@ class FleetPass:
 
     async def _steps(self) -> PassResult:
         ctx, record = self.ctx, self.record
+        if is_paused(record.body):
+            return await status.pause(ctx, record)
         admitted = admission.admit_fleet(ctx, record, self.claims)
         if isinstance(admitted, Refusal):
             return await status.refuse(ctx, record, admitted)
         fleet, target = admitted
         reachable_before = record.condition(COORDINATOR_REACHABLE)
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, bounds = await admission.admit_group(ctx, record, fleet, target, coordinator)
+            connected = await admission.connect(ctx, fleet, target)
+            group, bounds = await admission.admit_group(ctx, record, fleet, target, connected)
             workload = ctx.workload_for(fleet)
             key = advice_key(target, fleet.spec.group_id, ctx.defaults)
-            sized = await sizing.size_and_apply(ctx, record, fleet, bounds, workload, advice_key=key)
-            description = await group.describe()
+            sized = await sizing.size_and_apply(ctx, record, fleet, group, bounds, workload, advice_key=key)
+            description, kind = await group.look()
+            group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
-            return await status.mirror(
+            mirrored = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
+            waiting = mirrored.waiting or _claims_waiting(record)
+            return replace(mirrored, waiting=waiting, advised_by=key, again_at=record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
                 fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
@@ -114,8 +127,8 @@ class FleetPass:
             return None
         current = OwnedGroup(target.identity, fleet.spec.group_id)
         try:
-            coordinator = await admission.connect(ctx, fleet, target)
-            group, description = await admission.look_up_group(coordinator, fleet, target)
+            connected = await admission.connect(ctx, fleet, target)
+            group, description = await admission.look_up_group(connected, fleet, target)
             owner = await self._owner(group, description, current)
             if owner is None or owner.uid != record.uid:
                 # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.
@@ -153,3 +166,11 @@ class FleetPass:
         if self.ctx.records is None:
             return None
         return await self.ctx.records.owner(current.coordinator, current.group_id)
+
+
+def _claims_waiting(record: FleetRecord) -> str | None:
+    """What a converged pass still waits for: the claims a ``groupId`` edit left (their members not gone yet)."""
+    if not record.claims_kept:
+        return None
+    kept = ", ".join(record.claims_kept)
+    return f"the claim on group {kept} is released once the fleet's members are gone from it"

@@ -1,13 +1,15 @@
 """Follow each Berth coordinator's journal, so a fleet's status follows its group within about a second.
 
-The timer mirrors every fleet's group into status once per reconcile interval; between two ticks a rebalance would
-go unseen for up to that long. Instead of describing every fleet more often, the operator keeps ONE long-poll per
-coordinator that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the group ids of
-each page to ``on_change``, which runs a pass for the fleets holding those groups. Rules:
+Nothing else tells the operator that a group changed at its coordinator, and describing every fleet's group over
+and over is the polling a watching operator does not do. Instead the operator keeps ONE long-poll per coordinator
+that has fleets (``GET /v1/journal?after=SEQ&wait_ms=...``, docs/api.md §8) and hands the groups of each page, with
+their activity (restarts, rebalances: ``planners.restarts``), to ``on_change``, which counts the activity for the
+fleets holding those groups and runs a pass for them. Rules:
 
-- It starts at the journal's end: history is not replayed (the timer's passes cover what happened before).
-- A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode; the timer's passes
-  go on meanwhile, so status still follows within the reconcile interval.
+- It starts at the journal's end: history is not replayed (the passes that started it saw what happened before).
+- A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode, and the follower
+  resumes from its cursor: what happened meanwhile is in the pages it reads next. (The passes of fleets on a
+  coordinator that is down fail and retry with their own backoff meanwhile.)
 - No answer can make it spin (issue 22: a ``journal:read`` token holding the coordinator's long-poll places got the
   operator's polls answered at once, empty, and the follower polled again at once): an answer that does not move the
   cursor forward and came back sooner than ``MIN_EMPTY_POLL_S`` is followed by a pause of that long (its groups, if
@@ -22,8 +24,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
+from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import JournalSource
 
 logger = logging.getLogger("berth.operator.journal")
@@ -43,7 +46,7 @@ class JournalRewound(Exception):
     """The coordinator answered a cursor before the one asked for: its journal is not the one being followed."""
 
 
-OnChange = Callable[[str, set[str]], Awaitable[None]]
+OnChange = Callable[[str, Mapping[str, GroupActivity]], Awaitable[None]]
 
 
 class JournalFollower:
@@ -90,7 +93,7 @@ class JournalFollower:
                 failures = self._answered(failures)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # the timer's passes still mirror status; this only makes it prompt
+            except Exception as error:  # status lags meanwhile; the passes report the coordinator themselves
                 if failures == 0:
                     logger.warning("cannot follow the journal of %s (%s); retrying with backoff", self.url, error)
                 failures += 1

@@ -149,21 +149,27 @@ def _reclaimed(record: FleetRecord, group_id: str, where: str, owner: GroupOwner
 async def settle(
     context: PassContext, record: FleetRecord, fleet: Fleet, current: OwnedGroup, coordinator: CoordinatorPort
 ) -> None:
-    """Release the claims a ``groupId`` edit left behind once the fleet's members are gone from those groups."""
+    """Release the claims a ``groupId`` edit left behind once the fleet's members are gone from those groups; those
+    kept for now are named in ``record.claims_kept``, so that the pass counts as waiting and runs again soon (no
+    change at the old group would announce the members' sessions expiring)."""
     held = owned_groups(record.status)
     excess = to_release(held, current)
     released: list[OwnedGroup] = []
+    kept: list[str] = []
     for old in held:
         if old == current:
             continue
         try:
             if old not in excess and await _members_still_there(context, fleet, old, current, coordinator):
+                kept.append(old.group_id)
                 continue
             await _release(context, record, old)
         except CoordinatorUnavailable as error:
             logger.info("fleet %s/%s: claim on %s kept for now: %s", fleet.namespace, fleet.name, old.group_id, error)
+            kept.append(old.group_id)
             continue
         released.append(old)
+    record.claims_kept = tuple(kept)
     await record.write(released_patch(held, released))
 
 

@@ -8,6 +8,7 @@ nothing (every write is a watch event for every client).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from berth.operator.planners import fleet_status
@@ -25,6 +26,12 @@ class FleetRecord:
         self.name = str(metadata.get("name") or "")
         self.uid = str(metadata.get("uid") or "")
         self.generation: int | None = metadata.get("generation")
+        #: Groups a ``groupId`` edit left behind whose claims this pass kept (their members not gone yet): the pass is
+        #: not over until they are released (``reconcile.ownership.settle``).
+        self.claims_kept: tuple[str, ...] = ()
+        #: When time alone may change what this pass found (``reconcile.restarts``: a burst of restarts settling),
+        #: which no watched change announces: the fleet is passed again then (``PassResult.again_at``).
+        self.again_at: datetime | None = None
 
     def condition(self, condition_type: str) -> str | None:
         """The status ("True", "False", "Unknown") of one of the fleet's conditions, None when it has none."""

@@ -2,14 +2,17 @@
 
 The plan is the scaling planner's (``planners.scaling``), from the workload as observed, the group as described,
 the fleet's status and the group's kind; the driver (``reconcile.driver``) carries it out, writing status through
-the API after every step. Every batch leave is timed into the metrics (from planning to the answer, and from the
-first departure) and, where the coordinator keeps no journal, recorded as evidence. Each new wait is announced
-once (a ``Waiting`` Event), not once per pass.
+the API after every step. A plan with a batch leave made from a cached view (``WorkloadView.from_cache``: watched
+objects, which may lag a moment) is made again from a fresh view before anything is carried out: a leave cannot
+be taken back, and a pod the cache has not seen yet must not pass for one that is gone. Every batch leave is timed
+into the metrics (from planning to the answer, and from the first departure) and, where the coordinator keeps no
+journal, recorded as evidence. Each new wait is announced once (a ``Waiting`` Event), not once per pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.coordinator_kind import deletes_group
@@ -35,9 +38,28 @@ async def scale(
     deleting: bool,
 ) -> ScalingPlan:
     """Plan from what was observed and carry the plan out; the plan (its ``waiting`` says what remains)."""
-    observed = view.observation
     planned_at = context.now()
-    plan = plan_scaling(
+    plan = _plan(context, record, fleet, group, view, description, deleting=deleting)
+    if view.from_cache and any(isinstance(action, BatchLeave) for action in plan.actions):
+        view = await workload.observe(fresh=True)
+        plan = _plan(context, record, fleet, group, view, description, deleting=deleting)
+    await _execute(context, record, fleet, group, workload, plan, planned_at)
+    announce_waiting(context, record, plan.waiting)
+    return plan
+
+
+def _plan(
+    context: PassContext,
+    record: FleetRecord,
+    fleet: Fleet,
+    group: AdmittedGroup,
+    view: WorkloadView,
+    description: GroupDescription,
+    *,
+    deleting: bool,
+) -> ScalingPlan:
+    observed = view.observation
+    return plan_scaling(
         ScalingObservation(
             fleet_name=fleet.name,
             desired_replicas=fleet.spec.replicas,
@@ -54,9 +76,23 @@ async def scale(
             delete_group=deletes_group(fleet, group.kind),
             terminating=observed.terminating,
             stuck_allowance=context.stuck_allowance,
+            unready=observed.unready,
+            ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
+            group_generation=description.generation if group.kind.reports_generation and description.known else None,
         ),
         now=context.now(),
     )
+
+
+async def _execute(
+    context: PassContext,
+    record: FleetRecord,
+    fleet: Fleet,
+    group: AdmittedGroup,
+    workload: WorkloadPort,
+    plan: ScalingPlan,
+    planned_at: datetime,
+) -> None:
     recorder = context.evidence if not group.kind.keeps_journal else None
 
     async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
@@ -86,8 +122,6 @@ async def scale(
         on_leave=on_leave,
         owner_uid=group.kind.owner_uid(record.uid),
     )
-    announce_waiting(context, record, plan.waiting)
-    return plan
 
 
 def announce_waiting(context: PassContext, record: FleetRecord, waiting: str | None) -> None:

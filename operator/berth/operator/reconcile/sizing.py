@@ -1,11 +1,15 @@
-"""The sizing step: the session timeout the fleet's pods get, and the workload applied with it.
+"""The sizing step: the session timeout of the fleet's group, and the workload applied with it.
 
 Reads the advice (its problems logged once each), observes the workload, decides the timeout
-(``planners.session_timeout``: the sizing planner within every bound, then hysteresis against the value the pods
-have), plans the workload with it (``planners.statefulset``) and applies it. Refusals: no valid timeout
+(``planners.session_timeout``: the sizing planner within every bound — for the group's kind: a consumer-protocol
+group's are the broker's ``group.consumer.*`` bounds — then hysteresis against the value in force), plans the
+workload with it (``planners.statefulset``) and applies it. Where the kind keeps the timeout on the group
+(KIP-848), it is set there (``consumer.session.timeout.ms`` and a heartbeat interval within the broker's bounds)
+and is in no pod's environment, so changing it restarts nothing and is applied exactly. Refusals: no valid timeout
 (``InvalidSessionTimeout``), an object of the fleet's name that is not its own (``NameTaken``), a template the
 platform refuses (``TemplateRejected``). What was applied is announced; a new timeout is written to status (with
-its reason) and announced once. The workload is observed again when the apply changed it.
+its reason) and announced once; ``SessionTimeoutSufficient`` says whether the coordinator's maximum let it cover
+what the evidence asks for. The workload is observed again when the apply changed it.
 """
 
 from __future__ import annotations
@@ -14,13 +18,21 @@ import logging
 from dataclasses import dataclass
 
 from berth.operator.planners import announcements, fleet_status
+from berth.operator.planners.conditions import Condition
+from berth.operator.planners.coordinator_kind import group_heartbeat_ms, session_bounds_for
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.planners.observations import CoordinatorBounds
-from berth.operator.planners.session_timeout import allowed_range, choose_session_timeout, decide_session_timeout
+from berth.operator.planners.session_timeout import (
+    allowed_range,
+    choose_session_timeout,
+    decide_session_timeout,
+    sufficiency,
+)
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.ports import NotOurs, WorkloadPort, WorkloadRejected, WorkloadView
+from berth.operator.reconcile.admission import AdmittedGroup
 from berth.operator.reconcile.context import PassContext
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.spec import Fleet
@@ -34,13 +46,16 @@ class Sized:
 
     planned: PlannedWorkload
     view: WorkloadView
+    #: Conditions the sizing adds to status (SessionTimeoutSufficient).
+    notes: tuple[Condition, ...] = ()
 
 
 async def size_and_apply(
     context: PassContext,
     record: FleetRecord,
     fleet: Fleet,
-    bounds: CoordinatorBounds,
+    group: AdmittedGroup,
+    coordinator_bounds: CoordinatorBounds,
     workload: WorkloadPort,
     *,
     advice_key: str | None,
@@ -53,6 +68,8 @@ async def size_and_apply(
             logger.warning("session-timeout advice not used: %s", problem)
     view = await workload.observe()
     spec = fleet.spec.session_timeout
+    on_group = group.kind.session_timeout_on_group
+    bounds = session_bounds_for(group.kind, coordinator_bounds)
     try:
         decision = decide_session_timeout(
             spec, fleet.spec.template, reading.for_group(advice_key), bounds, context.session_bounds
@@ -62,9 +79,14 @@ async def size_and_apply(
     current_ms = record.status.get("sessionTimeoutMs")
     current_reason = record.status.get("sessionTimeoutReason")
     replicas_now = view.observation.replicas or 0
-    rolls_anyway = view.applied_hash is None or (
-        isinstance(current_ms, int)
-        and planned_hash(_plan(context, fleet, current_ms, replicas_now).statefulset) != view.applied_hash
+    # A timeout kept on the group restarts no pod: it is applied exactly, as when the pods roll anyway.
+    rolls_anyway = (
+        on_group
+        or view.applied_hash is None
+        or (
+            isinstance(current_ms, int)
+            and planned_hash(_plan(context, fleet, group, current_ms, replicas_now).statefulset) != view.applied_hash
+        )
     )
     choice = choose_session_timeout(
         decision,
@@ -74,7 +96,7 @@ async def size_and_apply(
         allowed=allowed_range(spec, bounds, context.session_bounds),
         pods_roll_anyway=rolls_anyway,
     )
-    planned = _plan(context, fleet, choice.ms, replicas_now)
+    planned = _plan(context, fleet, group, choice.ms, replicas_now)
     try:
         applied = await workload.apply(planned)
     except NotOurs as error:
@@ -90,20 +112,29 @@ async def size_and_apply(
     )
     for reason, message in said:
         record.events.info(reason, message)
+    if on_group:
+        heartbeat_ms = group_heartbeat_ms(
+            choice.ms, coordinator_bounds, context.defaults.preferred_heartbeat_interval_ms
+        )
+        await group.coordinator.set_group_session_timeout(fleet.spec.group_id, choice.ms, heartbeat_ms)
     if choice.ms != current_ms or choice.reason != current_reason:
         await record.write({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
         if choice.ms != current_ms:
-            record.events.info("SessionTimeout", f"session timeout {choice.ms} ms: {choice.reason}")
-    if applied.changed:
-        view = await workload.observe()
-    return Sized(planned, view)
+            where = f" (set on group {fleet.spec.group_id}: consumer.session.timeout.ms)" if on_group else ""
+            record.events.info("SessionTimeout", f"session timeout {choice.ms} ms{where}: {choice.reason}")
+    if applied.changed:  # seen at the source: a cache may not have the change yet
+        view = await workload.observe(fresh=True)
+    return Sized(planned, view, (sufficiency(decision, bounds),))
 
 
-def _plan(context: PassContext, fleet: Fleet, session_timeout_ms: int, replicas: int) -> PlannedWorkload:
+def _plan(
+    context: PassContext, fleet: Fleet, group: AdmittedGroup, session_timeout_ms: int, replicas: int
+) -> PlannedWorkload:
     return plan_statefulset(
         fleet,
         operator_defaults=context.defaults,
         session_timeout_ms=session_timeout_ms,
         replicas=replicas,
         coordinator_ca=context.coordinator_ca(),
+        kafka_username=group.kafka_username,
     )

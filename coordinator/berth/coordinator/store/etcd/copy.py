@@ -12,22 +12,28 @@ Rules:
   is never served as a store that lost groups. Run again after deleting the prefix.
 - At the end the prefix is loaded back and compared with what was read: counts of groups, members, offsets,
   expected-members lists, and the journal's first and last seq. Exit 0 and one summary line, or 2.
+- Before anything else it waits up to ``--etcd-wait-s`` for etcd to answer (:func:`wait_for_etcd`): a copy Job
+  started together with etcd's members (the chart's) would otherwise find their names not yet resolvable, fail,
+  and leave its retries' logs to be told apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from berth.coordinator.core import ExpectedMembersRecord, GroupRecord, OffsetRecord, Record, Write
+from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
 from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
-from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, b64, prefix_end
+from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdUnavailable, b64, prefix_end
 from berth.coordinator.store.etcd.config import (
     CHART_MAX_REQUEST_BYTES,
     CHART_MAX_TXN_OPS,
@@ -43,6 +49,9 @@ from berth.coordinator.store.sqlite_store import SqliteStore
 COMMAND = "copy-to-etcd"
 #: Journal lines per transaction of the copy (one chunk key each).
 JOURNAL_LINES_PER_TXN = 5_000
+#: How long the copy waits for etcd to answer at first, and how often it asks meanwhile.
+DEFAULT_WAIT_S = 120.0
+WAIT_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +80,31 @@ def tally(records: Sequence[Record], first_seq: int, last_seq: int) -> Tally:
         first_seq=first_seq,
         last_seq=last_seq,
     )
+
+
+def wait_for_etcd(
+    client: EtcdClient,
+    prefix: bytes,
+    wait_s: float,
+    say: Callable[[str], None] = print,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Return once etcd answers a read of ``prefix`` (a quorum is serving); its last error after ``wait_s``."""
+    deadline = clock() + wait_s
+    said = False
+    while True:
+        try:
+            client.range(prefix, prefix_end(prefix), count_only=True)
+            return
+        except EtcdUnavailable as exc:
+            if clock() >= deadline:
+                raise
+            if not said:
+                say(f"waiting up to {wait_s:g} s for etcd to answer: {exc}")
+                said = True
+            sleep(WAIT_EVERY_S)
 
 
 def copy_sqlite_to_etcd(source: SqliteStore, target: EtcdStore, say: Callable[[str], None] = print) -> Tally:
@@ -178,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-endpoints", required=True, help="comma-separated etcd URLs")
     p.add_argument("--etcd-prefix", default=DEFAULT_PREFIX, help=f"the keys' prefix (default: {DEFAULT_PREFIX})")
     p.add_argument("--etcd-timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="one etcd request's timeout")
+    p.add_argument(
+        "--etcd-wait-s",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        help=f"how long to wait for etcd to answer at first (it may be starting too; default: {DEFAULT_WAIT_S:g})",
+    )
     p.add_argument("--etcd-max-txn-ops", type=int, default=CHART_MAX_TXN_OPS, help="etcd's --max-txn-ops")
     p.add_argument(
         "--etcd-max-request-bytes", type=int, default=CHART_MAX_REQUEST_BYTES, help="etcd's --max-request-bytes"
@@ -187,8 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        apply_environment(parser, os.environ if environ is None else environ)  # BERTH_<FLAG>, as the server's
+    except EnvironmentValueError as exc:
+        _fail(str(exc))
+    args = parser.parse_args(argv)
     endpoints = [url.strip() for url in args.etcd_endpoints.split(",") if url.strip()]
     config = StoreConfig(
         journal_retention_bytes=args.journal_retention_bytes or None,
@@ -201,6 +246,7 @@ def main(argv: Sequence[str]) -> int:
             config,
             Limits(args.etcd_max_txn_ops, args.etcd_max_request_bytes),
         )
+        wait_for_etcd(target.client, target.keys.prefix, args.etcd_wait_s, say=lambda line: print(line, flush=True))
         with SqliteStore(args.data_dir, config) as source:
             copied = copy_sqlite_to_etcd(source, target, say=lambda line: print(line, flush=True))
     except (StoreError, ValueError) as exc:

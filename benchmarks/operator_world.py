@@ -1,0 +1,182 @@
+"""The world the operator benchmarks run in: a real control plane (``tests/support``: etcd, kube-apiserver with an
+audit log of the operator's requests, kube-controller-manager), the chart installed for its ServiceAccount and
+RBAC, a real coordinator, and ``berth-operator`` processes as that ServiceAccount; plus ways to read what they did.
+
+Pods stay Pending (there is no kubelet): a fleet's StatefulSet, Service, budget and pods exist, its group is claimed
+and pre-registered at the coordinator, and nothing else moves, which is what an idle cluster looks like to the
+operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.common import ROOT, progress
+
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.coordinator import CoordinatorProcess
+from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, fleet_body
+from support.kube import Kube, wait_until
+from support.kube_cluster import ControlPlane
+from support.kube_fixtures import admin_of, started_control_plane
+from support.net import free_port
+from support.operator_process import OperatorProcess
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class World:
+    plane: ControlPlane
+    kube: Kube
+    operator_kube: Kube
+    coordinator: CoordinatorProcess
+    work: Path
+
+    def operator(self, name: str, *args: str) -> OperatorProcess:
+        """A ``berth-operator`` process as the chart's ServiceAccount, with its metrics on a port of its own."""
+        token = self.work / "admin-token"
+        token.write_text(ADMIN_TOKEN)
+        metrics = free_port()
+        argv = [
+            "--coordinator-url", self.coordinator.url,
+            "--token-file", str(token),
+            "--liveness-port", "0",
+            "--metrics-port", str(metrics),
+            "--log-format", "text",
+            *args,
+        ]  # fmt: skip
+        process = OperatorProcess(self.operator_kube.kubeconfig, self.work / f"{name}.log", argv)
+        process.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        return process.start()
+
+
+@contextlib.contextmanager
+def world(*coordinator_flags: str) -> Iterator[World]:
+    """The control plane, the chart, and a coordinator (with ``coordinator_flags``) requiring tokens."""
+    with tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp, started_control_plane() as plane:
+        work = Path(tmp)
+        kube = admin_of(plane)
+        kube.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
+        kube.wait_established("consumerfleets.berth.dev")
+        wait_until(lambda: kube.get("serviceaccount", "default", namespace="default"), "the default ServiceAccount")
+        kube.helm("install", "berth", str(ROOT / "charts" / "berth"), "-n", "berth", "--create-namespace")
+        tokens = work / "tokens.yaml"
+        tokens.write_text(
+            yaml.safe_dump(
+                {
+                    "tokens": [
+                        {"token": ADMIN_TOKEN, "groups": ["*"], "admin": True},
+                        {"token": MEMBER_TOKEN, "groups": ["*"]},
+                    ]
+                }
+            )
+        )
+        coordinator = CoordinatorProcess(
+            work / "data",
+            *coordinator_flags,
+            "--tokens-file",
+            str(tokens),
+            "--log-level",
+            "warning",
+            manual_clock=False,
+        )
+        coordinator.start()
+        try:
+            yield World(plane, kube, kube.as_service_account("berth", "berth-operator"), coordinator, work)
+        finally:
+            coordinator.kill()
+
+
+def create_fleets(kube: Kube, namespace: str, count: int, *, batch: int = 250) -> None:
+    """``count`` fleets of one replica each (``f-0000``...), each with a group of its own, created in batches."""
+    for start in range(0, count, batch):
+        bodies = [
+            fleet_body(f"f-{i:04d}", 1, f"{namespace}-f-{i:04d}") for i in range(start, min(count, start + batch))
+        ]
+        kube.kubectl("create", "-n", namespace, "-f", "-", input="\n---\n".join(yaml.safe_dump(b) for b in bodies))
+
+
+def fleets_with_status(kube: Kube, namespace: str) -> int:
+    """How many of the namespace's fleets have status for their current spec (a selector, the generation seen)."""
+    listing = kube.get("consumerfleets", namespace=namespace) or {"items": []}
+    done = 0
+    for fleet in listing["items"]:
+        status = fleet.get("status") or {}
+        if status.get("selector") and status.get("observedGeneration") == fleet["metadata"]["generation"]:
+            done += 1
+    return done
+
+
+def wait_for_status(kube: Kube, namespace: str, count: int, *, timeout_s: float) -> float:
+    """Seconds until all ``count`` fleets have status (checked every second)."""
+    started = time.monotonic()
+    last = -1
+    while True:
+        done = fleets_with_status(kube, namespace)
+        if done != last:
+            progress(f"{namespace}: {done}/{count} fleets with status after {time.monotonic() - started:.0f} s")
+            last = done
+        if done >= count:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"{namespace}: {done}/{count} fleets with status after {timeout_s:g} s")
+        time.sleep(1.0)
+
+
+def metrics_text(operator: OperatorProcess) -> str:
+    with urllib.request.urlopen(operator.metrics_url, timeout=30) as answer:
+        return str(answer.read().decode())
+
+
+def fleets_passed(operator: OperatorProcess, namespace: str) -> int:
+    """How many of ``namespace``'s fleets this operator process has passed (its per-fleet pass counters)."""
+    passed = set()
+    try:
+        text = metrics_text(operator)
+    except OSError:  # not serving yet
+        return 0
+    for line in text.splitlines():
+        counter = line.startswith("berth_operator_reconciles_total{") and f'namespace="{namespace}"' in line
+        if counter and float(line.rsplit(" ", 1)[1]) > 0:
+            passed.add(line.split('fleet="', 1)[1].split('"', 1)[0])
+    return len(passed)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def quiet(plane: ControlPlane, operator: OperatorProcess, *, for_s: float, timeout_s: float) -> None:
+    """Until ``operator`` sent nothing but watches for ``for_s`` (its work after a change is done)."""
+    offset = plane.audit_offset()
+    changed = time.monotonic()
+    started = changed
+    while time.monotonic() - changed < for_s:
+        if time.monotonic() - started > timeout_s:
+            progress(f"still busy after {timeout_s:g} s; measuring anyway")
+            return
+        time.sleep(0.5)
+        events, offset = plane.audit(offset)
+        if [e for e in operator.requests(events) if e["verb"] != "watch"]:
+            changed = time.monotonic()

@@ -1,0 +1,205 @@
+"""Static restarts and rolls, counted per fleet: the benefit of static membership, shown where people look.
+
+A pod that restarts and rejoins as itself within its session timeout costs no rebalance; the journal says so
+(``static_member_replaced`` with ``rebalance: false``, docs/formats.md), and on Kafka the operator's own evidence
+does (``planners.evidence``). This module owns what the operator makes of those events:
+
+- :class:`GroupActivity`: one group's membership activity in a stretch of events — static restarts without a
+  rebalance, restarts that caused one, static members that expired (their restart outlasted the session timeout),
+  rebalances started. :func:`activity_by_group` counts a page of events (every group of the page appears, with zero
+  counts when nothing of interest happened to it, so the page still says which groups changed).
+- ``status.restarts`` (:func:`plan_restarts`): running totals (``static``, ``rebalancing``, ``expired``,
+  ``rolls``), the burst in progress (``ongoing``) and the last one (``last``). A **burst** opens with the first
+  restart (or a rollout seen in progress) and closes at the first pass that finds the fleet quiet (every pod
+  Ready, the group Stable with every instance id, no rollout in progress) a session timeout after its last restart
+  and its last pod start (:func:`plan_restarts` says why). One Event per burst, not one per pod:
+  ``3 pods restarted statically (rollout), 0 rebalances``. A burst is a **rollout** when a pass saw the
+  StatefulSet rolling, or its update revision differs from the one recorded at the last quiet pass (a one-pod
+  fleet's roll is over before a pass sees it in progress).
+- Counted while the operator follows the journal (from its end, when it starts; docs/operator.md): restarts during
+  an operator's absence are not counted, and counts are never recounted.
+
+Pure: the previous block, the activity and what the pass observed in; the patch, the Event and the increments out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from berth.coordinator.protocol.journal import EventType
+from berth.operator.planners.conditions import format_time, parse_time
+
+#: The key of ``status`` this planner owns.
+RESTARTS = "restarts"
+#: The Event posted when a burst ends.
+RESTARTED = "Restarted"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupActivity:
+    """What happened to one group's members in a stretch of the journal."""
+
+    static: int = 0  # static members back under a new member id without a rebalance
+    rebalancing: int = 0  # static members back under a new member id whose return started a rebalance
+    expired: int = 0  # static members whose session expired (gone longer than the session timeout)
+    rebalances: int = 0  # rebalances started, whatever the cause
+
+    def __add__(self, other: GroupActivity) -> GroupActivity:
+        return GroupActivity(
+            self.static + other.static,
+            self.rebalancing + other.rebalancing,
+            self.expired + other.expired,
+            self.rebalances + other.rebalances,
+        )
+
+    @property
+    def restarts(self) -> int:
+        """Restarts of any kind: back as itself (with or without a rebalance), or expired meanwhile."""
+        return self.static + self.rebalancing + self.expired
+
+
+NOTHING = GroupActivity()
+
+
+def activity_by_group(events: Iterable[Mapping[str, Any]]) -> dict[str, GroupActivity]:
+    """Each group the events mention, with its activity (zero counts when nothing of interest happened to it)."""
+    found: dict[str, GroupActivity] = {}
+    for event in events:
+        group = str(event.get("group_id"))
+        found[group] = found.get(group, NOTHING) + _activity_of(event)
+    return found
+
+
+def _activity_of(event: Mapping[str, Any]) -> GroupActivity:
+    kind = event.get("type")
+    if kind == EventType.STATIC_MEMBER_REPLACED:
+        return GroupActivity(rebalancing=1) if event.get("rebalance") else GroupActivity(static=1)
+    if kind == EventType.MEMBER_EXPIRED and event.get("group_instance_id") and event.get("phase") == "session":
+        return GroupActivity(expired=1)
+    if kind == EventType.REBALANCE_STARTED:
+        return GroupActivity(rebalances=1)
+    return NOTHING
+
+
+@dataclass(frozen=True, slots=True)
+class RestartsPlan:
+    patch: dict[str, Any]  # {"restarts": {...}}, null where a key goes (write it trimmed to what changes)
+    event: tuple[str, str, str] | None  # (type, reason, message) when a burst ended
+    static: int  # static restarts newly counted (the metric's increment)
+    rolls: int  # rollouts newly ended (0 or 1)
+    #: When time alone may end what is open (a burst, or a quiet fleet's revision not recorded yet: a session timeout
+    #: after the last restart), which no watched change announces: the pass asks to run again then. None: nothing
+    #: is open, or a change will announce its end (pods becoming Ready, a rollout moving, the group settling).
+    due: datetime | None = None
+
+
+def plan_restarts(
+    status: Mapping[str, Any],
+    activity: GroupActivity,
+    *,
+    revision: str | None,
+    rolling: bool,
+    quiet: bool,
+    last_started: datetime | None,
+    settle: timedelta,
+    now: datetime,
+) -> RestartsPlan:
+    """The ``restarts`` block after a pass that found ``activity`` and observed the workload at ``revision`` (the
+    StatefulSet's update revision; None where there is none), ``rolling`` (a rollout in progress), ``quiet`` (every
+    pod Ready and the group Stable with every member) and ``last_started`` (the latest start of a pod's container).
+
+    A quiet fleet may still have a member that has not come back: a pod is Ready before its process joins (readiness
+    must not wait for the group), and the coordinator lists a static member until its session expires. Within one
+    session timeout (``settle``) of its pod starting, that member has rejoined or expired, and either is counted; so
+    a burst ends once the fleet is quiet and ``settle`` has passed since the last restart counted and the last pod
+    started."""
+    before = status.get(RESTARTS)
+    block: dict[str, Any] = dict(before) if isinstance(before, Mapping) else {}
+    for key in ("static", "rebalancing", "expired", "rolls"):
+        block[key] = _count(block.get(key))
+    block["static"] += activity.static
+    block["rebalancing"] += activity.rebalancing
+    block["expired"] += activity.expired
+    ongoing = block.get("ongoing") if isinstance(block.get("ongoing"), Mapping) else None
+    quiet_revision = block.get("revision") if isinstance(block.get("revision"), str) else None
+    new_revision = revision is not None and quiet_revision is not None and revision != quiet_revision
+    if ongoing is None and (activity.restarts or rolling):
+        ongoing = {"since": format_time(now)}
+    event = None
+    rolls = 0
+    if ongoing is not None:
+        since = str(ongoing.get("since") or format_time(now))
+        latest = parse_time(ongoing.get("latest")) or parse_time(since) or now
+        if activity.restarts:
+            latest = now
+        ongoing = {
+            "restarts": _count(ongoing.get("restarts")) + activity.restarts,
+            "static": _count(ongoing.get("static")) + activity.static,
+            "rebalances": _count(ongoing.get("rebalances")) + activity.rebalances,
+            "since": since,
+            "latest": format_time(latest),
+            "rollout": bool(ongoing.get("rollout")) or rolling or new_revision,
+        }
+        settled_at = max(latest, last_started or latest) + settle
+        if quiet and not rolling and now >= settled_at:
+            event, last = _ended(ongoing, now)
+            if last is not None:
+                block["last"] = last
+                rolls = 1 if ongoing["rollout"] else 0
+                block["rolls"] += rolls
+            ongoing = None
+    block["ongoing"] = ongoing
+    settled = quiet and not rolling and (last_started is None or now >= last_started + settle)
+    if ongoing is None and settled and revision is not None:
+        # Recorded only once settled: a rollout is a move away from it, and pods that rolled before a pass saw them
+        # restart (a one-pod fleet, a quick roll) started within the last session timeout.
+        block["revision"] = revision
+    due = None
+    if ongoing is not None:
+        # Not quiet yet: the change that makes it quiet announces itself; a session timeout later is the backstop.
+        due = settled_at if quiet and not rolling and settled_at > now else now + settle
+    elif quiet and revision is not None and block.get("revision") != revision and last_started is not None:
+        due = last_started + settle
+    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls, due)
+
+
+def _ended(burst: Mapping[str, Any], now: datetime) -> tuple[tuple[str, str, str] | None, dict[str, Any] | None]:
+    """The Event and ``last`` for a burst that ended now; neither when it saw no restart (a rollout whose
+    restarts went uncounted, e.g. before the operator started)."""
+    restarts, static, rebalances = burst["restarts"], burst["static"], burst["rebalances"]
+    if not restarts:
+        return None, None
+    cause = "rollout" if burst["rollout"] else "restart"
+    started, latest = parse_time(burst["since"]), parse_time(burst["latest"])
+    last = {
+        "restarts": restarts,
+        "static": static,
+        "rebalances": rebalances,
+        "cause": cause,
+        "since": burst["since"],
+        "until": burst["latest"],
+        # From the first restart counted to the last (the burst is announced a session timeout later).
+        "seconds": max(0, int((latest - started).total_seconds())) if started and latest else 0,
+    }
+    return (("Normal" if rebalances == 0 else "Warning"), RESTARTED, restart_message(last)), last
+
+
+def restart_message(last: Mapping[str, Any]) -> str:
+    """``3 pods restarted statically (rollout), 0 rebalances``; a burst that cost rebalances says how many
+    restarts were not static."""
+    restarts, static, rebalances = last["restarts"], last["static"], last["rebalances"]
+    cause = " (rollout)" if last["cause"] == "rollout" else ""
+    rebalanced = f"{rebalances} rebalance{'' if rebalances == 1 else 's'}"
+    if static == restarts:
+        return f"{restarts} pod{'' if restarts == 1 else 's'} restarted statically{cause}, {rebalanced}"
+    return (
+        f"{restarts} pod restart{'' if restarts == 1 else 's'}{cause}: {static} static, {restarts - static} not"
+        f" (back after the session timeout, or changed): {rebalanced}"
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

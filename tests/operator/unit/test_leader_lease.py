@@ -1,0 +1,275 @@
+"""Leader election, decided purely (``planners.lease``), kept in time (``leader.LeaderElector``, ``LeaderGate``) and
+put in front of every write (``gated``, ``kube.calls.GatedApiClient``), against a Lease kept in memory and a clock
+the test moves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from berth.operator.gated import GatedCoordinatorPort
+from berth.operator.kube.calls import GatedApiClient
+from berth.operator.leader import LeaderElector, LeaderGate
+from berth.operator.leader_options import LeaderOptionsError
+from berth.operator.options import OptionsError, parse_options
+from berth.operator.planners.lease import (
+    LeaseConflict,
+    LeaseRecord,
+    LeaseTiming,
+    LeaseTimingError,
+    Observed,
+    Wait,
+    Write,
+    check_timing,
+    decide,
+    observe,
+    released,
+)
+from berth.operator.ports import NotLeading
+
+TIMING = LeaseTiming(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
+WALL = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def held_by(holder: str, version: str = "7") -> LeaseRecord:
+    return LeaseRecord(holder, 15, "2026-11-01T11:00:00.000000Z", "2026-11-01T11:59:59.000000Z", 3, version)
+
+
+# --- the decisions ---------------------------------------------------------------------------------------------
+
+
+def test_a_missing_lease_is_created_by_the_first_candidate() -> None:
+    decision = decide("a", observe(None, None, 100.0), TIMING, now=100.0, wall=WALL)
+    assert isinstance(decision, Write) and decision.create
+    assert decision.record.holder == "a" and decision.record.transitions == 0
+    assert decision.record.acquire_time == decision.record.renew_time == "2026-11-01T12:00:00.000000Z"
+
+
+def test_a_held_lease_is_waited_for_until_its_duration_passed_on_the_candidates_own_clock() -> None:
+    seen = observe(None, held_by("b"), 100.0)
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b")
+    # The same record read again later does not restart the clock: its holder did not renew.
+    seen = observe(seen, held_by("b"), 110.0)
+    assert seen.seen_at == 100.0
+    taken = decide("a", seen, TIMING, now=115.0, wall=WALL)
+    assert isinstance(taken, Write) and not taken.create and taken.taking_from == "b"
+    assert (taken.record.holder, taken.record.transitions, taken.record.resource_version) == ("a", 4, "7")
+
+
+def test_a_renewal_seen_restarts_the_wait_whatever_the_holders_clock_says() -> None:
+    seen = observe(None, held_by("b", "7"), 100.0)
+    renewed = replace(held_by("b", "8"), renew_time="1999-01-01T00:00:00.000000Z")  # a clock far behind
+    seen = observe(seen, renewed, 112.0)
+    assert seen == Observed(renewed, 112.0)
+    assert decide("a", seen, TIMING, now=120.0, wall=WALL) == Wait("b")
+
+
+def test_a_released_lease_is_taken_at_once_and_the_holder_renews_its_own() -> None:
+    free = released(held_by("b"), WALL)
+    assert free.holder == "" and free.lease_duration_s == 1
+    taken = decide("a", observe(None, free, 100.0), TIMING, now=100.0, wall=WALL)
+    assert isinstance(taken, Write) and taken.record.holder == "a" and taken.taking_from == ""
+    assert taken.record.transitions == 3  # a release is not a transition; the takeover after it was counted
+    mine = decide("a", observe(None, held_by("a"), 100.0), TIMING, now=100.0, wall=WALL)
+    assert isinstance(mine, Write) and mine.taking_from is None and mine.record.holder == "a"
+
+
+@pytest.mark.parametrize(
+    "timing",
+    [LeaseTiming(15, 15, 2), LeaseTiming(15, 10, 10), LeaseTiming(15, 20, 2), LeaseTiming(15, 10, 0)],
+)
+def test_timings_that_would_let_two_act_are_refused(timing: LeaseTiming) -> None:
+    with pytest.raises(LeaseTimingError, match="must stop acting before another may take over"):
+        check_timing(timing)
+
+
+def test_leader_election_flags(tmp_path: Path) -> None:
+    off = parse_options([], {"POD_NAMESPACE": "ops"})
+    assert off.leader_election is None
+    on = parse_options(
+        ["--leader-elect", "--leader-elect-retry-period-s", "1"], {"POD_NAMESPACE": "ops", "POD_NAME": "op-0"}
+    )
+    assert on.leader_election is not None
+    assert (on.leader_election.namespace, on.leader_election.lease) == ("ops", "berth-operator")
+    assert on.leader_election.identity.startswith("op-0_")
+    assert on.leader_election.timing == LeaseTiming(15, 10, 1)
+    with pytest.raises(OptionsError, match="renew deadline"):
+        parse_options(["--leader-elect", "--leader-elect-renew-deadline-s", "20"], {"POD_NAMESPACE": "ops"})
+    with pytest.raises(OptionsError, match="namespace is unknown"):
+        parse_options(["--leader-elect"], {}, service_account_namespace_file=tmp_path / "none")
+    assert issubclass(LeaderOptionsError, ValueError)
+
+
+# --- the elector, in time -------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class MemoryLease:
+    """A Lease with resourceVersions, as the API server keeps it; ``fail`` makes writes fail (a partition)."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.version = 0
+        self.fail = False
+        self.announced: list[str] = []
+
+    async def read(self) -> LeaseRecord | None:
+        if self.fail:
+            raise ConnectionError("unreachable")
+        return self.record
+
+    async def write(self, record: LeaseRecord, *, create: bool) -> LeaseRecord:
+        if self.fail:
+            raise ConnectionError("unreachable")
+        current = None if self.record is None else self.record.resource_version
+        if (create and self.record is not None) or (not create and record.resource_version != current):
+            raise LeaseConflict("changed meanwhile")
+        self.version += 1
+        self.record = replace(record, resource_version=str(self.version))
+        return self.record
+
+    async def announce(self, message: str, *, now: datetime) -> None:
+        self.announced.append(message)
+
+
+def elector(lease: MemoryLease, clock: Clock, identity: str, gate: LeaderGate, leading: list[bool]) -> LeaderElector:
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+        await asyncio.sleep(0)
+
+    return LeaderElector(
+        lease,
+        identity=identity,
+        timing=TIMING,
+        gate=gate,
+        on_leading=leading.append,
+        clock=clock,
+        wall=lambda: WALL + timedelta(seconds=clock.now),
+        sleep=sleep,
+    )
+
+
+async def test_one_leads_the_other_waits_and_takes_over_a_lease_duration_after_the_last_renewal() -> None:
+    lease, clock = MemoryLease(), Clock()
+    gate_a, gate_b = LeaderGate(clock), LeaderGate(clock)
+    a_leading: list[bool] = []
+    a = elector(lease, clock, "a", gate_a, a_leading)
+    b = elector(lease, clock, "b", gate_b, [])
+    await a.acquire()
+    assert gate_a.leading and a_leading == [True] and lease.announced == ["a became leader"]
+    gate_a.check()
+    with pytest.raises(NotLeading):
+        gate_b.check()
+    # b looks every 2 s; a stops renewing at 1,000 s (it died): b takes over once 15 s passed since it saw a renew.
+    started = clock.now
+    await b.acquire()
+    assert lease.record is not None and lease.record.holder == "b" and lease.record.transitions == 1
+    assert 15 <= clock.now - started <= 17
+    assert lease.announced[-1] == "b became leader (taking over from a)"
+
+
+async def test_a_leader_that_cannot_renew_closes_its_gate_at_the_renew_deadline_before_anyone_may_take_over() -> None:
+    lease, clock = MemoryLease(), Clock()
+    gate, leading = LeaderGate(clock), []
+    a = elector(lease, clock, "a", gate, leading)
+    await a.acquire()
+    acquired_at = clock.now
+    lease.fail = True  # partitioned from the API server: every renewal fails
+    await a.keep()
+    assert leading == [True, False] and not gate.leading
+    lost_at = clock.now
+    assert lost_at - acquired_at <= TIMING.renew_deadline_s + TIMING.retry_period_s < TIMING.lease_duration_s
+    with pytest.raises(NotLeading):
+        gate.check()
+
+
+async def test_a_frozen_leader_finds_its_gate_closed_the_moment_it_runs_again() -> None:
+    clock = Clock()
+    gate = LeaderGate(clock)
+    gate.renewed(sent_at=clock.now, renew_deadline_s=10)
+    gate.check()
+    clock.now += 9.9
+    gate.check()
+    clock.now += 0.1  # frozen (SIGSTOP) past the deadline: no renewal could have run
+    with pytest.raises(NotLeading):
+        gate.check()
+
+
+async def test_a_leader_whose_lease_was_taken_stops_and_one_that_lets_go_releases_it() -> None:
+    lease, clock = MemoryLease(), Clock()
+    gate, leading = LeaderGate(clock), []
+    a = elector(lease, clock, "a", gate, leading)
+    await a.acquire()
+    assert lease.record is not None
+    lease.record = replace(lease.record, holder="b", resource_version="99")  # taken (a was too slow)
+    await a.keep()
+    assert not gate.leading and leading == [True, False]
+
+    b_gate = LeaderGate(clock)
+    b = elector(lease, clock, "b2", b_gate, [])
+    lease.record = None
+    await b.acquire()
+    await b.release()
+    assert not b_gate.leading
+    assert lease.record is not None and lease.record.holder == "" and lease.record.lease_duration_s == 1
+
+
+# --- the gate in front of writes --------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        async def call(*args: object, **kwargs: object) -> Mapping[str, str]:
+            self.calls.append(name)
+            return {}
+
+        return call
+
+
+async def test_a_closed_gate_refuses_every_coordinator_write_and_lets_reads_through() -> None:
+    inner = Recorder()
+    port = GatedCoordinatorPort(inner, LeaderGate())  # type: ignore[arg-type]
+    for write in (
+        port.claim_group("g", None, adopt=False),  # type: ignore[arg-type]
+        port.release_group("g", "uid"),
+        port.put_expected_members("g", ["a"]),
+        port.delete_expected_members("g"),
+        port.leave_instances("g", ["a"]),
+        port.delete_group("g"),
+    ):
+        with pytest.raises(NotLeading):
+            await write
+    await port.describe("g")
+    await port.get_config()
+    assert inner.calls == ["describe", "get_config"]
+
+
+def test_the_kubernetes_client_sends_no_write_through_a_closed_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr(kubernetes.client.ApiClient, "call_api", lambda self, method, url, *a, **k: sent.append(method))
+    gate = LeaderGate()
+    client = GatedApiClient(kubernetes.client.Configuration(), user_agent="berth-operator/test (a)", gate=gate)
+    assert client.user_agent == "berth-operator/test (a)"
+    client.call_api("GET", "/api/v1/pods")
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        with pytest.raises(NotLeading):
+            client.call_api(method, "/api/v1/namespaces/x/pods")
+    gate.renewed(sent_at=gate.clock(), renew_deadline_s=10)
+    client.call_api("PATCH", "/api/v1/namespaces/x/pods/p")
+    assert sent == ["GET", "PATCH"]

@@ -1,0 +1,206 @@
+"""What makes a fleet's next pass: the queue passes run from (``reconcile.queue``), when a fleet is next due on its
+own (``planners.pass_timing``), and the informer's events turned into changes (``kube.informer``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from berth.operator.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
+from berth.operator.kube.watch_cache import SELECTOR, project_pod
+from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in, spread
+from berth.operator.reconcile.queue import PassQueue
+
+TIMING = PassTiming(poll_s=1, settle_s=60, interval_s=10, resync_s=600, backoff_cap_s=60)
+
+
+# --- when a fleet is next due ------------------------------------------------------------------------------------
+
+
+def test_a_converged_fleet_whose_group_is_followed_is_due_only_at_the_slow_resync() -> None:
+    due = next_pass_in(TIMING, Outcome.CONVERGED, name="shop/orders", followed=True, waiting_for_s=0, failures=0)
+    assert 540 <= due <= 660
+    assert due == next_pass_in(
+        TIMING, Outcome.CONVERGED, name="shop/orders", followed=True, waiting_for_s=0, failures=0
+    )
+    spreads = {round(spread(f"shop/fleet-{i}"), 3) for i in range(1000)}
+    assert min(spreads) >= 0.9 and max(spreads) <= 1.1 and len(spreads) > 100  # a thousand fleets do not resync at once
+
+
+@pytest.mark.parametrize(
+    ("outcome", "followed", "waiting_for_s", "failures", "due"),
+    [
+        (Outcome.CONVERGED, False, 0, 0, 10),  # Kafka, or --no-follow-journal: status at the interval's pace
+        (Outcome.REFUSED, True, 0, 0, 10),  # what fixes a refusal may be no change of the fleet
+        (Outcome.WAITING, True, 5, 0, 1),  # a young wait: the watch wakes it sooner, this is the backstop
+        (Outcome.WAITING, True, 60, 0, 10),  # an old one (a stuck pod): the interval
+        (Outcome.FAILED, True, 0, 1, 1),
+        (Outcome.FAILED, True, 0, 3, 4),
+        (Outcome.FAILED, True, 0, 30, 60),
+    ],
+)
+def test_what_no_change_announces_is_timed_by_how_the_pass_ended(
+    outcome: Outcome, followed: bool, waiting_for_s: float, failures: int, due: float
+) -> None:
+    assert (
+        next_pass_in(
+            TIMING, outcome, name="shop/orders", followed=followed, waiting_for_s=waiting_for_s, failures=failures
+        )
+        == due
+    )
+
+
+# --- the queue ---------------------------------------------------------------------------------------------------
+
+
+class Runs:
+    def __init__(self, later: float | None = None, hold: asyncio.Event | None = None) -> None:
+        self.started: list[str] = []
+        self.running: set[str] = set()
+        self.most = 0
+        self.later = later
+        self.hold = hold
+
+    async def __call__(self, key: str) -> float | None:
+        assert key not in self.running, f"two passes of {key} at once"
+        self.running.add(key)
+        self.most = max(self.most, len(self.running))
+        self.started.append(key)
+        if self.hold is not None:
+            await self.hold.wait()
+        await asyncio.sleep(0.01)
+        self.running.discard(key)
+        return self.later
+
+
+async def settle(queue: PassQueue[str]) -> None:
+    for _ in range(200):
+        if not len(queue):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the queue did not drain")
+
+
+async def test_a_burst_of_pokes_is_one_pass_and_a_poke_during_a_pass_is_exactly_one_more() -> None:
+    hold = asyncio.Event()
+    runs = Runs(hold=hold)
+    queue: PassQueue[str] = PassQueue(runs, workers=4)
+    for _ in range(50):
+        queue.due("orders")
+    queue.start()
+    await asyncio.sleep(0.05)
+    assert runs.started == ["orders"]
+    for _ in range(50):
+        queue.due("orders")  # while it runs
+    hold.set()
+    await settle(queue)
+    assert runs.started == ["orders", "orders"]
+    await queue.close()
+
+
+async def test_at_most_workers_passes_run_at_once_and_each_key_one_at_a_time() -> None:
+    runs = Runs()
+    queue: PassQueue[str] = PassQueue(runs, workers=3)
+    queue.start()
+    for i in range(30):
+        queue.due(f"fleet-{i % 10}")
+    await settle(queue)
+    assert runs.most == 3 and sorted(set(runs.started)) == sorted(f"fleet-{i}" for i in range(10))
+    await queue.close()
+
+
+async def test_a_pass_says_when_it_is_next_due_and_a_forgotten_key_is_not() -> None:
+    runs = Runs(later=0.05)
+    queue: PassQueue[str] = PassQueue(runs, workers=2)
+    queue.start()
+    queue.due("orders")
+    for _ in range(100):
+        if runs.started.count("orders") >= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert runs.started.count("orders") >= 3  # due again on its own, each time
+    queue.forget("orders")
+    runs.later = None
+    await asyncio.sleep(0.1)
+    count = runs.started.count("orders")
+    await asyncio.sleep(0.1)
+    assert runs.started.count("orders") == count
+    await queue.close()
+
+
+async def test_the_earlier_of_two_times_wins_and_nothing_runs_before_start() -> None:
+    runs = Runs()
+    queue: PassQueue[str] = PassQueue(runs, workers=1)
+    queue.due("later", 0.2)
+    queue.due("soon", 0.3)
+    queue.due("soon", 0.0)
+    await asyncio.sleep(0.05)
+    assert runs.started == []
+    queue.start()
+    await settle(queue)
+    assert runs.started == ["soon", "later"]
+    await queue.close()
+
+
+# --- the informer's events ---------------------------------------------------------------------------------------
+
+PODS = WatchedResource("", "v1", "pods")
+LABELS = {"app.kubernetes.io/name": "berth-consumer", "berth.dev/fleet": "orders"}
+
+
+def pod(name: str, version: str, *, ready: str = "True", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "resourceVersion": version,
+            "labels": LABELS if labels is None else labels,
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": ready, "lastProbeTime": version}], "phase": "Running"},
+    }
+
+
+def test_the_selector_is_matched_as_the_api_server_would() -> None:
+    terms = parse_selector(SELECTOR)
+    assert terms == [("app.kubernetes.io/name", "berth-consumer"), ("berth.dev/fleet", None)]
+    assert matches(pod("a", "1"), terms)
+    assert not matches(pod("a", "1", labels={"berth.dev/fleet": "orders"}), terms)
+
+
+def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads() -> None:
+    changes: list[tuple[Any, Any]] = []
+    informer = Informer(
+        None,  # type: ignore[arg-type]  # no I/O: events are handed in
+        PODS,
+        namespace="shop",
+        selector=SELECTOR,
+        project=project_pod,
+        on_change=lambda old, new: changes.append((old, new)),
+    )
+    informer.handle({"type": "ADDED", "object": pod("orders-0", "10")})
+    assert informer.resource_version == "10"
+    assert informer.get("shop", "orders-0") == {
+        "metadata": {"name": "orders-0", "namespace": "shop", "labels": LABELS},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "startTime": None,
+            "containerStatuses": [],
+            "initContainerStatuses": [],
+        },
+    }
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "11")})  # managedFields, a probe time: unread
+    assert len(changes) == 1
+    informer.handle({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}})
+    assert informer.resource_version == "20" and len(changes) == 1
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "21", ready="False")})
+    assert len(changes) == 2
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "22", labels={"team": "a"})})  # out of our view
+    assert informer.get("shop", "orders-0") is None and changes[-1][1] is None
+    informer.handle({"type": "ADDED", "object": pod("orders-1", "23")})
+    informer.handle({"type": "DELETED", "object": pod("orders-1", "24")})
+    assert informer.objects == {} and changes[-1][1] is None and informer.resource_version == "24"
+    with pytest.raises(Gone):
+        informer.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
