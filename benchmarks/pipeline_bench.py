@@ -104,6 +104,11 @@ def run_checked(command: list[str]) -> Cost:
     return cost
 
 
+def load_1m() -> float:
+    """The machine's 1-minute load average: recorded beside each section's figures (the machine is shared)."""
+    return round(os.getloadavg()[0], 2)
+
+
 def figures(cost: Cost) -> dict[str, float]:
     return {"wall_s": round(cost.wall_s, 1), "cpu_s": round(cost.cpu_s, 1), "peak_rss_mib": round(cost.peak_rss_mib)}
 
@@ -136,6 +141,7 @@ def bench_size(events: int, data: Path, runs: int) -> dict[str, Any]:
     journal = journal_for(events, data)
     parquet, convert = parquet_for(events, journal, data)
     out = data / f"out-{events}"
+    load_before = load_1m()
     costs: dict[str, list[Cost]] = {"berth": [], "duckdb": [], "duckdb_subset": [], "spark_subset": []}
     for run in range(runs):
         progress(f"{events:,} events, run {run + 1} of {runs}")
@@ -161,6 +167,7 @@ def bench_size(events: int, data: Path, runs: int) -> dict[str, Any]:
         "cpu_ratio_subset": round(cpu["spark_subset"] / cpu["duckdb_subset"], 2),
         "cpu_ratio_job_to_duckdb_subset": round(cpu["berth"] / cpu["duckdb_subset"], 1),
         "same_summary": same_summary(out / "berth", out / "duckdb"),
+        "load_1m": [load_before, load_1m()],
     }
 
 
@@ -168,6 +175,7 @@ def bench_chart(data: Path, runs: int) -> dict[str, Any]:
     """The chart's hourly job at its largest: JSON Lines of the coordinator's default retention, report included."""
     events = CHART_JOURNAL_BYTES // SYNTHETIC_EVENT_BYTES
     journal = journal_for(events, data, groups=max(1, events // EVENTS_PER_GROUP))
+    load_before = load_1m()
     costs = []
     for _ in range(runs):
         costs.append(run_checked(berth("--journal", str(journal), "--out", str(data / "out-chart"))))
@@ -176,17 +184,19 @@ def bench_chart(data: Path, runs: int) -> dict[str, Any]:
         "events": events,
         "journal_bytes": sum(f.stat().st_size for f in journal.glob("*.jsonl")),
         **summarised(costs),
+        "load_1m": [load_before, load_1m()],
     }
 
 
 def bench_small(data: Path, runs: int) -> dict[str, Any]:
     """A 100-event journal to report.html, as berth-demo runs it: the JVM's start and the job's fixed costs."""
     journal = journal_for(SMALL_EVENTS, data, groups=2)
+    load_before = load_1m()
     costs = []
     for _ in range(max(runs, 3)):
         costs.append(run_checked(berth("--journal", str(journal), "--out", str(data / "out-small"))))
         progress(f"{SMALL_EVENTS} events to a report: {costs[-1].wall_s:.1f} s, {costs[-1].cpu_s:.1f} CPU-s")
-    return {"events": SMALL_EVENTS, **summarised(costs)}
+    return {"events": SMALL_EVENTS, **summarised(costs), "load_1m": [load_before, load_1m()]}
 
 
 def main(argv: Sequence[str] | None = None) -> Result:
@@ -205,7 +215,10 @@ def main(argv: Sequence[str] | None = None) -> Result:
         for r in sizes
     )
     small_wall, small_cpu = small["wall_s"]["median"], small["cpu_s"]["median"]
-    summary += f"; {SMALL_EVENTS} events to a report in {small_wall} s ({small_cpu} CPU-s)"
+    summary += (
+        f"; {SMALL_EVENTS} events to a report in {small_wall} s ({small_cpu} CPU-s, load average "
+        f"{small['load_1m'][0]}-{small['load_1m'][1]} on 2 cores)"
+    )
     ten_million = next((r for r in sizes if r["events"] == GOAL_EVENTS), None)
     met = None
     if ten_million is not None:
@@ -226,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> Result:
             "by group and cause, restart gaps, durations) in DuckDB and, with Berth's transforms, in Spark. "
             "cpu_ratio = Berth / DuckDB for the same summary, cpu_ratio_subset = Spark / DuckDB for the subset, "
             "cpu_ratio_job_to_duckdb_subset = the whole job against DuckDB's subset (what the issue measured). The "
-            "machine is shared with other work: wall times move with it, CPU-seconds much less."
+            "machine is shared with other work: wall times move with it, CPU-seconds much less; load_1m is the "
+            "1-minute load average before and after each section."
         ),
     )
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from berth.pipeline.advice import restart_gap_stats
 from berth.pipeline.advice_settings import AdviceSettings
-from berth.pipeline.cluster import size_shuffle_partitions
+from berth.pipeline.cluster import size_sql
 from berth.pipeline.readers import good_events, read_journal
 from berth.pipeline.rebalances import rebalance_durations, rebalances_by_cause
 from berth.pipeline.restarts import restart_gaps
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = journal_bytes(source)
     owned = open_session(args.master, driver_memory("auto", size, source.format, memory_limit_bytes()))
     try:
-        size_shuffle_partitions(owned.spark, size)
+        size_sql(owned.spark, size)
         events = good_events(read_journal(owned.spark, source).select(*ANALYSED_COLUMNS, "malformed_line"))
         by_cause = rebalances_by_cause(events).collect()
         gaps = restart_gap_stats(restart_gaps(events), AdviceSettings().percentile).collect()

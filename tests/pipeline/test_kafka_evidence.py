@@ -65,17 +65,17 @@ async def test_a_known_restart_reaches_the_advice_as_long_as_it_was_not_as_long_
     x1.5 + 3 s heartbeat = 6 s (10 s between describes would have advised 18 s)."""
     journal = tmp_path / "evidence"
     recorder = EvidenceRecorder(DirectoryJournal(journal))
-    uid = "fleet-uid"
+    uid, key = "fleet-uid", "kafka://kafka-0.kafka.data:9092/orders"
     members = {"orders-0": "m0", "orders-1": "m1", "orders-2": "m2"}
-    await recorder.observed(uid, described("Stable", members), T0)
+    await recorder.observed(uid, key, described("Stable", members), T0)
     at = datetime.fromtimestamp(T0 / 1000, tz=UTC)
     ended, started = at + timedelta(seconds=3), at + timedelta(seconds=3.5)
     pods = {"orders-1": PodTimes(created=ended, started=started)}  # replaced: its pod created 0.5 s before start
-    await recorder.observed(uid, described("Stable", {**members, "orders-1": "m1b"}), T0 + 10_000, pods)
+    await recorder.observed(uid, key, described("Stable", {**members, "orders-1": "m1b"}), T0 + 10_000, pods)
     members["orders-1"] = "m1b"
     restarted = PodTimes(at, at + timedelta(seconds=16), previous_ended=at + timedelta(seconds=14))  # in place
     await recorder.observed(
-        uid, described("Stable", {**members, "orders-2": "m2b"}), T0 + 20_000, {"orders-2": restarted}
+        uid, key, described("Stable", {**members, "orders-2": "m2b"}), T0 + 20_000, {"orders-2": restarted}
     )
 
     events = [json.loads(line) for path in sorted(journal.glob("*.jsonl")) for line in path.read_text().splitlines()]
@@ -83,5 +83,5 @@ async def test_a_known_restart_reaches_the_advice_as_long_as_it_was_not_as_long_
 
     out = tmp_path / "out"
     assert main(["--journal", str(journal), "--out", str(out), "--quiet"]) == 0
-    advice = json.loads((out / "advice.json").read_text())["groups"]["orders"]
+    advice = json.loads((out / "advice.json").read_text())["groups"][key]
     assert (advice["samples"], advice["restart_gap_p_ms"], advice["advised_session_timeout_ms"]) == (2, 2_000, 6_000)

@@ -14,10 +14,13 @@ from berth.pipeline.sizing import (
     MIB,
     MIN_HEAP,
     NON_HEAP,
+    SMALL_JOURNAL_BYTES,
+    adaptive_execution,
     driver_heap_bytes,
     driver_memory,
     memory_limit_bytes,
     shuffle_partitions,
+    whole_stage_codegen,
 )
 from berth.pipeline.sources import JournalSource, journal_bytes, resolve_journal_source
 
@@ -57,6 +60,14 @@ def test_shuffle_partitions_follow_the_journals_size_up_to_three_per_core(
     journal: int | None, cores: int, partitions: int
 ) -> None:
     assert shuffle_partitions(journal, cores) == partitions
+
+
+def test_adaptive_execution_only_with_partitions_to_coalesce_and_codegen_only_beyond_a_small_journal() -> None:
+    assert not adaptive_execution(1)
+    assert adaptive_execution(2)
+    assert not whole_stage_codegen(70_000)  # a demo's journal: interpreted rows cost less than compiling them
+    assert whole_stage_codegen(SMALL_JOURNAL_BYTES)
+    assert whole_stage_codegen(None)  # a remote journal of unknown size: as for a large one
 
 
 def test_the_memory_limit_comes_from_cgroup_v2_or_v1_and_no_limit_is_none(tmp_path: Path) -> None:

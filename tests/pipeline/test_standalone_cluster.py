@@ -146,9 +146,10 @@ def test_the_cluster_gives_the_same_advice_and_summary_as_local_mode(
     # none by either rolling restart; six dynamic restarts, one rebalance each; so six rebalances avoided.
     assert [by_group["orders"][k] for k in ("partitions_moved", "rebalances_avoided")] == [16, 6]
     assert [by_group["orders-dynamic"][k] for k in ("partitions_moved", "dynamic_restart_rebalances")] == [0, 6]
-    # The cores are the executors' (two), and a demo's journal is one shuffle partition (not Spark's 200).
+    # The cores are the executors' (two), and a demo's journal is one shuffle partition (not Spark's 200), with
+    # neither adaptive execution nor whole-stage code generation (sizing's rules for a small journal).
     assert f"Spark master {cluster.master_url} (2 cores, driver heap " in result.stderr
-    assert "), 1 shuffle partition\n" in result.stderr
+    assert "), 1 shuffle partition, no adaptive execution or codegen\n" in result.stderr
     print(f"standalone cluster run: {elapsed:.1f} s")
 
 

@@ -18,7 +18,8 @@ Owns what changes between the embedded mode and a cluster master. Rules:
   cores of the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A
   ``spark.sql.shuffle.partitions`` set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their
   partitioning (AQE does not coalesce them), so Spark's default of 200 would run 200 tasks per stage for any
-  journal.
+  journal. Adaptive execution and whole-stage code generation follow from the partitions and the journal's size
+  (``sizing``), unless set explicitly as well.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from berth.pipeline.sizing import shuffle_partitions
+from berth.pipeline.sizing import adaptive_execution, shuffle_partitions, whole_stage_codegen
 from berth.pipeline.sources import (
     JournalError,
     JournalSource,
@@ -108,16 +110,37 @@ def missing_file_error(error: Exception, label: str) -> JournalError | None:
     )
 
 
-def size_shuffle_partitions(spark: SparkSession, journal_bytes: int | None) -> tuple[int, int]:
-    """Set ``spark.sql.shuffle.partitions`` for the cores that run the job and the journal's size (module rules);
-    returns the partitions and the cores."""
-    conf = spark.sparkContext.getConf()
+@dataclass(frozen=True)
+class SqlSizing:
+    """What ``size_sql`` settled on: shuffle partitions, the cores counted, adaptive execution, code generation."""
+
+    partitions: int
+    cores: int
+    adaptive: bool
+    codegen: bool
+
+
+def size_sql(spark: SparkSession, journal_bytes: int | None) -> SqlSizing:
+    """Size the session's SQL settings to the cores that run the job and the journal's size (module rules):
+    shuffle partitions, adaptive execution and whole-stage code generation, each unless set explicitly."""
     cores = job_cores(spark)
-    if conf.contains("spark.sql.shuffle.partitions"):
-        return int(conf.get("spark.sql.shuffle.partitions") or 200), cores
-    partitions = shuffle_partitions(journal_bytes, cores)
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    return partitions, cores
+    partitions = int(_sized(spark, "spark.sql.shuffle.partitions", str(shuffle_partitions(journal_bytes, cores))))
+    adaptive = _sized(spark, "spark.sql.adaptive.enabled", _flag(adaptive_execution(partitions))) == "true"
+    codegen = _sized(spark, "spark.sql.codegen.wholeStage", _flag(whole_stage_codegen(journal_bytes))) == "true"
+    return SqlSizing(partitions, cores, adaptive, codegen)
+
+
+def _sized(spark: SparkSession, key: str, value: str) -> str:
+    """``value`` set as ``key``, unless the session's configuration names it (spark-submit's ``--conf``): then that."""
+    conf = spark.sparkContext.getConf()
+    if conf.contains(key):
+        return (conf.get(key) or "").strip().lower()
+    spark.conf.set(key, value)
+    return value
+
+
+def _flag(on: bool) -> str:
+    return "true" if on else "false"
 
 
 def job_cores(spark: SparkSession) -> int:

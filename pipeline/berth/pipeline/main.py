@@ -129,9 +129,10 @@ def _analyze(
 
 @contextlib.contextmanager
 def _session(args: argparse.Namespace, source: JournalSource, progress: Progress) -> Iterator[OwnedSession]:
-    """The session for one command, sized to its journal (``sizing``): the driver's heap, and shuffle partitions
-    for the cores that run it; stopped after when this process created it."""
-    from berth.pipeline.cluster import size_shuffle_partitions
+    """The session for one command, sized to its journal (``sizing``): the driver's heap, and shuffle partitions,
+    adaptive execution and code generation for the journal and the cores that run it; stopped after when this
+    process created it."""
+    from berth.pipeline.cluster import size_sql
     from berth.pipeline.session import open_session
 
     size = journal_bytes(source)
@@ -141,11 +142,13 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
     owned = open_session(args.master, heap)
     try:
         if owned.created_here:
-            partitions, cores = size_shuffle_partitions(owned.spark, size)
+            sized = size_sql(owned.spark, size)
             conf = owned.spark.sparkContext.getConf()
+            lean = [name for name, on in (("adaptive execution", sized.adaptive), ("codegen", sized.codegen)) if not on]
             progress.say(
-                f"Spark master {conf.get('spark.master')} ({count(cores, 'core')}, driver heap "
-                f"{conf.get('spark.driver.memory', '1g')}), {count(partitions, 'shuffle partition')}"
+                f"Spark master {conf.get('spark.master')} ({count(sized.cores, 'core')}, driver heap "
+                f"{conf.get('spark.driver.memory', '1g')}), {count(sized.partitions, 'shuffle partition')}"
+                + (f", no {' or '.join(lean)}" if lean else "")
             )
         yield owned
     finally:

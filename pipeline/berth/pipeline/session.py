@@ -9,8 +9,8 @@ Owns the session's configuration. Rules (SPARK-NOTES.md):
 - An already active session (tests, notebooks) is reused as it is, never reconfigured nor stopped.
 - A local run starts lean: no web UI, the driver's heap and JVM options sized by ``sizing`` (a demo's journal and
   ten million events need different heaps; the options save half of a small run's JVM CPU).
-- Shuffle partitions are sized from the cores that run the job and the journal's size
-  (``cluster.size_shuffle_partitions``), not from the driver's machine and not Spark's 200: that happens after the
+- Shuffle partitions, adaptive execution and code generation are sized from the cores that run the job and the
+  journal's size (``cluster.size_sql``), not from the driver's machine and not Spark's 200: that happens after the
   session starts, when the executors are known.
 """
 

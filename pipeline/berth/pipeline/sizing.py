@@ -1,6 +1,7 @@
 """The embedded session's size, from the journal it will read and the memory it may use (importable without Spark).
 
-Owns the settings a local run derives from its input: the driver's heap, shuffle partitions and the JVM's options.
+Owns the settings a run derives from its input: the driver's heap, shuffle partitions, adaptive execution, code
+generation and the JVM's options.
 Rules (measured with ``python -m benchmarks pipeline``; docs/pipeline.md, "Performance"):
 - Heap (``--driver-memory auto``): ``BASE_HEAP`` plus a share of the journal's bytes (JSON Lines are parsed into a
   cache that holds about a fifth of their size; Parquet is read column by column and needs little more than the
@@ -10,6 +11,11 @@ Rules (measured with ``python -m benchmarks pipeline``; docs/pipeline.md, "Perfo
 - Shuffle partitions: one per ``BYTES_PER_PARTITION`` of journal, at least one, at most
   ``PARTITIONS_PER_CORE`` per core. A demo's journal runs in one partition per stage, not six
   tasks of nothing each.
+- Adaptive execution (AQE) only with more than one shuffle partition: it re-plans after every shuffle stage and
+  runs each stage as a job of its own (32 jobs instead of 10 for a demo's journal), to coalesce or split
+  partitions; one partition leaves it nothing to do but start jobs.
+- Whole-stage code generation only from ``SMALL_JOURNAL_BYTES`` of journal on: below it, compiling the generated
+  Java (Janino, on a cold JVM) costs more than interpreting a few thousand rows (100 events: ~5 of 30 CPU-s).
 - JVM options: the client compiler only (``-XX:TieredStopAtLevel=1``) and the serial collector. On two cores the
   server compiler's threads cost more CPU than its faster code saves, even on 10M events, and a parallel or
   concurrent collector's threads compete with the two task threads; the serial collector also keeps the heap, and
@@ -32,6 +38,7 @@ NON_HEAP = 640 * MIB
 HEAP_PER_BYTE = {"jsonl": 0.25, "parquet": 1.0}
 BYTES_PER_PARTITION = 32 * MIB
 PARTITIONS_PER_CORE = 3
+SMALL_JOURNAL_BYTES = 8 * MIB
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 AUTO = "auto"
 
@@ -61,6 +68,16 @@ def shuffle_partitions(journal_bytes: int | None, cores: int) -> int:
     if journal_bytes is None:
         return most
     return max(1, min(most, math.ceil(journal_bytes / BYTES_PER_PARTITION)))
+
+
+def adaptive_execution(partitions: int) -> bool:
+    """Whether adaptive execution pays for ``partitions`` shuffle partitions (module rules)."""
+    return partitions > 1
+
+
+def whole_stage_codegen(journal_bytes: int | None) -> bool:
+    """Whether whole-stage code generation pays for ``journal_bytes`` (unknown: assume a large journal)."""
+    return journal_bytes is None or journal_bytes >= SMALL_JOURNAL_BYTES
 
 
 def memory_limit_bytes(files: tuple[Path, ...] = _LIMIT_FILES) -> int | None:
