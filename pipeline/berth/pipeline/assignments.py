@@ -117,23 +117,12 @@ def partitions_moved(events: DataFrame) -> DataFrame:
     # The one shuffle moves each assignment as the journal has it (topics and small partition numbers, which
     # compress), not its 64-bit keys: those are worked out after it, and the window reuses its partitioning.
     held = stored.repartition("group_id").select(
-        "group_id",
-        "seq",
-        "ts_ms",
-        "generation_id",
-        "members",
-        "unknown_assignments",
-        F.transform("assignment", _holding).alias("holdings"),
+        *_PER_ASSIGNMENT, F.transform("assignment", _holding).alias("holdings")
     )
     # Everything compared is worked out once per assignment, before the window: the window hands the previous
     # assignment's lists over as they are, where computing them from its holdings again would double the work.
     own = held.select(
-        "group_id",
-        "seq",
-        "ts_ms",
-        "generation_id",
-        "members",
-        "unknown_assignments",
+        *_PER_ASSIGNMENT,
         F.array_distinct(F.flatten(F.col("holdings.keys"))).alias("keys"),
         _pairs(F.col("holdings")).alias("pairs"),
         F.col("holdings.owner").alias("owners"),
@@ -189,6 +178,8 @@ def partitions_moved(events: DataFrame) -> DataFrame:
     )
 
 
+# What each assignment carries through the comparison as it is.
+_PER_ASSIGNMENT = ("group_id", "seq", "ts_ms", "generation_id", "members", "unknown_assignments")
 # One member of an assignment: its owner (before slot inference), whether it is dynamic, its partition keys.
 _HOLDINGS = "array<struct<owner:string,dynamic:boolean,keys:array<bigint>>>"
 _KEYS = "array<bigint>"
