@@ -15,11 +15,12 @@ Rules (measured with ``python -m benchmarks pipeline``; docs/pipeline.md, "Perfo
   runs each stage as a job of its own (32 jobs instead of 10 for a demo's journal), to coalesce or split
   partitions; one partition leaves it nothing to do but start jobs.
 - Whole-stage code generation only from ``SMALL_JOURNAL_BYTES`` of journal on: below it, compiling the generated
-  Java (Janino, on a cold JVM) costs more than interpreting a few thousand rows (100 events: ~5 of 30 CPU-s).
+  Java (Janino, on a cold JVM) is a cost that interpreting a few thousand rows does not repay. For 100 events the
+  two rules together measured 25-27 CPU-s against 25-31 without, on a busy machine (docs/pipeline.md).
 - JVM options: the client compiler only (``-XX:TieredStopAtLevel=1``) and the serial collector. On two cores the
-  server compiler's threads cost more CPU than its faster code saves, even on 10M events, and a parallel or
-  concurrent collector's threads compete with the two task threads; the serial collector also keeps the heap, and
-  so the resident memory, no larger than the run needs.
+  server compiler's threads cost more CPU than its faster code saves (1M events: 80 CPU-s against 52), and a
+  parallel or concurrent collector's threads compete with the two task threads; the serial collector also keeps
+  the heap, and so the resident memory, no larger than the run needs.
 """
 
 from __future__ import annotations
