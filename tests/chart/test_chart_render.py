@@ -263,6 +263,11 @@ def check_analytics(docs: list[Obj]) -> None:
         "/tmp/berth-analytics",
         "--publish-configmap",
         "berth-advice",
+        # Two task threads, as the benchmark measures the job (docs/pipeline.md, "Performance"): not the node's cores.
+        "--master",
+        "local[2]",
+        "--driver-memory",
+        "auto",
     ]
     analyze_parser().parse_args(analyze["args"][1:])  # the real command line accepts them (exits 2 otherwise)
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -288,6 +293,7 @@ def check_analytics(docs: list[Obj]) -> None:
     assert arg_after(operator_args(docs), "--evidence-configmap") == "berth-kafka-evidence"
     advice = one(docs, "Role", "berth-operator-advice")
     assert advice["rules"] == [
+        # The advice is watched by name: new advice reaches the fleets it sizes on the watch, not at a resync.
         {
             "apiGroups": [""],
             "resources": ["configmaps"],

@@ -44,6 +44,8 @@ def test_the_demo_table_shows_static_membership_at_work() -> None:
     rows = json.loads(result.stdout)
     table = {(r["scenario"], r["membership"]): r for r in rows}
     assert set(table) == {
+        ("form", "static"),
+        ("form", "dynamic"),
         ("rolling_restart", "static"),
         ("scale_down", "static"),
         ("scale_up", "static"),
@@ -53,10 +55,20 @@ def test_the_demo_table_shows_static_membership_at_work() -> None:
     assert table["rolling_restart", "static"]["partitions_moved"] == 0
     assert table["scale_down", "static"]["rebalances"] == 1
     assert table["scale_up", "static"]["rebalances"] == 1
+    assert table["form", "static"]["rebalances"] == 1  # pre-registered: every member in one rebalance
+    assert table["form", "static"]["partitions_moved"] == 0
     # 4 -> 2 members over 8 partitions: the two leavers' 4 partitions move, and come back on the way up.
     assert table["scale_down", "static"]["partitions_moved"] == 4
     assert table["scale_up", "static"]["partitions_moved"] == 4
     assert table["rolling_restart", "dynamic"]["rebalances"] >= 4  # at least one per restarted dynamic member
     for row in rows:
-        assert set(row) == {"scenario", "membership", "rebalances", "partitions_moved", "seconds_to_reassignment"}
+        assert set(row) == {
+            "scenario",
+            "membership",
+            "group_id",
+            "rebalances",
+            "partitions_moved",
+            "seconds_to_reassignment",
+        }
+        assert row["group_id"] == ("orders" if row["membership"] == "static" else "orders-dynamic")
         assert row["seconds_to_reassignment"] >= 0

@@ -238,3 +238,25 @@ def test_a_converted_journal_uses_the_partitions_decoded_at_conversion(spark: Sp
         {"group_id": "orders", "seq": 10, "owner": "orders-1", "partitions": None},
     ]
     assert [(r["partitions"], r["unknown_assignments"]) for r in partitions_moved(events).collect()] == [(2, 1)]
+
+
+def test_only_a_dynamic_departure_and_a_dynamic_arrival_in_one_assignment_make_a_restart(spark: SparkSession) -> None:
+    # Slots are inferred only where a dynamic member left and another arrived between two assignments; every other
+    # change of hands is a move, however much it looks like a restart.
+    events = journal(
+        spark,
+        stored(10, "g", ("s-1", "static-0", assignment({"t": [0, 1]})), ("a", None, assignment({"t": [2, 3]}))),
+        # the static member left and a dynamic one took exactly its partitions: not a restart (no dynamic departure)
+        stored(20, "g", ("x", None, assignment({"t": [0, 1]})), ("a", None, assignment({"t": [2, 3]}))),
+        # a left, nobody arrived: x takes a's partitions
+        stored(30, "g", ("x", None, assignment({"t": [0, 1, 2, 3]}))),
+        # x restarted as y (one dynamic departure, one dynamic arrival), and a static member joined beside it
+        stored(40, "g", ("y", None, assignment({"t": [0, 1, 2]})), ("s-2", "static-0", assignment({"t": [3]}))),
+    )
+
+    assert [(r["seq"], r["partitions_moved"]) for r in rows(partitions_moved(events), "seq")] == [
+        (10, 0),
+        (20, 2),  # 0, 1: static-0 -> x
+        (30, 2),  # 2, 3: a -> x
+        (40, 1),  # 3: x's slot -> static-0; 0, 1, 2 stayed in x's slot, now y
+    ]

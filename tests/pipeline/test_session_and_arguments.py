@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from berth.pipeline.arguments import parse_since
+from berth.pipeline.cluster import SqlSizing, size_sql
 from berth.pipeline.progress import Progress
 from berth.pipeline.session import local_settings
+from berth.pipeline.sizing import SMALL_JOURNAL_BYTES
 
 
 def test_outside_spark_submit_the_local_default_or_the_given_master_applies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,6 +26,16 @@ def test_outside_spark_submit_the_local_default_or_the_given_master_applies(monk
     assert local_settings(None, "4g")["spark.master"] == "local[*]"
     assert local_settings("local[2]", "2g")["spark.master"] == "local[2]"
     assert local_settings("local[2]", "2g")["spark.driver.memory"] == "2g"
+
+
+def test_a_local_run_starts_lean_no_web_ui_and_the_client_compiler_with_the_serial_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+
+    settings = local_settings("local[2]", "1g")
+    assert settings["spark.ui.enabled"] == "false"
+    assert settings["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def test_under_spark_submit_nothing_is_set_in_code(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,7 +88,7 @@ def test_version_and_help_answer_without_spark_every_flag_explained_with_its_def
         text = parser.format_help()
         assert "`" not in text  # plain text, no reST markup
     analyze_help = " ".join(analyze_parser().format_help().split())
-    for shown in ("(default: 0.99)", "(default: 1.5)", "(default: 3000)", "(default: 6000)", "(default: 4g)"):
+    for shown in ("(default: 0.99)", "(default: 1.5)", "(default: 3000)", "(default: 6000)", "(default: auto)"):
         assert shown in analyze_help, shown
 
 
@@ -128,3 +141,19 @@ def test_only_local_masters_share_the_drivers_disk(master: str, local: bool) -> 
     from berth.pipeline.sources import is_local_master
 
     assert is_local_master(master) is local
+
+
+def test_sql_settings_are_sized_to_the_journal_unless_the_sessions_configuration_names_them(
+    spark: SparkSession,
+) -> None:
+    # The tests' session names the shuffle partitions (2) and adaptive execution (off), as spark-submit's --conf
+    # would; whole-stage code generation is left to the sizing, and put back afterwards for the other tests.
+    key = "spark.sql.codegen.wholeStage"
+    before = spark.conf.get(key)
+    try:
+        assert size_sql(spark, 70_000) == SqlSizing(partitions=2, cores=2, adaptive=False, codegen=False)
+        assert spark.conf.get(key) == "false"
+        assert size_sql(spark, SMALL_JOURNAL_BYTES).codegen
+        assert spark.conf.get(key) == "true"
+    finally:
+        spark.conf.set(key, before or "true")

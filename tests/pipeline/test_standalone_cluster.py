@@ -4,7 +4,8 @@ installation on 127.0.0.1, their executors in other processes than the driver, a
 The workers run in their own mount namespace (``unshare``) where one folder, ``driver-only``, is an empty tmpfs:
 a journal there is on the driver's disk only, as a driver-local path is on a real cluster. Scenarios:
 - berth-demo's journal (tests/pipeline/data) analysed on the cluster gives the same advice and summary as the
-  local session, with shuffle partitions sized from the cluster's two cores, not the driver's nor Spark's 200;
+  local session, the job's cores counted from the cluster's executors (two) and its shuffle partitions sized from
+  the journal (one for a demo's journal, not Spark's 200);
 - a journal the executors cannot see is one line on stderr and exit 1, not a failed stage's traceback;
 - ``convert --out`` in a folder the executors cannot see is refused the same way.
 The cluster is shared by the module's tests and stopped by PID at the end.
@@ -145,8 +146,10 @@ def test_the_cluster_gives_the_same_advice_and_summary_as_local_mode(
     # none by either rolling restart; six dynamic restarts, one rebalance each; so six rebalances avoided.
     assert [by_group["orders"][k] for k in ("partitions_moved", "rebalances_avoided")] == [16, 6]
     assert [by_group["orders-dynamic"][k] for k in ("partitions_moved", "dynamic_restart_rebalances")] == [0, 6]
-    # Two executor cores: three shuffle partitions each (not the driver machine's cores, not Spark's 200).
-    assert f"Spark master {cluster.master_url}, 6 shuffle partitions" in result.stderr
+    # The cores are the executors' (two), and a demo's journal is one shuffle partition (not Spark's 200), with
+    # neither adaptive execution nor whole-stage code generation (sizing's rules for a small journal).
+    assert f"Spark master {cluster.master_url} (2 cores, driver heap " in result.stderr
+    assert "), 1 shuffle partition, no adaptive execution or codegen\n" in result.stderr
     print(f"standalone cluster run: {elapsed:.1f} s")
 
 

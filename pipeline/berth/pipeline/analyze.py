@@ -3,8 +3,11 @@
 Owns the order of the stages and all output I/O (the transforms stay pure). Rules:
 - A JSON Lines journal is parsed once and cached (only ``ANALYSED_COLUMNS``): parsing dominates the run (see
   SPARK-NOTES.md). A Parquet journal is not cached: each transform reads just its columns, cheaper than a cache.
-  Each transform's output is cached because the summary, the advice and the report all read it. Every stage
-  reports its counts on the progress stream.
+- Few Spark jobs: every job costs planning, code generation and scheduling, which is most of a small journal's
+  run. The journal's counts are one job (they decide whether there is anything to analyse); the summary is one
+  action, and every count on the progress stream after it comes from the summary's rows, not from a job of its
+  own. A transform's output is cached only when more than one action reads it: the restart-gap statistics (summary
+  and advice) always, the restart gaps, rebalance durations and partitions moved when the report reads them too.
 - All outputs are written by the driver into ``out_dir`` (a local or mounted directory): they are small (one row
   per group), and so the same run works unchanged on a cluster, where executors cannot reach the driver's disk.
 - ``advice.json`` is replaced atomically (written aside, then renamed), because the operator may read it at any time.
@@ -61,7 +64,7 @@ class AnalysisResult:
 
 @dataclass(frozen=True)
 class _Results:
-    """Every transform's output, cached: the summary, the advice and the report each read several."""
+    """Every transform's output (``_transform`` says which are cached)."""
 
     gaps: DataFrame
     gap_stats: DataFrame
@@ -85,9 +88,10 @@ def analyze(
 ) -> AnalysisResult:
     flagged, stats = _read(spark, source, options, progress)
     events = good_events(flagged)
-    results = _transform(events, options.settings, progress)
+    results = _transform(events, options.settings, shared=options.write_report)
 
     os.makedirs(options.out_dir, exist_ok=True)
+    progress.say("restart gaps, rebalances, partitions moved and the summary per group")
     summary = group_summary(
         events,
         results.by_cause,
@@ -97,10 +101,16 @@ def analyze(
         results.durations,
         results.moved,
     )
-    summary_table = _to_arrow(summary.orderBy("group_id"))
+    # Sorted here: a few rows per group, where a Spark sort would cost a sampling job.
+    summary_table = _to_arrow(summary).sort_by("group_id")
     written = [_write_summary(summary_table, options.out_dir)]
     summary_rows: list[dict[str, Any]] = summary_table.to_pylist()
     advice_rows = [row.asDict() for row in results.advice.collect()]
+    progress.say(
+        f"restart gaps: {count(_total(summary_rows, 'restart_gap_samples'))}; advice for "
+        f"{count(len(advice_rows), 'group')}; rebalances: {count(_total(summary_rows, 'rebalances'))}; "
+        f"assignments compared: {count(_total(summary_rows, 'assignments'))}"
+    )
     generated_at_ms = now_ms()
     advice_text = json.dumps(advice_document(advice_rows, stats, generated_at_ms), indent=2) + "\n"
     written.append(_write_text(advice_text, options.out_dir, ADVICE_FILE))
@@ -161,25 +171,28 @@ def _read(
     return flagged, stats
 
 
-def _transform(events: DataFrame, settings: AdviceSettings, progress: Progress) -> _Results:
-    """Run and cache every transform, stage by stage, with counts on the progress stream."""
-    gaps = restart_gaps(events).cache()
+def _transform(events: DataFrame, settings: AdviceSettings, *, shared: bool) -> _Results:
+    """Every transform, lazily; cached where several actions read the output (module rules): ``shared`` when the
+    report reads the restart gaps, durations and partitions moved after the summary."""
+
+    def kept(frame: DataFrame) -> DataFrame:
+        return frame.cache() if shared else frame
+
+    gaps = kept(restart_gaps(events))
     gap_stats = restart_gap_stats(gaps, settings.percentile).cache()
-    advice = advice_from_stats(gap_stats, settings).cache()
-    progress.say(f"restart gaps: {count(gaps.count())}; advice for {count(advice.count(), 'group')}")
-    durations = rebalance_durations(events).cache()
-    progress.say(f"rebalances: {count(durations.count())}")
-    moved = partitions_moved(events).cache()
-    progress.say(f"assignments compared: {count(moved.count())}")
     return _Results(
         gaps=gaps,
         gap_stats=gap_stats,
-        advice=advice,
-        by_cause=rebalances_by_cause(events).cache(),
-        durations=durations,
-        avoided=rebalances_avoided(events).cache(),
-        moved=moved,
+        advice=advice_from_stats(gap_stats, settings),
+        by_cause=rebalances_by_cause(events),
+        durations=kept(rebalance_durations(events)),
+        avoided=rebalances_avoided(events),
+        moved=kept(partitions_moved(events)),
     )
+
+
+def _total(rows: list[dict[str, Any]], column: str) -> int:
+    return sum(int(row[column] or 0) for row in rows)
 
 
 def _journal_stats(flagged: DataFrame) -> JournalStats:

@@ -17,7 +17,7 @@ from berth.pipeline.sources import FORMAT_CHOICES
 
 PROG = "berth-analyze"
 DEFAULT_MASTER = "local[*]"
-DEFAULT_DRIVER_MEMORY = "4g"
+DEFAULT_DRIVER_MEMORY = "auto"
 # spark-submit's Python driver always has it in its environment: then spark-submit's flags, not ours, rule.
 LAUNCHED_BY_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"
 # ``convert --partition-by``: layout name -> the partition columns, outermost first (the converter's layouts).
@@ -167,6 +167,9 @@ def _add_spark_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"Spark master when not run by spark-submit (default: {DEFAULT_MASTER}; spark-submit's always wins)",
     )
     parser.add_argument(
-        "--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="driver heap when not run by spark-submit"
+        "--driver-memory",
+        default=DEFAULT_DRIVER_MEMORY,
+        help="driver heap when not run by spark-submit, e.g. 2g; auto sizes it from the journal's size and the "
+        "container's memory limit",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -104,38 +104,66 @@ def partitions_moved(events: DataFrame) -> DataFrame:
     """Journal events -> one row per ``assignment_stored``: ``group_id, seq, ts_ms, generation_id, previous_seq,
     members, unknown_assignments, partitions, partitions_moved, partitions_added, partitions_removed``."""
     in_group_order = Window.partitionBy("group_id").orderBy("seq")
+    decoded = F.coalesce(_decoded(events), F.array())
     stored = events.where(F.col("type") == ASSIGNMENT_STORED).select(
         "group_id",
         "seq",
         "ts_ms",
         "generation_id",
-        F.coalesce(_decoded(events), F.array()).alias("assignments"),
+        F.size(decoded).alias("members"),
+        F.size(F.filter(decoded, lambda m: m["partitions"].isNull())).alias("unknown_assignments"),
+        F.transform(decoded, _member).alias("assignment"),
     )
-    held = stored.select(
-        "group_id",
-        "seq",
-        "ts_ms",
-        "generation_id",
-        F.size("assignments").alias("members"),
-        F.size(F.filter("assignments", lambda m: m["partitions"].isNull())).alias("unknown_assignments"),
-        F.transform("assignments", _holding).alias("holdings"),
+    # The one shuffle moves each assignment as the journal has it (topics and small partition numbers, which
+    # compress), not its 64-bit keys: those are worked out after it, and the window reuses its partitioning.
+    held = stored.repartition("group_id").select(
+        *_PER_ASSIGNMENT, F.transform("assignment", _holding).alias("holdings")
     )
-    compared = held.select(
+    # Everything compared is worked out once per assignment, before the window: the window hands the previous
+    # assignment's lists over as they are, where computing them from its holdings again would double the work.
+    own = held.select(
+        *_PER_ASSIGNMENT,
+        F.array_distinct(F.flatten(F.col("holdings.keys"))).alias("keys"),
+        _pairs(F.col("holdings")).alias("pairs"),
+        F.col("holdings.owner").alias("owners"),
+        F.filter("holdings", lambda h: h["dynamic"]).alias("dynamic_holdings"),
+    )
+    previous = {"keys": _KEYS, "pairs": _KEYS, "owners": _OWNERS, "dynamic_holdings": _HOLDINGS}
+    compared = own.select(
         "*",
         F.lag("seq").over(in_group_order).alias("previous_seq"),
-        F.coalesce(F.lag("holdings").over(in_group_order), F.array().cast(_HOLDINGS)).alias("previous_holdings"),
+        *(
+            F.coalesce(F.lag(name).over(in_group_order), F.array().cast(type_)).alias(f"previous_{name}")
+            for name, type_ in previous.items()
+        ),
     )
-    with_slots = compared.select(
+    turnover = compared.select(
         "*",
-        _keys(F.col("holdings")).alias("keys"),
-        _keys(F.col("previous_holdings")).alias("previous_keys"),
-        _pairs(_with_inferred_slots(F.col("holdings"), F.col("previous_holdings"))).alias("pairs"),
-        _pairs(F.col("previous_holdings")).alias("previous_pairs"),
+        F.array_except("dynamic_holdings.owner", "previous_owners").alias("arrived_owners"),
+        F.array_except("previous_dynamic_holdings.owner", "owners").alias("departed_owners"),
     )
+    # Slots differ from owners only where a dynamic member arrived and another departed: a few assignments.
+    restarts = (F.size("arrived_owners") > 0) & (F.size("departed_owners") > 0)
+    candidates = turnover.select(
+        "*",
+        F.when(restarts, F.filter("previous_dynamic_holdings", lambda d: _among("departed_owners", d))).alias(
+            "departed"
+        ),
+        F.when(restarts, F.filter("dynamic_holdings", lambda h: _among("arrived_owners", h))).alias("arrived"),
+    )
+    # There, the arrivals' pairs are those of their inferred slots; everyone else's stay as they are.
+    arrivals = F.col("arrived")
+    slotted = F.when(
+        restarts,
+        F.array_union(
+            F.array_except("pairs", _pairs(arrivals)),
+            _pairs(_with_inferred_slots(arrivals)),
+        ),
+    ).otherwise(F.col("pairs"))
     added = F.size(F.array_except("keys", "previous_keys"))
     # New pairs are partitions that are new, or that are not new and have another slot: moved.
-    new_pairs = F.size(F.array_except("pairs", "previous_pairs"))
-    return with_slots.select(
+    new_pairs = F.size(F.array_except(slotted, "previous_pairs"))
+    return candidates.select(
         "group_id",
         "seq",
         "ts_ms",
@@ -150,14 +178,27 @@ def partitions_moved(events: DataFrame) -> DataFrame:
     )
 
 
+# What each assignment carries through the comparison as it is.
+_PER_ASSIGNMENT = ("group_id", "seq", "ts_ms", "generation_id", "members", "unknown_assignments")
 # One member of an assignment: its owner (before slot inference), whether it is dynamic, its partition keys.
 _HOLDINGS = "array<struct<owner:string,dynamic:boolean,keys:array<bigint>>>"
+_KEYS = "array<bigint>"
+_OWNERS = "array<string>"
+
+
+def _member(member: Column) -> Column:
+    """What the comparison needs of a decoded member: its owner, whether it is dynamic, its partitions."""
+    return F.struct(
+        _owner(member).alias("owner"),
+        member["group_instance_id"].isNull().alias("dynamic"),
+        member["partitions"].alias("partitions"),
+    )
 
 
 def _holding(member: Column) -> Column:
     return F.struct(
-        _owner(member).alias("owner"),
-        member["group_instance_id"].isNull().alias("dynamic"),
+        member["owner"].alias("owner"),
+        member["dynamic"].alias("dynamic"),
         _partition_keys(member["partitions"]).alias("keys"),
     )
 
@@ -165,54 +206,54 @@ def _holding(member: Column) -> Column:
 def _partition_keys(partitions: Column) -> Column:
     """A member's partitions (map topic -> numbers) as 64-bit keys; empty when its encoding is unknown.
 
-    A key is the topic's xxHash XOR the partition number: one hash per topic instead of one per partition (a
-    quarter faster), and the partitions of one topic can never collide with each other."""
-    per_topic = F.transform(
+    A key is the topic's xxHash XOR the partition number: one hash per topic (hashed before the partitions are
+    visited: an expression inside a lambda is evaluated again for every element), and the partitions of one topic
+    can never collide with each other."""
+    topics = F.transform(
         F.map_entries(partitions),
-        lambda entry: F.transform(entry["value"], lambda partition: F.xxhash64(entry["key"]).bitwiseXOR(partition)),
+        lambda entry: F.struct(F.xxhash64(entry["key"]).alias("hash"), entry["value"].alias("partitions")),
+    )
+    per_topic = F.transform(
+        topics, lambda topic: F.transform(topic["partitions"], lambda partition: topic["hash"].bitwiseXOR(partition))
     )
     return F.coalesce(F.flatten(per_topic), _no_hashes())
 
 
-def _keys(holdings: Column) -> Column:
-    return F.array_distinct(F.flatten(F.transform(holdings, lambda h: h["keys"])))
-
-
 def _pairs(holdings: Column) -> Column:
-    """``(partition, slot)`` keys: each partition key XOR its holder's hashed slot (``owner``)."""
-    return F.flatten(
-        F.transform(holdings, lambda h: F.transform(h["keys"], lambda key: key.bitwiseXOR(F.xxhash64(h["owner"]))))
-    )
+    """``(partition, slot)`` keys: each partition key XOR its holder's hashed slot (``owner``, hashed once)."""
+    hashed = F.transform(holdings, lambda h: F.struct(F.xxhash64(h["owner"]).alias("slot"), h["keys"].alias("keys")))
+    return F.flatten(F.transform(hashed, lambda h: F.transform(h["keys"], lambda key: key.bitwiseXOR(h["slot"]))))
 
 
-def _with_inferred_slots(holdings: Column, previous: Column) -> Column:
-    """``holdings`` with each dynamic arrival's owner replaced by the departed member it restarts, where the
-    pairing is unambiguous (module rules)."""
-    owners_now = F.transform(holdings, lambda h: h["owner"])
-    owners_before = F.transform(previous, lambda h: h["owner"])
-    departed = F.filter(previous, lambda h: h["dynamic"] & ~F.array_contains(owners_now, h["owner"]))
-    arrived = F.filter(holdings, lambda h: h["dynamic"] & ~F.array_contains(owners_before, h["owner"]))
+def _among(owners: str, holding: Column) -> Column:
+    return F.array_contains(F.col(owners), holding["owner"])
+
+
+def _with_inferred_slots(arrivals: Column) -> Column:
+    """The dynamic ``arrivals``, each owner replaced by the departed member it restarts where the pairing is
+    unambiguous (module rules). Reads the row's ``departed`` and ``arrived`` holdings: columns worked out once per
+    assignment, where expressions inside the lambdas below would be evaluated again for every member."""
+    departed, arrived = F.col("departed"), F.col("arrived")
     one_for_one = (F.size(departed) == 1) & (F.size(arrived) == 1)
 
-    def slot(h: Column) -> Column:
-        is_arrival = h["dynamic"] & ~F.array_contains(owners_before, h["owner"])
-        sources = F.filter(departed, lambda d: F.arrays_overlap(d["keys"], h["keys"]))
-        only_source = F.try_element_at(sources, F.lit(1))
-        mutual = (F.size(sources) == 1) & (
+    def with_sources(h: Column) -> Column:
+        # The departed members whose partitions this arrival took: kept, so the next step reads them once.
+        sources = F.when(~one_for_one, F.filter(departed, lambda d: F.arrays_overlap(d["keys"], h["keys"])))
+        return F.struct(h["owner"].alias("owner"), h["keys"].alias("keys"), sources.alias("sources"))
+
+    def slot(s: Column) -> Column:
+        only_source = F.try_element_at(s["sources"], F.lit(1))
+        mutual = (F.size(s["sources"]) == 1) & (
             F.size(F.filter(arrived, lambda a: F.arrays_overlap(a["keys"], only_source["keys"]))) == 1
         )
         predecessor = (
             F.when(one_for_one, F.try_element_at(departed, F.lit(1))["owner"])
             .when(mutual, only_source["owner"])
-            .otherwise(h["owner"])
+            .otherwise(s["owner"])
         )
-        return F.struct(
-            F.when(is_arrival, predecessor).otherwise(h["owner"]).alias("owner"),
-            h["dynamic"].alias("dynamic"),
-            h["keys"].alias("keys"),
-        )
+        return F.struct(predecessor.alias("owner"), s["keys"].alias("keys"))
 
-    return F.transform(holdings, slot)
+    return F.transform(F.transform(arrivals, with_sources), slot)
 
 
 def _no_hashes() -> Column:

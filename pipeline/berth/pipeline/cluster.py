@@ -13,11 +13,13 @@ Owns what changes between the embedded mode and a cluster master. Rules:
   see theirs. Otherwise: one line saying to use shared or object storage.
 - A failure the checks could not foresee (an executor that joined later, a file removed meanwhile) is still one
   line: ``missing_file_error`` turns Spark's "file not found" into a ``JournalError``.
-- Shuffle partitions: ``SHUFFLE_PARTITIONS_PER_CORE`` per core that runs the job, cores taken from
-  ``spark.default.parallelism``, else ``spark.executor.instances`` x ``spark.executor.cores``, else the cores of
-  the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A ``spark.sql.shuffle.partitions``
-  set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their partitioning (AQE does not
-  coalesce them), so Spark's default of 200 would run 200 tasks per stage for any journal.
+- Shuffle partitions: ``sizing.shuffle_partitions`` of the journal's bytes and the cores that run the job, cores
+  taken from ``spark.default.parallelism``, else ``spark.executor.instances`` x ``spark.executor.cores``, else the
+  cores of the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A
+  ``spark.sql.shuffle.partitions`` set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their
+  partitioning (AQE does not coalesce them), so Spark's default of 200 would run 200 tasks per stage for any
+  journal. Adaptive execution and whole-stage code generation follow from the partitions and the journal's size
+  (``sizing``), unless set explicitly as well.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from berth.pipeline.sizing import adaptive_execution, shuffle_partitions, whole_stage_codegen
 from berth.pipeline.sources import (
     JournalError,
     JournalSource,
@@ -41,7 +45,6 @@ from berth.pipeline.sources import (
     resolve_journal_source,
 )
 
-SHUFFLE_PARTITIONS_PER_CORE = 3
 EXECUTOR_WAIT_S = 30.0
 _PROBE_TOKEN_FILE = "driver-token"
 _MISSING_FILE = re.compile(r"FileNotFoundException|FILE_NOT_EXIST|PATH_NOT_FOUND|does not exist", re.IGNORECASE)
@@ -107,14 +110,37 @@ def missing_file_error(error: Exception, label: str) -> JournalError | None:
     )
 
 
-def size_shuffle_partitions(spark: SparkSession) -> int:
-    """Set and return ``spark.sql.shuffle.partitions`` for the cores that run the job (module rules)."""
+@dataclass(frozen=True)
+class SqlSizing:
+    """What ``size_sql`` settled on: shuffle partitions, the cores counted, adaptive execution, code generation."""
+
+    partitions: int
+    cores: int
+    adaptive: bool
+    codegen: bool
+
+
+def size_sql(spark: SparkSession, journal_bytes: int | None) -> SqlSizing:
+    """Size the session's SQL settings to the cores that run the job and the journal's size (module rules):
+    shuffle partitions, adaptive execution and whole-stage code generation, each unless set explicitly."""
+    cores = job_cores(spark)
+    partitions = int(_sized(spark, "spark.sql.shuffle.partitions", str(shuffle_partitions(journal_bytes, cores))))
+    adaptive = _sized(spark, "spark.sql.adaptive.enabled", _flag(adaptive_execution(partitions))) == "true"
+    codegen = _sized(spark, "spark.sql.codegen.wholeStage", _flag(whole_stage_codegen(journal_bytes))) == "true"
+    return SqlSizing(partitions, cores, adaptive, codegen)
+
+
+def _sized(spark: SparkSession, key: str, value: str) -> str:
+    """``value`` set as ``key``, unless the session's configuration names it (spark-submit's ``--conf``): then that."""
     conf = spark.sparkContext.getConf()
-    if conf.contains("spark.sql.shuffle.partitions"):
-        return int(conf.get("spark.sql.shuffle.partitions") or 200)
-    partitions = max(2, SHUFFLE_PARTITIONS_PER_CORE * job_cores(spark))
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    return partitions
+    if conf.contains(key):
+        return (conf.get(key) or "").strip().lower()
+    spark.conf.set(key, value)
+    return value
+
+
+def _flag(on: bool) -> str:
+    return "true" if on else "false"
 
 
 def job_cores(spark: SparkSession) -> int:

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING
 from berth.pipeline.advice_settings import AdviceSettings
 from berth.pipeline.arguments import DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT, PROG, analyze_parser, convert_parser
 from berth.pipeline.progress import Progress, count
-from berth.pipeline.sources import JournalError, JournalSource, is_local_master, resolve_journal_source
+from berth.pipeline.sizing import driver_memory, memory_limit_bytes
+from berth.pipeline.sources import (
+    JournalError,
+    JournalSource,
+    is_local_master,
+    journal_bytes,
+    resolve_journal_source,
+)
 
 if TYPE_CHECKING:
     from berth.pipeline.analyze import AnalysisResult
@@ -112,7 +119,7 @@ def _analyze(
     from berth.pipeline.cluster import check_executors_read
 
     journal_label = args.journal_url or args.journal
-    with _session(args, progress) as owned:
+    with _session(args, source, progress) as owned:
         if args.journal_url:
             _check_staging_fits_master(args, master=owned.spark.sparkContext.master)
         check_executors_read(owned.spark, source, journal_label)
@@ -121,18 +128,28 @@ def _analyze(
 
 
 @contextlib.contextmanager
-def _session(args: argparse.Namespace, progress: Progress) -> Iterator[OwnedSession]:
-    """The session for one command, its shuffle partitions sized from the cores that run it; stopped after when
-    this process created it."""
-    from berth.pipeline.cluster import size_shuffle_partitions
+def _session(args: argparse.Namespace, source: JournalSource, progress: Progress) -> Iterator[OwnedSession]:
+    """The session for one command, sized to its journal (``sizing``): the driver's heap, and shuffle partitions,
+    adaptive execution and code generation for the journal and the cores that run it; stopped after when this
+    process created it."""
+    from berth.pipeline.cluster import size_sql
     from berth.pipeline.session import open_session
 
-    progress.say("starting Spark")
-    owned = open_session(args.master, args.driver_memory)
+    size = journal_bytes(source)
+    heap = driver_memory(args.driver_memory, size, source.format, memory_limit_bytes())
+    read = "" if size is None else f" ({size / 2**20:,.1f} MiB of journal)"
+    progress.say(f"starting Spark{read}")
+    owned = open_session(args.master, heap)
     try:
         if owned.created_here:
-            partitions = size_shuffle_partitions(owned.spark)
-            progress.say(f"Spark master {owned.spark.sparkContext.master}, {partitions} shuffle partitions")
+            sized = size_sql(owned.spark, size)
+            conf = owned.spark.sparkContext.getConf()
+            lean = [name for name, on in (("adaptive execution", sized.adaptive), ("codegen", sized.codegen)) if not on]
+            progress.say(
+                f"Spark master {conf.get('spark.master')} ({count(sized.cores, 'core')}, driver heap "
+                f"{conf.get('spark.driver.memory', '1g')}), {count(sized.partitions, 'shuffle partition')}"
+                + (f", no {' or '.join(lean)}" if lean else "")
+            )
         yield owned
     finally:
         if owned.created_here:
@@ -244,7 +261,7 @@ def convert_main(argv: Sequence[str]) -> int:
     try:
         source = resolve_journal_source(args.journal, "jsonl")
         progress = Progress(enabled=not args.quiet)
-        with _session(args, progress) as owned:
+        with _session(args, source, progress) as owned:
             from berth.pipeline.cluster import check_executors_read, check_executors_write
 
             check_executors_read(owned.spark, source, args.journal)

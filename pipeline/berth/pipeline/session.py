@@ -7,8 +7,11 @@ Owns the session's configuration. Rules (SPARK-NOTES.md):
 - Executors run this very interpreter (``PYSPARK_PYTHON``), so a venv install works without activation.
 - Session time zone is UTC: hours and dates in the outputs never depend on the machine running the job.
 - An already active session (tests, notebooks) is reused as it is, never reconfigured nor stopped.
-- Shuffle partitions are sized from the cores that run the job (``cluster.size_shuffle_partitions``), not from
-  the driver's machine and not Spark's 200: that happens after the session starts, when the executors are known.
+- A local run starts lean: no web UI, the driver's heap and JVM options sized by ``sizing`` (a demo's journal and
+  ten million events need different heaps; the options save half of a small run's JVM CPU).
+- Shuffle partitions, adaptive execution and code generation are sized from the cores that run the job and the
+  journal's size (``cluster.size_sql``), not from the driver's machine and not Spark's 200: that happens after the
+  session starts, when the executors are known.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from berth.pipeline.arguments import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT
+from berth.pipeline.arguments import DEFAULT_MASTER, LAUNCHED_BY_SPARK_SUBMIT
+from berth.pipeline.sizing import JVM_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -35,17 +39,20 @@ def launched_by_spark_submit() -> bool:
 
 
 def local_settings(master: str | None, driver_memory: str) -> dict[str, str]:
-    """The settings a run started outside spark-submit gets; empty under spark-submit (its flags rule)."""
+    """The settings a run started outside spark-submit gets (``driver_memory`` as Spark takes it, sized already);
+    empty under spark-submit (its flags rule)."""
     if launched_by_spark_submit():
         return {}
     return {
         "spark.master": master or DEFAULT_MASTER,
         "spark.driver.memory": driver_memory,
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
 
 
-def open_session(master: str | None = None, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> OwnedSession:
+def open_session(master: str | None, driver_memory: str) -> OwnedSession:
     """The active session if there is one, else a new one configured per the module rules."""
     active = SparkSession.getActiveSession()
     if active is not None:

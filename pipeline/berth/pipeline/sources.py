@@ -10,6 +10,7 @@ says Parquet or ``--format parquet`` is given. A missing or empty journal raises
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
@@ -50,6 +51,28 @@ def resolve_journal_source(path: str, requested_format: str = "auto") -> Journal
     if os.path.isfile(local_path):
         return _resolve_files([local_path], requested_format, described_as=local_path)
     raise JournalError(f"journal not found: {path}")
+
+
+def journal_bytes(source: JournalSource) -> int | None:
+    """The bytes Spark will read for ``source`` (sizes the local session before it starts); None when they are
+    out of sight (a remote URI) or vanish meanwhile."""
+    total = 0
+    try:
+        for path in source.paths:
+            if _is_remote(path):
+                return None
+            local = path.removeprefix("file://")
+            if os.path.isfile(local):
+                total += os.path.getsize(local)
+                continue
+            for root, _dirs, files in os.walk(local):
+                wanted = (f for f in files if fnmatch.fnmatch(f, source.file_filter or "*.parquet"))
+                total += sum(os.path.getsize(os.path.join(root, f)) for f in wanted)
+                if source.file_filter is not None:
+                    break  # segment directories are flat: Spark reads the folder itself, not below it
+    except OSError:
+        return None
+    return total
 
 
 def is_local_master(master: str) -> bool:

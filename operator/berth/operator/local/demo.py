@@ -14,6 +14,12 @@ progress lines:
 It ends with a table (``--json``: the same rows as JSON) and, when the Spark pipeline is installed, the
 pipeline's report on the journal the run produced. A temporary directory is removed at the end unless the report
 was written into it (then its path is printed).
+
+The report and the table count the same journal: every rebalance the journal holds is in a row of the table (the
+fleets forming are rows too), and nothing after the scenarios is journaled. The fleets run until the last
+scenario has ended and the coordinator has stopped; only then are their processes stopped, so the demo's own
+teardown (static members expiring, dynamic ones leaving) never reaches the journal. The report sizes its advice
+with the heartbeat interval the members ran with, not the pipeline's default.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from berth.operator.local.demo_support import LocalFleets, Tracker, local_contex
 from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
-from berth.operator.planners.statefulset import plan_statefulset
+from berth.operator.planners.statefulset import ENV_HEARTBEAT_INTERVAL_MS, plan_statefulset
 from berth.operator.spec import OperatorDefaults, parse_fleet
 
 
@@ -47,6 +53,7 @@ from berth.operator.spec import OperatorDefaults, parse_fleet
 class Row:
     scenario: str
     membership: str
+    group_id: str
     rebalances: int
     partitions_moved: int
     seconds_to_reassignment: float
@@ -67,6 +74,9 @@ class Demo:
         self.fleets = LocalFleets()
         self.context = local_context(self.fleets, self.coordinators, self.defaults, self.say)
         self.partitions = {f"orders:{p}" for p in range(args.partitions)}
+        self.workloads: list[LocalFleet] = []
+        # What the static members heartbeat with, as planned for them (the pipeline's advice adds one interval).
+        self.heartbeat_interval_ms = args.heartbeat_interval_ms
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -112,6 +122,10 @@ class Demo:
             static=static,
             extra_env={"BERTH_TOPICS": f"orders:{self.args.partitions}", "BERTH_ASSIGNORS": "sticky,range"},
         )
+        self.workloads.append(workload)
+        heartbeat = planned.member_env.get(ENV_HEARTBEAT_INTERVAL_MS)
+        if static and heartbeat is not None:
+            self.heartbeat_interval_ms = int(heartbeat)
         if static:
             self.fleets.add(body, workload)  # the operator's loop applies and scales it
         else:
@@ -119,11 +133,13 @@ class Demo:
         self.say(
             f"fleet {name}: {self.args.members} {'static' if static else 'dynamic'} members over orders:"
             f"{self.args.partitions}, session timeout {decision.ms / 1000:.1f} s, heartbeat every "
-            f"{planned.member_env.get('BERTH_HEARTBEAT_INTERVAL_MS')} ms"
+            f"{heartbeat} ms"
         )
         return workload, tracker
 
-    async def form(self, name: str, workload: LocalFleet, tracker: Tracker) -> None:
+    async def form(self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker) -> Row:
+        mark = await self._last_seq()
+        started = time.monotonic()
         if workload.static:
             await reconcile_until_converged(self.context, self.fleets, name, replicas=self.args.members)
         else:
@@ -131,7 +147,19 @@ class Demo:
         names = set(instance_ids(name, self.args.members))
         await tracker.until(lambda: tracker.covers(names, self.partitions), f"{name} to own every partition")
         generation = next(iter(tracker.assigned.values()))["generation"]
-        self.say(f"{name} formed: generation {generation}, {len(self.partitions)} partitions owned")
+        row = Row(
+            "form",
+            "static" if workload.static else "dynamic",
+            group_id,
+            await self.rebalances_since(group_id, mark),
+            tracker.moves,
+            round(time.monotonic() - started, 2),
+        )
+        self.say(
+            f"{name} formed: generation {generation}, {len(self.partitions)} partitions owned, "
+            f"{row.rebalances} rebalance(s)"
+        )
+        return row
 
     async def rolling_restart(self, name: str, group_id: str, workload: LocalFleet, tracker: Tracker) -> Row:
         names = set(instance_ids(name, self.args.members))
@@ -150,6 +178,7 @@ class Demo:
         row = Row(
             "rolling_restart",
             "static" if workload.static else "dynamic",
+            group_id,
             rebalances,
             tracker.moves - moves_before,
             round(sum(gaps) / len(gaps), 2),
@@ -175,6 +204,7 @@ class Demo:
         row = Row(
             scenario,
             "static",
+            group_id,
             await self.rebalances_since(group_id, mark),
             tracker.moves - moves_before,
             round(seconds, 2),
@@ -184,28 +214,30 @@ class Demo:
         return row
 
     async def run(self) -> list[Row]:
+        """Every scenario, one row each. The fleets keep running: ``close`` stops them, after the coordinator."""
         rows: list[Row] = []
+        workload, tracker = await self.start_fleet("orders", "orders", static=True)
+        rows.append(await self.form("orders", "orders", workload, tracker))
+        rows.append(await self.rolling_restart("orders", "orders", workload, tracker))
+        smaller = self.args.members - self.args.scale_by
+        rows.append(await self.scale("orders", "orders", tracker, smaller))
+        rows.append(await self.scale("orders", "orders", tracker, self.args.members))
+        if not self.args.skip_dynamic:
+            dynamic, dynamic_tracker = await self.start_fleet("dynamic", "orders-dynamic", static=False)
+            rows.append(await self.form("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
+            rows.append(await self.rolling_restart("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
+        return rows
+
+    async def close(self) -> None:
+        """Stop every member process and the clients. Called once the coordinator has stopped, so that stopping the
+        fleets (static members expiring, dynamic ones leaving) is not journaled as if it were part of the demo; with
+        no coordinator to leave, the members are killed rather than asked to leave."""
         try:
-            workload, tracker = await self.start_fleet("orders", "orders", static=True)
-            try:
-                await self.form("orders", workload, tracker)
-                rows.append(await self.rolling_restart("orders", "orders", workload, tracker))
-                smaller = self.args.members - self.args.scale_by
-                rows.append(await self.scale("orders", "orders", tracker, smaller))
-                rows.append(await self.scale("orders", "orders", tracker, self.args.members))
-            finally:
-                await workload.close()
-            if not self.args.skip_dynamic:
-                dynamic, dynamic_tracker = await self.start_fleet("dynamic", "orders-dynamic", static=False)
-                try:
-                    await self.form("dynamic", dynamic, dynamic_tracker)
-                    rows.append(await self.rolling_restart("dynamic", "orders-dynamic", dynamic, dynamic_tracker))
-                finally:
-                    await dynamic.close()
+            for workload in self.workloads:
+                await workload.close(kill=True)
         finally:
             await self.coordinators.close()
             await self.admin.close()
-        return rows
 
 
 def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
@@ -217,12 +249,27 @@ def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
             f"{row.seconds_to_reassignment:>20.1f} s"
         )
     print(
+        f"{'all':<30}{sum(row.rebalances for row in rows):>11}  (the journal's rebalances, as the report counts them)"
+    )
+    print(
         f"\nWithout the batch leave, a scale-down waits out the session timeout ({session_timeout_ms / 1000:.0f} s) "
         "before anyone takes over the departed members' partitions."
     )
 
 
-def run_pipeline_report(data_dir: Path, say: Any) -> bool:
+def pipeline_arguments(data_dir: Path, out: Path, heartbeat_interval_ms: int) -> list[str]:
+    """``berth-analyze``'s arguments for the demo's journal: the advice adds the heartbeat the members ran with."""
+    return [
+        "--journal",
+        str(data_dir / "journal"),
+        "--out",
+        str(out),
+        "--heartbeat-interval-ms",
+        str(heartbeat_interval_ms),
+    ]
+
+
+def run_pipeline_report(data_dir: Path, say: Any, heartbeat_interval_ms: int) -> bool:
     """Run berth-analyze on the demo's journal; whether it wrote a report (then the directory is kept)."""
     if importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
         say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
@@ -230,10 +277,11 @@ def run_pipeline_report(data_dir: Path, say: Any) -> bool:
     # This interpreter, not whatever berth-analyze PATH finds: the demo may run from a venv nobody activated.
     analyze = [sys.executable, "-m", "berth.pipeline.main"]
     out = data_dir.parent / "analysis"
-    say(f"running the pipeline on the journal: berth-analyze --journal {data_dir / 'journal'} --out {out}")
+    arguments = pipeline_arguments(data_dir, out, heartbeat_interval_ms)
+    say(f"running the pipeline on the journal: berth-analyze {' '.join(arguments)}")
     import subprocess
 
-    result = subprocess.run([*analyze, "--journal", str(data_dir / "journal"), "--out", str(out)], check=False)
+    result = subprocess.run([*analyze, *arguments], check=False)
     if result.returncode == 0:
         say(f"report: {out / 'report.html'}  (advice: {out / 'advice.json'})")
     else:
@@ -282,13 +330,15 @@ async def amain(args: argparse.Namespace) -> list[Row]:
         try:
             rows = await demo.run()
         finally:
+            # The journal ends with the last scenario: stopping the fleets afterwards is not part of the demo.
             coordinator.stop()
+            await demo.close()
         if args.json:
             print(json.dumps([asdict(row) for row in rows], indent=2))
         else:
             print_table(rows, args.session_timeout_ms)
             if not args.no_report:
-                keep = run_pipeline_report(data_dir, demo.say)
+                keep = run_pipeline_report(data_dir, demo.say, demo.heartbeat_interval_ms)
     finally:
         if temporary and not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -111,6 +111,12 @@ class LocalFleet:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
 
+    def _kill(self, name: str) -> None:
+        process = self._processes.get(name)
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+
     async def restart_member(self, name: str) -> None:
         """Stop a member, wait for its process to exit, and start it again under the same name."""
         self.stop_member(name)
@@ -121,9 +127,14 @@ class LocalFleet:
         async with self._exited:
             await self._exited.wait_for(lambda: not (names & set(self._processes)))
 
-    async def close(self) -> None:
+    async def close(self, *, kill: bool = False) -> None:
+        """Stop every member: SIGTERM, as a pod's deletion does, or SIGKILL (``kill``) when there is nothing left for
+        them to say goodbye to (their coordinator is gone); either way, killed after 20 s."""
         for name in list(self._processes):
-            self.stop_member(name)
+            if kill:
+                self._kill(name)
+            else:
+                self.stop_member(name)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_gone(set(self._processes)), 20)
         for process in self._processes.values():
