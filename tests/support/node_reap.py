@@ -217,14 +217,18 @@ def _zombie(pid: int) -> bool:
 
 
 def remove_containers(runc_root: Path) -> None:
-    """Every container under runc's state root, paused ones thawed first (the shims would keep them running)."""
+    """Every container under runc's state root, paused ones thawed first (the shims would keep them running).
+
+    containerd's runc shim keeps each containerd namespace's containers in a root of its own below the configured
+    one (``<root>/k8s.io`` for the kubelet's): every such root is listed, and the configured one itself."""
     if not runc_root.is_dir():
         return
-    answer = run(str(RUNC), "--root", str(runc_root), "list", "--format", "json")
-    for container in json.loads(answer.stdout or "null") or []:
-        if container.get("status") == "paused":
-            run(str(RUNC), "--root", str(runc_root), "resume", container["id"])
-        run(str(RUNC), "--root", str(runc_root), "delete", "--force", container["id"])
+    for root in (runc_root, *(d for d in runc_root.iterdir() if d.is_dir() and not (d / "state.json").exists())):
+        answer = run(str(RUNC), "--root", str(root), "list", "--format", "json")
+        for container in json.loads(answer.stdout or "null") or []:
+            if container.get("status") == "paused":
+                run(str(RUNC), "--root", str(root), "resume", container["id"])
+            run(str(RUNC), "--root", str(root), "delete", "--force", container["id"])
 
 
 def end_shims(socket: Path) -> None:

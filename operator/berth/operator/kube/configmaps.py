@@ -14,9 +14,8 @@ import kubernetes
 
 from berth.operator.kube.api_session import ApiSession
 from berth.operator.kube.calls import port_errors, read_or_none
-from berth.operator.kube.informer import Informer, Obj, WatchedResource
-
-CONFIG_MAP = WatchedResource("", "v1", "configmaps")
+from berth.operator.kube.informer import Informer, Obj
+from berth.operator.kube.watch_cache import CONFIG_MAPS
 
 
 def key_watch(api: ApiSession, namespace: str, name: str, key: str, on_change: Callable[[], None]) -> Informer:
@@ -29,7 +28,7 @@ def key_watch(api: ApiSession, namespace: str, name: str, key: str, on_change: C
 
     return Informer(
         api,
-        CONFIG_MAP,
+        CONFIG_MAPS,
         namespace=namespace,
         selector="",
         name=name,
