@@ -9,6 +9,7 @@ port on a PersistentVolume, and ``helm test`` passing. The transcript is printed
 from __future__ import annotations
 
 import pytest
+from support.kube import wait_until
 from support.node import Node
 from support.node_stage import Release
 
@@ -43,8 +44,16 @@ def test_helm_install_runs_every_berth_pod_from_the_locally_built_images(
     assert operator["spec"]["serviceAccountName"] == "berth-operator"
     projected = [v for v in operator["spec"]["volumes"] if "projected" in v]
     assert any("serviceAccountToken" in s for v in projected for s in v["projected"]["sources"]), projected
-    log = kube.kubectl("-n", "berth", "logs", operator["metadata"]["name"]).stdout
-    assert "Initial authentication has finished" in log
+    # The leader starts Kopf once it holds the Lease: its log says so within moments of taking it.
+    log = wait_until(
+        lambda: (
+            "Initial authentication has finished"
+            in (text := kube.kubectl("-n", "berth", "logs", operator["metadata"]["name"]).stdout)
+            and text
+        ),
+        "the leader's Kopf authenticated (its log)",
+        timeout_s=120,
+    )
     assert "Forbidden" not in log
 
     # The coordinator: probes on the probe port, its data on a volume the node provides, no Kubernetes token.
