@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -82,13 +82,27 @@ EXIT_LOST_LEADERSHIP = 1
 API_THREADS = WORKERS + 8
 
 
+class SpecDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """Kopf's last-handled configuration of a fleet, made of its spec alone (the update handler follows spec only).
+
+    With labels and annotations in what Kopf compares, every metadata change (the operator's own ``berth.dev/fleet``
+    label, a pause) would cost a patch of Kopf's annotation; and Kopf builds it on every watch event by deep-copying
+    the whole object, status and managedFields included, before dropping them (15% of the operator's CPU while a
+    thousand fleets were created): here only what is kept is copied.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        slim: kopf.RawBody = {key: value for key, value in body.items() if key not in ("metadata", "status")}  # type: ignore[assignment]
+        return super().build(body=kopf.Body(slim), extra_fields=extra_fields)
+
+
 def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.peering.standalone = True
     settings.scanning.disabled = options.namespace is not None
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = SpecDiffBaseStorage(prefix=ANNOTATION_PREFIX, ignored_fields=["metadata"])
     settings.posting.reporting_component = COMPONENT
     settings.posting.reporting_instance = os.environ.get("HOSTNAME") or COMPONENT
     settings.posting.event_name_prefix = "berth-"

@@ -117,9 +117,9 @@ async def test_create_makes_the_statefulset_service_and_member_environment(
     ]
     assert messages(apiserver, "orders", "Scaled") == ["scaled to 3 replicas"]
     assert any("created StatefulSet orders" in m for m in messages(apiserver, "orders", "Created"))
-    assert "created PodDisruptionBudget orders (maxUnavailable 1; unhealthy pods always evictable)" in messages(
-        apiserver, "orders", "Created"
-    )
+    (created,) = messages(apiserver, "orders", "Created")  # one Event for the StatefulSet, Service and budget
+    assert "created headless Service orders" in created
+    assert "created PodDisruptionBudget orders (maxUnavailable 1; unhealthy pods always evictable)" in created
     assert "retainedClaims" not in status
     assert len(messages(apiserver, "orders", "SessionTimeout")) == 1
     await until_async(lambda: _described(api), "describe")

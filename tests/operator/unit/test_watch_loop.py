@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from berth.operator.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
-from berth.operator.kube.watch_cache import SELECTOR, project_pod
+from berth.operator.kube.watch_cache import SELECTOR, WatchCache, project_pod
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in, spread
 from berth.operator.reconcile.queue import PassQueue
 
@@ -204,3 +204,24 @@ def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads(
     assert informer.objects == {} and changes[-1][1] is None and informer.resource_version == "24"
     with pytest.raises(Gone):
         informer.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
+
+
+def test_what_the_operator_wrote_is_read_back_from_the_cache_and_its_own_watch_event_pokes_nobody() -> None:
+    poked: list[tuple[str, str]] = []
+    cache = WatchCache(
+        None,  # type: ignore[arg-type]  # no I/O: writes and events are handed in
+        namespace="shop",
+        config_maps=False,
+        on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
+    )
+    informer = cache.informers[PODS]
+    cache.wrote(PODS, pod("orders-0", "10"))
+    assert cache.object(PODS, "shop", "orders-0") is not None
+    assert [p["metadata"]["name"] for p in cache.fleet_objects(PODS, "shop", "orders")] == ["orders-0"]
+    assert poked == []  # the pass that wrote it knows
+    informer.handle({"type": "ADDED", "object": pod("orders-0", "10")})  # the same object, watched: no change
+    assert poked == []
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "11", ready="False")})  # someone else's change
+    assert poked == [("shop", "orders")]
+    cache.wrote(PODS, pod("orders-9", "12", labels={"team": "a"}))  # outside the selector: not kept
+    assert cache.object(PODS, "shop", "orders-9") is None

@@ -18,7 +18,7 @@ import kubernetes
 
 from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found, read_or_none
 from berth.operator.kube.owned_objects import controlled_by, ensure_owned
-from berth.operator.kube.watch_cache import DISRUPTION_BUDGETS, WatchCache, read_cached
+from berth.operator.kube.watch_cache import DISRUPTION_BUDGETS, WatchCache, read_cached, written
 from berth.operator.ports import Applied
 
 KIND = "PodDisruptionBudget"
@@ -51,9 +51,21 @@ class FleetDisruptionBudget:
             self.fleet_uid,
             read=self._read,
             reread=self._fetch,
-            create=lambda body: call_json(policy.create_namespaced_pod_disruption_budget, self.namespace, body),
-            patch=lambda ops: call_json(
-                policy.patch_namespaced_pod_disruption_budget, self.name, self.namespace, ops, _content_type=JSON_PATCH
+            create=lambda body: written(
+                self.cache,
+                DISRUPTION_BUDGETS,
+                call_json(policy.create_namespaced_pod_disruption_budget, self.namespace, body),
+            ),
+            patch=lambda ops: written(
+                self.cache,
+                DISRUPTION_BUDGETS,
+                call_json(
+                    policy.patch_namespaced_pod_disruption_budget,
+                    self.name,
+                    self.namespace,
+                    ops,
+                    _content_type=JSON_PATCH,
+                ),
             ),
             changes=lambda plan: [
                 {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]} for key in sorted(plan["spec"])

@@ -211,6 +211,16 @@ class Informer:
         except TimeoutError:
             pass  # silent for longer than the server's own timeout: watch again from where we are
 
+    def put(self, obj: Mapping[str, Any]) -> tuple[Obj | None, Obj] | None:
+        """``obj`` kept as if a watch event had brought it, without telling anyone: ``(old, new)`` when that changed
+        what is kept, else None (an object outside the selector is ignored)."""
+        if not matches(obj, self._terms):
+            return None
+        key = key_of(obj)
+        old, new = self.objects.get(key), self.project(dict(obj))
+        self.objects[key] = new
+        return (old, new) if old != new else None
+
     def handle(self, event: Mapping[str, Any]) -> None:
         """One watch event: the store updated and the change told, a bookmark's resourceVersion kept."""
         kind = event.get("type")

@@ -11,6 +11,9 @@ berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
   fleet's pass within a moment, with no polling.
 - Reads are served from the cache only once its informer has listed everything (``synced``); before, the caller
   reads through the API. Objects handed out are the cache's own: read them, never change them.
+- What the operator itself creates or patches is kept as the API server answered it (``wrote``): a pass reads
+  back what it wrote without asking the API server again, and the watch event of that write changes nothing and
+  pokes nobody (a first pass would otherwise be followed by one pass per object it created).
 - The cache may lag the API server by a moment. Create-or-patch tolerates it (a 409 on create is read back
   through the API; a patch decided on a stale copy is sent again, the same); a step that cannot be taken back
   confirms its view first (``WorkloadView.from_cache``, ``observe(fresh=True)``).
@@ -192,19 +195,30 @@ class WatchCache:
     def size(self) -> int:
         return sum(len(informer.objects) for informer in self.informers.values())
 
-    def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
-        index = self._by_fleet[resource]
+    def wrote(self, resource: WatchedResource, obj: Obj) -> None:
+        """An object the operator has just created or changed, as the API server answered: kept as if watched, so
+        the pass goes on from what it wrote without reading it back, and the watch event of that very write is no
+        change (it pokes nobody: the pass that wrote it knows)."""
+        informer = self.informers.get(resource)
+        if informer is not None and (change := informer.put(obj)) is not None:
+            self._index(resource, *change)
 
+    def _index(self, resource: WatchedResource, old: Obj | None, new: Obj | None) -> set[Key]:
+        """The by-fleet index told of one change; the fleets it concerns."""
+        index = self._by_fleet[resource]
+        fleets = {key for key in (fleet_of(old), fleet_of(new)) if key is not None}
+        if old is not None and (before := fleet_of(old)) is not None:
+            members = index.get(before, {})
+            members.pop(str(old["metadata"].get("name")), None)
+            if not members:
+                index.pop(before, None)
+        if new is not None and (after := fleet_of(new)) is not None:
+            index.setdefault(after, {})[str(new["metadata"].get("name"))] = new
+        return fleets
+
+    def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
         def changed(old: Obj | None, new: Obj | None) -> None:
-            fleets = {key for key in (fleet_of(old), fleet_of(new)) if key is not None}
-            if old is not None and (before := fleet_of(old)) is not None:
-                members = index.get(before, {})
-                members.pop(str(old["metadata"].get("name")), None)
-                if not members:
-                    index.pop(before, None)
-            if new is not None and (after := fleet_of(new)) is not None:
-                index.setdefault(after, {})[str(new["metadata"].get("name"))] = new
-            for namespace, fleet in fleets:
+            for namespace, fleet in self._index(resource, old, new):
                 self.on_fleet_change(namespace, fleet)
 
         return changed
@@ -221,6 +235,14 @@ async def read_cached(
     if cache is not None and cache.synced(resource):
         return cache.object(resource, namespace, name)
     return await read()
+
+
+async def written(cache: WatchCache | None, resource: WatchedResource, call: Awaitable[Obj]) -> Obj:
+    """``call``'s answer, an object just created or changed, kept in ``cache`` (:meth:`WatchCache.wrote`)."""
+    obj = await call
+    if cache is not None:
+        cache.wrote(resource, obj)
+    return obj
 
 
 class CachedWorkloadObserver:

@@ -55,7 +55,7 @@ from berth.operator.kube.owned_objects import (
     metadata_ops,
     stamped,
 )
-from berth.operator.kube.watch_cache import CONFIG_MAPS, SERVICES, STATEFULSETS, WatchCache, read_cached
+from berth.operator.kube.watch_cache import CONFIG_MAPS, SERVICES, STATEFULSETS, WatchCache, read_cached, written
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
@@ -100,12 +100,16 @@ class StatefulSetWorkload:
 
     async def scale(self, replicas: int) -> None:
         with port_errors():
-            await call_json(
-                self.apps.patch_namespaced_stateful_set,
-                self.name,
-                self.namespace,
-                {"spec": {"replicas": replicas}},
-                _content_type=MERGE_PATCH,
+            await written(
+                self.cache,
+                STATEFULSETS,
+                call_json(
+                    self.apps.patch_namespaced_stateful_set,
+                    self.name,
+                    self.namespace,
+                    {"spec": {"replicas": replicas}},
+                    _content_type=MERGE_PATCH,
+                ),
             )
 
     async def observe(self, *, fresh: bool = False) -> WorkloadView:
@@ -150,7 +154,9 @@ class StatefulSetWorkload:
             await self._try_claims(planned)
             try:
                 body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted, CLAIM_TEMPLATES_HASH_ANNOTATION: claims})
-                await call_json(self.apps.create_namespaced_stateful_set, self.namespace, body)
+                await written(
+                    self.cache, STATEFULSETS, call_json(self.apps.create_namespaced_stateful_set, self.namespace, body)
+                )
                 return Applied.CREATED
             except Exception as error:
                 if not is_conflict(error):  # 409: created meanwhile (an earlier attempt that timed out)
@@ -172,8 +178,12 @@ class StatefulSetWorkload:
             *metadata_ops(live, planned, wanted),
             *({"op": "add", "path": f"/spec/{key}", "value": value} for key, value in updatable_spec(planned).items()),
         ]
-        await call_json(
-            self.apps.patch_namespaced_stateful_set, self.name, self.namespace, patch, _content_type=JSON_PATCH
+        await written(
+            self.cache,
+            STATEFULSETS,
+            call_json(
+                self.apps.patch_namespaced_stateful_set, self.name, self.namespace, patch, _content_type=JSON_PATCH
+            ),
         )
         return Applied.UPDATED
 
@@ -217,9 +227,13 @@ class StatefulSetWorkload:
             self.fleet_uid,
             read=self._read_service,
             reread=self._fetch_service,
-            create=lambda body: call_json(self.core.create_namespaced_service, self.namespace, body),
-            patch=lambda ops: call_json(
-                self.core.patch_namespaced_service, self.name, self.namespace, ops, _content_type=JSON_PATCH
+            create=lambda body: written(
+                self.cache, SERVICES, call_json(self.core.create_namespaced_service, self.namespace, body)
+            ),
+            patch=lambda ops: written(
+                self.cache,
+                SERVICES,
+                call_json(self.core.patch_namespaced_service, self.name, self.namespace, ops, _content_type=JSON_PATCH),
             ),
             changes=lambda plan: [
                 {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]}
@@ -239,9 +253,13 @@ class StatefulSetWorkload:
             self.fleet_uid,
             read=lambda: read_cached(self.cache, CONFIG_MAPS, self.namespace, name, fetch),
             reread=fetch,
-            create=lambda body: call_json(self.core.create_namespaced_config_map, self.namespace, body),
-            patch=lambda ops: call_json(
-                self.core.patch_namespaced_config_map, name, self.namespace, ops, _content_type=JSON_PATCH
+            create=lambda body: written(
+                self.cache, CONFIG_MAPS, call_json(self.core.create_namespaced_config_map, self.namespace, body)
+            ),
+            patch=lambda ops: written(
+                self.cache,
+                CONFIG_MAPS,
+                call_json(self.core.patch_namespaced_config_map, name, self.namespace, ops, _content_type=JSON_PATCH),
             ),
             changes=lambda plan: [{"op": "add", "path": "/data", "value": plan["data"]}],
         )

@@ -23,6 +23,7 @@ from typing import Any
 from berth.operator.advice_source import AdviceSource
 from berth.operator.coordinators import Coordinators
 from berth.operator.local.fleet import LocalFleet
+from berth.operator.planners.fleet_status import merge_patch
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.reconcile.context import PassContext
 from berth.operator.reconcile.fleet_pass import FleetPass
@@ -93,7 +94,9 @@ class InMemoryStatus:
         self.labels: dict[str, str] = {}
 
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
-        _merge(self.status, patch)
+        merged = merge_patch(self.status, patch)
+        self.status.clear()
+        self.status.update(copy.deepcopy(merged))
         return copy.deepcopy(self.status)
 
     async def label(self, labels: Mapping[str, str]) -> None:
@@ -180,13 +183,3 @@ async def reconcile_until_converged(
         if time.monotonic() > deadline:
             raise TimeoutError(f"fleet {name} did not converge: {result.waiting}")
         await asyncio.sleep(poll_s)
-
-
-def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value) if isinstance(value, Mapping | list) else value

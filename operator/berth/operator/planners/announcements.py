@@ -23,7 +23,8 @@ Announcement = tuple[str, str]  # (reason, message)
 def applied(
     fleet: Fleet, planned: PlannedWorkload, *, statefulset: str, service: str, budget: str
 ) -> list[Announcement]:
-    """What applying the planned workload did (``ports.Applied`` values: created, updated, unchanged, deleted)."""
+    """What applying the planned workload did (``ports.Applied`` values: created, updated, unchanged, deleted): one
+    announcement per reason (a new fleet's StatefulSet, Service and budget are one ``Created`` Event, not three)."""
     name = fleet.name
     timeout = planned.member_env.get("BERTH_SESSION_TIMEOUT_MS", "?")
     said: list[Announcement] = []
@@ -51,7 +52,15 @@ def applied(
     said_of_budget = describe_budget(budget, name, fleet.spec.stateful.disruption_budget)
     if said_of_budget is not None:
         said.append(said_of_budget)
-    return said
+    return _one_per_reason(said)
+
+
+def _one_per_reason(said: list[Announcement]) -> list[Announcement]:
+    """The messages of each reason joined in one announcement, in the order the reasons first came."""
+    merged: dict[str, list[str]] = {}
+    for reason, message in said:
+        merged.setdefault(reason, []).append(message)
+    return [(reason, "; ".join(messages)) for reason, messages in merged.items()]
 
 
 def left_untouched(fleet: Fleet, where: str, owner: GroupOwnerRef | None) -> str:

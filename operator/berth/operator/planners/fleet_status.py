@@ -206,3 +206,30 @@ def _without_nulls(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _without_nulls(item) for key, item in value.items() if item is not None}
     return value
+
+
+def composable(first: Mapping[str, Any], then: Mapping[str, Any]) -> bool:
+    """Whether ``merge_patch(first, then, keep_nulls=True)`` does what ``first`` and then ``then`` do: not where
+    ``then`` merges a map into a key ``first`` nulls or sets to something else (one patch cannot say "replace")."""
+    for key, value in then.items():
+        if key in first and isinstance(value, Mapping):
+            before = first[key]
+            if not isinstance(before, Mapping) or not composable(before, value):
+                return False
+    return True
+
+
+def merge_patch(target: Mapping[str, Any], patch: Mapping[str, Any], *, keep_nulls: bool = False) -> dict[str, Any]:
+    """``target`` with the JSON merge patch ``patch`` applied (RFC 7386: a null removes a key, a map merges into a
+    map, anything else replaces); ``keep_nulls``: the nulls kept (two patches merged into one)."""
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None and not keep_nulls:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_patch(merged[key], value, keep_nulls=keep_nulls)
+        elif isinstance(value, Mapping) and not keep_nulls:
+            merged[key] = merge_patch({}, value)
+        else:
+            merged[key] = value
+    return merged

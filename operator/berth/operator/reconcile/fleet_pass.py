@@ -58,7 +58,9 @@ class FleetPass:
 
     async def run(self) -> PassResult:
         """One pass: admit, size, scale, mirror (the module docstring); what the fleet still waits for."""
-        return await self._reporting_failures(self._steps())
+        result = await self._reporting_failures(self._steps())
+        await self.record.flush()
+        return result
 
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""

@@ -1,8 +1,13 @@
 """One fleet as a reconcile pass knows it: who it is, its status as last stored, and where its status and Events go.
 
-Rules: every status write goes out at once (:meth:`FleetRecord.write`) and the pass continues from the status the
+Rules: a status write goes out at once (:meth:`FleetRecord.write`) and the pass continues from the status the
 API server returns, so a pass (or an operator restarted anywhere) plans from what is stored; an empty patch writes
-nothing (every write is a watch event for every client).
+nothing, nor does a patch that would change nothing (:meth:`FleetRecord.write_changes`: every write is a watch event
+for every client). What is only observed or said, never resumed from (the session timeout chosen, what the pass
+saw of the workload and the group), is deferred (:meth:`FleetRecord.defer`): seen in ``status`` at once, sent with
+the pass's next write or its last (:meth:`FleetRecord.flush`); a pass lost before then observes and decides it
+again. So a fleet's first pass writes its status three times (the claim, the pre-registration, what it saw), not
+six.
 """
 
 from __future__ import annotations
@@ -32,16 +37,41 @@ class FleetRecord:
         #: When time alone may change what this pass found (``reconcile.restarts``: a burst of restarts settling),
         #: which no watched change announces: the fleet is passed again then (``PassResult.again_at``).
         self.again_at: datetime | None = None
+        self._deferred: list[dict[str, Any]] = []  # merge patches not sent yet, in order
 
     def condition(self, condition_type: str) -> str | None:
         """The status ("True", "False", "Unknown") of one of the fleet's conditions, None when it has none."""
         return fleet_status.condition_status(self.status, condition_type)
 
     async def write(self, patch: Mapping[str, Any]) -> None:
-        if not patch:
-            return
-        self.status = dict(await self.status_port.patch_status(patch))
+        """``patch`` (with whatever was deferred) written now; nothing when ``patch`` is empty."""
+        if patch:
+            self._pending(patch)
+            await self.flush()
 
     async def write_changes(self, patch: Mapping[str, Any]) -> None:
         """Write only the entries of ``patch`` that would change the status."""
         await self.write(fleet_status.only_changes(self.status, patch))
+
+    def defer(self, patch: Mapping[str, Any]) -> None:
+        """``patch`` (a merge patch) seen in ``status`` at once, sent with the next write or :meth:`flush`."""
+        if patch:
+            self._pending(patch)
+            self.status = fleet_status.merge_patch(self.status, patch)
+
+    def defer_changes(self, patch: Mapping[str, Any]) -> None:
+        """:meth:`defer` of the entries of ``patch`` that would change the status."""
+        self.defer(fleet_status.only_changes(self.status, patch))
+
+    async def flush(self) -> None:
+        """What was deferred, written now (nothing when nothing is)."""
+        while self._deferred:
+            self.status = dict(await self.status_port.patch_status(self._deferred[0]))
+            self._deferred.pop(0)
+
+    def _pending(self, patch: Mapping[str, Any]) -> None:
+        """``patch`` after what is pending: in the last pending patch where one merge patch says both exactly."""
+        if self._deferred and fleet_status.composable(self._deferred[-1], patch):
+            self._deferred[-1] = fleet_status.merge_patch(self._deferred[-1], patch, keep_nulls=True)
+        else:
+            self._deferred.append(dict(patch))

@@ -116,7 +116,7 @@ async def _execute(
         group_id=fleet.spec.group_id,
         workload=workload,
         coordinator=group.coordinator,
-        patch_status=record.write,
+        patch_status=record.write_changes,
         events=record.events,
         now=context.now,
         on_leave=on_leave,

@@ -118,12 +118,12 @@ async def size_and_apply(
         )
         await group.coordinator.set_group_session_timeout(fleet.spec.group_id, choice.ms, heartbeat_ms)
     if choice.ms != current_ms or choice.reason != current_reason:
-        await record.write({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
+        record.defer({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
         if choice.ms != current_ms:
             where = f" (set on group {fleet.spec.group_id}: consumer.session.timeout.ms)" if on_group else ""
             record.events.info("SessionTimeout", f"session timeout {choice.ms} ms{where}: {choice.reason}")
-    if applied.changed:  # seen at the source: a cache may not have the change yet
-        view = await workload.observe(fresh=True)
+    if applied.changed:  # as written (a watching observer keeps what the operator wrote: ``WatchCache.wrote``)
+        view = await workload.observe()
     return Sized(planned, view, (sufficiency(decision, bounds),))
 
 

@@ -66,8 +66,8 @@ async def mirror(
 ) -> PassResult:
     """Status after the pass: the workload and the group as planned from, or looked at again when the plan acted."""
     view = sized.view
-    if plan.actions:  # what they changed, seen at the source (a cache may not have it yet)
-        view = await workload.observe(fresh=True)
+    if plan.actions:  # what they changed, as written (a watching observer keeps what the operator wrote)
+        view = await workload.observe()
         description = await group.describe()
     evidence = NOTHING
     if context.evidence is not None and not group.kind.keeps_journal:
@@ -117,9 +117,10 @@ async def mirror(
             f"group {fleet.spec.group_id} is Stable at generation {description.generation}:"
             f" {rebalances} rebalance{'' if rebalances == 1 else 's'} since {removed} left",
         )
-    await record.write_changes(patch)
+    # What was seen is written once, at the end (with the restarts' count, when there is one to write).
+    record.defer_changes(patch)
     foreign = foreign_report(fleet.spec.group_id, record.status, plan.foreign_members)
-    await record.write(foreign.patch)
+    record.defer(foreign.patch)
     if foreign.event is not None:
         record.events.warning(FOREIGN_MEMBERS_EVENT, foreign.event)
     if blocked is not None and ready_before.get("reason") != blocked.reason:
@@ -135,9 +136,10 @@ async def mirror(
         claims = report_retained_claims(
             fleet, record.status, claims=view.claims, existing_pods=view.observation.existing
         )
-        await record.write(claims.patch)
+        record.defer(claims.patch)
         if claims.event is not None:
             record.events.info(CLAIMS_RETAINED_EVENT, claims.event)
+    await record.flush()
     if was_refused:
         record.events.info("Accepted", "the spec is valid and the group is this fleet's: reconciling it")
     if resumed:
