@@ -16,6 +16,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,24 +101,30 @@ def world(*coordinator_flags: str) -> Iterator[World]:
             coordinator.kill()
 
 
-def create_fleets(kube: Kube, namespace: str, count: int, *, batch: int = 250) -> None:
-    """``count`` fleets of one replica each (``f-0000``...), each with a group of its own, created in batches."""
-    for start in range(0, count, batch):
+def create_fleets(kube: Kube, namespace: str, count: int, *, batch: int = 250, at_once: int = 1) -> None:
+    """``count`` fleets of one replica each (``f-0000``...), each with a group of its own, created in batches
+    (``kubectl create``), ``at_once`` batches at a time."""
+
+    def create(start: int) -> None:
         bodies = [
             fleet_body(f"f-{i:04d}", 1, f"{namespace}-f-{i:04d}") for i in range(start, min(count, start + batch))
         ]
         kube.kubectl("create", "-n", namespace, "-f", "-", input="\n---\n".join(yaml.safe_dump(b) for b in bodies))
 
+    with ThreadPoolExecutor(at_once) as pool:
+        list(pool.map(create, range(0, count, batch)))
+
+
+def has_status(fleet: Obj) -> bool:
+    """Whether ``fleet`` has status for its current spec (a selector, the generation seen)."""
+    status = fleet.get("status") or {}
+    return bool(status.get("selector")) and status.get("observedGeneration") == fleet["metadata"]["generation"]
+
 
 def fleets_with_status(kube: Kube, namespace: str) -> int:
     """How many of the namespace's fleets have status for their current spec (a selector, the generation seen)."""
     listing = kube.get("consumerfleets", namespace=namespace) or {"items": []}
-    done = 0
-    for fleet in listing["items"]:
-        status = fleet.get("status") or {}
-        if status.get("selector") and status.get("observedGeneration") == fleet["metadata"]["generation"]:
-            done += 1
-    return done
+    return sum(1 for fleet in listing["items"] if has_status(fleet))
 
 
 def wait_for_status(kube: Kube, namespace: str, count: int, *, timeout_s: float) -> float:
