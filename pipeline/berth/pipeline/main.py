@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,10 +40,13 @@ from berth.pipeline.sources import (
 
 if TYPE_CHECKING:
     from berth.pipeline.analyze import AnalysisResult
+    from berth.pipeline.class_data import Plan
     from berth.pipeline.session import OwnedSession
 
 EXIT_JOURNAL_ERROR = 1
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+# How long a run that writes the class-data archive waits for its JVM to write it (seconds: ~15 on a busy machine).
+CLASS_DATA_WRITE_TIMEOUT_S = 300
 # What the pipeline extra brings (pyproject.toml): without it, berth-analyze says how to get it in one line.
 PIPELINE_EXTRA_MODULES = frozenset({"pyspark", "py4j", "pyarrow", "pandas", "matplotlib"})
 
@@ -130,18 +134,25 @@ def _analyze(
 @contextlib.contextmanager
 def _session(args: argparse.Namespace, source: JournalSource, progress: Progress) -> Iterator[OwnedSession]:
     """The session for one command, sized to its journal (``sizing``): the driver's heap, and shuffle partitions,
-    adaptive execution and code generation for the journal and the cores that run it; stopped after when this
-    process created it."""
+    adaptive execution and code generation for the journal and the cores that run it, its JVM started with the
+    class-data archive (``class_data``); stopped after when this process created it (and the archive written then,
+    when this run writes it)."""
+    from berth.pipeline.class_data import finish_writing
     from berth.pipeline.cluster import size_sql
-    from berth.pipeline.session import open_session
+    from berth.pipeline.session import jvm_process, open_session
 
     size = journal_bytes(source)
     heap = driver_memory(args.driver_memory, size, source.format, memory_limit_bytes())
     read = "" if size is None else f" ({size / 2**20:,.1f} MiB of journal)"
+    archive = _class_data_plan(args.class_data, heap)
     progress.say(f"starting Spark{read}")
-    owned = open_session(args.master, heap)
+    if archive.action != "use":
+        progress.say(archive.note)
+    owned = open_session(args.master, heap, archive.jvm_options())
+    jvm = jvm_process() if owned.created_here else None
     try:
         if owned.created_here:
+            _say_class_data_mapped(archive, jvm, progress)
             sized = size_sql(owned.spark, size)
             conf = owned.spark.sparkContext.getConf()
             lean = [name for name, on in (("adaptive execution", sized.adaptive), ("codegen", sized.codegen)) if not on]
@@ -154,6 +165,47 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
     finally:
         if owned.created_here:
             owned.spark.stop()
+            finish_writing(archive, jvm, CLASS_DATA_WRITE_TIMEOUT_S, progress.say)
+
+
+def _class_data_plan(directory: str | None, heap: str) -> Plan:
+    """What this run does with the class-data archive; nothing when it starts no JVM of its own (spark-submit
+    started it, or a session or gateway is already running in this process)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from berth.pipeline.class_data import JavaRuntime, Plan, default_directory, plan
+    from berth.pipeline.session import launched_by_spark_submit, spark_installation
+    from berth.pipeline.sizing import JVM_OPTIONS
+
+    if launched_by_spark_submit() or SparkSession.getActiveSession() is not None or SparkContext._gateway is not None:
+        return Plan("none", None, "class-data archive: this run starts no JVM of its own")
+    spark_home, spark_version = spark_installation()
+    return plan(
+        directory or default_directory(os.environ),
+        java=JavaRuntime.find(os.environ),
+        spark_home=spark_home,
+        spark_version=spark_version,
+        jvm_options=JVM_OPTIONS,
+        driver_memory=heap,
+        pid=os.getpid(),
+    )
+
+
+def _say_class_data_mapped(archive: Plan, jvm: subprocess.Popen[bytes] | None, progress: Progress) -> None:
+    """Whether the JVM took the archive it was given: one line either way (nothing when /proc cannot tell)."""
+    from berth.pipeline.class_data import mapped
+
+    if archive.action != "use" or archive.archive is None or jvm is None:
+        return
+    taken = mapped(jvm.pid, archive.archive)
+    if taken:
+        progress.say(f"class data mapped from {archive.archive}")
+    elif taken is False:
+        progress.say(
+            f"class-data archive {archive.archive} refused by the JVM (written by another Java or Spark?); running "
+            "without it (remove the file to have the next run write it again, or --class-data off)"
+        )
 
 
 def _planned_master(args: argparse.Namespace) -> str | None:
