@@ -10,7 +10,8 @@ Rules: what can be checked before Spark starts is (the journal on the driver, th
 place); what only the executors can tell is checked as soon as the session runs (``cluster``). A missing, empty or
 unreachable journal or output is one line on stderr and exit 1 (usage errors exit 2, as argparse does); a closed
 stdout or stderr (``| head``) ends the command quietly; a session this process did not create is neither
-reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them.
+reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them;
+matplotlib in a thread of its own while the JVM starts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -123,12 +125,21 @@ def _analyze(
     from berth.pipeline.cluster import check_executors_read
 
     journal_label = args.journal_url or args.journal
+    if not args.no_report:
+        # matplotlib loads while the JVM starts (this thread only waits for it then): half a second sooner.
+        threading.Thread(target=_load_report_modules, name="load-report-modules", daemon=True).start()
     with _session(args, source, progress) as owned:
         if args.journal_url:
             _check_staging_fits_master(args, master=owned.spark.sparkContext.master)
         check_executors_read(owned.spark, source, journal_label)
         options = AnalyzeOptions(journal_label, args.out, settings, args.since, write_report=not args.no_report)
         return analyze(owned.spark, source, options, progress, now_ms=lambda: int(time.time() * 1000))
+
+
+def _load_report_modules() -> None:
+    """Import the report's modules (a later import of them waits for this one, never imports twice)."""
+    with contextlib.suppress(ImportError):
+        import berth.pipeline.report  # noqa: F401
 
 
 @contextlib.contextmanager
