@@ -11,13 +11,14 @@ place); what only the executors can tell is checked as soon as the session runs 
 unreachable journal or output is one line on stderr and exit 1 (usage errors exit 2, as argparse does); a closed
 stdout or stderr (``| head``) ends the command quietly; a session this process did not create is neither
 reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them;
-matplotlib in a thread of its own while the JVM starts.
+pyarrow and matplotlib in a thread of their own while the JVM starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -121,14 +122,15 @@ def analyze_main(argv: Sequence[str]) -> int:
 def _analyze(
     args: argparse.Namespace, settings: AdviceSettings, source: JournalSource, progress: Progress
 ) -> AnalysisResult:
-    from berth.pipeline.analyze import AnalyzeOptions, analyze
     from berth.pipeline.cluster import check_executors_read
 
     journal_label = args.journal_url or args.journal
-    if not args.no_report:
-        # matplotlib loads while the JVM starts (this thread only waits for it then): half a second sooner.
-        threading.Thread(target=_load_report_modules, name="load-report-modules", daemon=True).start()
+    # pyarrow (and matplotlib for the report) load while the JVM starts, when this thread only waits for it.
+    preload = functools.partial(_load_analysis_modules, report=not args.no_report)
+    threading.Thread(target=preload, name="load-analysis-modules", daemon=True).start()
     with _session(args, source, progress) as owned:
+        from berth.pipeline.analyze import AnalyzeOptions, analyze
+
         if args.journal_url:
             _check_staging_fits_master(args, master=owned.spark.sparkContext.master)
         check_executors_read(owned.spark, source, journal_label)
@@ -136,10 +138,14 @@ def _analyze(
         return analyze(owned.spark, source, options, progress, now_ms=lambda: int(time.time() * 1000))
 
 
-def _load_report_modules() -> None:
-    """Import the report's modules (a later import of them waits for this one, never imports twice)."""
+def _load_analysis_modules(report: bool) -> None:
+    """Import the analysis' modules (an import of them elsewhere waits for this one and never imports twice; a
+    missing one fails there, as one line)."""
     with contextlib.suppress(ImportError):
-        import berth.pipeline.report  # noqa: F401
+        import berth.pipeline.analyze
+
+        if report:
+            import berth.pipeline.report  # noqa: F401
 
 
 @contextlib.contextmanager
