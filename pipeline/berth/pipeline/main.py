@@ -163,7 +163,7 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
     read = "" if size is None else f" ({size / 2**20:,.1f} MiB of journal)"
     archive = _class_data_plan(args.class_data, heap)
     progress.say(f"starting Spark{read}")
-    if archive.action != "use":
+    if archive.action != "use" and archive.note:
         progress.say(archive.note)
     owned = open_session(args.master, heap, archive.jvm_options())
     jvm = jvm_process() if owned.created_here else None
@@ -196,7 +196,7 @@ def _class_data_plan(directory: str | None, heap: str) -> Plan:
     from berth.pipeline.sizing import JVM_OPTIONS
 
     if launched_by_spark_submit() or SparkSession.getActiveSession() is not None or SparkContext._gateway is not None:
-        return Plan("none", None, "class-data archive: this run starts no JVM of its own")
+        return Plan("none", None, "")  # nothing to say: the JVM's options are not this run's
     spark_home, spark_version = spark_installation()
     return plan(
         directory or default_directory(os.environ),
