@@ -142,6 +142,9 @@ def _load_analysis_modules(report: bool) -> None:
     """Import the analysis' modules (an import of them elsewhere waits for this one and never imports twice; a
     missing one fails there, as one line)."""
     with contextlib.suppress(ImportError):
+        # py4j's argument converters import it (and pandas with it) at the session's first call, else.
+        import pyspark.testing.utils  # noqa: F401
+
         import berth.pipeline.analyze
 
         if report:
