@@ -5,7 +5,8 @@ any container could): each holds what its processes run and nothing more, and ea
   and ``berth-groups`` answer; ``berth-analyze`` says in one line that it needs the pipeline extra. (Its
   coordinator, operator and ``berth-groups list`` run in test_install.py, as the chart runs them.)
 - ``berth-analytics:0.1.0`` (the analytics target): ``berth-analyze`` analyses berth-demo's journal (mounted from
-  a ConfigMap), report included (matplotlib), in local Spark inside the pod, to the known figure. (The chart's
+  a ConfigMap), report included (matplotlib), in local Spark inside the pod, to the known figure, its JVM mapping
+  the class-data archive the image's build wrote. (The chart's
   CronJob runs it on the coordinator's own journal in test_analytics_job.py.)
 - ``berth-examples:0.1.0`` (deploy/examples/consumers/Dockerfile): both example consumers import their clients.
 """
@@ -99,7 +100,8 @@ def test_the_analytics_image_analyses_a_real_journal_and_draws_its_report(node_k
     started = time.monotonic()
     script = """
 set -e
-berth-analyze --journal /journal --master 'local[1]' --out /tmp/out --quiet
+berth-analyze --journal /journal --master 'local[1]' --out /tmp/out 2> /tmp/progress || { cat /tmp/progress; exit 1; }
+echo "classdata $(grep -c 'class data mapped from /opt/berth/class-data/' /tmp/progress)"
 echo "advice $(python -c 'import json; print(json.dumps(json.load(open("/tmp/out/advice.json"))))')"
 echo "svg $(grep -o '<svg' /tmp/out/report.html | wc -l)"
 echo "files $(ls /tmp/out | tr '\\n' ' ')"
@@ -110,6 +112,8 @@ echo "files $(ls /tmp/out | tr '\\n' ' ')"
     found = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in log.splitlines() if " " in line}
     assert json.loads(found["advice"])["groups"]["orders"]["restart_gap_p_ms"] == 662
     assert int(found["svg"]) >= 5
+    # The JVM mapped the class-data archive the image's build wrote (read-only root, the image's own user).
+    assert found["classdata"] == "1", log[-4000:]
     assert {"advice.json", "report.html", "summary.parquet"} <= set(found["files"].split())
     print(f"\nanalytics image: the demo journal analysed in a pod in {time.monotonic() - started:.0f} s")
 

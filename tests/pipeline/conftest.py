@@ -13,6 +13,10 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+# berth-analyze processes the tests start write no class-data archive into the home folder (a first run would
+# spend seconds writing it); test_class_data.py names its own folder.
+os.environ.setdefault("BERTH_CLASS_DATA", "off")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

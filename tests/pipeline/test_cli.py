@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from berth.pipeline.cluster import CODEGEN_FACTORY_MODE
 from berth.pipeline.main import main
 
 pytestmark = pytest.mark.spark
@@ -264,8 +266,24 @@ def run(*args: str) -> int:
     return main([*args, "--quiet"])
 
 
+@pytest.fixture(params=["compiled", "interpreted"])
+def code_generation(spark: SparkSession, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The session as a large journal's run has it (generated code), or as a small journal's (``size_sql``: no
+    whole-stage code generation, expressions interpreted): the outputs must not differ by a byte."""
+    settings = {"spark.sql.codegen.wholeStage": "false", CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
+    before = {key: spark.conf.get(key) for key in settings}
+    if request.param == "interpreted":
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+    try:
+        yield request.param
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value or "")
+
+
 def test_the_journal_directory_is_all_it_needs(
-    spark: SparkSession, journal_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, journal_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], code_generation: str
 ) -> None:
     out = tmp_path / "out"
 

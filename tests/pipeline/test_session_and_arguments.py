@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from berth.pipeline.arguments import parse_since
-from berth.pipeline.cluster import SqlSizing, size_sql
+from berth.pipeline.cluster import CODEGEN_FACTORY_MODE, SqlSizing, size_sql
 from berth.pipeline.progress import Progress
 from berth.pipeline.session import local_settings
 from berth.pipeline.sizing import SMALL_JOURNAL_BYTES
@@ -149,11 +149,14 @@ def test_sql_settings_are_sized_to_the_journal_unless_the_sessions_configuration
     # The tests' session names the shuffle partitions (2) and adaptive execution (off), as spark-submit's --conf
     # would; whole-stage code generation is left to the sizing, and put back afterwards for the other tests.
     key = "spark.sql.codegen.wholeStage"
-    before = spark.conf.get(key)
+    before = spark.conf.get(key), spark.conf.get(CODEGEN_FACTORY_MODE)
     try:
         assert size_sql(spark, 70_000) == SqlSizing(partitions=2, cores=2, adaptive=False, codegen=False)
         assert spark.conf.get(key) == "false"
+        assert spark.conf.get(CODEGEN_FACTORY_MODE) == "NO_CODEGEN"  # expressions interpreted too
         assert size_sql(spark, SMALL_JOURNAL_BYTES).codegen
         assert spark.conf.get(key) == "true"
+        assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"
     finally:
-        spark.conf.set(key, before or "true")
+        spark.conf.set(key, before[0] or "true")
+        spark.conf.set(CODEGEN_FACTORY_MODE, before[1] or "FALLBACK")

@@ -172,4 +172,11 @@ def _add_spark_arguments(parser: argparse.ArgumentParser) -> None:
         help="driver heap when not run by spark-submit, e.g. 2g; auto sizes it from the journal's size and the "
         "container's memory limit",
     )
+    parser.add_argument(
+        "--class-data",
+        metavar="DIR",
+        help="folder of the class-data archive of Spark's classes, written by the first run and mapped by the next "
+        "ones for a faster start; 'off' for none (default: $BERTH_CLASS_DATA, else ~/.cache/berth/class-data, "
+        "i.e. under $XDG_CACHE_HOME when set)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -18,8 +18,10 @@ Owns what changes between the embedded mode and a cluster master. Rules:
   cores of the executors registered (waiting up to ``EXECUTOR_WAIT_S`` for the first). A
   ``spark.sql.shuffle.partitions`` set explicitly (spark-submit ``--conf``) always wins. Cached frames keep their
   partitioning (AQE does not coalesce them), so Spark's default of 200 would run 200 tasks per stage for any
-  journal. Adaptive execution and whole-stage code generation follow from the partitions and the journal's size
-  (``sizing``), unless set explicitly as well.
+  journal. Adaptive execution and code generation follow from the partitions and the journal's size (``sizing``),
+  unless set explicitly as well. Code generation is both kinds: whole-stage, and each expression's projection,
+  predicate and ordering (``spark.sql.codegen.factoryMode``: ``NO_CODEGEN`` interprets them, ``FALLBACK`` is
+  Spark's default, compiling them).
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def missing_file_error(error: Exception, label: str) -> JournalError | None:
     )
 
 
+# Spark's switch between compiled (Janino) and interpreted projections, predicates and orderings.
+CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
+
+
 @dataclass(frozen=True)
 class SqlSizing:
     """What ``size_sql`` settled on: shuffle partitions, the cores counted, adaptive execution, code generation."""
@@ -122,11 +128,13 @@ class SqlSizing:
 
 def size_sql(spark: SparkSession, journal_bytes: int | None) -> SqlSizing:
     """Size the session's SQL settings to the cores that run the job and the journal's size (module rules):
-    shuffle partitions, adaptive execution and whole-stage code generation, each unless set explicitly."""
+    shuffle partitions, adaptive execution and code generation (whole-stage and per expression), each unless set
+    explicitly."""
     cores = job_cores(spark)
     partitions = int(_sized(spark, "spark.sql.shuffle.partitions", str(shuffle_partitions(journal_bytes, cores))))
     adaptive = _sized(spark, "spark.sql.adaptive.enabled", _flag(adaptive_execution(partitions))) == "true"
     codegen = _sized(spark, "spark.sql.codegen.wholeStage", _flag(whole_stage_codegen(journal_bytes))) == "true"
+    _sized(spark, CODEGEN_FACTORY_MODE, "FALLBACK" if codegen else "NO_CODEGEN")
     return SqlSizing(partitions, cores, adaptive, codegen)
 
 

@@ -10,17 +10,21 @@ Rules: what can be checked before Spark starts is (the journal on the driver, th
 place); what only the executors can tell is checked as soon as the session runs (``cluster``). A missing, empty or
 unreachable journal or output is one line on stderr and exit 1 (usage errors exit 2, as argparse does); a closed
 stdout or stderr (``| head``) ends the command quietly; a session this process did not create is neither
-reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them.
+reconfigured nor stopped. Spark (and matplotlib, for the report only) are imported when a run needs them;
+pyarrow and matplotlib in a thread of their own while the JVM starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -39,10 +43,13 @@ from berth.pipeline.sources import (
 
 if TYPE_CHECKING:
     from berth.pipeline.analyze import AnalysisResult
+    from berth.pipeline.class_data import Plan
     from berth.pipeline.session import OwnedSession
 
 EXIT_JOURNAL_ERROR = 1
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+# How long a run that writes the class-data archive waits for its JVM to write it (seconds: ~15 on a busy machine).
+CLASS_DATA_WRITE_TIMEOUT_S = 300
 # What the pipeline extra brings (pyproject.toml): without it, berth-analyze says how to get it in one line.
 PIPELINE_EXTRA_MODULES = frozenset({"pyspark", "py4j", "pyarrow", "pandas", "matplotlib"})
 
@@ -115,11 +122,15 @@ def analyze_main(argv: Sequence[str]) -> int:
 def _analyze(
     args: argparse.Namespace, settings: AdviceSettings, source: JournalSource, progress: Progress
 ) -> AnalysisResult:
-    from berth.pipeline.analyze import AnalyzeOptions, analyze
     from berth.pipeline.cluster import check_executors_read
 
     journal_label = args.journal_url or args.journal
+    # pyarrow (and matplotlib for the report) load while the JVM starts, when this thread only waits for it.
+    preload = functools.partial(_load_analysis_modules, report=not args.no_report)
+    threading.Thread(target=preload, name="load-analysis-modules", daemon=True).start()
     with _session(args, source, progress) as owned:
+        from berth.pipeline.analyze import AnalyzeOptions, analyze
+
         if args.journal_url:
             _check_staging_fits_master(args, master=owned.spark.sparkContext.master)
         check_executors_read(owned.spark, source, journal_label)
@@ -127,21 +138,41 @@ def _analyze(
         return analyze(owned.spark, source, options, progress, now_ms=lambda: int(time.time() * 1000))
 
 
+def _load_analysis_modules(report: bool) -> None:
+    """Import the analysis' modules (an import of them elsewhere waits for this one and never imports twice; a
+    missing one fails there, as one line)."""
+    with contextlib.suppress(ImportError):
+        # py4j's argument converters import it (and pandas with it) at the session's first call, else.
+        import pyspark.testing.utils  # noqa: F401
+
+        import berth.pipeline.analyze
+
+        if report:
+            import berth.pipeline.report  # noqa: F401
+
+
 @contextlib.contextmanager
 def _session(args: argparse.Namespace, source: JournalSource, progress: Progress) -> Iterator[OwnedSession]:
     """The session for one command, sized to its journal (``sizing``): the driver's heap, and shuffle partitions,
-    adaptive execution and code generation for the journal and the cores that run it; stopped after when this
-    process created it."""
+    adaptive execution and code generation for the journal and the cores that run it, its JVM started with the
+    class-data archive (``class_data``); stopped after when this process created it (and the archive written then,
+    when this run writes it)."""
+    from berth.pipeline.class_data import finish_writing
     from berth.pipeline.cluster import size_sql
-    from berth.pipeline.session import open_session
+    from berth.pipeline.session import jvm_process, open_session
 
     size = journal_bytes(source)
     heap = driver_memory(args.driver_memory, size, source.format, memory_limit_bytes())
     read = "" if size is None else f" ({size / 2**20:,.1f} MiB of journal)"
+    archive = _class_data_plan(args.class_data, heap)
     progress.say(f"starting Spark{read}")
-    owned = open_session(args.master, heap)
+    if archive.action != "use" and archive.note:
+        progress.say(archive.note)
+    owned = open_session(args.master, heap, archive.jvm_options())
+    jvm = jvm_process() if owned.created_here else None
     try:
         if owned.created_here:
+            _say_class_data_mapped(archive, jvm, progress)
             sized = size_sql(owned.spark, size)
             conf = owned.spark.sparkContext.getConf()
             lean = [name for name, on in (("adaptive execution", sized.adaptive), ("codegen", sized.codegen)) if not on]
@@ -154,6 +185,47 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
     finally:
         if owned.created_here:
             owned.spark.stop()
+            finish_writing(archive, jvm, CLASS_DATA_WRITE_TIMEOUT_S, progress.say)
+
+
+def _class_data_plan(directory: str | None, heap: str) -> Plan:
+    """What this run does with the class-data archive; nothing when it starts no JVM of its own (spark-submit
+    started it, or a session or gateway is already running in this process)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from berth.pipeline.class_data import JavaRuntime, Plan, default_directory, plan
+    from berth.pipeline.session import launched_by_spark_submit, spark_installation
+    from berth.pipeline.sizing import JVM_OPTIONS
+
+    if launched_by_spark_submit() or SparkSession.getActiveSession() is not None or SparkContext._gateway is not None:
+        return Plan("none", None, "")  # nothing to say: the JVM's options are not this run's
+    spark_home, spark_version = spark_installation()
+    return plan(
+        directory or default_directory(os.environ),
+        java=JavaRuntime.find(os.environ),
+        spark_home=spark_home,
+        spark_version=spark_version,
+        jvm_options=JVM_OPTIONS,
+        driver_memory=heap,
+        pid=os.getpid(),
+    )
+
+
+def _say_class_data_mapped(archive: Plan, jvm: subprocess.Popen[bytes] | None, progress: Progress) -> None:
+    """Whether the JVM took the archive it was given: one line either way (nothing when /proc cannot tell)."""
+    from berth.pipeline.class_data import mapped
+
+    if archive.action != "use" or archive.archive is None or jvm is None:
+        return
+    taken = mapped(jvm.pid, archive.archive)
+    if taken:
+        progress.say(f"class data mapped from {archive.archive}")
+    elif taken is False:
+        progress.say(
+            f"class-data archive {archive.archive} refused by the JVM (written by another Java or Spark?); running "
+            "without it (remove the file to have the next run write it again, or --class-data off)"
+        )
 
 
 def _planned_master(args: argparse.Namespace) -> str | None:

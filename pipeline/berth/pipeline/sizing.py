@@ -14,9 +14,10 @@ Rules (measured with ``python -m benchmarks pipeline``; docs/pipeline.md, "Perfo
 - Adaptive execution (AQE) only with more than one shuffle partition: it re-plans after every shuffle stage and
   runs each stage as a job of its own (32 jobs instead of 10 for a demo's journal), to coalesce or split
   partitions; one partition leaves it nothing to do but start jobs.
-- Whole-stage code generation only from ``SMALL_JOURNAL_BYTES`` of journal on: below it, compiling the generated
-  Java (Janino, on a cold JVM) is a cost that interpreting a few thousand rows does not repay. For 100 events the
-  two rules together measured 25-27 CPU-s against 25-31 without, on a busy machine (docs/pipeline.md).
+- Code generation only from ``SMALL_JOURNAL_BYTES`` of journal on: below it, compiling the generated Java (Janino,
+  on a cold JVM) is a cost that interpreting a few thousand rows does not repay. Whole-stage code generation and
+  each expression's (``cluster.size_sql``) both: for 100 events, interpreting the expressions as well saved 2-6 of
+  the run's CPU-seconds (docs/pipeline.md, "Performance").
 - JVM options: the client compiler only (``-XX:TieredStopAtLevel=1``) and the serial collector. On two cores the
   server compiler's threads cost more CPU than its faster code saves (1M events: 80 CPU-s against 52), and a
   parallel or concurrent collector's threads compete with the two task threads; the serial collector also keeps
