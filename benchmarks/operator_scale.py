@@ -4,7 +4,8 @@ For each size, in a namespace of its own, with a ``berth-operator`` of its own (
 no leader election, 10 s reconcile interval, 10 min resync), as the chart's ServiceAccount, against a real
 coordinator (``benchmarks.operator_world``; pods stay Pending):
 
-- **creation**: the fleets created by four ``kubectl create`` at once (250 fleets each call), and, from the
+- **creation** (with the CPU-seconds of the operator, the coordinator and each control-plane process meanwhile):
+  the fleets created by four ``kubectl create`` at once (250 fleets each call), and, from the
   benchmark's own watch of the fleets, when each was first seen and first seen with status for its spec: each
   fleet's wait for status (median, max), the seconds from the first fleet created to the last with status, and
   from the last created to the last with status (what the operator lags behind the creation, which the API
@@ -237,9 +238,15 @@ def measure(world: World, size: int) -> dict[str, Any]:
         times = FleetStatusTimes(world, namespace).start()
         try:
             time.sleep(2)  # the watch is established
+            pids = {"operator": operator.process.pid, **{n: p.pid for n, p in world.plane.processes.items()}}
+            pids["coordinator"] = world.coordinator.pid
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             create_fleets(world.kube, namespace, size, at_once=4)
             times.wait(size, timeout_s=1800)
             creation = times.figures()
+            # Who the machine's cores worked for meanwhile: the API server's share is what the requests cost.
+            creation["cpu_s_while_creating"] = {n: cpu_seconds(pid) - cpu_before[n] for n, pid in pids.items()}
+            creation["load_average_after"] = os.getloadavg()[0]
         finally:
             times.close()
         progress(f"{namespace}: {creation}")
