@@ -314,3 +314,21 @@ async def test_a_consumer_protocol_group_gets_its_session_timeout_as_a_group_con
     assert stage.condition("GroupProtocol")["reason"] == "AsDeclared"
     assert stage.condition("SessionTimeoutSufficient")["status"] == "True"
     assert stage.condition("InstanceIdConflict")["status"] == "False"
+
+
+async def test_a_pass_that_fails_after_sizing_still_records_the_session_timeout_its_pods_were_given(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(1)
+    stage.status.status.pop("sessionTimeoutMs")  # as if written by a version that did not record it
+
+    async def refuse(labels: Mapping[str, str]) -> None:
+        raise ApiCallFailed("HTTP 500: etcdserver: request timed out")
+
+    stage.status.label = refuse  # type: ignore[method-assign]  # sized and mirrored; labelling the fleet fails
+    with pytest.raises(RetryLater, match="etcdserver"):
+        await stage.run()
+    applied = stage.workload.planned
+    assert applied is not None
+    assert stage.status.status["sessionTimeoutMs"] == int(applied.member_env["BERTH_SESSION_TIMEOUT_MS"])

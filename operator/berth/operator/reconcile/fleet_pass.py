@@ -27,6 +27,7 @@ and in every case releases each claim the fleet's status records (``reconcile.ow
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -45,6 +46,8 @@ from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResu
 from berth.operator.reconcile.driver import GroupStillHasMembers
 from berth.operator.reconcile.record import FleetRecord
 
+logger = logging.getLogger("berth.operator.reconcile")
+
 __all__ = ["ClaimsLookup", "FleetPass", "PassContext", "PassResult", "RetryLater"]
 
 T = TypeVar("T")
@@ -58,13 +61,22 @@ class FleetPass:
 
     async def run(self) -> PassResult:
         """One pass: admit, size, scale, mirror (the module docstring); what the fleet still waits for."""
-        result = await self._reporting_failures(self._steps())
-        await self.record.flush()
-        return result
+        try:
+            return await self._reporting_failures(self._steps())
+        finally:
+            await self._flush_deferred()
 
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""
         return await self._reporting_failures(self._finalize())
+
+    async def _flush_deferred(self) -> None:
+        """What the pass deferred (``FleetRecord.defer``: the session timeout it applied) written however the pass
+        ended, so a pass that fails after sizing does not leave the next one without the timeout its pods have."""
+        try:
+            await self.record.flush()
+        except ApiCallFailed as error:
+            logger.warning("fleet %s/%s: status not written: %s", self.record.namespace, self.record.name, error)
 
     async def _reporting_failures(self, step: Awaitable[T]) -> T:
         """``step``, with an unreachable coordinator recorded (and re-raised) and a failed API call reported."""

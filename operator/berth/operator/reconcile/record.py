@@ -3,11 +3,11 @@
 Rules: a status write goes out at once (:meth:`FleetRecord.write`) and the pass continues from the status the
 API server returns, so a pass (or an operator restarted anywhere) plans from what is stored; an empty patch writes
 nothing, nor does a patch that would change nothing (:meth:`FleetRecord.write_changes`: every write is a watch event
-for every client). What is only observed or said, never resumed from (the session timeout chosen, what the pass
-saw of the workload and the group), is deferred (:meth:`FleetRecord.defer`): seen in ``status`` at once, sent with
-the pass's next write or its last (:meth:`FleetRecord.flush`); a pass lost before then observes and decides it
-again. So a fleet's first pass writes its status three times (the claim, the pre-registration, what it saw), not
-six.
+for every client). What no step that cannot be taken back depends on (the session timeout chosen, what the pass
+saw of the workload and the group) is deferred (:meth:`FleetRecord.defer`): seen in ``status`` at once, sent with
+the pass's next write or its last (:meth:`FleetRecord.flush`, however the pass ends); only a pass killed before
+then leaves it to the next pass to decide again. So a fleet's first pass writes its status three times (the
+claim, the pre-registration, what it saw), not six.
 """
 
 from __future__ import annotations
