@@ -32,7 +32,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Self
 
 from benchmarks.common import Result, progress, spread
 from benchmarks.goals import GOALS
@@ -54,22 +54,26 @@ SPEC_CHANGES = 10
 GOAL = GOALS["operator_scale"]
 
 
-class FleetStatusTimes:
-    """When each fleet of a namespace was first seen, and first seen with status for its spec (a watch of the
-    benchmark's own: polling a thousand fleets every second would load the API server it measures)."""
+class NamespaceWatch:
+    """A watch of the benchmark's own on one kind in a namespace, in a thread: :meth:`saw` is told each object as it
+    is seen, and answers its resourceVersion (the watch resumes from it; a 410 starts it over)."""
 
     def __init__(self, world: World, namespace: str) -> None:
         import kubernetes
 
         self.client = kubernetes.config.new_client_from_config(config_file=str(world.kube.kubeconfig))
-        self.custom = kubernetes.client.CustomObjectsApi(self.client)
         self.namespace = namespace
-        self.created: dict[str, float] = {}
-        self.with_status: dict[str, float] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> FleetStatusTimes:
+    def listing(self) -> tuple[Any, ...]:
+        """The list call to watch and its arguments."""
+        raise NotImplementedError
+
+    def saw(self, obj: Any, at: float) -> str:
+        raise NotImplementedError
+
+    def start(self) -> Self:
         self.thread.start()
         return self
 
@@ -77,27 +81,43 @@ class FleetStatusTimes:
         import kubernetes
 
         version = ""
+        method, *args = self.listing()
         while not self.stop.is_set():
             watch = kubernetes.watch.Watch()
             try:
-                for event in watch.stream(
-                    self.custom.list_namespaced_custom_object,
-                    "berth.dev",
-                    "v1alpha1",
-                    self.namespace,
-                    "consumerfleets",
-                    resource_version=version,
-                    timeout_seconds=5,
-                ):
-                    fleet, seen = event["object"], time.time()
-                    version = fleet["metadata"]["resourceVersion"]
-                    name = fleet["metadata"]["name"]
-                    self.created.setdefault(name, seen)
-                    if has_status(fleet):
-                        self.with_status.setdefault(name, seen)
+                for event in watch.stream(method, *args, resource_version=version, timeout_seconds=5):
+                    version = self.saw(event["object"], time.time())
             except kubernetes.client.ApiException as error:
                 if error.status == 410:
                     version = ""
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.client.close()
+
+
+class FleetStatusTimes(NamespaceWatch):
+    """When each fleet of a namespace was first seen, and first seen with status for its spec (polling a thousand
+    fleets every second would load the API server it measures)."""
+
+    def __init__(self, world: World, namespace: str) -> None:
+        super().__init__(world, namespace)
+        self.created: dict[str, float] = {}
+        self.with_status: dict[str, float] = {}
+
+    def listing(self) -> tuple[Any, ...]:
+        import kubernetes
+
+        custom = kubernetes.client.CustomObjectsApi(self.client)
+        return (custom.list_namespaced_custom_object, "berth.dev", "v1alpha1", self.namespace, "consumerfleets")
+
+    def saw(self, obj: Any, at: float) -> str:
+        name = obj["metadata"]["name"]
+        self.created.setdefault(name, at)
+        if has_status(obj):
+            self.with_status.setdefault(name, at)
+        return str(obj["metadata"]["resourceVersion"])
 
     def wait(self, count: int, *, timeout_s: float) -> None:
         started, last = time.monotonic(), -1
@@ -119,50 +139,22 @@ class FleetStatusTimes:
             "wait_for_status_s": spread([self.with_status[name] - self.created[name] for name in self.with_status]),
         }
 
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-        self.client.close()
 
-
-class StatefulSetSizes:
-    """When each StatefulSet of a namespace was first seen at each size (a watch of the benchmark's own)."""
+class StatefulSetSizes(NamespaceWatch):
+    """When each StatefulSet of a namespace was first seen at each size."""
 
     def __init__(self, world: World, namespace: str) -> None:
-        import kubernetes
-
-        self.client = kubernetes.config.new_client_from_config(config_file=str(world.kube.kubeconfig))
-        self.apps = kubernetes.client.AppsV1Api(self.client)
-        self.namespace = namespace
+        super().__init__(world, namespace)
         self.seen: dict[tuple[str, int], float] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> StatefulSetSizes:
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
+    def listing(self) -> tuple[Any, ...]:
         import kubernetes
 
-        version = ""
-        while not self.stop.is_set():
-            watch = kubernetes.watch.Watch()
-            try:
-                for event in watch.stream(
-                    self.apps.list_namespaced_stateful_set, self.namespace, resource_version=version, timeout_seconds=5
-                ):
-                    obj = event["object"]
-                    version = obj.metadata.resource_version
-                    self.seen.setdefault((obj.metadata.name, obj.spec.replicas or 0), time.time())
-            except kubernetes.client.ApiException as error:
-                if error.status == 410:
-                    version = ""
+        return (kubernetes.client.AppsV1Api(self.client).list_namespaced_stateful_set, self.namespace)
 
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-        self.client.close()
+    def saw(self, obj: Any, at: float) -> str:
+        self.seen.setdefault((obj.metadata.name, obj.spec.replicas or 0), at)
+        return str(obj.metadata.resource_version)
 
 
 def spec_changes(world: World, namespace: str, count: int) -> list[float]:
