@@ -225,3 +225,35 @@ def test_what_the_operator_wrote_is_read_back_from_the_cache_and_its_own_watch_e
     assert poked == [("shop", "orders")]
     cache.wrote(PODS, pod("orders-9", "12", labels={"team": "a"}))  # outside the selector: not kept
     assert cache.object(PODS, "shop", "orders-9") is None
+
+
+def test_a_writes_answer_never_replaces_a_newer_version_and_older_events_leave_it_kept() -> None:
+    poked: list[tuple[str, str]] = []
+    cache = WatchCache(
+        None,  # type: ignore[arg-type]  # no I/O: writes and events are handed in
+        namespace="shop",
+        config_maps=False,
+        on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
+    )
+    informer = cache.informers[PODS]
+
+    def ready() -> str:
+        obj = cache.object(PODS, "shop", "orders-0")
+        assert obj is not None
+        return str(obj["status"]["conditions"][0]["status"])
+
+    # The watch brought the written version, then a newer one, before the write's answer was handled: kept as is.
+    informer.handle({"type": "ADDED", "object": pod("orders-0", "20")})
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "21", ready="False")})
+    cache.wrote(PODS, pod("orders-0", "20"))
+    assert ready() == "False"
+    # Written before the watch brought it: the older versions still on their way leave the written one kept.
+    cache.wrote(PODS, pod("orders-0", "23"))
+    assert ready() == "True"
+    poked.clear()
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "22", ready="False")})
+    assert ready() == "True" and poked == []
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "23")})  # the write itself: no change
+    assert poked == []
+    informer.handle({"type": "MODIFIED", "object": pod("orders-0", "24", ready="False")})  # newer: taken
+    assert ready() == "False" and poked == [("shop", "orders")]

@@ -17,6 +17,10 @@ Rules:
   does not read (a container's restart count, managedFields) is no change: ``on_change(old, new)`` is called only
   when the projection differs (None for an object that is not there).
 - Objects that do not match the selector are ignored, whatever the server sent.
+- An object the operator has just written can be kept as the server answered it (``put``), before its watch event
+  arrives. A watch delivers an object's versions in order, so until the written version comes, what comes is
+  older and leaves the written one kept; a version the watch brought already (or a newer one since) is not
+  replaced by the write's answer, which is then the older. No resourceVersion is compared, only matched.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +48,8 @@ WATCH_TIMEOUT_S = (300, 600)
 #: How long past the server's timeout a silent stream is given up on.
 CLIENT_MARGIN_S = 30.0
 BACKOFF_S = (0.5, 30.0)
+#: The versions of each object the watch brought last (what a write's answer is matched against).
+VERSIONS_KEPT = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,8 @@ class Informer:
         self.on_change = on_change
         self.on_relist = on_relist or (lambda reason: None)
         self.objects: dict[Key, Obj] = {}
+        self._versions: dict[Key, deque[str]] = {}  # the last versions of each object the watch (or a list) brought
+        self._awaited: dict[Key, tuple[str, int]] = {}  # a written version not brought yet, and the older ones since
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -161,6 +170,7 @@ class Informer:
     async def relist(self, reason: str) -> None:
         """List everything (in pages) and replace what is kept with it, telling every difference."""
         items: dict[Key, Obj] = {}
+        versions: dict[Key, str | None] = {}
         params = {**self._selecting(), "limit": str(PAGE)}
         while True:
             try:
@@ -169,16 +179,20 @@ class Informer:
                 if error.status == 410:  # the continue token expired: start the list over
                     params.pop("continue", None)
                     items.clear()
+                    versions.clear()
                     continue
                 raise
             for item in page.get("items") or []:
                 if matches(item, self._terms):
                     items[key_of(item)] = self.project(item)
+                    versions[key_of(item)] = _version(item)
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):
                 break
             params["continue"] = str(metadata["continue"])
         previous, self.objects = self.objects, items
+        self._versions = {key: deque([v], maxlen=VERSIONS_KEPT) for key, v in versions.items() if v is not None}
+        self._awaited.clear()
         self.resource_version = str(metadata.get("resourceVersion") or "") or None
         for key, gone in previous.items():
             if key not in items:
@@ -212,14 +226,33 @@ class Informer:
             pass  # silent for longer than the server's own timeout: watch again from where we are
 
     def put(self, obj: Mapping[str, Any]) -> tuple[Obj | None, Obj] | None:
-        """``obj`` kept as if a watch event had brought it, without telling anyone: ``(old, new)`` when that changed
-        what is kept, else None (an object outside the selector is ignored)."""
+        """``obj``, as the server answered a write, kept as if a watch event had brought it, without telling anyone:
+        ``(old, new)`` when that changed what is kept, else None (an object outside the selector, or a version the
+        watch brought already, is left alone)."""
         if not matches(obj, self._terms):
             return None
-        key = key_of(obj)
+        key, version = key_of(obj), _version(obj)
+        if version is not None and version in self._versions.get(key, ()):
+            return None
         old, new = self.objects.get(key), self.project(dict(obj))
         self.objects[key] = new
+        if version is not None:
+            self._awaited[key] = (version, 0)
         return (old, new) if old != new else None
+
+    def _older_than_written(self, key: Key, version: str | None, deleted: bool) -> bool:
+        """Whether a watch event of ``key`` comes before the version a write's answer put there (and is skipped)."""
+        if version is not None:
+            self._versions.setdefault(key, deque(maxlen=VERSIONS_KEPT)).append(version)
+        awaited = self._awaited.get(key)
+        if awaited is None:
+            return False
+        written, skipped = awaited
+        if version == written or deleted or skipped >= VERSIONS_KEPT:
+            del self._awaited[key]
+            return False
+        self._awaited[key] = (written, skipped + 1)
+        return True
 
     def handle(self, event: Mapping[str, Any]) -> None:
         """One watch event: the store updated and the change told, a bookmark's resourceVersion kept."""
@@ -239,13 +272,22 @@ class Informer:
         if version:
             self.resource_version = str(version)
         key = key_of(obj)
+        if self._older_than_written(key, str(version) if version else None, kind == "DELETED"):
+            return
         old = self.objects.get(key)
         new: Obj | None
         if kind == "DELETED" or not matches(obj, self._terms):  # a label removed takes it out of our view
             new = None
             self.objects.pop(key, None)
+            if kind == "DELETED":
+                self._versions.pop(key, None)
         else:
             new = self.project(obj)
             self.objects[key] = new
         if old != new:
             self.on_change(old, new)
+
+
+def _version(obj: Mapping[str, Any]) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version else None
