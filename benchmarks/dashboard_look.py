@@ -41,6 +41,7 @@ from benchmarks.panel_render import Series, render
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo import Demo, build_parser
 from berth.operator.metrics import OperatorMetrics, serving
+from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,13 +282,15 @@ async def scenario(coordinator: CoordinatorProcess, metrics: OperatorMetrics, se
     demo = Demo(args, coordinator.url, quiet=True)
     demo.context.metrics = metrics
     # Following the journal, as the operator does: restarts are counted from it.
-    reconciler = FleetReconciler(demo.context, Fleets(demo), poll_s=0.2, journal_source=demo.coordinators.port)
+    reconciler = FleetReconciler(
+        demo.context, Fleets(demo), timing=PassTiming(poll_s=0.2), journal_source=demo.coordinators.port
+    )
     key = FleetKey("local", "orders")
     run_until = time.monotonic() + seconds
     workload, tracker = await demo.start_fleet("orders", "orders", static=True)
     ticking: asyncio.Task[None] | None = None
     try:
-        await demo.form("orders", workload, tracker)
+        await demo.form("orders", "orders", workload, tracker)
         say(started, "fleet orders formed: 4 static members")
         ticking = asyncio.create_task(timer(reconciler, key))
         await asyncio.sleep(3)
