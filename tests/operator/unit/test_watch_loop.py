@@ -206,14 +206,20 @@ def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads(
         informer.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
 
 
-def test_what_the_operator_wrote_is_read_back_from_the_cache_and_its_own_watch_event_pokes_nobody() -> None:
+def watched_shop() -> tuple[WatchCache, list[tuple[str, str]]]:
+    """A watch cache of namespace shop with no I/O (writes and events are handed in), and the fleets it pokes."""
     poked: list[tuple[str, str]] = []
     cache = WatchCache(
-        None,  # type: ignore[arg-type]  # no I/O: writes and events are handed in
+        None,  # type: ignore[arg-type]
         namespace="shop",
         config_maps=False,
         on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
     )
+    return cache, poked
+
+
+def test_what_the_operator_wrote_is_read_back_from_the_cache_and_its_own_watch_event_pokes_nobody() -> None:
+    cache, poked = watched_shop()
     informer = cache.informers[PODS]
     cache.wrote(PODS, pod("orders-0", "10"))
     assert cache.object(PODS, "shop", "orders-0") is not None
@@ -228,13 +234,7 @@ def test_what_the_operator_wrote_is_read_back_from_the_cache_and_its_own_watch_e
 
 
 def test_a_writes_answer_never_replaces_a_newer_version_and_older_events_leave_it_kept() -> None:
-    poked: list[tuple[str, str]] = []
-    cache = WatchCache(
-        None,  # type: ignore[arg-type]  # no I/O: writes and events are handed in
-        namespace="shop",
-        config_maps=False,
-        on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
-    )
+    cache, poked = watched_shop()
     informer = cache.informers[PODS]
 
     def ready() -> str:
