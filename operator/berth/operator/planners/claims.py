@@ -45,11 +45,20 @@ def claim_key(coordinator_identity: str, group_id: str) -> ClaimKey:
 
 def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[ClaimKey, GroupClaim]:
     """The fleet's claim, keyed for the index; ``{}`` when the fleet is invalid (it claims nothing)."""
+    claimed = _claim(body, defaults)
+    if claimed is None:
+        return {}
+    key, claim, _ = claimed
+    return {key: claim}
+
+
+def _claim(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[ClaimKey, GroupClaim, Fleet] | None:
+    """The fleet's claim key, its claim and the fleet parsed once; None for an invalid or untrusted fleet."""
     try:
         fleet = parse_fleet(body)
         target = resolve_target(fleet, defaults)
     except (SpecError, UntrustedEndpoint):
-        return {}
+        return None
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
     established = bool(status.get("selector")) and status.get("observedGeneration") == metadata.get("generation")
@@ -60,7 +69,7 @@ def claims_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[Claim
         name=fleet.name,
         uid=str(fleet.uid or ""),
     )
-    return {claim_key(target.identity, fleet.spec.group_id): claim}
+    return claim_key(target.identity, fleet.spec.group_id), claim, fleet
 
 
 def holder_of(claims: Iterable[GroupClaim]) -> GroupClaim | None:
@@ -93,11 +102,11 @@ def volume_claim_keys(fleet: Fleet) -> tuple[ClaimKey, ...]:
 def index_entries(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[ClaimKey, GroupClaim]:
     """What the operator's index holds for one fleet: its group claim, its census entries and its volume claims'
     name prefixes (``{}`` for an invalid fleet, which claims nothing and is not counted)."""
-    entries = claims_of(body, defaults)
-    if not entries:
+    claimed = _claim(body, defaults)  # the index sees every event of every fleet: the spec is parsed once here
+    if claimed is None:
         return {}
-    fleet = parse_fleet(body)
-    claim = next(iter(entries.values()))
+    group_key, claim, fleet = claimed
+    entries = {group_key: claim}
     with_workload = bool((body.get("status") or {}).get("selector"))
     counted = GroupClaim(not with_workload, claim.created, claim.namespace, claim.name, claim.uid)
     for key in census_keys(fleet.namespace):
