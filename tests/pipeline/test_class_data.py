@@ -19,6 +19,7 @@ import pytest
 
 from berth.pipeline.class_data import (
     FAILED,
+    KEPT,
     OFF,
     JavaRuntime,
     Plan,
@@ -168,6 +169,43 @@ def test_the_archive_moves_into_place_once_the_process_that_writes_it_exits(
     assert Path(writes.archive + FAILED).exists()
     assert "wrote none" in said[-1]
     assert write_plan(3).action == "none"
+
+
+def test_a_run_that_maps_an_archive_marks_it_used(java: JavaRuntime, spark_home: Path, tmp_path: Path) -> None:
+    archive = Path(planned_run(tmp_path, java, spark_home, pid=1).archive or "")
+    archive.write_bytes(b"classes")
+    os.utime(archive, (1e9, 1e9))
+    assert planned_run(tmp_path, java, spark_home, pid=2).action == "use"
+    assert archive.stat().st_mtime > 1e9 + 3600
+
+
+def test_writing_an_archive_keeps_the_most_recently_used_and_removes_the_rest(
+    java: JavaRuntime, spark_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "class-data"
+    folder.mkdir()
+    # Archives of four earlier Spark installations, last used an hour apart, oldest first.
+    earlier = [folder / f"spark-3.5.{i}-java-17-{i:016x}.jsa" for i in range(4)]
+    for hour, archive in enumerate(earlier):
+        archive.write_bytes(b"classes")
+        os.utime(archive, (1e9, 1e9 + 3600 * hour))
+    unrelated = folder / "notes.txt"
+    unrelated.write_text("kept\n")
+
+    said: list[str] = []
+    writes = planned_run(folder, java, spark_home, pid=2)
+    os.utime(earlier[0])  # the oldest was mapped again just now, by another installation's run
+    script = "import sys; sys.stdin.read(); open(sys.argv[1], 'wb').write(b'classes')"
+    process = subprocess.Popen([sys.executable, "-c", script, writes.writing_to or ""], stdin=subprocess.PIPE)
+    finish_writing(writes, process, timeout_s=60, say=said.append)
+
+    left = sorted(path.name for path in folder.glob("*.jsa"))
+    assert left == sorted([Path(writes.archive or "").name, earlier[0].name, earlier[3].name])
+    assert len(left) == KEPT and unrelated.exists()
+    assert said[1:] == [
+        f"removed class-data archive {earlier[1]}, the least recently used of more than {KEPT}",
+        f"removed class-data archive {earlier[2]}, the least recently used of more than {KEPT}",
+    ]
 
 
 def analyze(out: Path, class_data: Path) -> subprocess.CompletedProcess[str]:

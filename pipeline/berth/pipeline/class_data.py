@@ -16,6 +16,10 @@ Rules:
   seconds, once) and then renames the file into place: readers only ever see a whole archive. A JVM that wrote
   nothing leaves a ``.failed`` marker, so later runs do not pay for the attempt again; an attempt interrupted
   leaves a ``.tmp-PID`` file that the next attempt removes once it is an hour old.
+- The folder stays bounded: a run that uses an archive marks it used (its modification time), and a run that has
+  just written one keeps the ``KEPT`` most recently used archives, its own among them, and removes the rest (a
+  reinstalled pyspark or another Java would otherwise leave ~170 MiB behind each time). A process that maps a
+  removed archive keeps its mapping; a later run of that key writes it again.
 - The JVM may refuse an archive (``-Xshare:auto``, its default: never a failed start), so its own CDS warnings are
   silenced and ``mapped`` checks instead that the JVM maps the file (Linux ``/proc/PID/maps``): a refusal is one
   line, and the run goes on.
@@ -41,6 +45,8 @@ ENV = "BERTH_CLASS_DATA"
 SUFFIX = ".jsa"
 FAILED = ".failed"
 STALE_TMP_S = 3600
+#: Archives kept in a folder after a run wrote one: the new one and the two used most recently before it.
+KEPT = 3
 # Silences the JVM's own CDS lines (hundreds of "Skipping ..." warnings when writing; a refused archive's warning
 # on stdout when mapping): ``mapped`` and the run's progress lines say what matters.
 QUIET = "-Xlog:cds*=off"
@@ -130,6 +136,8 @@ def plan(
         return Plan("none", None, "class-data archive: no Java runtime found")
     archive = os.path.join(directory, archive_name(java, spark_home, spark_version, jvm_options, driver_memory))
     if os.path.isfile(archive):
+        with contextlib.suppress(OSError):  # marks it used (module rules); a read-only folder's stays as it is
+            os.utime(archive)
         return Plan("use", archive, f"class data from {archive}")
     if os.path.exists(archive + FAILED):
         return Plan("none", None, f"class-data archive: an earlier run could not write {archive} ({FAILED} marker)")
@@ -180,13 +188,34 @@ def finish_writing(
         return
     if jvm.returncode == 0 and os.path.isfile(written.writing_to) and os.path.getsize(written.writing_to) > 0:
         os.replace(written.writing_to, written.archive)
+        os.utime(written.archive)  # the most recently used: prune keeps it
         size = os.path.getsize(written.archive) / 2**20
         say(f"wrote class-data archive {written.archive} ({size:,.0f} MiB, {time.monotonic() - started:.1f} s)")
+        for removed in prune(os.path.dirname(written.archive), KEPT):
+            say(f"removed class-data archive {removed}, the least recently used of more than {KEPT}")
         return
     _remove(written.writing_to)
     with contextlib.suppress(OSError):
         Path(written.archive + FAILED).write_text(f"the JVM exited {jvm.returncode} without writing the archive\n")
     say(f"class-data archive: the JVM wrote none (exit status {jvm.returncode}); later runs go without")
+
+
+def prune(directory: str, kept: int) -> list[str]:
+    """Removes all but the ``kept`` most recently used archives in ``directory``; what it removed, oldest first."""
+    archives = sorted(glob.glob(os.path.join(glob.escape(directory), f"*{SUFFIX}")), key=_used_at, reverse=True)
+    removed = []
+    for path in reversed(archives[kept:]):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+            removed.append(path)
+    return removed
+
+
+def _used_at(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
 
 
 def _release(path: str) -> dict[str, str]:
