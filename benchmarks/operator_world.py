@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class World:
     operator_kube: Kube
     coordinator: CoordinatorProcess
     work: Path
+    started: list[OperatorProcess] = field(default_factory=list)  # stopped with the world, whatever happened
 
     def operator(self, name: str, *args: str) -> OperatorProcess:
         """A ``berth-operator`` process as the chart's ServiceAccount, with its metrics on a port of its own."""
@@ -61,6 +62,7 @@ class World:
         ]  # fmt: skip
         process = OperatorProcess(self.operator_kube.kubeconfig, self.work / f"{name}.log", argv)
         process.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        self.started.append(process)
         return process.start()
 
 
@@ -95,9 +97,12 @@ def world(*coordinator_flags: str) -> Iterator[World]:
             manual_clock=False,
         )
         coordinator.start()
+        the_world = World(plane, kube, kube.as_service_account("berth", "berth-operator"), coordinator, work)
         try:
-            yield World(plane, kube, kube.as_service_account("berth", "berth-operator"), coordinator, work)
+            yield the_world
         finally:
+            for operator in the_world.started:  # one a benchmark left running would outlive the control plane
+                operator.stop()
             coordinator.kill()
 
 
