@@ -12,8 +12,8 @@
   through ``../shared/tools/k8s/node/runc-oom-clamp``; the CNI bridge), **kubelet** and **kube-proxy** (iptables
   mode) inside the network namespace, **kube-scheduler** beside the apiserver, and **cluster DNS**:
   ``support.node_dns``, a small responder for ``<service>.<namespace>.svc.cluster.local`` (and StatefulSet pods'
-  names under their governing Service) from the apiserver, on the node's address, which the kubelet gives pods as
-  their nameserver. There is no upstream resolver: only cluster names resolve.
+  names under their governing Service) from a list+watch of Services and Endpoints, on the node's address, which
+  the kubelet gives pods as their nameserver. There is no upstream resolver: only cluster names resolve.
 - **storage**: ``PersistentVolume``s of the empty storage class on directories of the work directory, which claims
   with no class (the chart's coordinator and etcd members, a stateful fleet's) bind to.
 
@@ -321,7 +321,8 @@ class Node:
                 node = json.loads(answer.stdout)
                 conditions = {c["type"]: c["status"] for c in node["status"].get("conditions") or []}
                 taints = [t["key"] for t in node["spec"].get("taints") or []]
-                if conditions.get("Ready") == "True" and not taints:
+                dns_answering = "answering on" in self.log("dns")  # once its lists are in
+                if conditions.get("Ready") == "True" and not taints and dns_answering:
                     break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"node {self.name} not Ready after {timeout_s:g} s:\n{self.log('kubelet')[-4000:]}")

@@ -1,15 +1,19 @@
 """Cluster DNS for the node tier: a small responder in place of CoreDNS (which no registry here packages).
 
 ``python -m support.node_dns --listen IP --kubeconfig FILE [--domain cluster.local]`` answers UDP queries on
-``IP:53`` (the node's address, which the kubelet gives pods as their nameserver) from the apiserver, as CoreDNS's
-``kubernetes`` plugin would for the names Berth's pods use:
+``IP:53`` (the node's address, which the kubelet gives pods as their nameserver), as CoreDNS's ``kubernetes``
+plugin would for the names Berth's pods use:
 
 - ``<service>.<namespace>.svc.<domain>``: A, the Service's ClusterIP; a headless Service's endpoint addresses;
 - ``<hostname>.<service>.<namespace>.svc.<domain>``: A, the address of the endpoint with that hostname (a
   StatefulSet's pod under its governing Service);
 - any other type for those names: an empty answer; any other name: NXDOMAIN (there is no upstream resolver).
 
-Each answer is read from the apiserver when asked (TTL 5 s), so a Service created a moment ago resolves at once.
+Like CoreDNS, it answers from memory: Services and Endpoints are listed and watched (one thread each; a broken
+watch relists), so an answer never waits on the apiserver. (Reading the apiserver per query, as this responder
+once did, let a busy apiserver stall every lookup behind one socket: a member's retries then failed with "Temporary
+failure in name resolution" for 25 s during a coordinator failover.) It prints ``answering on ...`` once both
+lists are in. Answers carry a TTL of 5 s.
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import argparse
 import socket
 import struct
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 
 A, TTL = 1, 5
 NOERROR, FORMERR, NXDOMAIN = 0, 1, 3
+RELIST_AFTER_S = 1.0
 
 
 def parse_question(packet: bytes) -> tuple[int, int, str, int, int]:
@@ -51,9 +59,47 @@ def answer(packet: bytes, rcode: int, addresses: list[str], qtype: int) -> bytes
     return header + packet[12:end] + body
 
 
+class Mirror:
+    """One kind's objects by (namespace, name), kept by list and watch in a thread of its own."""
+
+    def __init__(self, kind: str, list_all: Callable[..., Any]) -> None:
+        self.kind = kind
+        self.list_all = list_all
+        self.objects: dict[tuple[str, str], Any] = {}
+        self.lock = threading.Lock()
+        self.synced = threading.Event()
+
+    def get(self, namespace: str, name: str) -> Any:
+        with self.lock:
+            return self.objects.get((namespace, name))
+
+    def run(self) -> None:
+        while True:
+            try:
+                listed = self.list_all()
+                with self.lock:
+                    self.objects = {(o.metadata.namespace, o.metadata.name): o for o in listed.items}
+                self.synced.set()
+                stream = kubernetes.watch.Watch().stream(
+                    self.list_all, resource_version=listed.metadata.resource_version, timeout_seconds=300
+                )
+                for event in stream:
+                    found = event["object"]
+                    key = (found.metadata.namespace, found.metadata.name)
+                    with self.lock:
+                        if event["type"] == "DELETED":
+                            self.objects.pop(key, None)
+                        else:
+                            self.objects[key] = found
+            except Exception as error:  # the apiserver unreachable a moment, a watch expired: relist
+                print(f"{self.kind}: {error!r}; relisting", file=sys.stderr, flush=True)
+                time.sleep(RELIST_AFTER_S)
+
+
 class Resolver:
-    def __init__(self, core: Any, domain: str) -> None:
-        self.core = core
+    def __init__(self, services: Mirror, endpoints: Mirror, domain: str) -> None:
+        self.services = services
+        self.endpoints = endpoints
         self.suffix = f".svc.{domain}"
 
     def lookup(self, name: str) -> list[str] | None:
@@ -68,16 +114,14 @@ class Resolver:
             host, service, namespace = parts
         else:
             return None
-        try:
-            found = self.core.read_namespaced_service(service, namespace)
-        except kubernetes.client.ApiException:
+        found = self.services.get(namespace, service)
+        if found is None:
             return None
         cluster_ip = found.spec.cluster_ip
         if host is None and cluster_ip and cluster_ip != "None":
             return [cluster_ip]
-        try:
-            endpoints = self.core.read_namespaced_endpoints(service, namespace)
-        except kubernetes.client.ApiException:
+        endpoints = self.endpoints.get(namespace, service)
+        if endpoints is None:
             return [] if host is None else None
         addresses = [
             address
@@ -91,8 +135,14 @@ class Resolver:
 
 
 def serve(listen: str, kubeconfig: str, domain: str) -> None:
-    client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
-    resolver = Resolver(kubernetes.client.CoreV1Api(client), domain)
+    core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(config_file=kubeconfig))
+    services = Mirror("services", core.list_service_for_all_namespaces)
+    endpoints = Mirror("endpoints", core.list_endpoints_for_all_namespaces)
+    for mirror in (services, endpoints):
+        threading.Thread(target=mirror.run, name=mirror.kind, daemon=True).start()
+    for mirror in (services, endpoints):
+        mirror.synced.wait()
+    resolver = Resolver(services, endpoints, domain)
     server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     server.bind((listen, 53))
     print(f"answering on {listen}:53 for *.svc.{domain}", flush=True)
@@ -104,11 +154,7 @@ def serve(listen: str, kubeconfig: str, domain: str) -> None:
             if len(packet) >= 12:
                 server.sendto(packet[:2] + struct.pack("!H", 0x8000 | FORMERR) + b"\0" * 8, peer)
             continue
-        try:
-            addresses = resolver.lookup(name)
-        except Exception as error:  # the apiserver unreachable a moment: the client retries
-            print(f"{name}: {error!r}", file=sys.stderr, flush=True)
-            continue
+        addresses = resolver.lookup(name)
         rcode = NXDOMAIN if addresses is None else NOERROR
         server.sendto(answer(packet, rcode, addresses or [], qtype), peer)
 
