@@ -76,12 +76,15 @@ class Mirror:
     def run(self) -> None:
         while True:
             try:
-                listed = self.list_all()
+                listed = self.list_all(_request_timeout=30)
                 with self.lock:
                     self.objects = {(o.metadata.namespace, o.metadata.name): o for o in listed.items}
                 self.synced.set()
                 stream = kubernetes.watch.Watch().stream(
-                    self.list_all, resource_version=listed.metadata.resource_version, timeout_seconds=300
+                    self.list_all,
+                    resource_version=listed.metadata.resource_version,
+                    timeout_seconds=300,
+                    _request_timeout=330,  # a silent connection is given up, not waited on forever
                 )
                 for event in stream:
                     found = event["object"]
