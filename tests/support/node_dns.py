@@ -10,9 +10,7 @@ plugin would for the names Berth's pods use:
 - any other type for those names: an empty answer; any other name: NXDOMAIN (there is no upstream resolver).
 
 Like CoreDNS, it answers from memory: Services and Endpoints are listed and watched (one thread each; a broken
-watch relists), so an answer never waits on the apiserver. (Reading the apiserver per query, as this responder
-once did, let a busy apiserver stall every lookup behind one socket: a member's retries then failed with "Temporary
-failure in name resolution" for 25 s during a coordinator failover.) It prints ``answering on ...`` once both
+watch relists), so an answer never waits on the apiserver, however busy. It prints ``answering on ...`` once both
 lists are in. Answers carry a TTL of 5 s.
 """
 
@@ -60,25 +58,23 @@ def answer(packet: bytes, rcode: int, addresses: list[str], qtype: int) -> bytes
 
 
 class Mirror:
-    """One kind's objects by (namespace, name), kept by list and watch in a thread of its own."""
+    """One kind's objects by (namespace, name), kept by list and watch in a thread of its own (each update is one
+    dict operation or one assignment, which the answering thread sees whole)."""
 
     def __init__(self, kind: str, list_all: Callable[..., Any]) -> None:
         self.kind = kind
         self.list_all = list_all
         self.objects: dict[tuple[str, str], Any] = {}
-        self.lock = threading.Lock()
         self.synced = threading.Event()
 
     def get(self, namespace: str, name: str) -> Any:
-        with self.lock:
-            return self.objects.get((namespace, name))
+        return self.objects.get((namespace, name))
 
     def run(self) -> None:
         while True:
             try:
                 listed = self.list_all(_request_timeout=30)
-                with self.lock:
-                    self.objects = {(o.metadata.namespace, o.metadata.name): o for o in listed.items}
+                self.objects = {(o.metadata.namespace, o.metadata.name): o for o in listed.items}
                 self.synced.set()
                 stream = kubernetes.watch.Watch().stream(
                     self.list_all,
@@ -89,11 +85,10 @@ class Mirror:
                 for event in stream:
                     found = event["object"]
                     key = (found.metadata.namespace, found.metadata.name)
-                    with self.lock:
-                        if event["type"] == "DELETED":
-                            self.objects.pop(key, None)
-                        else:
-                            self.objects[key] = found
+                    if event["type"] == "DELETED":
+                        self.objects.pop(key, None)
+                    else:
+                        self.objects[key] = found
             except Exception as error:  # the apiserver unreachable a moment, a watch expired: relist
                 print(f"{self.kind}: {error!r}; relisting", file=sys.stderr, flush=True)
                 time.sleep(RELIST_AFTER_S)

@@ -1,5 +1,6 @@
 """The node tier's own logic that needs no node: which files an image's key covers (.dockerignore as Docker reads
-it), which left-behind nodes the reaper ends (never a live run's), and the ledger read from example consumers' logs.
+it), which left-behind nodes the reaper ends (never a live run's), the ledger read from example consumers' logs, and
+what the cluster DNS stand-in answers from its mirrors.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from support import node_reap
+from support import node_dns, node_reap
 from support.node_images import context_files
 from support.node_members import acknowledged_before, commits, lost, surfaced
 
@@ -132,3 +135,40 @@ def test_an_unrecorded_namespace_is_reaped_only_when_no_live_pid_has_its_remaind
     assert node_reap._pid_may_live(12212)
     monkeypatch.setattr(node_reap, "_pids", lambda: [1, 112213])
     assert not node_reap._pid_may_live(12212)
+
+
+def _mirror(objects: dict[tuple[str, str], Any]) -> node_dns.Mirror:
+    mirror = node_dns.Mirror("test", lambda **_: None)
+    mirror.objects = objects
+    return mirror
+
+
+def test_the_cluster_dns_stand_in_answers_from_its_mirrors_as_coredns_would() -> None:
+    def service(cluster_ip: str) -> Any:
+        return SimpleNamespace(spec=SimpleNamespace(cluster_ip=cluster_ip))
+
+    def address(ip: str, hostname: str | None) -> Any:
+        return SimpleNamespace(ip=ip, hostname=hostname)
+
+    services = _mirror({("berth", "coordinator"): service("10.0.0.7"), ("shop", "orders"): service("None")})
+    endpoints = _mirror(
+        {
+            ("shop", "orders"): SimpleNamespace(
+                subsets=[
+                    SimpleNamespace(
+                        addresses=[address("10.1.0.2", "orders-0")],
+                        not_ready_addresses=[address("10.1.0.3", "orders-1")],
+                    )
+                ]
+            )
+        }
+    )
+    lookup = node_dns.Resolver(services, endpoints, "cluster.local").lookup
+    assert lookup("coordinator.berth.svc.cluster.local") == ["10.0.0.7"]
+    assert lookup("orders.shop.svc.cluster.local") == ["10.1.0.2", "10.1.0.3"]  # headless: its endpoints
+    assert lookup("orders-1.orders.shop.svc.cluster.local") == ["10.1.0.3"]  # a StatefulSet's pod
+    assert lookup("orders-7.orders.shop.svc.cluster.local") is None
+    assert lookup("coordinator.berth.shop.svc.cluster.local") is None  # a search-path candidate: NXDOMAIN
+    assert lookup("example.com") is None
+    del services.objects[("berth", "coordinator")]  # a watch's DELETED
+    assert lookup("coordinator.berth.svc.cluster.local") is None
