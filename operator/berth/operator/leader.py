@@ -6,14 +6,17 @@ before another may take over (``planners.lease`` decides; this module keeps time
   (counted from when it was sent). A frozen or partitioned leader finds it closed the moment it runs again, before
   any write it had under way goes out.
 - :class:`LeaderElector` acquires the Lease (:meth:`~LeaderElector.acquire`: a standby looks every retry period),
-  renews it (:meth:`~LeaderElector.keep`: returns once leadership is lost: the Lease taken by another, or no
-  renewal for the renew deadline), and releases it on a graceful stop. It announces a new leader with an Event on
-  the Lease and logs who leads whenever that changes.
+  renews it (:meth:`~LeaderElector.keep`: returns once leadership is lost: the Lease taken by another, deleted, no
+  longer writable by this replica, or no renewal for the renew deadline), and releases it on a graceful stop. It
+  announces a new leader with an Event on the Lease and logs who leads whenever that changes.
 - What losing leadership does is the caller's (``berth-operator`` exits, as controller-runtime's managers do, and
   starts again as a standby): the gate is closed first, whatever the caller does next.
 - :func:`holding_the_lease` is how ``app`` runs the operator's work under the Lease: wait as a standby, keep it
   while the work runs, release it after. The Lease's calls get an API client of their own (not gated: a candidate
   must write the Lease to become the leader) on a thread of their own (``kube.lease``).
+- The failpoint switch ``bug.operator_no_release`` (``berth.coordinator.daemon.failpoints``; tests only) brings
+  back what issue 28 found, so that the robustness checker can be shown to report it: the gate stays open until the
+  elector learns that it lost (no deadline), and a graceful stop leaves the Lease held.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from typing import Protocol
 
 import kubernetes
 
+from berth.coordinator.daemon import failpoints
 from berth.operator.kube.identity import KubeIdentity
 from berth.operator.kube.lease import LeaseApi
 from berth.operator.leader_options import LeaderElection
 from berth.operator.planners.lease import (
     LeaseConflict,
+    LeaseLost,
     LeaseRecord,
     LeaseTiming,
     Observed,
@@ -47,6 +52,9 @@ from berth.operator.planners.lease import (
 from berth.operator.ports import NotLeading
 
 logger = logging.getLogger("berth.operator.leader")
+
+#: The failpoint switch that brings back issue 28's leader (no deadline on the gate, no release on a stop).
+NO_RELEASE_BUG = "bug.operator_no_release"
 
 
 class LeaseStore(Protocol):
@@ -68,6 +76,8 @@ class LeaderGate:
 
     @property
     def leading(self) -> bool:
+        if failpoints.enabled(NO_RELEASE_BUG):
+            return self.valid_until > -math.inf  # issue 28's gate: open until the elector noticed the loss
         return self.clock() < self.valid_until
 
     def check(self) -> None:
@@ -133,7 +143,15 @@ class LeaderElector:
         if isinstance(decision, Wait):
             if decision.holder != self._leader_seen:
                 self._leader_seen = decision.holder
-                logger.info("%s leads; this replica (%s) waits as a standby", decision.holder, self.identity)
+                if decision.holder:
+                    logger.info("%s leads; this replica (%s) waits as a standby", decision.holder, self.identity)
+                else:
+                    logger.info(
+                        "there is no leader's Lease: this replica (%s) creates it once it has seen none for %g s (a"
+                        " leader whose Lease was deleted has stopped acting by then)",
+                        self.identity,
+                        self.timing.lease_duration_s,
+                    )
             return False
         sent_at = self.clock()
         try:
@@ -169,6 +187,9 @@ class LeaderElector:
                     continue
                 self._lost("another replica holds the Lease now")
                 return
+            except LeaseLost as error:
+                self._lost(f"the Lease cannot be renewed any more ({error})")
+                return
             except Exception as error:
                 logger.warning("renewing the leader's Lease failed (%s); trying again", error)
                 continue
@@ -196,6 +217,9 @@ class LeaderElector:
         self.gate.close()
         self.record = None
         self.on_leading(False)
+        if failpoints.enabled(NO_RELEASE_BUG):
+            logger.warning("failpoint %s: the leader's Lease is left held", NO_RELEASE_BUG)
+            return
         try:
             await self.store.write(released(record, self.wall()), create=False)
             logger.info("released the leader's Lease")

@@ -5,7 +5,9 @@ Rules:
 
 - Read, created and replaced by name only (RBAC: a Role in the operator's namespace, never the ClusterRole);
   replace carries the resourceVersion read, so a write after someone else's is answered 409
-  (:class:`LeaseConflict`), never applied.
+  (:class:`LeaseConflict`), never applied. A replace answered 404 (the Lease deleted), 401 or 403 (this replica's
+  credentials or rights gone, as ``helm uninstall`` leaves a replica that has not stopped yet) raises
+  :class:`LeaseLost`: retrying cannot renew it.
 - Calls run on a thread of their own, not the shared pool the fleets' calls use: a thousand passes queued there
   must not hold a renewal back past the renew deadline. Each call is bounded by ``timeout_s``.
 - The Event (reason ``LeaderElection``, on the Lease, as controller-runtime posts it) says which replica became
@@ -26,7 +28,7 @@ import kubernetes
 from berth.operator.kube.calls import ApiException, api_error_text, call_json_here, is_conflict, is_not_found
 from berth.operator.names import COMPONENT
 from berth.operator.planners.conditions import format_time
-from berth.operator.planners.lease import LeaseConflict, LeaseRecord
+from berth.operator.planners.lease import LeaseConflict, LeaseLost, LeaseRecord
 
 logger = logging.getLogger("berth.operator.leader")
 
@@ -76,6 +78,8 @@ class LeaseApi:
         except ApiException as error:
             if is_conflict(error):
                 raise LeaseConflict(api_error_text(error)) from error
+            if not create and error.status in (401, 403, 404):
+                raise LeaseLost(f"writing Lease {self.namespace}/{self.name}: {api_error_text(error)}") from error
             raise RuntimeError(f"writing Lease {self.namespace}/{self.name}: {api_error_text(error)}") from error
         return LeaseRecord.from_lease(stored)
 
