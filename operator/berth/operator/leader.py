@@ -48,6 +48,7 @@ from berth.operator.planners.lease import (
     observe,
     released,
     renewal,
+    write_bound_s,
 )
 from berth.operator.ports import NotLeading
 
@@ -243,7 +244,11 @@ async def holding_the_lease(
     client = kubernetes.client.ApiClient(identity.configuration)
     client.user_agent = user_agent
     lease = LeaseApi(
-        client, namespace=election.namespace, name=election.lease, timeout_s=election.timing.renew_deadline_s / 2
+        client,
+        namespace=election.namespace,
+        name=election.lease,
+        timeout_s=election.timing.renew_deadline_s / 2,
+        write_bound_s=write_bound_s(election.timing),
     )
     elector = LeaderElector(lease, identity=election.identity, timing=election.timing, gate=gate, on_leading=on_leading)
     on_leading(False)

@@ -9,7 +9,10 @@ Rules:
   credentials or rights gone, as ``helm uninstall`` leaves a replica that has not stopped yet) raises
   :class:`LeaseLost`: retrying cannot renew it.
 - Calls run on a thread of their own, not the shared pool the fleets' calls use: a thousand passes queued there
-  must not hold a renewal back past the renew deadline. Each call is bounded by ``timeout_s``.
+  must not hold a renewal back past the renew deadline. Each call is bounded by ``timeout_s`` and made once:
+  urllib3 does not retry it (three attempts of a call that hangs would outlast the renew deadline, and a renewal
+  that could have succeeded after a short partition would come too late); the elector tries again every retry
+  period. With ``write_bound_s``, the connections carry ``TCP_USER_TIMEOUT`` as the gated clients' do.
 - The Event (reason ``LeaderElection``, on the Lease, as controller-runtime posts it) says which replica became
   the leader; posting it never fails the election.
 """
@@ -25,6 +28,7 @@ from typing import Any
 
 import kubernetes
 
+from berth.operator.gated_http import bound_connections
 from berth.operator.kube.calls import ApiException, api_error_text, call_json_here, is_conflict, is_not_found
 from berth.operator.names import COMPONENT
 from berth.operator.planners.conditions import format_time
@@ -34,7 +38,20 @@ logger = logging.getLogger("berth.operator.leader")
 
 
 class LeaseApi:
-    def __init__(self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        timeout_s: float,
+        write_bound_s: float | None = None,
+    ) -> None:
+        pool = api_client.rest_client.pool_manager
+        pool.connection_pool_kw["retries"] = False
+        if write_bound_s is not None:
+            bound_connections(pool, write_bound_s)
+        pool.clear()
         self.coordination = kubernetes.client.CoordinationV1Api(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.namespace = namespace
