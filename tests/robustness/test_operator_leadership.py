@@ -61,9 +61,9 @@ def test_a_leader_fault_in_a_scale_down_leaves_one_batch_leave_and_no_step_by_a_
 def deposed_leave(world: LeaderWorld, history: History, *, bug: bool) -> list[str]:
     """The leader (A) stands still before its batch leave (a stall of its event loop: failpoint
     ``operator.before_leave``) past its Lease; the other (B) takes over and stands still at the same step, shorter
-    than its renew deadline; A goes on first. With ``bug.operator_no_release`` (issue 28's gate, open until the elector notices the loss), A's
-    leave goes out after B took the Lease; fixed, it is refused at the gate and B's leave is the only one. The
-    violations the checker finds, and the batch leaves."""
+    than its renew deadline; A goes on first. With ``bug.operator_no_release`` (issue 28's gate, open until the
+    elector notices the loss), A's leave goes out after B took the Lease; fixed, it is refused at the gate and B's
+    leave is the only one. The violations the checker finds, and the batch leaves."""
     switch = "bug.operator_no_release=on;" if bug else ""
     lease_ms = int(world.timing.lease_s * 1000)
     prepare(world, plan(SEEDS["kill"], world.timing.lease_s))  # two replicas, the fleet converged at its size
