@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     hours = (time.monotonic() - started) / 3600
     campaign = {
         "started": began,
+        "commit": commit(),
         "hours": round(hours, 3),
         **summarize(records, hours),
         "seeds_violated": [r["seed"] for r in records if not r["ok"]],
@@ -105,6 +107,15 @@ def save(path: Path, campaign: dict[str, Any], records: list[dict[str, Any]], ti
     hours = sum(c["hours"] for c in kept["campaigns"])
     kept["summary"] = summarize(kept["runs"], hours)
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+
+
+def commit() -> str:
+    """The code the campaign ran: the checkout's commit, marked ``+changes`` when files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
 def print_flush(line: str) -> None:

@@ -59,6 +59,7 @@ from support.leader_history import (
     coordinator_writes,
     identity_of,
     lease_terms,
+    stamp,
     takeover,
 )
 from support.leader_world import FLEET, GROUP, LEASE, NAMESPACE, LeaderWorld, Replica
@@ -125,6 +126,8 @@ class RunResult:
     takeover_s: float | None  # the fault -> another replica took the Lease
     first_write_s: float | None  # the fault -> that replica's first write
     margin_s: float | None
+    #: the fault -> the new leader's first request to the API server (it was up and looking), when after the fault
+    new_leader_up_s: float | None
     seconds: float
     notes: list[str] = field(default_factory=list)
 
@@ -154,6 +157,7 @@ class History:
         self.writes: list[Write] = []
         self.journal: list[dict[str, Any]] = []
         self.identities: dict[str, str] = {}  # replica name (its token) -> Lease identity
+        self.first_request: dict[str, float] = {}  # Lease identity -> its first request to the API server
 
     def read(self) -> tuple[list[Write], list[dict[str, Any]]]:
         """Bring the record up to date; the writes and journal events that are new."""
@@ -163,6 +167,7 @@ class History:
             identity = identity_of(event)
             if identity and "_" in identity:
                 self.identities.setdefault(identity.rsplit("_", 1)[0], identity)
+                self.first_request.setdefault(identity, stamp(event["requestReceivedTimestamp"]))
         self.lease_events += [e for e in events if e.get("stage") == "ResponseComplete"]
         journal = self.world.journal()
         self.journal += journal
@@ -181,8 +186,13 @@ def run_once(
     log: Callable[[str], None] = print,
     kinds: Iterable[str] | None = None,
 ) -> RunResult:
+    return run_plan(world, history, plan(seed, world.timing.lease_s, kinds), log)
+
+
+def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str], None] = print) -> RunResult:
+    """One run as ``p`` says (see the module docstring)."""
     started = time.monotonic()
-    p = plan(seed, world.timing.lease_s, kinds)
+    seed = p.seed
     assert world.kubelet is not None
     history.read()
     writes_before = len(history.writes)
@@ -243,11 +253,17 @@ def run_once(
         takeover_s=None if taken is None else round(taken.acquired_s, 3),
         first_write_s=None if taken is None or taken.first_write_s is None else round(taken.first_write_s, 3),
         margin_s=None if verdict.margin_s is None else round(verdict.margin_s, 3),
+        new_leader_up_s=up_after(history, taken.holder if taken else None, fault_at),
         seconds=round(time.monotonic() - started, 1),
         notes=notes,
     )
     log(result.line())
     return result
+
+
+def up_after(history: History, identity: str | None, fault_at: float) -> float | None:
+    first = history.first_request.get(identity or "")
+    return None if first is None or first < fault_at else round(first - fault_at, 3)
 
 
 def released(terms: list[Term], identity: str, *, since: float) -> list[str]:

@@ -221,11 +221,21 @@ class LeaderElector:
         if failpoints.enabled(NO_RELEASE_BUG):
             logger.warning("failpoint %s: the leader's Lease is left held", NO_RELEASE_BUG)
             return
-        try:
-            await self.store.write(released(record, self.wall()), create=False)
-            logger.info("released the leader's Lease")
-        except Exception as error:
-            logger.warning("could not release the leader's Lease (%s): a standby takes over when it expires", error)
+        for _ in range(3):
+            try:
+                await self.store.write(released(record, self.wall()), create=False)
+                logger.info("released the leader's Lease")
+                return
+            except LeaseConflict:
+                # A renewal still on its way when the keeper was cancelled changed it: still ours, release that.
+                current = await self._read_quietly()
+                if current is None or current.holder != self.identity:
+                    return
+                record = current
+            except Exception as error:
+                logger.warning("could not release the leader's Lease (%s): a standby takes over when it expires", error)
+                return
+        logger.warning("could not release the leader's Lease (it kept changing): a standby takes over when it expires")
 
 
 @contextlib.asynccontextmanager

@@ -287,6 +287,27 @@ async def test_the_no_release_bug_switch_brings_back_issue_28s_leader() -> None:
         gate.check()
 
 
+async def test_a_stopping_leader_releases_the_lease_a_renewal_still_on_its_way_changed() -> None:
+    """The campaign found it: the keeper was cancelled while a renewal was on its way, the renewal landed, and the
+    release, sent with the resourceVersion before it, was refused (409) and left the Lease held."""
+    lease, clock = MemoryLease(), Clock()
+    gate = LeaderGate(clock)
+    a = elector(lease, clock, "a", gate, [])
+    await a.acquire()
+    assert lease.record is not None
+    lease.version += 1
+    lease.record = replace(lease.record, renew_time="later", resource_version=str(lease.version))  # landed late
+    await a.release()
+    assert lease.record.holder == "" and not gate.leading
+    # Taken by another meanwhile: nothing of ours to release, and nothing is written.
+    b = elector(lease, clock, "b", LeaderGate(clock), [])
+    lease.record = None
+    await b.acquire()
+    lease.record = replace(lease.record, holder="c", resource_version="77")
+    await b.release()
+    assert lease.record.holder == "c"
+
+
 async def test_a_frozen_leader_finds_its_gate_closed_the_moment_it_runs_again() -> None:
     clock = Clock()
     gate = LeaderGate(clock)
