@@ -66,9 +66,9 @@ GOALS: dict[str, str] = {
         " on Berth's coordinator"
     ),
     "operator_takeover": (
-        "the new leader's first write within 5 s of a graceful stop and of a reinstall (helm uninstall + install), and"
-        " within the lease duration + 5 s of a kill -9 or a freeze (issue 28). Assumes the chart's timings, as"
-        " controller-runtime's: lease 15 s, renew deadline 10 s, retry 2 s"
+        "the new leader's first write within 5 s of a graceful stop and of a reinstall (helm uninstall + install; from"
+        " the new replica's start), and within the lease duration + 5 s of a kill -9 or a freeze (issue 28). Assumes"
+        " the chart's timings, as controller-runtime's: lease 15 s, renew deadline 10 s, retry 2 s"
     ),
     "failover": (
         "replicated coordinator (chart's HA option: 3 etcd members with fsync, 2 replicas, 5 s lease, readiness every "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks import stored_report
+from benchmarks import reliability_operator, stored_report
 from benchmarks.bounds_floods import BYSTANDER_RATE, BYSTANDER_SECONDS
 from benchmarks.common import RESULTS, ROOT
 
@@ -92,6 +92,7 @@ def render() -> str:
             "(lease TTL 3 s in the tests; `python -m benchmarks failover` measures the chart's 5 s).",
             "",
         ]
+    lines += reliability_operator.section()
     lines += [
         "## Storage faults",
         "",
