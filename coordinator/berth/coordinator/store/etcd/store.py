@@ -53,7 +53,7 @@ from berth.coordinator.store.etcd.client import (
     prefix_end,
 )
 from berth.coordinator.store.etcd.journal import JournalIndex
-from berth.coordinator.store.etcd.keys import SCHEMA, Keys
+from berth.coordinator.store.etcd.keys import SCHEMA, Keys, hex_id
 from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
 from berth.coordinator.store.sqlite_store import JournalSize, JournalWindow
 
@@ -181,6 +181,37 @@ class EtcdStore:
             group_id = keys.expected_group_of(kv.key)
             ids = _decoded(_decode_ids, kv.value, f"expected members of group {group_id!r}")
             yield ExpectedMembersRecord(GroupId(group_id), ids)
+
+    def load_group(self, group_id: GroupId) -> list[Record]:
+        """One group's records at one revision, as ``load`` yields them (its reload after a failed write). Unlike
+        ``load`` it changes nothing the writer keeps: those are durable values already. Raises as ``load``."""
+        try:
+            return list(self._group_records(group_id))
+        except EtcdUnavailable:
+            raise
+        except EtcdError as exc:
+            raise StoreError(f"{self.where} cannot be read: {exc}") from exc
+        except (ValueError, TypeError, msgspec.DecodeError) as exc:
+            raise StoreError(f"{self.where} cannot be read: {' '.join(str(exc).split())}") from exc
+
+    def _group_records(self, group_id: GroupId) -> Iterator[Record]:
+        keys = self.keys
+        found, revision = self._page(keys.group(group_id), keys.group(group_id) + b"\x00", 0)
+        members = [
+            _decoded(_decode_member, kv.value, f"group {group_id!r}, member {keys.member_key_parts(kv.key)[2]!r}")
+            for kv in self._scan(keys.group_members(group_id), revision)
+        ]
+        if found:
+            yield GroupRecord(group_id, _decoded(_decode_group, found[0].value, f"group {group_id!r}"), tuple(members))
+        for kv in self._scan(keys.offsets + hex_id(group_id) + b"/", revision):
+            _, topic = keys.topic_offsets_parts(kv.key)
+            partitions = _decoded(decode_topic_offsets, kv.value, f"offsets of group {group_id!r}, topic {topic!r}")
+            for partition, (offset, epoch, metadata, ts) in sorted(partitions.items()):
+                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
+        expected, _ = self._page(keys.expected_members(group_id), keys.expected_members(group_id) + b"\x00", revision)
+        if expected:
+            ids = _decoded(_decode_ids, expected[0].value, f"expected members of group {group_id!r}")
+            yield ExpectedMembersRecord(group_id, ids)
 
     def _page(self, key: bytes, end: bytes, revision: int, limit: int = 0) -> tuple[list[KeyValue], int]:
         kvs, header_revision, _, _ = self.client.range(key, end, limit=limit, revision=revision)
