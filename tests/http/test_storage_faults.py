@@ -142,7 +142,8 @@ async def test_readiness_is_503_while_writes_fail_and_ready_again_once_the_disk_
 
     assert await readiness(api) == (503, 200)  # not ready, but alive: the kubelet must not restart it
     _, body = await api.get("/readyz")
-    assert body == {"status": "store failing"}
+    assert body["status"] == "store failing"
+    assert body["reason"].startswith("the disk refuses writes: ")
     assert await readiness(api) == (503, 200)  # its own probe write fails too
 
     await fail_disk(api, False)

@@ -72,6 +72,11 @@ class WriterPort(Protocol):
         """Whether the last transaction committed."""
         ...
 
+    @property
+    def failure(self) -> str:
+        """Why it did not (one line; empty while healthy)."""
+        ...
+
     def probe(self) -> None:
         """Queue a small transaction that updates ``healthy`` when no other write comes."""
         ...
