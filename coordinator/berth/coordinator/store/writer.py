@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Self
 
 from berth.coordinator.core import Write
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.store.batch import prepare_batch
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.faults import StoreFaults
@@ -198,7 +199,7 @@ class GroupCommitWriter(QueuedWriter):
             if batch.accepted_tokens:
                 self.transactions += 1
                 transacted = True
-                lines = self.store.commit_batch(batch, before_commit=self.faults.raise_if_failing)
+                lines = self.store.commit_batch(batch, before_commit=self._before_commit)
         except Exception as exc:
             log.exception("store: transaction of %d writes failed and was rolled back", len(writes))
             outcomes = [(write.token, False) for write in writes]
@@ -208,6 +209,13 @@ class GroupCommitWriter(QueuedWriter):
             if batch.accepted_tokens:
                 self._recovered("the disk takes writes again")
             # Committed: from here on nothing may report these writes failed. Segments repair themselves.
+            failpoints.hit("store.after_commit")
             self.store.segments.append(lines)
+            failpoints.hit("journal.after_append")
         self._report(outcomes)
         return transacted
+
+    def _before_commit(self) -> None:
+        """Inside the transaction, before it commits: the disk faults of the tests and the failpoint."""
+        self.faults.raise_if_failing()
+        failpoints.hit("store.before_commit")

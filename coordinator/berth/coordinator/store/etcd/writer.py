@@ -112,7 +112,8 @@ class EtcdWriter(QueuedWriter):
         txn_id = f"{tenure.term.revision}-{next(self._txn_ids)}"
         try:
             self.faults.raise_if_failing()
-        except InjectedDiskError as exc:
+            failpoints.hit("store.before_commit")
+        except (InjectedDiskError, failpoints.FailpointError) as exc:
             log.error("store: transaction of %d writes failed: %s", len(built.outcomes), exc)
             self._failing(str(exc))
             return failed
@@ -139,6 +140,7 @@ class EtcdWriter(QueuedWriter):
                 time.sleep(RETRY_S)
                 continue
             self._recovered("etcd takes writes again")
+            failpoints.hit("store.after_commit")
             return built.outcomes
 
 
