@@ -46,6 +46,9 @@ POINTS: dict[str, str] = {
     "bug.operator_no_release": "switch: the operator neither releases its Lease nor checks its deadline (R5)",
 }
 
+#: Points past a durable step: ``error`` there would report a durable write failed, so only crash and sleep are taken.
+AFTER_DURABLE = frozenset({"store.after_commit", "journal.after_append"})
+
 ENV = "BERTH_FAILPOINTS"
 SEED_ENV = "BERTH_FAILPOINTS_SEED"
 CRASH_STATUS = 137
@@ -91,6 +94,8 @@ def parse(text: str) -> dict[str, _Action]:
         kind, _, argument = spec.partition(":")
         if kind not in ("crash", "sleep", "error", "on") or (kind == "sleep") != bool(argument):
             raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS, error or on")
+        if kind == "error" and name in AFTER_DURABLE:
+            raise ValueError(f"{ENV}: {item!r}: {name} comes after a durable step; crash or sleep there")
         actions[name] = _Action(kind, int(argument) if argument else 0, nth, probability)
     return actions
 
