@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     started = time.monotonic()
     began = datetime.now(UTC).isoformat(timespec="seconds")
+    code = commit()  # what the replicas run: each starts from the checkout, so nothing may change meanwhile
     progress(f"operator robustness: {len(chosen)} runs (lease {timing.lease_s:g} s, renew deadline "
              f"{timing.renew_deadline_s:g} s, retry {timing.retry_s:g} s); setting up the world")  # fmt: skip
     failures = 0
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     hours = (time.monotonic() - started) / 3600
     campaign = {
         "started": began,
-        "commit": commit(),
+        "commit": code,
         "hours": round(hours, 3),
         **summarize(records, hours),
         "seeds_violated": [r["seed"] for r in records if not r["ok"]],
