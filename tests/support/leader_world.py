@@ -348,8 +348,24 @@ class LeaderWorld:
         return group["group_state"] == "Stable" and members == {f"{FLEET}-{i}" for i in range(replicas)}
 
     def dump(self) -> str:
-        """What to look at when a run fails: the replicas' log tails and the last exits."""
-        parts = [f"exits: {[(e.name, round(e.at, 3), e.code) for e in self.exits[-6:]]}"]
+        """What to look at when a run fails: the fleet's status, the group, the pods running, the last exits and the
+        replicas' log tails."""
+        parts = []
+        with contextlib.suppress(Exception):
+            status = self.fleet().get("status") or {}
+            conditions = [
+                f"{c['type']}={c['status']} ({c.get('reason')}: {c.get('message')})"
+                for c in status.get("conditions") or []
+            ]
+            kept = ("replicas", "readyReplicas", "departing", "lastScaleDown", "group", "instanceIds")
+            parts.append(f"status: { ({k: status.get(k) for k in kept}) }; {'; '.join(conditions)}")
+        with contextlib.suppress(Exception):
+            group = self.group()
+            members = sorted(m["group_instance_id"] or m["member_id"] for m in group["members"])
+            parts.append(f"group: {group['group_state']} generation {group.get('generation_id')} members {members}")
+        if self.kubelet is not None:
+            parts.append(f"member processes: {sorted(self.kubelet.running())}")
+        parts.append(f"exits: {[(e.name, round(e.at, 3), e.code) for e in self.exits[-6:]]}")
         for replica in self.replicas:
             parts.append(
                 f"--- {replica.name} ({'alive' if replica.alive else 'gone'})\n{replica.process.log()[-3000:]}"
