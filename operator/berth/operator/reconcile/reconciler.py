@@ -101,6 +101,12 @@ class FleetReconciler:
             if followed_url == url and group in group_ids:
                 self.poke(key)
 
+    def poke_url(self, url: str) -> None:
+        """A pass soon for every fleet following a group on ``url`` (its journal's follower just found the end)."""
+        for key, (followed_url, _) in list(self._follows.items()):
+            if followed_url == url:
+                self.poke(key)
+
     def poke_advised(self, keys: Collection[str]) -> None:
         """A pass soon for every fleet whose session-timeout advice is among ``keys`` (the advice changed)."""
         for key, advised_by in list(self._advised.items()):
@@ -203,7 +209,7 @@ class FleetReconciler:
         self._follows[key] = follows
         url = follows[0]
         if self.journal_source is not None and url not in self._followers:
-            follower = JournalFollower(url, self.journal_source(url), self.poke_groups)
+            follower = JournalFollower(url, self.journal_source(url), self.poke_groups, on_following=self.poke_url)
             self._followers[url] = follower
             follower.start()
 
