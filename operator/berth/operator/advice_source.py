@@ -9,7 +9,7 @@ The :class:`~berth.operator.ports.AdviceReader` the operator's passes ask. Rules
   differs from the reading before (``planners.advice.changed_groups``), so only the fleets those size are poked.
 - With both sources, each group's entry comes from the newer document (``planners.advice.combine``).
 - No advice yet (no ConfigMap, no key, no file) is normal: ``None``. An unreadable or malformed document is a
-  ``problem`` (logged once per distinct problem by the caller) and the other source, if any, still counts.
+  ``problem`` (logged here once per distinct problem, not once per fleet) and the other source, if any, still counts.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class AdviceSource:
     _refresh: asyncio.Task[None] | None = field(default=None, init=False)
     _again: bool = field(default=False, init=False)
     _file_task: asyncio.Task[None] | None = field(default=None, init=False)
+    _logged: set[str] = field(default_factory=set, init=False)  # problems logged (once each, not once per read)
 
     @property
     def configured(self) -> bool:
@@ -134,6 +135,10 @@ class AdviceSource:
                 text = None
             if text is not None:
                 parse_into(text, str(self.file), documents, problems)
+        for problem in problems:
+            if problem not in self._logged:
+                self._logged.add(problem)
+                logger.warning("session-timeout advice not used: %s", problem)
         return AdviceReading(combine(documents), tuple(problems))
 
 

@@ -63,8 +63,7 @@ from berth.operator.options import OperatorOptions
 from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
-from berth.operator.reconcile.context import PassContext
-from berth.operator.reconcile.evidence_journal import EvidenceRecorder
+from berth.operator.reconcile.context import PassContext, Ports, Settings
 from berth.operator.reconcile.reconciler import WORKERS, FleetKey, FleetReconciler
 from berth.operator.spec import Fleet
 
@@ -239,28 +238,29 @@ def build_service(
         metadata = body.get("metadata") or {}
         return FleetStatusWriter(fleets, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
 
-    context = PassContext(
+    ports = Ports(
         status_for=status_for,
         workload_for=workload_for,
+        events_for=FleetEvents,
         coordinators=directory,
         advice=advice,
-        defaults=options.defaults,
-        session_bounds=OperatorSessionBounds(options.session_min_ms, options.session_max_ms),
-        events_for=FleetEvents,
         now=utc_now,
-        last_waiting={},
-        advice_problems_seen=set(),
         secrets=SecretReader(api_client),
-        evidence=EvidenceRecorder(evidence_journal(options, api_client)),
-        stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
+        evidence=evidence_journal(options, api_client),
         metrics=metrics,
-        coordinator_ca=CaFile(ca_file),
-        adoption=options.adoption,
         records=(
             LeaseGroupRecords(api_client, options.group_owners_namespace) if options.group_owners_namespace else None
         ),
         fleets=fleets,
+        coordinator_ca=CaFile(ca_file),
     )
+    settings = Settings(
+        defaults=options.defaults,
+        session_bounds=OperatorSessionBounds(options.session_min_ms, options.session_max_ms),
+        stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
+        adoption=options.adoption,
+    )
+    context = PassContext(ports, settings)
     reconciler = FleetReconciler(
         context,
         fleets,

@@ -18,6 +18,7 @@ them over. Implementations:
 - :class:`SecretLookup` (``kube.secrets``), :class:`AdviceReader` (``advice_source``), :class:`EvidenceJournal`
   (``evidence_files``, ``kube.evidence_configmap``), :class:`JournalSource` (``coordinator_adapter``) and
   :class:`PassMetrics` (``metrics``);
+- :class:`ClaimsIndex`: every fleet's claims (Kopf's index, ``handlers.claims``; a list elsewhere);
 - :class:`GroupRecords`: the operator's own owner records of groups on coordinators that keep none (Kafka), one
   Lease per (cluster, group) in the operator's namespace (``kube.group_records``; berth-demo has no Kafka fleets).
 
@@ -54,13 +55,14 @@ Every write names the fleet's uid as ``owner_uid`` where the kind ``records_owne
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from berth.operator.planners.advice import AdviceReading
+from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
@@ -349,6 +351,20 @@ class GroupRecords(Protocol):
 
     async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
         """Remove the record when it names ``owner_uid`` (a record of another uid, or none, is left as it is)."""
+        ...
+
+
+class ClaimsIndex(Protocol):
+    """Every fleet's claims by key (``planners.claims``: groups, volume-claim names, the census): Kopf's index in
+    the operator (``handlers.claims``), a list in berth-demo and the unit tests (``planners.claims.ListedClaims``)."""
+
+    def holders(self, key: ClaimKey) -> Iterable[GroupClaim]:
+        """The fleets claiming ``key``, in no particular order."""
+        ...
+
+    def within(self, key: ClaimKey, limit: int, uid: str) -> bool:
+        """Whether fleet ``uid`` is among the first ``limit`` claimants of the census ``key``
+        (``planners.claims.ranked_within``); an index may reuse a ranking for a moment."""
         ...
 
 

@@ -72,7 +72,7 @@ def test_the_composition_root_keeps_the_records_behind_the_gate(monkeypatch: pyt
     options = parse_options(["--group-owners-namespace", "owners"], {"POD_NAMESPACE": "berth"})
     service = build_service(options, client, gate=gate)
     try:
-        records = service.context.records
+        records = service.context.ports.records
         assert isinstance(records, LeaseGroupRecords) and records.namespace == "owners"
         assert records.leases.api_client is client
     finally:

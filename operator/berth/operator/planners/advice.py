@@ -12,7 +12,7 @@ is left out rather than guessed at; a document that is not an advice document at
 :class:`AdviceError` so the handler can say so and size without advice. With several documents (a ConfigMap and
 a file), each group's entry comes from the newer one (``generated_at_ms``; a document without it counts as the
 oldest): :func:`combine`. An :class:`AdviceReading` is what the advice source answers: the advice and the
-problems met reading it (logged once per distinct problem by the pass).
+problems met reading it (logged once per distinct problem by the advice source).
 """
 
 from __future__ import annotations
