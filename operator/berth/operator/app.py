@@ -35,11 +35,12 @@ from typing import Any
 import kopf
 import kubernetes
 
+from berth.operator.adapters.leadership.gated import GatedCoordinators
+from berth.operator.adapters.leadership.leader import LeaderGate, holding_the_lease
 from berth.operator.advice_source import ADVICE_KEY, AdviceSource
 from berth.operator.cli import version
 from berth.operator.coordinators import Coordinators
 from berth.operator.evidence_files import DirectoryJournal
-from berth.operator.gated import GatedCoordinators
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
 from berth.operator.health import serving_health
@@ -56,7 +57,6 @@ from berth.operator.kube.observation import ApiWorkloadObserver
 from berth.operator.kube.secrets import SecretReader
 from berth.operator.kube.watch_cache import CachedWorkloadObserver, WatchCache
 from berth.operator.kube.workload import StatefulSetWorkload
-from berth.operator.leader import LeaderGate, holding_the_lease
 from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions

@@ -26,13 +26,13 @@ from berth.coordinator.client.errors import ConfigError
 from berth.coordinator.client.tls import verifying_context
 from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
 from berth.coordinator.daemon.logs import add_logging_flags
-from berth.operator.cli import HelpFormatter, add_version
-from berth.operator.leader_options import (
+from berth.operator.adapters.leadership.leader_options import (
     LeaderElection,
     LeaderOptionsError,
     add_leader_election_arguments,
     parse_leader_election,
 )
+from berth.operator.cli import HelpFormatter, add_version
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,
