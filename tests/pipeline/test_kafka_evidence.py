@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 from support.evidence import EvidenceWriter
 
-from berth.operator.evidence_files import DirectoryJournal
+from berth.operator.adapters.evidence_files import DirectoryJournal
 from berth.operator.planners.observations import GroupDescription, GroupMember, PodTimes
 from berth.pipeline.main import main
 

@@ -173,7 +173,7 @@ async def kafka_evidence_file(path: Path) -> Path:
     more as an operator before issue 22 wrote it, under the bare group id."""
     from support.evidence import EvidenceWriter
 
-    from berth.operator.evidence_files import DirectoryJournal
+    from berth.operator.adapters.evidence_files import DirectoryJournal
     from berth.operator.planners.observations import GroupDescription, GroupMember
 
     def described(group: str, members: dict[str, str]) -> GroupDescription:

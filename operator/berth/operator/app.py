@@ -35,29 +35,29 @@ from typing import Any
 import kopf
 import kubernetes
 
+from berth.operator.adapters.advice_source import ADVICE_KEY, AdviceSource
+from berth.operator.adapters.coordinators import Coordinators
+from berth.operator.adapters.evidence_files import DirectoryJournal
+from berth.operator.adapters.health import serving_health
+from berth.operator.adapters.kube.api_session import ApiSession, new_session
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.configmaps import ConfigMapReader, key_watch
+from berth.operator.adapters.kube.events import FleetEvents
+from berth.operator.adapters.kube.evidence_configmap import ConfigMapJournal
+from berth.operator.adapters.kube.fleets import FleetApi, FleetStatusWriter
+from berth.operator.adapters.kube.group_records import LeaseGroupRecords
+from berth.operator.adapters.kube.identity import KubeIdentity, load_identity
+from berth.operator.adapters.kube.informer import Informer
+from berth.operator.adapters.kube.observation import ApiWorkloadObserver
+from berth.operator.adapters.kube.secrets import SecretReader
+from berth.operator.adapters.kube.watch_cache import CachedWorkloadObserver, WatchCache
+from berth.operator.adapters.kube.workload import StatefulSetWorkload
 from berth.operator.adapters.leadership.gated import GatedCoordinators
 from berth.operator.adapters.leadership.leader import LeaderGate, holding_the_lease
-from berth.operator.advice_source import ADVICE_KEY, AdviceSource
+from berth.operator.adapters.metrics import OperatorMetrics, serving
 from berth.operator.cli import version
-from berth.operator.coordinators import Coordinators
-from berth.operator.evidence_files import DirectoryJournal
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
-from berth.operator.health import serving_health
-from berth.operator.kube.api_session import ApiSession, new_session
-from berth.operator.kube.calls import GatedApiClient
-from berth.operator.kube.configmaps import ConfigMapReader, key_watch
-from berth.operator.kube.events import FleetEvents
-from berth.operator.kube.evidence_configmap import ConfigMapJournal
-from berth.operator.kube.fleets import FleetApi, FleetStatusWriter
-from berth.operator.kube.group_records import LeaseGroupRecords
-from berth.operator.kube.identity import KubeIdentity, load_identity
-from berth.operator.kube.informer import Informer
-from berth.operator.kube.observation import ApiWorkloadObserver
-from berth.operator.kube.secrets import SecretReader
-from berth.operator.kube.watch_cache import CachedWorkloadObserver, WatchCache
-from berth.operator.kube.workload import StatefulSetWorkload
-from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
 from berth.operator.planners.pass_timing import PassTiming

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.advice_source import AdviceSource
+from berth.operator.adapters.advice_source import AdviceSource
 from berth.operator.options import OptionsError, parse_options
 from berth.operator.planners.advice import GroupAdvice
 from berth.operator.planners.claims import claim_key, claims_of, holder_of

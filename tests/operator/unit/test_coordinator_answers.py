@@ -14,8 +14,8 @@ from aiohttp import web
 from support.hostile_endpoints import Handler, raw_endpoint
 from support.hostile_endpoints import endpoint as hostile_endpoint
 
-from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES
-from berth.operator.coordinators import Coordinators
+from berth.operator.adapters.coordinator_adapter import MAX_RESPONSE_BYTES
+from berth.operator.adapters.coordinators import Coordinators
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,10 +11,10 @@ from typing import Any
 import kubernetes
 import pytest
 
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.group_records import COORDINATOR, GROUP_ID, LeaseGroupRecords, record_name
 from berth.operator.adapters.leadership.leader import LeaderGate
 from berth.operator.app import build_service
-from berth.operator.kube.calls import GatedApiClient
-from berth.operator.kube.group_records import COORDINATOR, GROUP_ID, LeaseGroupRecords, record_name
 from berth.operator.options import parse_options
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.ports import NotLeading

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from berth.operator.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
-from berth.operator.kube.watch_cache import SELECTOR, WatchCache, project_pod
+from berth.operator.adapters.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
+from berth.operator.adapters.kube.watch_cache import SELECTOR, WatchCache, project_pod
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in, spread
 from berth.operator.reconcile.queue import PassQueue
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from berth.operator.advice_source import AdviceSource
-from berth.operator.coordinators import Coordinators
+from berth.operator.adapters.advice_source import AdviceSource
+from berth.operator.adapters.coordinators import Coordinators
 from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.fleet_status import merge_patch

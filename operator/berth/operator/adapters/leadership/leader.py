@@ -30,9 +30,9 @@ from typing import Protocol
 
 import kubernetes
 
+from berth.operator.adapters.kube.identity import KubeIdentity
+from berth.operator.adapters.kube.lease import LeaseApi
 from berth.operator.adapters.leadership.leader_options import LeaderElection
-from berth.operator.kube.identity import KubeIdentity
-from berth.operator.kube.lease import LeaseApi
 from berth.operator.planners.lease import (
     LeaseConflict,
     LeaseRecord,

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from berth.operator.kube.api_session import ApiSession, ApiStatusError
+from berth.operator.adapters.kube.api_session import ApiSession, ApiStatusError
 
 logger = logging.getLogger("berth.operator.watch")
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import call_json, is_conflict, is_not_found, port_errors, read_or_none
+from berth.operator.adapters.kube.calls import call_json, is_conflict, is_not_found, port_errors, read_or_none
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.ports import ApiCallFailed
 

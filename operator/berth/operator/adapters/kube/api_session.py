@@ -26,8 +26,8 @@ from typing import Any
 import aiohttp
 import kubernetes
 
-from berth.operator.kube.calls import READ_METHODS
-from berth.operator.kube.identity import KubeIdentity
+from berth.operator.adapters.kube.calls import READ_METHODS
+from berth.operator.adapters.kube.identity import KubeIdentity
 from berth.operator.ports import WriteGate
 
 #: Seconds to connect; a plain request gets ``REQUEST_TIMEOUT_S`` in all, a stream as long as the server keeps it.

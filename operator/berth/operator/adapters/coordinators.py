@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from berth.coordinator.client import BackoffPolicy, CoordinatorAdmin
-from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES, ClientCoordinatorPort
-from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.adapters.coordinator_adapter import MAX_RESPONSE_BYTES, ClientCoordinatorPort
+from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import CoordinatorBounds

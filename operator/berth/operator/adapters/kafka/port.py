@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import kafka.errors as errors
 
 from berth.coordinator.client.kafka_groups import KafkaGroup
-from berth.operator.kafka import wire
+from berth.operator.adapters.kafka import wire
 from berth.operator.planners.coordinator_kind import KAFKA_CLASSIC, CoordinatorKind
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import (

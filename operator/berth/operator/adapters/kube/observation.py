@@ -24,7 +24,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import call_json, read_or_none
+from berth.operator.adapters.kube.calls import call_json, read_or_none
 from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import kubernetes
 
-from berth.operator.kube.calls import ApiException, api_error_text, port_errors, read_or_none
+from berth.operator.adapters.kube.calls import ApiException, api_error_text, port_errors, read_or_none
 from berth.operator.ports import NotPermitted
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.api_session import ApiSession
-from berth.operator.kube.calls import port_errors, read_or_none
-from berth.operator.kube.informer import Informer, Obj
-from berth.operator.kube.watch_cache import CONFIG_MAPS
+from berth.operator.adapters.kube.api_session import ApiSession
+from berth.operator.adapters.kube.calls import port_errors, read_or_none
+from berth.operator.adapters.kube.informer import Informer, Obj
+from berth.operator.adapters.kube.watch_cache import CONFIG_MAPS
 
 
 def key_watch(api: ApiSession, namespace: str, name: str, key: str, on_change: Callable[[], None]) -> Informer:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import kubernetes
 
-from berth.operator.kube.calls import MERGE_PATCH, call_json, port_errors, read_or_none
+from berth.operator.adapters.kube.calls import MERGE_PATCH, call_json, port_errors, read_or_none
 from berth.operator.planners.evidence import EvidenceEvent, encode_line, numbered
 
 EVIDENCE_KEY = "evidence.jsonl"

@@ -35,7 +35,7 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import (
+from berth.operator.adapters.kube.calls import (
     JSON_PATCH,
     MERGE_PATCH,
     ApiException,
@@ -45,9 +45,9 @@ from berth.operator.kube.calls import (
     port_errors,
     read_or_none,
 )
-from berth.operator.kube.disruption_budget import FleetDisruptionBudget
-from berth.operator.kube.observation import ApiWorkloadObserver
-from berth.operator.kube.owned_objects import (
+from berth.operator.adapters.kube.disruption_budget import FleetDisruptionBudget
+from berth.operator.adapters.kube.observation import ApiWorkloadObserver
+from berth.operator.adapters.kube.owned_objects import (
     annotation,
     applied_hash,
     check_ours,
@@ -55,7 +55,14 @@ from berth.operator.kube.owned_objects import (
     metadata_ops,
     stamped,
 )
-from berth.operator.kube.watch_cache import CONFIG_MAPS, SERVICES, STATEFULSETS, WatchCache, read_cached, written
+from berth.operator.adapters.kube.watch_cache import (
+    CONFIG_MAPS,
+    SERVICES,
+    STATEFULSETS,
+    WatchCache,
+    read_cached,
+    written,
+)
 from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from berth.operator.kube.calls import is_conflict
+from berth.operator.adapters.kube.calls import is_conflict
 from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.ports import Applied, NotOurs

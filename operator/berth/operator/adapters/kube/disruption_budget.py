@@ -16,9 +16,9 @@ from typing import Any
 
 import kubernetes
 
-from berth.operator.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found, read_or_none
-from berth.operator.kube.owned_objects import controlled_by, ensure_owned
-from berth.operator.kube.watch_cache import DISRUPTION_BUDGETS, WatchCache, read_cached, written
+from berth.operator.adapters.kube.calls import JSON_PATCH, call_json, is_conflict, is_not_found, read_or_none
+from berth.operator.adapters.kube.owned_objects import controlled_by, ensure_owned
+from berth.operator.adapters.kube.watch_cache import DISRUPTION_BUDGETS, WatchCache, read_cached, written
 from berth.operator.ports import Applied
 
 KIND = "PodDisruptionBudget"

@@ -1,6 +1,6 @@
 """``WatchCache``: the objects fleets own, watched instead of read every pass, and a change to one pokes its fleet.
 
-One :class:`~berth.operator.kube.informer.Informer` per kind the operator reads — StatefulSets, pods, Services,
+One :class:`~berth.operator.adapters.kube.informer.Informer` per kind the operator reads — StatefulSets, pods, Services,
 PodDisruptionBudgets, per-pod volume claims and (with ``--coordinator-ca-file``) the CA ConfigMaps — in the watched
 namespace (or all), filtered server-side by the labels every one of them carries (``app.kubernetes.io/name=
 berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
@@ -28,9 +28,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from berth.operator.kube.api_session import ApiSession
-from berth.operator.kube.informer import Informer, Key, Obj, WatchedResource
-from berth.operator.kube.observation import ApiWorkloadObserver, has_claim_templates, workload_view
+from berth.operator.adapters.kube.api_session import ApiSession
+from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource
+from berth.operator.adapters.kube.observation import ApiWorkloadObserver, has_claim_templates, workload_view
 from berth.operator.planners.statefulset import APP_NAME, FLEET_LABEL
 from berth.operator.ports import WorkloadView
 
