@@ -40,7 +40,7 @@ HANDLERS_MODULE = textwrap.dedent(
     import kubernetes
     from kubernetes import client, watch
 
-    from berth.operator.names import GROUP, PLURAL, VERSION
+    from berth.operator.spec.names import GROUP, PLURAL, VERSION
 
 
     @kopf.on.create("berth.dev", "v1alpha1", "consumerfleets")

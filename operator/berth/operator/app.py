@@ -58,14 +58,14 @@ from berth.operator.adapters.metrics import OperatorMetrics, serving
 from berth.operator.cli import version
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
-from berth.operator.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 from berth.operator.options import OperatorOptions
 from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
 from berth.operator.reconcile.context import PassContext, Ports, Settings
 from berth.operator.reconcile.reconciler import WORKERS, FleetKey, FleetReconciler
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
+from berth.operator.spec.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
 
 logger = logging.getLogger("berth.operator")
 

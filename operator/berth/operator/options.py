@@ -40,7 +40,13 @@ from berth.operator.planners.endpoints import (
     parse_coordinator_url,
 )
 from berth.operator.planners.ownership import AdoptionPolicy, parse_adoption_rule
-from berth.operator.spec import SASL_MECHANISMS, SESSION_MS_RANGE, KafkaDefaults, OperatorDefaults, SecurityProtocol
+from berth.operator.spec.fleet import (
+    SASL_MECHANISMS,
+    SESSION_MS_RANGE,
+    KafkaDefaults,
+    OperatorDefaults,
+    SecurityProtocol,
+)
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_SESSION_MIN_MS = 6_000

@@ -24,7 +24,7 @@ from berth.operator.planners.session_timeout import (
     is_meaningful_change,
 )
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, SessionTimeoutSource
-from berth.operator.spec import OperatorDefaults, SessionTimeoutPolicy, SessionTimeoutSpec
+from berth.operator.spec.fleet import OperatorDefaults, SessionTimeoutPolicy, SessionTimeoutSpec
 
 COORDINATOR = CoordinatorBounds(6_000, 1_800_000)
 OPERATOR = OperatorSessionBounds(6_000, 1_800_000)

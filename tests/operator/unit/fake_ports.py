@@ -34,7 +34,7 @@ from berth.operator.ports import (
     WorkloadView,
 )
 from berth.operator.reconcile.context import PassContext, Ports, Settings
-from berth.operator.spec import Fleet, OperatorDefaults
+from berth.operator.spec.fleet import Fleet, OperatorDefaults
 
 
 class NamesFleet:

@@ -26,7 +26,7 @@ from berth.operator.ports import ApiCallFailed, WorkloadObservation, WorkloadVie
 from berth.operator.reconcile.context import PassResult, RetryLater
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.reconcile.memory import FleetMemory
-from berth.operator.spec import KafkaDefaults, OperatorDefaults
+from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults
 
 FleetBody = Callable[..., dict[str, Any]]
 BERTH_DEFAULTS = OperatorDefaults(coordinator_url="http://berth-coordinator.berth:9094")

@@ -26,7 +26,7 @@ from berth.operator.planners.claims import GroupClaim, census_keys, index_entrie
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.planners.ownership import AdoptionPolicy, parse_adoption_rule
-from berth.operator.spec import parse_fleet
+from berth.operator.spec.fleet import parse_fleet
 
 TEAM_A = GroupOwnerRef("team-a", "orders", "uid-of-team-a")
 CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}

@@ -42,7 +42,7 @@ from berth.operator.planners.scaling import (
     ScalingObservation,
     plan_scaling,
 )
-from berth.operator.spec import SpecError, parse_fleet
+from berth.operator.spec.fleet import SpecError, parse_fleet
 
 ME = GroupOwnerRef("shop", "orders", "uid-me")
 OTHER = GroupOwnerRef("team-a", "orders", "uid-a")

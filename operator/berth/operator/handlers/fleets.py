@@ -25,13 +25,13 @@ from typing import Any
 import kopf
 
 from berth.operator.handlers.claims import IndexedClaims, Rankings, indexed_claims
-from berth.operator.names import GROUP, PLURAL, VERSION
 from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
 from berth.operator.planners.pause import pause_unseen
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
-from berth.operator.spec import OperatorDefaults
+from berth.operator.spec.fleet import OperatorDefaults
+from berth.operator.spec.names import GROUP, PLURAL, VERSION
 
 #: The index's name: Kopf passes it to every handler as a keyword argument of this name (the handler's id; a
 #: nested function's default id would be its qualified name, not a usable keyword).

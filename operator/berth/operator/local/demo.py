@@ -46,7 +46,7 @@ from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
 from berth.operator.planners.statefulset import ENV_HEARTBEAT_INTERVAL_MS, plan_statefulset
-from berth.operator.spec import OperatorDefaults, parse_fleet
+from berth.operator.spec.fleet import OperatorDefaults, parse_fleet
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.reconcile.context import PassContext, Ports, Settings
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.reconcile.memory import FleetMemory
-from berth.operator.spec import SESSION_MS_RANGE, Fleet, OperatorDefaults
+from berth.operator.spec.fleet import SESSION_MS_RANGE, Fleet, OperatorDefaults
 
 
 class Tracker:

@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 
 from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
 from berth.operator.planners.endpoints import EndpointError, parse_coordinator_url
-from berth.operator.spec import OperatorDefaults
+from berth.operator.spec.fleet import OperatorDefaults
 
 
 def group_key(target: KafkaTarget, group_id: str) -> str:

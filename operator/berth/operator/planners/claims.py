@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.operator.planners.coordinator_target import UntrustedEndpoint, resolve_target
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 ClaimKey = tuple[str, str]  # (the coordinator's canonical identity, group id)
 

@@ -40,7 +40,7 @@ from berth.operator.ports import ClaimsIndex, CoordinatorPort, NotPermitted, Wor
 from berth.operator.reconcile import ownership
 from berth.operator.reconcile.group import AdmittedGroup, describe
 from berth.operator.reconcile.scope import Scope
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 
 def admit_fleet(scope: Scope, claims: ClaimsIndex) -> tuple[Fleet, CoordinatorTarget] | Refusal:

@@ -32,7 +32,7 @@ from berth.operator.ports import (
     StatusPort,
     WorkloadPort,
 )
-from berth.operator.spec import Fleet, OperatorDefaults
+from berth.operator.spec.fleet import Fleet, OperatorDefaults
 
 
 class RetryLater(Exception):

@@ -47,7 +47,7 @@ from berth.operator.ports import ApiCallFailed, CoordinatorPort, CoordinatorUnav
 from berth.operator.reconcile.group import AdmittedGroup
 from berth.operator.reconcile.record import FleetRecord
 from berth.operator.reconcile.scope import Scope
-from berth.operator.spec import Fleet, SpecError
+from berth.operator.spec.fleet import Fleet, SpecError
 
 logger = logging.getLogger("berth.operator.reconcile")
 

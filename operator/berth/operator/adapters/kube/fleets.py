@@ -19,7 +19,7 @@ from typing import Any
 import kubernetes
 
 from berth.operator.adapters.kube.calls import MERGE_PATCH, call_json, is_conflict, port_errors, read_or_none
-from berth.operator.names import GROUP, PLURAL, VERSION
+from berth.operator.spec.names import GROUP, PLURAL, VERSION
 
 #: How many times one status write is sent while the API server answers 409 Conflict, and the pause before the
 #: n-th re-send (n times this); after that the conflict stops the pass like any other API error.

@@ -24,9 +24,9 @@ from typing import Any
 import kubernetes
 
 from berth.operator.adapters.kube.calls import ApiException, api_error_text, call_json_here, is_conflict, is_not_found
-from berth.operator.names import COMPONENT
 from berth.operator.planners.conditions import format_time
 from berth.operator.planners.lease import LeaseConflict, LeaseRecord
+from berth.operator.spec.names import COMPONENT
 
 logger = logging.getLogger("berth.operator.leader")
 

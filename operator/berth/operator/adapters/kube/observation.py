@@ -25,11 +25,11 @@ from typing import Any
 import kubernetes
 
 from berth.operator.adapters.kube.calls import call_json, read_or_none
-from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
 from berth.operator.planners.observations import PodTimes
 from berth.operator.ports import WorkloadObservation, WorkloadView
+from berth.operator.spec.names import APPLIED_HASH_ANNOTATION
 
 
 def selector_of(statefulset: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:

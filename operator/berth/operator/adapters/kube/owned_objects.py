@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from berth.operator.adapters.kube.calls import is_conflict
-from berth.operator.names import APPLIED_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import planned_hash
 from berth.operator.ports import Applied, NotOurs
+from berth.operator.spec.names import APPLIED_HASH_ANNOTATION
 
 Obj = dict[str, Any]
 

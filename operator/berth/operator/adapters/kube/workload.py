@@ -63,11 +63,11 @@ from berth.operator.adapters.kube.watch_cache import (
     read_cached,
     written,
 )
-from berth.operator.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
 from berth.operator.planners.volume_claims import claim_name
 from berth.operator.ports import Applied, ApplyResult, WorkloadObserver, WorkloadRejected, WorkloadView
+from berth.operator.spec.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
 
 
 def claim_templates_hash(statefulset: Mapping[str, Any]) -> str:

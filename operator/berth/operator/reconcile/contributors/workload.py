@@ -12,7 +12,7 @@ from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.ports import WorkloadView
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.contributors.base import Contribution, Draft, Said, Seen
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 
 async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:

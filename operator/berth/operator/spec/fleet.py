@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from berth.operator.spec_checks import SpecError as SpecError
-from berth.operator.spec_checks import decode, integer, mapping, optional_string, string
-from berth.operator.spec_declaration import (
+from berth.operator.spec.checks import SpecError as SpecError
+from berth.operator.spec.checks import decode, integer, mapping, optional_string, string
+from berth.operator.spec.declaration import (
     CertificateSecretRef,
     Coordinator,
     FleetSpecDeclared,
@@ -38,7 +38,7 @@ from berth.operator.spec_declaration import (
     SessionTimeoutPolicy,
     SessionTimeoutSpec,
 )
-from berth.operator.spec_stateful import StatefulSpec, parse_stateful_spec
+from berth.operator.spec.stateful import StatefulSpec, parse_stateful_spec
 
 __all__ = [
     "CertificateSecretRef",

@@ -10,7 +10,7 @@ Owns the meaning of ``spec.volumeClaimTemplates``, ``spec.persistentVolumeClaimR
   pods are scaled away and when the fleet is deleted, pods are replaced by a rolling update.
 - A claim template is kept as given (a private deep copy): the API server checks its ``spec`` in full when the
   StatefulSet is created; its name (a DNS label) names the pods' volume and the claims ``<template>-<fleet>-<n>``.
-- Nothing here talks to Kubernetes or reads the clock; errors are :class:`~berth.operator.spec_checks.SpecError`.
+- Nothing here talks to Kubernetes or reads the clock; errors are :class:`~berth.operator.spec.checks.SpecError`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.operator.spec_checks import SpecError, count_or_percent, decode
-from berth.operator.spec_declaration import (
+from berth.operator.spec.checks import SpecError, count_or_percent, decode
+from berth.operator.spec.declaration import (
     ClaimRetention,
     ClaimTemplateShape,
     DisruptionBudget,
