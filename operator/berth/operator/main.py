@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 
 from berth.operator.adapters.kube.identity import KubeIdentityError, load_identity
-from berth.operator.app import run_operator
-from berth.operator.cli import quiet_on_closed_pipe
-from berth.operator.logs import configure_logging
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.command.app import run_operator
+from berth.operator.command.cli import quiet_on_closed_pipe
+from berth.operator.command.logs import configure_logging
+from berth.operator.command.options import OptionsError, parse_options
 
 logger = logging.getLogger("berth.operator")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from berth.operator.adapters.advice_source import AdviceSource
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.advice import GroupAdvice
 from berth.operator.planners.claims import claim_key, claims_of, holder_of
 from berth.operator.planners.fleet_status import only_changes

@@ -14,8 +14,8 @@ import pytest
 from berth.operator.adapters.kube.calls import GatedApiClient
 from berth.operator.adapters.kube.group_records import COORDINATOR, GROUP_ID, LeaseGroupRecords, record_name
 from berth.operator.adapters.leadership.leader import LeaderGate
-from berth.operator.app import build_service
-from berth.operator.options import parse_options
+from berth.operator.command.app import build_service
+from berth.operator.command.options import parse_options
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.ports import NotLeading
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.coordinator_kind import KAFKA_CLASSIC
 from berth.operator.planners.coordinator_target import (
     BerthTarget,

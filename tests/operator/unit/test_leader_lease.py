@@ -17,7 +17,7 @@ from berth.operator.adapters.kube.calls import GatedApiClient
 from berth.operator.adapters.leadership.gated import GatedCoordinatorPort
 from berth.operator.adapters.leadership.leader import LeaderElector, LeaderGate
 from berth.operator.adapters.leadership.leader_options import LeaderOptionsError
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.lease import (
     LeaseConflict,
     LeaseRecord,

@@ -39,7 +39,7 @@ from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
 from berth.operator.adapters.coordinators import Coordinators
-from berth.operator.cli import HelpFormatter, add_version, quiet_on_closed_pipe
+from berth.operator.command.cli import HelpFormatter, add_version, quiet_on_closed_pipe
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo_support import LocalFleets, Tracker, local_context, reconcile_until_converged
 from berth.operator.local.fleet import LocalFleet

@@ -32,7 +32,7 @@ from berth.operator.adapters.leadership.leader_options import (
     add_leader_election_arguments,
     parse_leader_election,
 )
-from berth.operator.cli import HelpFormatter, add_version
+from berth.operator.command.cli import HelpFormatter, add_version
 from berth.operator.planners.endpoints import (
     EndpointError,
     bootstrap_text,

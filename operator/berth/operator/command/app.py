@@ -55,10 +55,10 @@ from berth.operator.adapters.kube.workload import StatefulSetWorkload
 from berth.operator.adapters.leadership.gated import GatedCoordinators
 from berth.operator.adapters.leadership.leader import LeaderGate, holding_the_lease
 from berth.operator.adapters.metrics import OperatorMetrics, serving
-from berth.operator.cli import version
+from berth.operator.command.cli import version
+from berth.operator.command.options import OperatorOptions
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
-from berth.operator.options import OperatorOptions
 from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
