@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.adapters.advice_source import AdviceSource
 from berth.operator.command.options import OptionsError, parse_options
-from berth.operator.planners.advice import GroupAdvice
 from berth.operator.planners.claims import claim_key, claims_of, holder_of
 from berth.operator.planners.fleet_status import only_changes
 from berth.operator.planners.observations import CoordinatorBounds

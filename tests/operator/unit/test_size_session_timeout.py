@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import (
     SessionTimeoutError,

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from berth.operator.planners.advice import Advice, AdviceReading, changed_groups, combine, parse_into
+from berth.coordinator.formats.advice import Advice
+from berth.operator.planners.advice import AdviceReading, changed_groups, combine, parse_into
 
 logger = logging.getLogger("berth.operator.advice")
 

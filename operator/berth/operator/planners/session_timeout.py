@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.conditions import Condition
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, size_session_timeout

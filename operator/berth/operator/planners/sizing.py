@@ -23,7 +23,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.spec.fleet import SessionTimeoutPolicy, SessionTimeoutSpec, SpecError
 
