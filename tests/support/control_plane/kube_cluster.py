@@ -41,7 +41,7 @@ from typing import Any
 
 from support.net import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_BIN_DIR = REPO.parent / "shared" / "tools" / "k8s" / "bin"
 HOW_TO_GET = (
     "the real control-plane tier needs kube-apiserver and kube-controller-manager (set KUBEBUILDER_ASSETS or "

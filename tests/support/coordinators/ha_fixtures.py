@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.kube_fixtures import unavailable
 
 from berth.operator.local.etcd_cluster import EtcdCluster, etcd_binary
 from berth.operator.local.replicas import Replicas, ServiceProxy
-from support.kube_fixtures import unavailable
 
 HOW_TO_GET_ETCD = "etcd is not on PATH (make install runs scripts/ensure-etcd.sh; or set BERTH_ETCD)"
 

@@ -12,7 +12,6 @@ failure instead, so CI always exercises the tier.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -20,23 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
+from support.ci import unavailable
 from support.kube import Kube, find_tool, wait_until
 from support.kube_cluster import HOW_TO_GET, REPO, ControlPlane, find_binaries
 
 CRD_DIR = REPO / "deploy" / "crds"
 CRD_NAME = "consumerfleets.berth.dev"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def unavailable(message: str) -> None:
-    """Skip, or fail under CI, where a skipped tier would hide that it never ran."""
-    if in_ci():
-        pytest.fail(f"CI=true and {message}", pytrace=False)
-    pytest.skip(message)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from support.coordinator import CoordinatorProcess, coordinator_get
 from support.fake_kubelet import FakeKubelet
 from support.kube import Kube, wait_until

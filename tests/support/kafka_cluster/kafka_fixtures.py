@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.kafka_broker import HOW_TO_GET, HOW_TO_GET_KIP848, KafkaBroker, external_bootstrap, find_kfake
 from support.kube_fixtures import unavailable
 

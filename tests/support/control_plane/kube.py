@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import kubernetes
 import yaml
-
 from support.kube_cluster import REPO, kubeconfig_text
 
 T = TypeVar("T")

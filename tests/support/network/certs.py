@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from support.ci import unavailable
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Pair:
 def openssl_or_skip() -> str:
     path = shutil.which("openssl")
     if path is None:
-        pytest.skip("the openssl command is not installed")
+        unavailable("the openssl command is not installed")
     return path
 
 
