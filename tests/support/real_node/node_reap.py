@@ -91,7 +91,7 @@ def start_guard(netns: str) -> subprocess.Popen[bytes]:
     """The guard of the node recorded under ``netns`` (module docstring); it outlives this process on purpose."""
     return subprocess.Popen(
         [sys.executable, "-m", "support.node_reap", "--guard", netns],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

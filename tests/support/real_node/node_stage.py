@@ -31,7 +31,7 @@ from support.fleet_stage import admin_leaves, rebalances
 from support.kube import Kube, wait_until
 
 Obj = dict[str, Any]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "deploy" / "examples"
 CHART = REPO / "charts" / "berth"
 RELEASE, RELEASE_NAMESPACE = "berth", "berth"
