@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 from support.api import Api
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 
 from berth.pipeline.main import main
 
@@ -34,12 +34,8 @@ def library_assignment(instance: str) -> bytes:
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[CoordinatorProcess]:
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(json.dumps({"tokens": [{"token": ADMIN, "admin": True}]}))
-    proc = CoordinatorProcess(tmp_path / "data", "--tokens-file", str(tokens))
-    proc.start()
-    yield proc
-    proc.kill()
+    with secured_coordinator(tmp_path, tokens=[{"token": ADMIN, "admin": True}]) as proc:
+        yield proc
 
 
 @pytest.fixture

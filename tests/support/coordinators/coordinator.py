@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from support.certs import Pair
 
 from berth.operator.local.coordinator_process import CoordinatorProcess as _CoordinatorProcess
 
@@ -18,6 +22,27 @@ class CoordinatorProcess(_CoordinatorProcess):
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.kill()  # tests do not wait for a graceful stop they are not testing
+
+
+@contextmanager
+def secured_coordinator(
+    folder: Path, *, tokens: Sequence[Mapping[str, Any]] = (), tls: Pair | None = None, flags: Sequence[str] = ()
+) -> Iterator[CoordinatorProcess]:
+    """A coordinator process on a data directory in ``folder`` that asks for bearer tokens (``--tokens-file``
+    listing ``tokens``) and/or serves TLS with ``tls`` (its certificate and key), with ``flags``; killed when done."""
+    args = list(flags)
+    if tokens:
+        path = folder / "tokens.json"
+        path.write_text(json.dumps({"tokens": list(tokens)}))
+        args += ["--tokens-file", str(path)]
+    if tls is not None:
+        args += ["--tls-cert-file", str(tls.cert), "--tls-key-file", str(tls.key)]
+    process = CoordinatorProcess(folder / "data", *args)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
 
 
 def coordinator_get(process: _CoordinatorProcess, path: str, token: str | None = None) -> Any:

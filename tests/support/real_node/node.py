@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-
 from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate, stop_process
 from support.net import free_port
 from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
 from support.kube import Kube, find_tool
 from support.kube_cluster import REPO, find_binaries
 from support.kube_fixtures import CRD_DIR, CRD_NAME, unavailable

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
 from support.kube import wait_until
 from support.node import Node, support_env
 from support.node_images import ETCD_REPOSITORY, ETCD_TAG

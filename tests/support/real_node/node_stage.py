@@ -26,7 +26,6 @@ from typing import Any
 
 import kubernetes
 import yaml
-
 from support.fleet_stage import admin_leaves, rebalances
 from support.kube import Kube, wait_until
 
