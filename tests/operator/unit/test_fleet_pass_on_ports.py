@@ -392,3 +392,30 @@ async def test_a_leave_planned_from_the_cache_is_planned_again_from_a_fresh_look
     workload.gone("orders-2")
     await stage.run()
     assert stage.coordinator.leaves == [("orders", ("orders-2",))]
+
+
+@pytest.mark.parametrize("kafka", [False, True], ids=["berth", "kafka"])
+async def test_a_converged_fleets_passes_write_nothing_and_say_nothing(
+    fleet_body: FleetBody, now: datetime, kafka: bool
+) -> None:
+    """Every status write is a watch event for every client: a pass that finds nothing changed writes no status
+    (each piece trimmed to what changes, one write at most) and posts no Event."""
+    if kafka:
+        stage = Stage(fleet_body(spec=KAFKA_SPEC), InMemoryCoordinator(KAFKA_CLASSIC), KAFKA_DEFAULTS, now)
+    else:
+        stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    await stage.run()  # the group as its members formed it
+    writes: list[Mapping[str, Any]] = []
+    written = stage.status.patch_status
+
+    async def counted(patch: Mapping[str, Any]) -> Mapping[str, Any]:
+        writes.append(patch)
+        return await written(patch)
+
+    stage.status.patch_status = counted  # type: ignore[method-assign]
+    said = len(stage.events.said)
+    for _ in range(3):
+        assert (await stage.run()).waiting is None
+    assert writes == []
+    assert stage.events.said[said:] == []
