@@ -18,7 +18,7 @@ from support.certs import Pair, install, make_ca, make_server_cert, openssl_or_s
 from support.coordinator import CoordinatorProcess, secured_coordinator
 
 from berth.coordinator.client import CoordinatorAdmin, CoordinatorUnavailableError, GroupMember
-from berth.coordinator.client.groups_cli import main as groups_main
+from berth.coordinator.groups.groups_cli import main as groups_main
 
 pytestmark = pytest.mark.timeout(60)
 

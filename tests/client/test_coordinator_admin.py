@@ -25,7 +25,7 @@ from berth.coordinator.client import (
     read_assignment,
     read_subscription,
 )
-from berth.coordinator.client.groups_cli import main as groups_main
+from berth.coordinator.groups.groups_cli import main as groups_main
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -33,8 +33,8 @@ from berth.coordinator.client.errors import (
     RequestTooLargeError,
     ResponseTooLargeError,
 )
-from berth.coordinator.client.groups_cli import main
-from berth.coordinator.client.groups_exit import ExitCode, exit_code_of
+from berth.coordinator.groups.groups_cli import main
+from berth.coordinator.groups.groups_exit import ExitCode, exit_code_of
 from berth.coordinator.protocol import Error
 
 pytestmark = pytest.mark.timeout(60)

@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from berth.coordinator.client import groups_render as render
 from berth.coordinator.client import kafka_groups
-from berth.coordinator.client.groups_exit import ExitCode
 from berth.coordinator.client.kafka_groups import KafkaGroup, PartitionLag
+from berth.coordinator.groups import groups_render as render
+from berth.coordinator.groups.groups_exit import ExitCode
 from berth.coordinator.protocol.jaas import jaas_value
 
 #: The properties --command-config understands (Java's and librdkafka's spellings).

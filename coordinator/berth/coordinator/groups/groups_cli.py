@@ -35,8 +35,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
-from berth.coordinator.client import groups_kafka
-from berth.coordinator.client import groups_render as render
 from berth.coordinator.client.admin import CoordinatorAdmin
 from berth.coordinator.client.config import (
     DEFAULT_COORDINATOR_URL,
@@ -46,8 +44,12 @@ from berth.coordinator.client.config import (
     read_token_file,
 )
 from berth.coordinator.client.errors import AuthorizationError, BerthClientError, CoordinatorHttpError, untrusted_text
-from berth.coordinator.client.groups_exit import ExitCode, exit_code_of
-from berth.coordinator.client.groups_reset import (
+from berth.coordinator.client.tls import ENV_CA_FILE
+from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
+from berth.coordinator.groups import groups_kafka
+from berth.coordinator.groups import groups_render as render
+from berth.coordinator.groups.groups_exit import ExitCode, exit_code_of
+from berth.coordinator.groups.groups_reset import (
     LATEST_REFUSAL,
     MAX_OFFSET,
     ResetError,
@@ -56,8 +58,6 @@ from berth.coordinator.client.groups_reset import (
     plan_reset,
     selected_partitions,
 )
-from berth.coordinator.client.tls import ENV_CA_FILE
-from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES
 from berth.coordinator.protocol import DescribeResponse, Error
 
 PROG = "berth-groups"

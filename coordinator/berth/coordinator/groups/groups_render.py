@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.coordinator.client.encoding import read_assignment, read_subscription
-from berth.coordinator.client.groups_reset import PlannedReset
+from berth.coordinator.groups.groups_reset import PlannedReset
 from berth.coordinator.protocol import DescribedMember, Error, GroupOwner, ListedGroup, TopicPartition
 from berth.coordinator.protocol import DescribeResponse as GroupDescription
 from berth.coordinator.protocol import FetchedPartition as CommittedOffset
