@@ -108,7 +108,7 @@ def test_text_lines_name_the_object_and_the_level() -> None:
 
 
 def test_every_flag_of_both_daemons_has_its_variable_named_in_help() -> None:
-    from berth.coordinator.http.main import build_parser as coordinator_parser
+    from berth.coordinator.command.main import build_parser as coordinator_parser
     from berth.operator.command.options import build_parser as operator_parser
 
     for parser in (coordinator_parser(), operator_parser()):
