@@ -115,3 +115,19 @@ def verdict(report: str, contract: str) -> str:
     after = summary[summary.index(contract) :]
     kept, broken = after.find(" KEPT"), after.find(" BROKEN")
     return "BROKEN" if broken != -1 and (kept == -1 or broken < kept) else "KEPT"
+
+
+def test_the_architecture_document_names_every_contract_once() -> None:
+    """docs/architecture.md's table of import contracts has one row per contract, named as pyproject.toml names it
+    (up to its first colon or parenthesis)."""
+    import re
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    document = (ROOT / "docs" / "architecture.md").read_text()
+    table = document[document.index("## Import contracts") :].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| contract ")]
+    assert len(rows) == len(contracts)
+    for contract in contracts:
+        named = re.split(r":| \(", contract["name"])[0]
+        assert sum(row.startswith(f"| {named}") for row in rows) == 1, named

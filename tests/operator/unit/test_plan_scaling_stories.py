@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from berth.operator.planners import scaling
 from berth.operator.planners.scaling import (
     BatchLeave,
     ClearExpectedMembers,
     DeleteGroup,
     PatchStatus,
     PutExpectedMembers,
-    ReleaseGroup,
     ScaleWorkload,
     ScalingObservation,
     ScalingPlan,
@@ -398,7 +398,7 @@ def test_a_deletion_keeps_a_group_with_members_it_did_not_create_and_only_releas
     plan = plan_scaling(observe(3, None, frozenset(), {"expectedMembers": []}, deleting=True, **others), now=now)
 
     foreign = ("orders-9",) if "group_members" in others else ("consumer-1-4a1f",)
-    assert plan == ScalingPlan((ReleaseGroup(),), foreign_members=foreign)
+    assert plan == ScalingPlan((scaling.ReleaseGroup(),), foreign_members=foreign)
 
 
 def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: datetime) -> None:

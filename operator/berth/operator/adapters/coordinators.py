@@ -40,9 +40,10 @@ class Coordinators:
     config_ttl_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     idle_ttl_s: float = 600.0
-    #: How long, and how, an unavailable coordinator is retried before a pass reports it (a test's are short).
+    #: How long, and how, an unavailable coordinator is retried before a pass reports it (a test's are short; None:
+    #: 200 ms doubling to 1 s).
     retry_for_s: float = ADMIN_RETRY_FOR_S
-    backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(initial_ms=200, max_ms=1_000))
+    backoff: BackoffPolicy | None = None
     _ports: dict[str, ClientCoordinatorPort] = field(default_factory=dict, init=False)
     _kafka: dict[KafkaConnection, tuple[float, KafkaCoordinatorPort]] = field(default_factory=dict, init=False)
     _bounds: dict[str, tuple[float, CoordinatorBounds]] = field(default_factory=dict, init=False)
@@ -60,7 +61,7 @@ class Coordinators:
                 token=self.token,
                 request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
                 retry_for_s=self.retry_for_s,
-                backoff=self.backoff,
+                backoff=self.backoff or BackoffPolicy(initial_ms=200, max_ms=1_000),
                 ca_file=self.ca_file,
                 max_response_bytes=MAX_RESPONSE_BYTES,
             )

@@ -240,13 +240,13 @@ def build_service(
 
     ports = Ports(
         status_for=status_for,
+        secrets=SecretReader(api_client),
         workload_for=workload_for,
         events_for=FleetEvents,
+        evidence=evidence_journal(options, api_client),
         coordinators=directory,
         advice=advice,
         now=utc_now,
-        secrets=SecretReader(api_client),
-        evidence=evidence_journal(options, api_client),
         metrics=metrics,
         records=(
             LeaseGroupRecords(api_client, options.group_owners_namespace) if options.group_owners_namespace else None
@@ -254,13 +254,9 @@ def build_service(
         fleets=fleets,
         coordinator_ca=CaFile(ca_file),
     )
-    settings = Settings(
-        defaults=options.defaults,
-        session_bounds=OperatorSessionBounds(options.session_min_ms, options.session_max_ms),
-        stuck_allowance=timedelta(seconds=options.stuck_terminating_s),
-        adoption=options.adoption,
-    )
-    context = PassContext(ports, settings)
+    bounds = OperatorSessionBounds(options.session_min_ms, options.session_max_ms)
+    stuck = timedelta(seconds=options.stuck_terminating_s)
+    context = PassContext(ports, Settings(options.defaults, bounds, stuck, options.adoption))
     reconciler = FleetReconciler(
         context,
         fleets,
