@@ -70,7 +70,7 @@ bench: install
 	$(BIN)/python -m benchmarks
 
 ## The deliberate-bug check: each invariant that matters most broken on purpose in a copy of the tree, and the
-## tests that name it must fail (scripts/mutants.py; about 5 minutes; docs/testing.md).
+## tests that name it must fail (scripts/mutants.py; about 2 minutes; docs/testing.md).
 mutants: install
 	$(BIN)/python scripts/mutants.py
 
