@@ -1,4 +1,5 @@
-"""Failpoints (``berth.coordinator.daemon.failpoints``): parsed strictly, off unless named, acting on the hit asked for."""
+"""Failpoints (``berth.coordinator.daemon.failpoints``): parsed strictly, off unless named, acting on the hit asked
+for."""
 
 from __future__ import annotations
 
