@@ -2,7 +2,7 @@
 
 The service sees only these Protocols and the errors below, never an adapter, so the operator on Kubernetes,
 ``berth-demo`` on local processes and fleets on Berth's coordinator or Kafka all go through the same code; the
-composition roots (``app`` for the operator, ``local.demo_support`` for berth-demo) build the adapters and hand
+composition roots (``command.app`` for the operator, ``local.demo_support`` for berth-demo) build the adapters and hand
 them over. Implementations:
 
 - :class:`WorkloadPort` (with :class:`WorkloadObserver`, its read side): the Kubernetes StatefulSet adapter

@@ -1,9 +1,9 @@
 """The reconcile service: what the operator does for each ConsumerFleet, as a short sequence of steps over ports.
 
 Layers (held by import-linter contracts in pyproject.toml, described in docs/architecture.md): the Kopf handlers
-(``handlers``) and the composition roots (``app``, ``local``) call in; this package calls out only through
+(``handlers``) and the composition roots (``command.app``, ``local``) call in; this package calls out only through
 ``berth.operator.ports`` and decides only through the pure ``berth.operator.planners``. It imports no adapter
-(``kube``, ``kafka``, ``coordinator_adapter``, ``coordinators``...), no Kopf, no Kubernetes or Kafka client and
+(``adapters``: ``kube``, ``kafka``, the coordinator ports...), no Kopf, no Kubernetes or Kafka client and
 nothing of the coordinator: adapters are built outside it and raise the ports' errors.
 
 - ``fleet_pass``: one pass over one fleet, and a deletion's pass;

@@ -1,7 +1,7 @@
 """What every reconcile pass shares, and what a pass returns or raises.
 
 - :class:`Ports`: everything a pass touches outside the process (``berth.operator.ports``), as the composition root
-  (``app``, or ``local.demo_support`` for berth-demo) hands it over, so the root can put a cache (a watched
+  (``command.app``, or ``local.demo_support`` for berth-demo) hands it over, so the root can put a cache (a watched
   object's informer) or a gate (a leader's Lease) in front of any of them;
 - :class:`Settings`: the administrator's decisions (flags) the passes apply;
 - :class:`PassContext`: the two together, as the reconciler hands them to each pass.

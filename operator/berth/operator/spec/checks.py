@@ -1,6 +1,6 @@
 """Decoding a ConsumerFleet's spec against its declaration, and the error that names what is wrong.
 
-Owns :class:`SpecError`, :func:`decode` (a value as one of ``spec_declaration``'s Structs, with msgspec) and the
+Owns :class:`SpecError`, :func:`decode` (a value as one of ``spec.declaration``'s Structs, with msgspec) and the
 few checks the declaration cannot say (``mapping``, ``string``, ``count_or_percent``). Rules:
 
 - Every error names the offending field by its path in the object (``spec.sessionTimeout.fixedMs``, ``spec.template

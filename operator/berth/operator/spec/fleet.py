@@ -2,7 +2,7 @@
 
 Owns the meaning of ``spec`` (docs/architecture.md "The ConsumerFleet resource", docs/operator.md). Rules:
 
-- Every field, its type, default, enum and bounds are declared once, in ``spec_declaration`` (checked against the
+- Every field, its type, default, enum and bounds are declared once, in ``spec.declaration`` (checked against the
   CRD, deploy/crds, by a test); this module adds what the CRD says with CEL rules (one field depending on another:
   ``fixedMs`` with policy Fixed, ``minMs`` below ``maxMs``, ``kafka`` exclusive with ``url``) and the operator's own
   reading: ``groupId`` defaults to ``metadata.name``, and the object's name must be able to name a Service and pods.

@@ -4,7 +4,7 @@ strategy, and the fleet's PodDisruptionBudget.
 Owns the meaning of ``spec.volumeClaimTemplates``, ``spec.persistentVolumeClaimRetentionPolicy``,
 ``spec.updateStrategy`` and ``spec.podDisruptionBudget`` (docs/operator.md "Stateful fleets"). Rules:
 
-- Their fields, defaults and bounds are declared in ``spec_declaration`` with the rest of the spec; this module adds
+- Their fields, defaults and bounds are declared in ``spec.declaration`` with the rest of the spec; this module adds
   the CRD's CEL rules (claim templates named once each, ``rollingUpdate`` only with RollingUpdate, ``maxUnavailable``
   a count or a percentage) and Kubernetes' own defaults where the CRD leaves a field out: claims are retained when
   pods are scaled away and when the fleet is deleted, pods are replaced by a rolling update.
