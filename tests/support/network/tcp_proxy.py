@@ -4,7 +4,9 @@ connections (a watch, a long-poll) between a client and a server.
 ``TcpProxy(target_port).start()`` listens on a free port and forwards every connection to ``127.0.0.1:target_port``
 byte for byte (TLS passes through untouched, so a client verifies the server as if it were direct).
 :meth:`cut` closes every open connection at once (both sides see a reset); with :meth:`refuse` new connections are
-closed as soon as they are accepted, until :meth:`allow`. Threads, not asyncio: the proxy must keep working while
+closed as soon as they are accepted, until :meth:`allow`; with ``delay_s`` set, every chunk waits that long before it
+is passed on, in both directions (the delay a slow network adds: this kernel has no ``netem``). ``target_host``
+forwards elsewhere than loopback (a host of a test's lab). Threads, not asyncio: the proxy must keep working while
 the test's own event loop (if any) is blocked.
 """
 
@@ -13,13 +15,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 
 from support.net import free_port
 
 
 class TcpProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target_port = target_port
+        self.target_host = target_host
+        self.delay_s = 0.0
         self.port = free_port()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
@@ -71,7 +76,7 @@ class TcpProxy:
                 client.close()
                 continue
             try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+                upstream = socket.create_connection((self.target_host, self.target_port), timeout=10)
             except OSError:
                 client.close()
                 continue
@@ -85,6 +90,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                if self.delay_s:
+                    time.sleep(self.delay_s)
                 sink.sendall(data)
         except OSError:
             pass

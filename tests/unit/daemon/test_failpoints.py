@@ -1,5 +1,4 @@
-"""Failpoints (``berth.coordinator.daemon.failpoints``): parsed strictly, off unless named, acting on the hit asked
-for."""
+"""Failpoints (``berth.coordinator.daemon.failpoints``): parsed strictly, off unless named, acting as asked."""
 
 from __future__ import annotations
 

@@ -306,20 +306,21 @@ class Engine:
 
     async def _reload(self, group: GroupId) -> None:
         try:
-            while True:
+            while not self.closing:
                 try:
                     records = await self._loop.run_in_executor(None, self._load_group, group)
                     for _ in records:
                         failpoints.hit("load.record")
-                    break
+                    fx = self.core.load_group(group, records, self.clock.now_ms())
                 except Exception as exc:  # the store unreachable for now: the group stays unloaded, clients retry
                     log.warning("reloading group %r failed, retrying: %s", group, exc)
+                    self.core.unload_group(group, self.clock.now_ms())  # nothing half-loaded stays
                     await asyncio.sleep(RELOAD_RETRY_S)
-            if self.closing:
+                    continue
+                del self._unloaded[group]
+                self.apply(fx)
+                log.info("group %r loaded again from the store (%d records)", group, len(records))
                 return
-            del self._unloaded[group]
-            self.apply(self.core.load_group(group, records, self.clock.now_ms()))
-            log.info("group %r loaded again from the store (%d records)", group, len(records))
         finally:
             self._reloads.pop(group, None)
 
