@@ -54,8 +54,8 @@ VERSIONS_KEPT = 8
 
 @dataclass(frozen=True, slots=True)
 class WatchedResource:
-    """A kind of object the operator lists and watches (``tests/support/rbac_scan.py`` reads these declarations
-    to derive the list and watch permissions the operator needs, so each is made of string constants)."""
+    """A kind of object the operator lists and watches (``tests/support/control_plane/rbac_scan.py`` reads these
+    declarations to derive the list and watch permissions the operator needs, so each is made of string constants)."""
 
     group: str  # "" for the core API
     version: str
