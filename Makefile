@@ -7,7 +7,7 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java etcd promtool node faults tools lint typecheck imports test test-fast demo soak bench robustness clean
+.PHONY: install java etcd promtool node faults tools lint typecheck imports test test-fast demo soak bench robustness mutants clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ robustness: install
 
 bench: install
 	$(BIN)/python -m benchmarks
+
+## The deliberate-bug check: each invariant that matters most broken on purpose in a copy of the tree, and the
+## tests that name it must fail (scripts/mutants.py; about 2 minutes; docs/testing.md).
+mutants: install
+	$(BIN)/python scripts/mutants.py
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache build dist
