@@ -7,7 +7,7 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java etcd promtool node tools lint typecheck imports test test-fast demo soak bench clean
+.PHONY: install java etcd promtool node faults tools lint typecheck imports test test-fast demo soak bench robustness mutants clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,10 +31,14 @@ promtool:
 node:
 	scripts/ensure-node.sh
 
+## The robustness runs' fault tools (iproute2, iptables, e2fsprogs, util-linux, libfaketime).
+faults:
+	scripts/ensure-faults.sh
+
 tools: $(TOOLS)
 
 ## Everything the tests need (the demo needs only the venv and Java: see demo).
-install: $(STAMP) $(TOOLS) java etcd promtool node
+install: $(STAMP) $(TOOLS) java etcd promtool node faults
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -66,8 +70,19 @@ soak: install
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability
 
+## Randomized fault runs checked against the models (tests/robustness): RUNS runs from SEED (default: at random,
+## printed); the record accumulates in benchmarks/results/robustness.json. make test runs a fixed-seed few.
+RUNS ?= 100
+robustness: install
+	cd tests && ../$(BIN)/python -m robustness --runs $(RUNS) $(if $(SEED),--seed $(SEED))
+
 bench: install
 	$(BIN)/python -m benchmarks
+
+## The deliberate-bug check: each invariant that matters most broken on purpose in a copy of the tree, and the
+## tests that name it must fail (scripts/mutants.py; about 2 minutes; docs/testing.md).
+mutants: install
+	$(BIN)/python scripts/mutants.py
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache build dist

@@ -19,7 +19,7 @@ import sys
 
 from aiohttp import web
 
-from berth.coordinator.http.main import event_loop_factory
+from berth.coordinator.command.main import event_loop_factory
 
 ANSWER = json.dumps({"error_code": 0, "error": "NONE"}).encode()
 

@@ -3,8 +3,8 @@
 
 Starts a real coordinator (a small journal bound, so retention acts within the run), the operator's reconcile loop
 (``FleetReconciler`` over a local fleet of member processes, the operator's metrics served on a port of their own
-by ``berth.operator.metrics.serving``) and Debian's Prometheus (``/usr/bin/prometheus``) scraping both every second
-with the alert rules loaded. Meanwhile: the fleet forms, every member restarts (static: no rebalance), a second
+by ``berth.operator.adapters.metrics.serving``) and Debian's Prometheus (``/usr/bin/prometheus``) scraping both every
+second with the alert rules loaded. Meanwhile: the fleet forms, every member restarts (static: no rebalance), a second
 process takes over an instance id of another group (fenced answers), the fleet scales down 4 → 2 (one batch leave)
 and back up. Then every query of every dashboard panel is evaluated through Prometheus' HTTP API, with Grafana's
 variables filled in (all namespaces and groups, ``$__interval`` = the 1 s step, ``$__rate_interval`` = 10 s,
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.panel_render import Series, render
+from berth.operator.adapters.metrics import OperatorMetrics, serving
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo import Demo, build_parser
-from berth.operator.metrics import OperatorMetrics, serving
 from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
 

@@ -25,7 +25,7 @@ from benchmarks import instructions
 from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
 from benchmarks.fastclient import Connection
 from benchmarks.goals import GOALS
-from berth.coordinator.http.main import event_loop_factory
+from berth.coordinator.command.main import event_loop_factory
 
 GROUPS = 100
 MEMBERS_PER_GROUP = 100

@@ -40,7 +40,7 @@ def server_command(kind: str, data_dir: Path) -> list[str]:
     if kind == "bare_low_level":
         return [sys.executable, "-m", "benchmarks.bare_server", "--low-level"]
     return [
-        *(sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(data_dir)),
+        *(sys.executable, "-m", "berth.coordinator.command.main", "--data-dir", str(data_dir)),
         *("--port", "0", "--log-level", "warning", "--group-initial-rebalance-delay-ms", "0"),
     ]
 

@@ -30,7 +30,7 @@ from benchmarks import kafka_scale_down
 from benchmarks.common import Result, progress, spread
 from benchmarks.goals import GOALS
 from benchmarks.kafka_scale_down import Member, covered, create_topic, until
-from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.kafka_credentials import KafkaConnection
 
 REPO = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Result, progress, spread
-from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.kafka_credentials import KafkaConnection
 
 REPO = Path(__file__).resolve().parent.parent

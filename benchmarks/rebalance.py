@@ -140,7 +140,7 @@ def main() -> Result:
             "members' connections driven by one Python process on core 1. coordinator_cpu_s is the CPU the "
             "coordinator spent in that window (clock ticks of 10 ms): nearly all of the wall time, so a rebalance is "
             "bound by the coordinator's CPU per join and sync, linear in the group. Tuning the cyclic garbage "
-            "collector (coordinator/http/main.py) halved it."
+            "collector (coordinator/command/main.py) halved it."
         ),
     )
     print(json.dumps(result.figures, indent=2))

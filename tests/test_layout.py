@@ -63,3 +63,29 @@ def test_every_module_the_makefile_runs_exists_and_every_benchmark_it_names_is_r
                 assert name in BENCHMARKS, f"Makefile runs unknown benchmark {name!r}"
     for module in BENCHMARKS.values():
         assert importlib.util.find_spec(module) is not None, f"benchmark module {module} is missing"
+
+
+def test_every_skip_in_the_tests_goes_through_the_one_that_fails_under_ci() -> None:
+    """A skipped test hides that it never ran: CI (CI=true) must fail instead (``support.ci.unavailable``), and a
+    test that can never run is not written (no skip, skipif, importorskip or xfail anywhere else)."""
+    import re
+
+    allowed = ROOT / "tests" / "support" / "tiers" / "ci.py"
+    pattern = re.compile(r"pytest\.skip\(|mark\.skip|skipif|importorskip|xfail")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != allowed and path != Path(__file__)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []
+
+
+def test_test_support_modules_are_importable_by_name_from_any_folder_and_named_once() -> None:
+    import support
+
+    folders = [Path(entry) for entry in support.__path__]
+    names = [path.stem for folder in folders for path in folder.glob("*.py") if path.name != "__init__.py"]
+    assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)
+    assert {path.name for path in (ROOT / "tests" / "support").iterdir() if path.is_dir()} >= set(support.FOLDERS)

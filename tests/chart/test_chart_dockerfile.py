@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from chart_helpers import ROOT, pod_specs, render
+from support.ci import unavailable
 
 pytestmark = pytest.mark.tools
 
@@ -213,7 +214,7 @@ def test_wheel_builds_with_all_console_scripts_and_no_top_level_operator(tmp_pat
     """What the wheel stage's `pip wheel --no-deps .` produces: one berth namespace, the services' scripts, and no
     benchmark tooling."""
     if importlib.util.find_spec("hatchling") is None:
-        pytest.skip("hatchling (the build backend) is not installed in this environment; the image build fetches it")
+        unavailable("hatchling (the build backend) is not installed in this environment; the image build fetches it")
     result = subprocess.run(
         [
             sys.executable,

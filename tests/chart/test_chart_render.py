@@ -33,8 +33,8 @@ from chart_helpers import (
 from support.certs import tls_handshake
 from support.kube import Kube
 
+from berth.coordinator.command.main import build_parser as coordinator_parser
 from berth.coordinator.http.auth import TokenSet
-from berth.coordinator.http.main import build_parser as coordinator_parser
 from berth.coordinator.http.replicas import replication_config
 from berth.coordinator.store.etcd.copy import build_parser as copy_parser
 from berth.operator.planners.statefulset import pod_labels

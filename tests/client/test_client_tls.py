@@ -15,10 +15,10 @@ import pytest
 from member_harness import REBALANCE_TIMEOUT_MS, member_config, until_listed
 from support.api import Api
 from support.certs import Pair, install, make_ca, make_server_cert, openssl_or_skip
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 
 from berth.coordinator.client import CoordinatorAdmin, CoordinatorUnavailableError, GroupMember
-from berth.coordinator.client.groups_cli import main as groups_main
+from berth.coordinator.groups.groups_cli import main as groups_main
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,10 +33,8 @@ def ca(tmp_path: Path) -> Pair:
 def secured(tmp_path: Path, ca: Pair) -> Iterator[CoordinatorProcess]:
     live = Pair(tmp_path / "tls.crt", tmp_path / "tls.key")
     install(make_server_cert(tmp_path / "issued", ca, 7), live)
-    proc = CoordinatorProcess(tmp_path / "data", "--tls-cert-file", str(live.cert), "--tls-key-file", str(live.key))
-    proc.start()
-    yield proc
-    proc.kill()
+    with secured_coordinator(tmp_path, tls=live) as proc:
+        yield proc
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from member_harness import MemberFactory, form_group, member_config
 from support.api import Api
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 from support.net import free_port
 
 from berth.coordinator.client import (
@@ -25,7 +25,7 @@ from berth.coordinator.client import (
     read_assignment,
     read_subscription,
 )
-from berth.coordinator.client.groups_cli import main as groups_main
+from berth.coordinator.groups.groups_cli import main as groups_main
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -130,14 +130,12 @@ async def test_an_unreachable_coordinator_raises_after_the_retries() -> None:
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[CoordinatorProcess]:
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(
-        '{"tokens": [{"token": "root-secret", "groups": ["*"], "admin": true},'
-        ' {"token": "orders-app-secret", "groups": ["orders*"], "admin": false}]}'
-    )
-    process = CoordinatorProcess(tmp_path / "data", "--tokens-file", str(tokens)).start()
-    yield process
-    process.kill()
+    tokens = [
+        {"token": "root-secret", "groups": ["*"], "admin": True},
+        {"token": "orders-app-secret", "groups": ["orders*"], "admin": False},
+    ]
+    with secured_coordinator(tmp_path, tokens=tokens) as process:
+        yield process
 
 
 async def test_tokens_are_sent_and_refusals_are_authorization_errors(secured: CoordinatorProcess) -> None:

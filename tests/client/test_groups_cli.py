@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 from member_harness import form_group, member_config
 from support.api import Api
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 from support.net import free_port
 
 from berth.coordinator.client import CoordinatorAdmin, GroupMember
@@ -33,8 +33,8 @@ from berth.coordinator.client.errors import (
     RequestTooLargeError,
     ResponseTooLargeError,
 )
-from berth.coordinator.client.groups_cli import main
-from berth.coordinator.client.groups_exit import ExitCode, exit_code_of
+from berth.coordinator.groups.groups_cli import main
+from berth.coordinator.groups.groups_exit import ExitCode, exit_code_of
 from berth.coordinator.protocol import Error
 
 pytestmark = pytest.mark.timeout(60)
@@ -217,15 +217,12 @@ def test_connection_refused_fails_with_one_line(capsys: pytest.CaptureFixture[st
 
 @pytest.fixture(scope="module")
 def secured_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("cli-auth")
-    tokens = folder / "tokens.json"
-    tokens.write_text(
-        '{"tokens": [{"token": "orders-app-secret", "groups": ["orders"], "admin": false},'
-        ' {"token": "the-admin-secret", "admin": true}]}'
-    )
-    process = CoordinatorProcess(folder / "data", "--tokens-file", str(tokens)).start()
-    yield process.url
-    process.kill()
+    tokens = [
+        {"token": "orders-app-secret", "groups": ["orders"], "admin": False},
+        {"token": "the-admin-secret", "admin": True},
+    ]
+    with secured_coordinator(tmp_path_factory.mktemp("cli-auth"), tokens=tokens) as process:
+        yield process.url
 
 
 def test_missing_token_is_a_401_with_a_hint(secured_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ def copy_to_etcd(data_dir: Path, endpoints: str, prefix: str) -> subprocess.Comp
         [
             sys.executable,
             "-m",
-            "berth.coordinator.http.main",
+            "berth.coordinator.command.main",
             "copy-to-etcd",
             "--data-dir",
             str(data_dir),

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.etcd, pytest.mark.timeout(120)]
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "berth.coordinator.http.main", "--port", "0", *args],
+        [sys.executable, "-m", "berth.coordinator.command.main", "--port", "0", *args],
         capture_output=True,
         text=True,
         timeout=60,

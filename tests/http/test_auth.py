@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 from support.rawhttp import send
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,13 +28,8 @@ HEARTBEAT = json.dumps({"member_id": "m", "generation_id": 1}).encode()
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoordinatorProcess]:
-    root = Path(tmp_path_factory.mktemp("auth"))
-    tokens = root / "tokens.yaml"
-    tokens.write_text(json.dumps(TOKENS))  # JSON is valid YAML
-    proc = CoordinatorProcess(root / "data", "--tokens-file", str(tokens))
-    proc.start()
-    yield proc
-    proc.kill()
+    with secured_coordinator(tmp_path_factory.mktemp("auth"), tokens=TOKENS["tokens"]) as proc:
+        yield proc
 
 
 def call(

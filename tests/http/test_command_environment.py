@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
-COMMAND = [sys.executable, "-m", "berth.coordinator.http.main"]
+COMMAND = [sys.executable, "-m", "berth.coordinator.command.main"]
 
 
 def test_the_environment_configures_every_flag_and_the_logs_are_json(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "berth.coordinator.http.main", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "berth.coordinator.command.main", *args], capture_output=True, text=True, timeout=60
     )
 
 
@@ -71,7 +71,7 @@ def test_version_and_help_with_every_flags_default() -> None:
 
 def test_help_into_a_closed_pipe_is_quiet() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "berth.coordinator.http.main", "--help"],
+        [sys.executable, "-m", "berth.coordinator.command.main", "--help"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(120)
 def start(data_dir: Path) -> subprocess.CompletedProcess[str]:
     """Run the command on ``data_dir``; one that would come up is killed after 20 s (and fails the test)."""
     return subprocess.run(
-        [sys.executable, "-m", "berth.coordinator.http.main", "--data-dir", str(data_dir), "--port", "0"],
+        [sys.executable, "-m", "berth.coordinator.command.main", "--data-dir", str(data_dir), "--port", "0"],
         capture_output=True,
         text=True,
         timeout=20,

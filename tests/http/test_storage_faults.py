@@ -127,6 +127,21 @@ async def test_a_stalled_write_holds_only_its_own_groups_answers(api: Api) -> No
     assert (await pending)["error"] == "MEMBER_ID_REQUIRED"
 
 
+async def test_a_stalled_write_holds_its_own_groups_heartbeats_until_it_is_durable(api: Api) -> None:
+    """The other half: a heartbeat of the group whose write is stalled is not answered before that write is durable
+    (its answer would tell the member a state the coordinator may lose); it is answered once the write lands."""
+    member = (await form(api, ["a"]))["a"]
+    await api.post("/v1/debug/store", {"stalled": True})
+    try:
+        committing = await api.park(commit(api, member, 10))  # the group's write, stalled
+        beating = await api.park(api.heartbeat(GROUP, member["member_id"], member["generation_id"], "a"))
+        assert not committing.done() and not beating.done()
+    finally:
+        await api.post("/v1/debug/store", {"stalled": False})
+    assert (await committing)["error"] == "NONE"
+    assert (await beating)["error"] == "NONE"
+
+
 async def readiness(api: Api) -> tuple[int, int]:
     """(/readyz status, /healthz status)."""
     ready, _ = await api.get("/readyz")

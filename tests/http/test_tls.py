@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.certs import Pair, install, make_ca, make_server_cert, openssl_or_skip, served_serial
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,13 +47,8 @@ def secured(tmp_path: Path) -> Iterator[Secured]:
     live = Pair(tmp_path / "tls" / "tls.crt", tmp_path / "tls" / "tls.key")
     live.cert.parent.mkdir()
     install(make_server_cert(tmp_path / "issued", ca, 1001), live)
-    proc = CoordinatorProcess(
-        tmp_path / "data",
-        *("--tls-cert-file", str(live.cert), "--tls-key-file", str(live.key), "--tls-reload-interval-s", "0.2"),
-    )
-    proc.start()
-    yield Secured(proc, ca, live, tmp_path / "issued")
-    proc.kill()
+    with secured_coordinator(tmp_path, tls=live, flags=("--tls-reload-interval-s", "0.2")) as proc:
+        yield Secured(proc, ca, live, tmp_path / "issued")
 
 
 def get(connection: http.client.HTTPSConnection, path: str) -> tuple[int, bytes]:

@@ -18,7 +18,7 @@ import pytest
 from support.kafka_consumers import ConsumerProcess, ownership
 from support.kube import wait_until
 
-from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import GroupProtocol
 from berth.operator.ports import CoordinatorUnavailable

@@ -11,7 +11,7 @@ import pytest
 from support.fake_kubelet import api_client
 from support.kube import Kube
 
-from berth.operator.kube.group_records import LeaseGroupRecords, record_name
+from berth.operator.adapters.kube.group_records import LeaseGroupRecords, record_name
 from berth.operator.planners.observations import GroupOwnerRef
 
 pytestmark = pytest.mark.kube

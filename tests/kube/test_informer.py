@@ -20,11 +20,11 @@ import pytest
 from support.kube import Kube
 from support.kube_cluster import ControlPlane
 
-from berth.operator.kube import informer as informer_module
-from berth.operator.kube.api_session import ApiSession
-from berth.operator.kube.identity import load_identity
-from berth.operator.kube.informer import Informer
-from berth.operator.kube.watch_cache import CONFIG_MAPS, SELECTOR, project_owned
+from berth.operator.adapters.kube import informer as informer_module
+from berth.operator.adapters.kube.api_session import ApiSession
+from berth.operator.adapters.kube.identity import load_identity
+from berth.operator.adapters.kube.informer import Informer
+from berth.operator.adapters.kube.watch_cache import CONFIG_MAPS, SELECTOR, project_owned
 
 pytestmark = pytest.mark.kube
 

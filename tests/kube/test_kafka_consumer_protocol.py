@@ -241,7 +241,7 @@ def test_lag_shows_in_kubectl_get_cf_metrics_and_berth_groups_and_a_timeout_beyo
     import contextlib
     import io
 
-    from berth.coordinator.client.groups_cli import main as berth_groups
+    from berth.coordinator.groups.groups_cli import main as berth_groups
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

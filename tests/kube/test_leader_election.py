@@ -21,7 +21,7 @@ from support.kube import Kube, wait_until
 from support.kube_cluster import ControlPlane
 from support.operator_process import OperatorProcess
 
-from berth.operator.app import EXIT_LOST_LEADERSHIP
+from berth.operator.command.app import EXIT_LOST_LEADERSHIP
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 

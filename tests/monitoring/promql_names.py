@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from berth.coordinator.http.metrics import FAMILIES
-from berth.operator.metrics import FAMILIES as OPERATOR_FAMILIES
+from berth.operator.adapters.metrics import FAMILIES as OPERATOR_FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -62,7 +62,7 @@ def coordinator_samples() -> dict[str, str]:
 
 
 def operator_samples() -> dict[str, str]:
-    """Sample name -> family as exposed, for every family the operator declares (``berth.operator.metrics``)."""
+    """Sample name -> family as exposed, for every family the operator declares (``adapters.metrics``)."""
     samples = {}
     for family in OPERATOR_FAMILIES:
         for suffix in _HISTOGRAM_SUFFIXES if family.kind == "histogram" else ("",):

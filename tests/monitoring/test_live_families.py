@@ -15,7 +15,7 @@ from support.coordinator import CoordinatorProcess
 from support.net import free_port
 from support.rawhttp import post_json, send
 
-from berth.operator.metrics import OperatorMetrics, serving
+from berth.operator.adapters.metrics import OperatorMetrics, serving
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.certs import Pair, install, make_ca, make_server_cert, openssl_or_skip
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 
 from berth.pipeline.fetch import download_journal
 from berth.pipeline.main import main
@@ -32,24 +32,12 @@ def secured(tmp_path: Path) -> Iterator[tuple[CoordinatorProcess, Pair]]:
     ca = make_ca(tmp_path / "ca")
     live = Pair(tmp_path / "tls.crt", tmp_path / "tls.key")
     install(make_server_cert(tmp_path / "issued", ca, 11), live)
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(
-        json.dumps(
-            {
-                "tokens": [
-                    {"name": "operator", "token": ADMIN, "admin": True},
-                    {"name": "analytics", "token": ANALYTICS, "scopes": ["journal:read"]},
-                ]
-            }
-        )
-    )
-    proc = CoordinatorProcess(
-        tmp_path / "data",
-        *("--tls-cert-file", str(live.cert), "--tls-key-file", str(live.key), "--tokens-file", str(tokens)),
-    )
-    proc.start()
-    yield proc, ca
-    proc.kill()
+    tokens = [
+        {"name": "operator", "token": ADMIN, "admin": True},
+        {"name": "analytics", "token": ANALYTICS, "scopes": ["journal:read"]},
+    ]
+    with secured_coordinator(tmp_path, tokens=tokens, tls=live) as proc:
+        yield proc, ca
 
 
 def test_the_journal_is_downloaded_over_https_with_the_journal_scope(

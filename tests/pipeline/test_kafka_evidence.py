@@ -1,10 +1,10 @@
 """``berth-analyze`` over the evidence journal the operator keeps for a Kafka fleet (Kafka keeps none itself).
 
-The operator's own recorder and journal (``EvidenceRecorder`` over ``DirectoryJournal``) see a fleet of three static
-members (its group keyed ``kafka://<cluster>/orders``, as the advice is): orders-1 comes back under a new member
-id 4 s after it was last seen, orders-2 6 s after, and then the operator removes orders-2. The pipeline reads that
-journal like the coordinator's and gives the same advice it would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s
-heartbeat = 12 s.
+The operator's own evidence and journal (``support.evidence.EvidenceWriter``, as a pass does it, over
+``DirectoryJournal``) see a fleet of three static members (its group keyed ``kafka://<cluster>/orders``, as the
+advice is): orders-1 comes back under a new member id 4 s after it was last seen, orders-2 6 s after, and then the
+operator removes orders-2. The pipeline reads that journal like the coordinator's and gives the same advice it
+would there: p99 of [4 s, 6 s] = 6 s; x1.5 + 3 s heartbeat = 12 s.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from support.evidence import EvidenceWriter
 
-from berth.operator.evidence_files import DirectoryJournal
+from berth.operator.adapters.evidence_files import DirectoryJournal
 from berth.operator.planners.observations import GroupDescription, GroupMember, PodTimes
-from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 from berth.pipeline.main import main
 
 pytestmark = pytest.mark.spark
@@ -32,7 +32,7 @@ def described(state: str, members: dict[str, str]) -> GroupDescription:
 
 async def test_the_operators_kafka_evidence_gives_session_timeout_advice(spark: SparkSession, tmp_path: Path) -> None:
     journal = tmp_path / "evidence"
-    recorder = EvidenceRecorder(DirectoryJournal(journal))
+    recorder = EvidenceWriter(DirectoryJournal(journal))
     uid, key = "fleet-uid", "kafka://kafka-0.kafka.data:9092/orders"
     members = {"orders-0": "m0", "orders-1": "m1", "orders-2": "m2"}
     await recorder.observed(uid, key, described("Stable", members), T0)
@@ -64,7 +64,7 @@ async def test_a_known_restart_reaches_the_advice_as_long_as_it_was_not_as_long_
     those gaps, not the 10 s between describes, and the advice is built on them: p99 of [0.5 s, 2 s] = 2 s;
     x1.5 + 3 s heartbeat = 6 s (10 s between describes would have advised 18 s)."""
     journal = tmp_path / "evidence"
-    recorder = EvidenceRecorder(DirectoryJournal(journal))
+    recorder = EvidenceWriter(DirectoryJournal(journal))
     uid, key = "fleet-uid", "kafka://kafka-0.kafka.data:9092/orders"
     members = {"orders-0": "m0", "orders-1": "m1", "orders-2": "m2"}
     await recorder.observed(uid, key, described("Stable", members), T0)

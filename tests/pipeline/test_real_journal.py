@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 from support.api import Api
-from support.coordinator import CoordinatorProcess
+from support.coordinator import CoordinatorProcess, secured_coordinator
 
 from berth.pipeline.main import main
 
@@ -34,12 +34,8 @@ def library_assignment(instance: str) -> bytes:
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[CoordinatorProcess]:
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(json.dumps({"tokens": [{"token": ADMIN, "admin": True}]}))
-    proc = CoordinatorProcess(tmp_path / "data", "--tokens-file", str(tokens))
-    proc.start()
-    yield proc
-    proc.kill()
+    with secured_coordinator(tmp_path, tokens=[{"token": ADMIN, "admin": True}]) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -171,14 +167,15 @@ async def kafka_evidence_file(path: Path) -> Path:
     payments-1 comes back after 5 s, and another team's Kafka fleet named like the coordinator's group ``orders``,
     whose orders-1 comes back after 20 minutes — recorded under their keys (``kafka://<cluster>/<group>``), and once
     more as an operator before issue 22 wrote it, under the bare group id."""
-    from berth.operator.evidence_files import DirectoryJournal
+    from support.evidence import EvidenceWriter
+
+    from berth.operator.adapters.evidence_files import DirectoryJournal
     from berth.operator.planners.observations import GroupDescription, GroupMember
-    from berth.operator.reconcile.evidence_journal import EvidenceRecorder
 
     def described(group: str, members: dict[str, str]) -> GroupDescription:
         return GroupDescription(group, "Stable", -1, None, tuple(GroupMember(m, i) for i, m in members.items()))
 
-    recorder = EvidenceRecorder(DirectoryJournal(path.parent / "evidence-dir"))
+    recorder = EvidenceWriter(DirectoryJournal(path.parent / "evidence-dir"))
     t0 = 1_795_000_000_000
     for uid, group, key, gap in (
         ("uid-p", "payments", f"{KAFKA}/payments", 5_000),

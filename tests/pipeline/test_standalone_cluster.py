@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 from pyspark.sql import SparkSession
+from support.ci import unavailable
 from support.net import free_port
 
 from berth.pipeline.main import main
@@ -65,7 +66,7 @@ def workers_alive(web_port: int) -> int:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is needed to give the workers a view of the disk the driver lacks")
+        unavailable("unshare (util-linux) is needed to give the workers a view of the disk the driver lacks")
     base = tmp_path_factory.mktemp("standalone")
     driver_only = base / "driver-only"
     driver_only.mkdir()

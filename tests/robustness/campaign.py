@@ -1,10 +1,11 @@
 """A campaign: many runs, each from its seed, printed as they go and kept in ``benchmarks/results/robustness.json``.
 
-``python -m robustness --runs N [--seed S] [--kind sqlite|replicated] [--faults a,b] [--seconds 20] [--bugs ...]``
-(``PYTHONPATH=tests``; ``make robustness`` runs it). Seeds are S, S+1, ...; the first seed defaults to one drawn at
-random and printed, so a campaign never repeats the last one by accident and any run can be repeated alone with
-``--runs 1 --seed <its seed>``. Each run prints one line (its seed, topology, faults, operations checked, verdict,
-time) and, for a run with violations, each violation and where its history and logs were kept.
+``python -m robustness --runs N [--seed S] [--kind sqlite|replicated] [--faults a,b] [--seconds 20]``
+``[--bugs ...]`` (from ``tests/``; ``make robustness`` runs it); ``--check DIR`` checks a kept run's history again.
+Seeds are S, S+1, ...; the first seed defaults to one drawn at random and printed, so a campaign never repeats the
+last one by accident and any run can be repeated alone with ``--runs 1 --seed <its seed>``. Each run prints one
+line (its seed, topology, faults, operations checked, verdict, time) and, for a run with violations, each violation
+and where its history and logs were kept.
 
 The results file accumulates over campaigns: ``runs``, ``violations`` (runs with one or more), ``operations_checked``,
 ``faults`` (how many runs had each fault kind, per topology), ``runs_per_hour`` (of the last campaign), and each
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from robustness import faults
+from robustness.checker import Plan, check
+from robustness.history import History
 from robustness.run import KINDS, Outcome, run
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "robustness.json"
@@ -40,6 +43,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--results", type=Path, default=RESULTS, help="where the record accumulates")
     p.add_argument("--no-record", action="store_true", help="do not add this campaign to the record")
     p.add_argument("--list", action="store_true", help="list the fault kinds and exit")
+    p.add_argument("--check", type=Path, default=None, metavar="DIR", help="check a kept run again (its history)")
     return p.parse_args(argv)
 
 
@@ -91,6 +95,13 @@ def record(path: Path, outcomes: list[Outcome], took_s: float, first_seed: int) 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.check is not None:
+        report = check(History.read(args.check / "history.jsonl"), Plan.read(args.check / "plan.json"))
+        for violation in report.violations:
+            print(f"VIOLATION {violation}")
+        checked = f"{report.operations_checked} operations, {report.keys_checked} keys"
+        print(f"{checked}: {len(report.violations)} violations")
+        return 0 if report.ok else 1
     if args.list:
         print("sqlite:     " + ", ".join(sorted(faults.SOLO)))
         print("replicated: " + ", ".join(sorted(faults.REPLICATED)))

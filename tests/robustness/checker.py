@@ -17,8 +17,8 @@ many operations were checked. What it checks:
 - **fenced and removed member ids stay out**: once a static member's instance was taken over by a new member id
   (a join answered NONE), or a member left (a leave answered NONE), no request of the old id sent afterwards is
   answered NONE;
-- **readiness tells the truth** (``plan.probes``): a replica is not ready 200 while every write sent to it directly
-  has been refused for ``REFUSED_WINDOW_NS``;
+- **readiness tells the truth** (``plan.probes``): the coordinator that should act is not ready 200 while every
+  probe commit sent to it has been refused for ``REFUSED_WINDOW_NS``;
 - **no process died unasked** (``plan.unexpected_exits``).
 
 What is an answer: HTTP 200 with its in-band error, or a 409 GROUP_OWNED refusal. Anything else (a timeout, a reset,
@@ -34,6 +34,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,7 +46,7 @@ INDETERMINATE_ERRORS = {15}
 SEARCH_BUDGET = 500_000
 REFUSALS = {14, 16}
 #: How long every direct write to a replica must have been refused before a 200 ``/readyz`` from it is a lie.
-REFUSED_WINDOW_NS = 3_000_000_000
+REFUSED_WINDOW_NS = 1_500_000_000
 
 
 @dataclass
@@ -58,6 +59,19 @@ class Plan:
     offset_keys: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # group -> the keys its loads use
     probes: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)  # replica -> (invoke, complete, kind)
     unexpected_exits: list[str] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path) -> Plan:
+        """A plan as a run keeps it (``plan.json``, beside its history)."""
+        data = json.loads(path.read_text())
+        return cls(
+            set(data["fixed_static"]),
+            set(data["admin_groups"]),
+            set(data["registers"]),
+            {group: {(t, p) for t, p in keys} for group, keys in data["offset_keys"].items()},
+            {name: [(i, c, k) for i, c, k in seen] for name, seen in data["probes"].items()},
+            list(data["unexpected_exits"]),
+        )
 
 
 @dataclass
@@ -376,23 +390,28 @@ def _old_member_ids_stay_out(ops: list[Op]) -> list[Violation]:
 
 
 def _readiness_honest(probes: dict[str, list[tuple[int, int, str]]]) -> list[Violation]:
-    """``probes``: per replica, (invoke, complete, kind) with kind ``ready``/``unready`` (a /readyz answer) or
-    ``written``/``refused``/``lost`` (a write sent to it directly)."""
+    """``probes``: per coordinator, (invoke, complete, kind) with kind ``ready``/``unready`` (a /readyz answer) or
+    ``written``/``refused``/``lost`` (a probe commit sent to it). A ``ready`` is a lie when the commits before it have
+    been refused for longer than the window and the next one is refused too (the store still refused writes)."""
     found = []
     for replica, seen in probes.items():
         refused_since: int | None = None
+        claimed: int | None = None  # a "ready" answered while the refusals went on
         for invoke, _complete, kind in sorted(seen, key=lambda s: s[1]):
             if kind == "written":
-                refused_since = None
-            elif kind == "refused" and refused_since is None:
-                refused_since = invoke
-            elif kind == "ready" and refused_since is not None and invoke - refused_since > REFUSED_WINDOW_NS:
-                found.append(
-                    Violation(
-                        "readiness",
-                        f"replica {replica} answered /readyz 200 although every write sent to it for"
-                        f" {(invoke - refused_since) / 1e9:.1f} s was refused",
+                refused_since = claimed = None
+            elif kind == "refused":
+                if claimed is not None and refused_since is not None:
+                    found.append(
+                        Violation(
+                            "readiness",
+                            f"{replica} answered /readyz 200 although every probe commit sent to it for"
+                            f" {(claimed - refused_since) / 1e9:.1f} s before and the next one after were refused",
+                        )
                     )
-                )
-                break
+                    break
+                if refused_since is None:
+                    refused_since = invoke
+            elif kind == "ready" and refused_since is not None and invoke - refused_since > REFUSED_WINDOW_NS:
+                claimed = invoke
     return found

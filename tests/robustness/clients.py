@@ -193,7 +193,7 @@ async def committers(ctx: Context, session: aiohttp.ClientSession, name: str = "
 
 
 async def expected(ctx: Context, session: aiohttp.ClientSession, prefix: str = "exp") -> None:
-    """Two writers PUT (or clear) expected members, a reader GETs them; a new group every few seconds, so that each
+    """Three writers PUT (or clear) expected members, a reader GETs them; a new group every few seconds, so that each
     register's history stays short enough to search (Jepsen's independent keys)."""
     for n in itertools.count():
         name = f"{prefix}-{n}"
@@ -208,10 +208,10 @@ async def expected(ctx: Context, session: aiohttp.ClientSession, prefix: str = "
                 )
 
         async def reader(group: str = name, until: float = until) -> None:
-            while asyncio.get_running_loop().time() < until and not await ctx.pause(0.05, 0.2):
+            while asyncio.get_running_loop().time() < until and not await ctx.pause(0.01, 0.05):
                 await ctx.recorder.raw(session, ctx.url, f"{prefix}-r", "GET", group_path(group, "/expected-members"))
 
-        await asyncio.gather(writer(f"{prefix}-w0"), writer(f"{prefix}-w1"), reader())
+        await asyncio.gather(writer(f"{prefix}-w0"), writer(f"{prefix}-w1"), writer(f"{prefix}-w2"), reader())
         if ctx.stop.is_set():
             return
 
@@ -329,8 +329,15 @@ class RawMember:
             "protocol_name": "range",
             "assignments": assignments,
         }
-        synced = await self.call("sync", sync, LONG_POLL_S)
+        for _ in range(10):  # as a client does: the same sync again while the coordinator cannot answer it
+            synced = await self.call("sync", sync, LONG_POLL_S)
+            if synced is not None and synced["error_code"] not in (14, 15, 16):
+                break
+            if await self.ctx.pause(0.1, 0.3):
+                return False
         if synced is None or synced["error_code"] != 0:
+            if synced is not None and synced["error_code"] in (25, 82):
+                self.member_id = ""
             return False
         raw = base64.b64decode(synced.get("assignment") or "")
         self.owned = json.loads(raw)["partitions"].get("t", []) if raw else []

@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from support.netlab import Lab
 
@@ -154,6 +155,48 @@ async def crash_point(env: FaultEnv) -> str:
     finally:
         env.expected_down.discard(id(victim))
     return f"crash point {armed}: {'crashed there' if crashed else 'not reached in 8 s'}"
+
+
+def _faketime() -> str | None:
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    return str(found[0]) if found else None
+
+
+async def clock_jump(env: FaultEnv) -> str:
+    """A coordinator that serves with its wall clock jumped (libfaketime; its monotonic clock untouched): on the
+    replicated store a standby so skewed takes over, on SQLite the coordinator restarts so skewed; then it is
+    started again with the right time."""
+    library = _faketime()
+    if library is None:
+        raise RuntimeError("libfaketime is missing (make install runs scripts/ensure-faults.sh)")
+    jump = env.rng.choice(["+10m", "+1h", "+2d", "-10m", "-1h", "-1d"])
+    skew = {"LD_PRELOAD": library, "FAKETIME": jump, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    topology = env.topology
+    active = topology.active(timeout_s=10)
+    if isinstance(topology, Solo):
+        victim = topology.processes[0]
+    else:
+        victim = _standby(topology, active) if active is not None else topology.processes[0]
+    env.expected_down.add(id(victim))
+    try:
+        await asyncio.to_thread(victim.kill)
+        await asyncio.to_thread(victim.start, 60.0, skew)
+        if isinstance(topology, Replicated) and active is not None and active is not victim:
+            env.expected_down.add(id(active))
+            await asyncio.to_thread(active.kill)  # the skewed standby takes over
+            await env.hold(LEASE_TTL_S + 0.5, LEASE_TTL_S + 1.5)
+            await _restart_clean(env, active)
+            env.expected_down.discard(id(active))
+        took = await env.hold(2.0, 5.0)
+        await _restart_clean(env, victim)
+    finally:
+        env.expected_down.discard(id(victim))
+    whom = "coordinator" if isinstance(topology, Solo) else "replica that took over"
+    return f"wall clock {jump} on the {whom} for {took:.1f} s"
+
+
+def _standby(topology: Replicated, active: CoordinatorProcess) -> CoordinatorProcess:
+    return next((p for p in topology.processes if p is not active), active)
 
 
 # ---------------------------------------------------------------------------------------------------- disk
@@ -356,14 +399,25 @@ def _free_etcd(client: EtcdClient) -> None:
 
 
 async def leader_key_deleted(env: FaultEnv) -> str:
+    """Someone deletes the leader key (its lease lives on) while the active replica's clients cannot reach it: the
+    schedule in which a replica that does not watch its own key answers reads from a deposed term's memory (its
+    clients' writes would get it fenced at once); the probes still read from it."""
     assert isinstance(env.topology, Replicated)
     client = _etcd_client(env.topology)
     leader = Keys("/berth/").leader
-    found, _, _, _ = await asyncio.to_thread(client.range, leader)
-    await asyncio.to_thread(client.txn, [], [{"request_delete_range": {"key": b64(leader)}}])
+    active = env.topology.active()
+    host = env.topology.hosts_of(active) if active is not None else None
+    if host is not None and active is not None:
+        host.block(env.lab.gateway, port=int(active.url.rsplit(":", 1)[1]))
+    try:
+        found, _, _, _ = await asyncio.to_thread(client.range, leader)
+        await asyncio.to_thread(client.txn, [], [{"request_delete_range": {"key": b64(leader)}}])
+        took = await env.hold(2.0, 4.0)
+    finally:
+        if host is not None:
+            host.heal()
     name = json.loads(found[0].value)["name"] if found else "nobody"
-    await env.hold(1.0, 3.0)
-    return f"the leader key deleted (it was {name}'s)"
+    return f"the leader key deleted (it was {name}'s, its clients cut off) for {took:.1f} s"
 
 
 SOLO: dict[str, Fault] = {
@@ -377,6 +431,7 @@ SOLO: dict[str, Fault] = {
     "packet_loss": packet_loss,
     "rate_limit": rate_limit,
     "delay": delay,
+    "clock_jump": clock_jump,
 }
 
 REPLICATED: dict[str, Fault] = {
@@ -396,4 +451,5 @@ REPLICATED: dict[str, Fault] = {
     "etcd_partition_member": etcd_partition_member,
     "etcd_out_of_space": etcd_out_of_space,
     "leader_key_deleted": leader_key_deleted,
+    "clock_jump": clock_jump,
 }

@@ -5,7 +5,8 @@
   ones too); ``("read", v)`` a fetch or GET that saw ``v``.
 - ``admin_group``: what an admin sees of a group without members (§7, §7a, §2's DeleteGroups): whether it exists,
   its expected members and its owner's uid. Operations carry their answer, so a refusal (409 GROUP_OWNED, which
-  shows the owner) or GROUP_ID_NOT_FOUND is an observation the state must explain, as a read is.
+  shows the owner) or GROUP_ID_NOT_FOUND is an observation the state must explain, as a read is. Between two
+  operations such a group may also have expired (it exists, has no owner and no expected members: §11).
 
 Each ``step`` returns the states an operation may lead to: one, or none when it is impossible with the answer it got.
 An indeterminate operation carries no answer (``answer=None``): it is applied as the request asked, and the search
@@ -65,6 +66,15 @@ def _may_write(state: AdminState, uid: str | None) -> bool:
 
 
 def _admin_step(state: AdminState, op: AdminOp) -> Sequence[AdminState]:
+    """The op's outcomes from ``state``, and from ``state`` expired when it may have been meanwhile: an Empty group
+    with no offsets, no owner and no expected members is deleted by the periodic expiry (docs/api.md §11)."""
+    outcomes = list(_admin_op_step(state, op))
+    if state.exists and not state.expected and state.owner is None:
+        outcomes += [s for s in _admin_op_step(AdminState(), op) if s not in outcomes]
+    return outcomes
+
+
+def _admin_op_step(state: AdminState, op: AdminOp) -> Sequence[AdminState]:
     answer = op.answer
     if answer is not None and answer[0] == "owned":  # 409: refused, nothing changed; it shows the owner
         if op.kind == "release":

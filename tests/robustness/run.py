@@ -4,8 +4,8 @@
 the faults one after another at moments the seed picks, heals, reads back everything the loads wrote (recorded
 like any other operation), stops, and checks the history (``checker``). Beside the loads it records:
 
-- probes of each coordinator every 0.4 s: its ``/readyz``, and a small commit sent to it directly (to a group of
-  its own), which is what the checker's readiness rule reads;
+- probes (``_probes``): every coordinator's readiness, commits to the one that should act, fetches from every one
+  that says it is ready: how two replicas acting at once would show, and what the checker's readiness rule reads;
 - a watchdog: a coordinator process that exits while no fault is acting on it died unasked (a violation); it is
   started again so that the run can go on.
 
@@ -24,12 +24,17 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 from support import loopdisk, netlab
 
+from berth.coordinator.store.etcd import EtcdClient
+from berth.coordinator.store.etcd.client import EtcdError
+from berth.coordinator.store.etcd.keys import Keys
+from berth.operator.local.coordinator_process import CoordinatorProcess
 from robustness import faults
 from robustness.checker import Plan, check
 from robustness.clients import LOADS, Context, Recorder, commit_body, group_path
@@ -54,7 +59,12 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return not self.violations and not self.harness_failures
+
+    @property
+    def harness_failures(self) -> list[str]:
+        """Faults that could not be made (the run then did not test what it says)."""
+        return [s for s in self.said if "the fault itself FAILED" in s]
 
     def line(self) -> str:
         verdict = "ok" if self.ok else f"{len(self.violations)} VIOLATION(S)"
@@ -94,14 +104,14 @@ async def run(
     plan = Plan()
     said: list[str] = []
     try:
-        await asyncio.to_thread(topology.start)
+        plan.unexpected_exits += await asyncio.to_thread(topology.start)
         stop = asyncio.Event()
         ctx = Context(topology.url, Recorder(history), random.Random(f"{seed}-loads"), stop, plan)
         env = faults.FaultEnv(topology, lab, random.Random(f"{seed}-faults"))
         async with aiohttp.ClientSession() as session:
             loads = [asyncio.create_task(load(ctx, session), name=name) for name, load in LOADS.items()]
             watch = asyncio.create_task(_watchdog(topology, env, plan, stop))
-            probe = asyncio.create_task(_probes(topology, plan, stop, session))
+            probe = asyncio.create_task(_probes(topology, lab, ctx, plan, stop))
             await _inject(env, picked, seconds, said, rng)
             stop.set()
             await _finish(loads, 40.0)
@@ -147,7 +157,10 @@ async def _inject(env: faults.FaultEnv, picked: list[str], seconds: float, said:
     slot = seconds / (len(picked) + 1)
     await asyncio.sleep(rng.uniform(2.0, max(2.5, slot)))  # the groups form first
     for name in picked:
-        said.append(await catalogue[name](env))
+        try:
+            said.append(await catalogue[name](env))
+        except Exception as exc:  # the harness's failure, not the coordinator's: said, and the run goes on
+            said.append(f"{name}: the fault itself FAILED: {exc!r}")
         await asyncio.sleep(rng.uniform(1.0, max(1.5, slot / 2)))
     await asyncio.sleep(max(0.0, deadline - time.monotonic()))
 
@@ -176,31 +189,79 @@ async def _watchdog(topology: Topology, env: faults.FaultEnv, plan: Plan, stop: 
         await asyncio.sleep(0.2)
 
 
-async def _probes(topology: Topology, plan: Plan, stop: asyncio.Event, session: aiohttp.ClientSession) -> None:
+async def _probes(topology: Topology, lab: netlab.Lab, ctx: Context, plan: Plan, stop: asyncio.Event) -> None:
+    """Every 0.3 s, from the lab's second address (a fault that cuts the clients off leaves the probes alone): each
+    coordinator's ``/readyz``; a commit of a unique offset to the group ``probe``, sent directly to the one that should
+    act (the SQLite coordinator; the replica etcd's leader key names); and a fetch of it from every coordinator that
+    said it was ready. The commits and fetches are history like any other operations (the ``probe`` group is an
+    offset register: a replica that answers from a deposed term's memory shows an offset the newest write replaced);
+    the readiness answers and the commits' outcomes per coordinator feed the checker's readiness rule."""
+    plan.offset_keys["probe"] = {("t", 0)}
+    holder_of = _holder_reader(topology)
+    connector = aiohttp.TCPConnector(local_addr=(lab.second, 0))
     timeout = aiohttp.ClientTimeout(total=1.0)
-    while not stop.is_set():
-        for i, process in enumerate(topology.processes):
-            if not process.running or not process.probe_url:
-                continue
-            seen = plan.probes.setdefault(f"coordinator-{i}", [])
-            invoke = time.monotonic_ns()
-            try:
-                async with session.get(f"{process.probe_url}/readyz", timeout=timeout) as answer:
-                    seen.append((invoke, time.monotonic_ns(), "ready" if answer.status == 200 else "unready"))
-                    if answer.status != 200:
-                        continue
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        while not stop.is_set():
+            ready = []
+            for i, process in enumerate(topology.processes):
+                if not process.running or not process.probe_url:
+                    continue
+                seen = plan.probes.setdefault(f"coordinator-{i}", [])
                 invoke = time.monotonic_ns()
-                body = commit_body({("t", 0): invoke})
-                path = group_path(f"probe-{i}", "/offsets")
-                async with session.post(f"{process.url}{path}", json=body, timeout=timeout) as answer:
-                    code = (await answer.json())["error_code"] if answer.status == 200 else None
-                seen.append(
-                    (invoke, time.monotonic_ns(), "written" if code == 0 else "refused" if code == 15 else "lost")
+                try:
+                    async with session.get(f"{process.probe_url}/readyz") as answer:
+                        yes = answer.status == 200
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    continue
+                seen.append((invoke, time.monotonic_ns(), "ready" if yes else "unready"))
+                if yes:
+                    ready.append(process)
+            holder = await holder_of()
+            if holder is not None and holder.running:
+                i = topology.processes.index(holder)
+                body = commit_body({("t", 0): next(ctx.offsets)})
+                invoke = time.monotonic_ns()
+                answer = await ctx.recorder.raw(
+                    session, holder.url, "probe-writer", "POST", group_path("probe", "/offsets"), body
                 )
-            except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError):
-                pass
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 0.4)
+                kind = (
+                    "lost"
+                    if answer is None
+                    else "written"
+                    if answer["error_code"] == 0
+                    else "refused"
+                    if answer["error_code"] == 15
+                    else "lost"
+                )
+                plan.probes.setdefault(f"coordinator-{i}", []).append((invoke, time.monotonic_ns(), kind))
+            for process in ready:
+                i = topology.processes.index(process)
+                path = group_path("probe", "/offsets?topic=t")
+                await ctx.recorder.raw(session, process.url, f"probe-reader-{i}", "GET", path)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.3)
+
+
+def _holder_reader(topology: Topology) -> Callable[[], Awaitable[CoordinatorProcess | None]]:
+    """Who should act now: the SQLite coordinator, or the replica named by etcd's leader key."""
+    if isinstance(topology, Solo):
+
+        async def solo() -> CoordinatorProcess | None:
+            return topology.process
+
+        return solo
+    client = EtcdClient(tuple(topology.etcd.endpoints), timeout_s=1.0)
+    leader = Keys("/berth/").leader
+    by_name = {p.etcd.name: p for p in topology.processes if p.etcd is not None}
+
+    async def replicated() -> CoordinatorProcess | None:
+        try:
+            found, _, _, _ = await asyncio.to_thread(client.range, leader)
+        except EtcdError:
+            return None
+        return by_name.get(json.loads(found[0].value)["name"]) if found else None
+
+    return replicated
 
 
 async def _read_back(ctx: Context, session: aiohttp.ClientSession) -> None:

@@ -188,7 +188,11 @@ def test_readiness_that_stays_200_while_writes_are_refused_is_reported() -> None
     s = 1_000_000_000
     honest = [(0, 1, "written"), (2 * s, 2 * s, "refused"), (3 * s, 3 * s, "unready"), (6 * s, 6 * s, "unready")]
     assert check(History(), Plan(probes={"r0": honest})).ok
+    recovered = [(2 * s, 2 * s, "refused"), (5 * s, 5 * s, "refused"), (6 * s, 6 * s, "ready")]
+    recovered += [(7 * s, 7 * s, "written")]
+    assert check(History(), Plan(probes={"r0": recovered})).ok  # ready again once the store took writes again
     lying = [(0, 1, "written"), (2 * s, 2 * s, "refused"), (3 * s, 3 * s, "refused"), (6 * s, 6 * s, "ready")]
+    lying += [(7 * s, 7 * s, "refused")]
     assert [v.kind for v in check(History(), Plan(probes={"r0": lying})).violations] == ["readiness"]
 
 
@@ -207,3 +211,16 @@ def test_many_retries_of_one_request_are_searched_as_counts_not_subsets() -> Non
     entries += [wgl.Entry(100, 200, 210, ("read", 2)), wgl.Entry(101, 220, 230, ("read", 1))]
     verdict = wgl.check(entries, models.register(None), budget=50_000)
     assert verdict.ok and verdict.explored < 50_000
+
+
+def test_a_group_left_with_nothing_may_expire_between_two_operations() -> None:
+    c = Clock()
+    c.op("a", "owner", "g", {"uid": "u1"}, {"error_code": 0, "owner": {"uid": "u1"}}, (0, 1), method="PUT")
+    c.op("a", "owner", "g", {"uid": "u1"}, {"error_code": 0, "owner": None}, (2, 3), method="DELETE")
+    c.op("r", "describe", "g", {}, {"error_code": 0, "group_state": "Empty", "owner": None}, (4, 5), method="GET")
+    c.op("r", "describe", "g", {}, {"error_code": 0, "group_state": "Dead", "owner": None}, (6, 7), method="GET")
+    assert check(c.history, Plan(admin_groups={"g"})).ok
+    owned = Clock()
+    owned.op("a", "owner", "g", {"uid": "u1"}, {"error_code": 0, "owner": {"uid": "u1"}}, (0, 1), method="PUT")
+    owned.op("r", "describe", "g", {}, {"error_code": 0, "group_state": "Dead", "owner": None}, (4, 5), method="GET")
+    assert not check(owned.history, Plan(admin_groups={"g"})).ok  # an owned group never expires

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ci import unavailable
 from support.kube import wait_until
-from support.kube_fixtures import unavailable
 from support.leader_campaign import History, plan, prepare, released, run_once, target_identity
 from support.leader_history import batch_leaves, check
 from support.leader_world import GROUP, LeaderWorld, missing

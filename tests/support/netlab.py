@@ -4,7 +4,9 @@
 
 - a *switch*: a network namespace of its own holding one bridge (no iptables rules, nothing routed out);
 - this machine as a host of the lab: a veth pair from the root namespace to the bridge, ``.254`` on this side, so
-  the test process (and anything it starts without a namespace) reaches every host directly;
+  the test process (and anything it starts without a namespace) reaches every host directly; ``.253`` is a second
+  address of this machine there (``lab.second``), for traffic a fault on ``.254`` must not touch (a test's own
+  probes: bind to it);
 - ``lab.host(name)``: a network namespace with loopback and ``eth0`` on the bridge (``.1``, ``.2``, ...). Processes
   run in it with ``host.argv(*argv)`` (``nsenter --net``: the same mount namespace and files as the test).
 
@@ -173,6 +175,11 @@ class Lab:
         """This machine's address on the lab."""
         return f"{self.prefix}.254"
 
+    @property
+    def second(self) -> str:
+        """This machine's second address on the lab."""
+        return f"{self.prefix}.253"
+
     def _veth(self, index: int) -> tuple[str, str]:
         return f"bl{self.id}{index}a", f"bl{self.id}{index}b"  # at most 15 characters
 
@@ -188,6 +195,7 @@ class Lab:
         run("ip", "link", "add", outer, "type", "veth", "peer", "name", port, "netns", switch)
         run(*inside, "ip", "link", "set", port, "master", self.bridge, "up")
         run("ip", "addr", "add", f"{self.gateway}/24", "dev", outer)
+        run("ip", "addr", "add", f"{self.second}/24", "dev", outer)
         run("ip", "link", "set", outer, "up")
         return self
 

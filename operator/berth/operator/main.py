@@ -16,11 +16,11 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from berth.operator.app import run_operator
-from berth.operator.cli import quiet_on_closed_pipe
-from berth.operator.kube.identity import KubeIdentityError, load_identity
-from berth.operator.logs import configure_logging
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.adapters.kube.identity import KubeIdentityError, load_identity
+from berth.operator.command.app import run_operator
+from berth.operator.command.cli import quiet_on_closed_pipe
+from berth.operator.command.logs import configure_logging
+from berth.operator.command.options import OptionsError, parse_options
 
 logger = logging.getLogger("berth.operator")
 

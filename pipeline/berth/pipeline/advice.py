@@ -1,6 +1,7 @@
 """Session-timeout advice per group, from the restart gaps the journal shows, and the ``advice.json`` document.
 
-Owns the advice rule and the file format the operator reads (docs/formats.md, "Session-timeout advice"). Rules:
+Owns the advice rule; the document it writes is declared once, for the operator too, in
+``berth.coordinator.formats.advice`` (docs/formats.md, "Session-timeout advice"). Rules:
 - advised = ceil(percentile of the group's restart gaps x safety margin + one heartbeat interval), clamped to
   [min, max]. A session timeout that long outlasts all but the slowest (1 - percentile) restarts, with margin, so
   those restarts replace the member in place instead of expiring it and costing two rebalances.
@@ -18,9 +19,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from berth.coordinator.formats.advice import ENTRY_FIELDS, AdviceDocument, AdviceEntry, JournalSummary
+from berth.coordinator.formats.advice import advice_document as document_of
 from berth.pipeline.advice_settings import AdviceSettings as AdviceSettings
-
-ADVICE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -33,19 +34,8 @@ class JournalStats:
     last_ts_ms: int
 
 
-ADVICE_COLUMNS = (
-    "group_id",
-    "advised_session_timeout_ms",
-    "samples",
-    "percentile",
-    "restart_gap_p_ms",
-    "safety_margin",
-    "heartbeat_interval_ms",
-    "min_ms",
-    "max_ms",
-    "confident",
-    "reason",
-)
+#: The advice's columns: the group and its entry's fields (``formats.advice.AdviceEntry``), in order.
+ADVICE_COLUMNS = ("group_id", *ENTRY_FIELDS)
 
 
 def restart_gap_stats(gaps: DataFrame, percentile: float) -> DataFrame:
@@ -138,20 +128,28 @@ def _plural(one: str, many: str) -> Column:
     return F.when(F.col("samples") == 1, F.lit(one)).otherwise(F.lit(many))
 
 
-def advice_document(advice_rows: list[dict[str, Any]], journal: JournalStats, generated_at_ms: int) -> dict[str, Any]:
-    """Collected advice rows -> the ``advice.json`` document, groups sorted by id."""
-    groups = {
-        row["group_id"]: {name: row[name] for name in ADVICE_COLUMNS if name != "group_id"}
-        for row in sorted(advice_rows, key=lambda r: str(r["group_id"]))
+def advice_document(advice_rows: list[dict[str, Any]], journal: JournalStats, generated_at_ms: int) -> AdviceDocument:
+    """Collected advice rows -> the ``advice.json`` document (``formats.advice``), groups sorted by id."""
+    groups = {str(row["group_id"]): _entry(row) for row in advice_rows}
+    summary: JournalSummary = {
+        "events": journal.events,
+        "malformed_lines": journal.malformed_lines,
+        "first_ts_ms": journal.first_ts_ms,
+        "last_ts_ms": journal.last_ts_ms,
     }
+    return document_of(groups, summary, generated_at_ms)
+
+
+def _entry(row: dict[str, Any]) -> AdviceEntry:
     return {
-        "version": ADVICE_VERSION,
-        "generated_at_ms": generated_at_ms,
-        "journal": {
-            "events": journal.events,
-            "malformed_lines": journal.malformed_lines,
-            "first_ts_ms": journal.first_ts_ms,
-            "last_ts_ms": journal.last_ts_ms,
-        },
-        "groups": groups,
+        "advised_session_timeout_ms": row["advised_session_timeout_ms"],
+        "samples": row["samples"],
+        "percentile": row["percentile"],
+        "restart_gap_p_ms": row["restart_gap_p_ms"],
+        "safety_margin": row["safety_margin"],
+        "heartbeat_interval_ms": row["heartbeat_interval_ms"],
+        "min_ms": row["min_ms"],
+        "max_ms": row["max_ms"],
+        "confident": row["confident"],
+        "reason": row["reason"],
     }

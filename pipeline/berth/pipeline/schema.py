@@ -1,7 +1,7 @@
 """The journal's shape as Spark sees it: the explicit event schema, the assignment schema, and the event names.
 
 The journal event is declared once, for the coordinator core, the operator's evidence and this pipeline, in
-``berth.coordinator.protocol.journal`` (the one module of the coordinator the pipeline may import: pure, standard
+``berth.coordinator.formats.journal`` (the one module of the coordinator the pipeline may import: pure, standard
 library only). This module owns how its columns are typed for Spark (:data:`SPARK_TYPES`) and every column the
 pipeline derives (docs/formats.md is the contract). Rules: schemas are explicit, never inferred (inference costs a
 full extra pass and loses types); a field the journal may omit is nullable; the nested ``members`` and
@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from berth.coordinator.protocol.journal import (
+from berth.coordinator.formats.journal import (
     Column,
     EventSource,
     EventType,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from berth.coordinator.client.groups_reset import (
+from berth.coordinator.groups.groups_reset import (
     MAX_OFFSET,
     PlannedReset,
     ResetError,

@@ -1,8 +1,8 @@
 """Running the real operator in-process against the emulator, and reading what it did.
 
-``OperatorThread`` runs ``berth.operator.app.run_operator`` (what ``berth-operator`` runs) on its own event loop in
-a thread: Kopf treats every task created after it starts as its own and cancels them when it stops, so it must not
-share the test's loop, where kmock serves. It stops through Kopf's stop flag. The helpers below read Events,
+``OperatorThread`` runs ``berth.operator.command.app.run_operator`` (what ``berth-operator`` runs) on its own event
+loop in a thread: Kopf treats every task created after it starts as its own and cancels them when it stops, so it
+must not share the test's loop, where kmock serves. It stops through Kopf's stop flag. The helpers below read Events,
 status and the request log, and wait on observable state with bounded polling (never on elapsed time alone); the
 last section holds the steps of a 5 -> 3 scale-down of fleet ``orders`` that several modules share.
 """
@@ -23,8 +23,8 @@ from kopf_controller import StatefulSetController
 from support.api import Api
 from support.coordinator import CoordinatorProcess
 
-from berth.operator.app import run_operator
-from berth.operator.options import parse_options
+from berth.operator.command.app import run_operator
+from berth.operator.command.options import parse_options
 
 NAMESPACE = "shop"
 #: The coordinator's flags for these tests: forming a group should not wait out Kafka's 3 s initial delay.

@@ -148,8 +148,8 @@ async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
 
 @pytest.mark.parametrize(("command", "build"), [("berth-operator", "options"), ("berth-demo", "demo")])
 def test_version_and_help_with_a_text_and_default_for_every_flag(command: str, build: str) -> None:
+    from berth.operator.command.options import build_parser as operator_parser
     from berth.operator.local.demo import build_parser as demo_parser
-    from berth.operator.options import build_parser as operator_parser
 
     version = subprocess.run([str(Path(sys.executable).parent / command), "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith(f"{command} ")
@@ -163,7 +163,7 @@ def test_version_and_help_with_a_text_and_default_for_every_flag(command: str, b
 
 
 def test_a_closed_pipe_ends_the_command_quietly() -> None:
-    from berth.operator.cli import EXIT_CLOSED_PIPE, quiet_on_closed_pipe
+    from berth.operator.command.cli import EXIT_CLOSED_PIPE, quiet_on_closed_pipe
 
     def writes_into_a_closed_pipe() -> int:
         raise BrokenPipeError

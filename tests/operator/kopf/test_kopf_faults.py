@@ -53,8 +53,8 @@ from support.api import Api
 from support.coordinator import CoordinatorProcess
 from support.net import free_port
 
-from berth.operator.coordinators import ADMIN_RETRY_FOR_S
-from berth.operator.kube.fleets import CONFLICT_ATTEMPTS
+from berth.operator.adapters.coordinators import ADMIN_RETRY_FOR_S
+from berth.operator.adapters.kube.fleets import CONFLICT_ATTEMPTS
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from kopf_harness import (
 from support.coordinator import CoordinatorProcess
 from support.net import free_port
 
-from berth.operator.names import GROUP
+from berth.operator.spec.names import GROUP
 
 
 def _refused(apiserver: ApiServer, name: str, reason: str) -> dict[str, object] | None:

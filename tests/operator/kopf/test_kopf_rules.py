@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from berth.operator.advice_source import AdviceSource
-from berth.operator.options import OptionsError, parse_options
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
+from berth.operator.adapters.advice_source import AdviceSource
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.claims import claim_key, claims_of, holder_of
 from berth.operator.planners.fleet_status import only_changes
 from berth.operator.planners.observations import CoordinatorBounds
@@ -24,7 +24,7 @@ from berth.operator.planners.session_timeout import (
     is_meaningful_change,
 )
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, SessionTimeoutSource
-from berth.operator.spec import OperatorDefaults, SessionTimeoutPolicy, SessionTimeoutSpec
+from berth.operator.spec.fleet import OperatorDefaults, SessionTimeoutPolicy, SessionTimeoutSpec
 
 COORDINATOR = CoordinatorBounds(6_000, 1_800_000)
 OPERATOR = OperatorSessionBounds(6_000, 1_800_000)

@@ -33,8 +33,8 @@ from berth.operator.ports import (
     WorkloadObservation,
     WorkloadView,
 )
-from berth.operator.reconcile.context import PassContext
-from berth.operator.spec import Fleet, OperatorDefaults
+from berth.operator.reconcile.context import PassContext, Ports, Settings
+from berth.operator.spec.fleet import Fleet, OperatorDefaults
 
 
 class NamesFleet:
@@ -238,17 +238,14 @@ def pass_context(
     def events_for(body: Mapping[str, Any]) -> RecordedEvents:
         return events
 
-    return PassContext(
+    ports = Ports(
         status_for=status_for,
         workload_for=workload_for,
+        events_for=events_for,
         coordinators=OneCoordinator(coordinator),
         advice=NoAdvice(),
-        defaults=defaults,
-        session_bounds=OperatorSessionBounds(1_000, 3_600_000),
-        events_for=events_for,
         now=lambda: now,
-        last_waiting={},
-        advice_problems_seen=set(),
         secrets=secrets,
         records=InMemoryRecords() if records is None else records,
     )
+    return PassContext(ports, Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)))

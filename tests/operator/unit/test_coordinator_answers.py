@@ -14,8 +14,9 @@ from aiohttp import web
 from support.hostile_endpoints import Handler, raw_endpoint
 from support.hostile_endpoints import endpoint as hostile_endpoint
 
-from berth.operator.coordinator_adapter import MAX_RESPONSE_BYTES
-from berth.operator.coordinators import Coordinators
+from berth.coordinator.client.backoff import BackoffPolicy
+from berth.operator.adapters.coordinator_adapter import MAX_RESPONSE_BYTES
+from berth.operator.adapters.coordinators import Coordinators
 from berth.operator.ports import CoordinatorUnavailable, GroupOwned
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,8 +36,14 @@ def answering(status: int, body: str, content_type: str = "application/json") ->
     return handle
 
 
+#: Retries as the operator makes them, compressed: a coordinator that keeps failing is retried for a moment (not the
+#: operator's 10 s: what is asserted here is what a failure becomes, not how long it is retried), and reported.
+QUICK_RETRY_S = 0.2
+QUICK_BACKOFF = BackoffPolicy(initial_ms=5, max_ms=20)
+
+
 async def failed(url: str, call: str = "describe") -> CoordinatorUnavailable:
-    directory = Coordinators(token="admin-t0ken")
+    directory = Coordinators(token="admin-t0ken", retry_for_s=QUICK_RETRY_S, backoff=QUICK_BACKOFF)
     port = directory.port(url)
     calls = {
         "describe": lambda: port.describe("orders"),
@@ -82,6 +89,22 @@ async def test_an_http_error_becomes_a_fixed_message_by_its_class(status: int, r
         clean(error)
 
 
+async def test_a_server_error_is_retried_before_it_is_reported_and_a_refusal_is_not() -> None:
+    asked: list[int] = []
+
+    def counting(status: int) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            asked.append(status)
+            return web.Response(status=status, text="{}", content_type="application/json")
+
+        return handle
+
+    for status in (503, 400):
+        async with endpoint(counting(status)) as url:
+            await failed(url)
+    assert asked.count(503) > 1 and asked.count(400) == 1
+
+
 async def test_a_413_says_the_request_is_too_large_with_the_number_of_expected_members() -> None:
     async with endpoint(answering(413, f'{{"error": "PAYLOAD_TOO_LARGE", "message": "{SECRET}"}}')) as url:
         error = await failed(url, "put")
@@ -97,7 +120,7 @@ async def test_a_409_group_owned_is_the_owner_the_coordinator_recorded() -> None
         ' "owner": {"namespace": "team-a", "name": "orders", "uid": "u-a"}}'
     )
     async with endpoint(answering(409, body)) as url:
-        directory = Coordinators(token="t")
+        directory = Coordinators(token="t", retry_for_s=QUICK_RETRY_S, backoff=QUICK_BACKOFF)
         with pytest.raises(GroupOwned) as raised:
             await directory.port(url).leave_instances("orders", ["orders-0"], owner_uid="mine")
         await directory.close()

@@ -26,7 +26,7 @@ from berth.operator.planners.observations import (
     GroupDescription,
     GroupProtocol,
 )
-from berth.operator.spec import parse_fleet
+from berth.operator.spec.fleet import parse_fleet
 
 FleetBody = Callable[..., dict[str, Any]]
 WHERE = "kafka://kafka-0.kafka.data:9092"

@@ -11,11 +11,11 @@ from typing import Any
 import kubernetes
 import pytest
 
-from berth.operator.app import build_service
-from berth.operator.kube.calls import GatedApiClient
-from berth.operator.kube.group_records import COORDINATOR, GROUP_ID, LeaseGroupRecords, record_name
-from berth.operator.leader import LeaderGate
-from berth.operator.options import parse_options
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.group_records import COORDINATOR, GROUP_ID, LeaseGroupRecords, record_name
+from berth.operator.adapters.leadership.leader import LeaderGate
+from berth.operator.command.app import build_service
+from berth.operator.command.options import parse_options
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.ports import NotLeading
 
@@ -72,7 +72,7 @@ def test_the_composition_root_keeps_the_records_behind_the_gate(monkeypatch: pyt
     options = parse_options(["--group-owners-namespace", "owners"], {"POD_NAMESPACE": "berth"})
     service = build_service(options, client, gate=gate)
     try:
-        records = service.context.records
+        records = service.context.ports.records
         assert isinstance(records, LeaseGroupRecords) and records.namespace == "owners"
         assert records.leases.api_client is client
     finally:

@@ -14,9 +14,9 @@ import aiohttp
 import kubernetes
 import pytest
 
-from berth.operator.gated import gated_session
-from berth.operator.gated_http import bounded_connector, gated_request_class
-from berth.operator.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.leadership.gated import gated_session
+from berth.operator.adapters.leadership.gated_http import bounded_connector, gated_request_class
 from berth.operator.ports import NotLeading
 
 

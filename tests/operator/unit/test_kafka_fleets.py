@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.coordinator_kind import KAFKA_CLASSIC
 from berth.operator.planners.coordinator_target import (
     BerthTarget,
@@ -31,7 +31,7 @@ from berth.operator.planners.scaling import (
     record_scale_down,
 )
 from berth.operator.planners.statefulset import plan_statefulset
-from berth.operator.spec import KafkaDefaults, OperatorDefaults, SecurityProtocol, SpecError, parse_fleet
+from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults, SecurityProtocol, SpecError, parse_fleet
 
 FleetBody = Callable[..., dict[str, Any]]
 KAFKA = OperatorDefaults(

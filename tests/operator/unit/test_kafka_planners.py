@@ -38,7 +38,7 @@ from berth.operator.planners.session_timeout import sufficiency
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutSource
 from berth.operator.planners.statefulset import plan_statefulset
 from berth.operator.planners.status import plan_group_status
-from berth.operator.spec import KafkaDefaults, OperatorDefaults, SecurityProtocol, SpecError, parse_fleet
+from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults, SecurityProtocol, SpecError, parse_fleet
 
 FleetBody = Callable[..., dict[str, Any]]
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -9,9 +9,9 @@ from typing import Any
 import kafka.errors as errors
 import pytest
 
-from berth.operator.kafka import port as port_module
-from berth.operator.kafka import wire
-from berth.operator.kafka.port import KafkaCoordinatorPort
+from berth.operator.adapters.kafka import port as port_module
+from berth.operator.adapters.kafka import wire
+from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.ports import CoordinatorUnavailable
 

@@ -14,11 +14,11 @@ import kubernetes
 import pytest
 
 from berth.coordinator.daemon import failpoints
-from berth.operator.gated import GatedCoordinatorPort
-from berth.operator.kube.calls import GatedApiClient
-from berth.operator.leader import NO_RELEASE_BUG, LeaderElector, LeaderGate
-from berth.operator.leader_options import LeaderOptionsError
-from berth.operator.options import OptionsError, parse_options
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.leadership.gated import GatedCoordinatorPort
+from berth.operator.adapters.leadership.leader import NO_RELEASE_BUG, LeaderElector, LeaderGate
+from berth.operator.adapters.leadership.leader_options import LeaderOptionsError
+from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.lease import (
     LeaseConflict,
     LeaseLost,

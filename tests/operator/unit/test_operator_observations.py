@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.planners.advice import AdviceError, GroupAdvice, parse_advice
+from berth.coordinator.formats.advice import AdviceError, GroupAdvice, parse_advice
 from berth.operator.planners.instances import instance_ids, ordinal_of, sorted_by_ordinal
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupMember
 

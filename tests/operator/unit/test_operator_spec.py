@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.spec import (
+from berth.operator.spec.fleet import (
     CoordinatorRef,
     Fleet,
     OperatorDefaults,

@@ -26,7 +26,7 @@ from berth.operator.planners.claims import GroupClaim, census_keys, index_entrie
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CLASSIC
 from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.planners.ownership import AdoptionPolicy, parse_adoption_rule
-from berth.operator.spec import parse_fleet
+from berth.operator.spec.fleet import parse_fleet
 
 TEAM_A = GroupOwnerRef("team-a", "orders", "uid-of-team-a")
 CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -79,7 +79,7 @@ async def test_a_group_in_use_is_adopted_only_as_the_administrator_decided_and_i
     assert "the administrator's decision (the operator's --adopt-groups" in stage.condition("SpecValid")["message"]
     assert records.records == {}
 
-    stage.context.adoption = AdoptionPolicy((parse_adoption_rule("shop=orders"),))
+    stage.with_settings(adoption=AdoptionPolicy((parse_adoption_rule("shop=orders"),)))
     for _ in range(5):
         await stage.run()
     assert records.records == {(KAFKA_IDENTITY, "orders"): GroupOwnerRef("shop", "orders", stage.uid)}
@@ -120,9 +120,9 @@ async def test_a_record_whose_fleet_is_gone_is_reclaimed_and_one_whose_fleet_exi
         if stage.coordinator.kind is BERTH:
             stage.coordinator.owners["orders"] = gone
         else:
-            assert stage.context.records is not None
-            await stage.context.records.claim(KAFKA_IDENTITY, "orders", gone)
-        stage.context.fleets = Fleets(fleet_body(name="other"))  # shop/orders holds no fleet of that uid any more
+            assert stage.context.ports.records is not None
+            await stage.context.ports.records.claim(KAFKA_IDENTITY, "orders", gone)
+        stage.with_ports(fleets=Fleets(fleet_body(name="other")))  # shop/orders holds no fleet of that uid any more
         result = await stage.run()
         assert not result.refused, stage.status.status
         (reclaimed,) = [m for _, reason, m in stage.events.said if reason == "GroupReclaimed"]
@@ -133,14 +133,14 @@ async def test_a_record_whose_fleet_is_gone_is_reclaimed_and_one_whose_fleet_exi
     stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
     stage.coordinator.owners["orders"] = TEAM_A
     stage.coordinator.members["orders"] = {"orders-0"}
-    stage.context.fleets = Fleets()
+    stage.with_ports(fleets=Fleets())
     assert (await stage.run()).refused and stage.condition("SpecValid")["reason"] == "GroupOwned"
 
     alive = TEAM_A
     stage = kafka_stage(fleet_body, now, InMemoryRecords())
-    assert stage.context.records is not None
-    await stage.context.records.claim(KAFKA_IDENTITY, "orders", alive)
-    stage.context.fleets = Fleets(fleet_body(name="orders", namespace="team-a", uid=alive.uid))
+    assert stage.context.ports.records is not None
+    await stage.context.ports.records.claim(KAFKA_IDENTITY, "orders", alive)
+    stage.with_ports(fleets=Fleets(fleet_body(name="orders", namespace="team-a", uid=alive.uid)))
     assert (await stage.run()).refused and stage.condition("SpecValid")["reason"] == "GroupOwned"
 
 

@@ -12,7 +12,7 @@ from berth.operator.planners.conditions import Condition, format_time, merge_con
 from berth.operator.planners.fleet_status import token_secret_blocked
 from berth.operator.planners.observations import GroupDescription, GroupMember
 from berth.operator.planners.status import PodsBlocked, plan_group_status
-from berth.operator.spec import parse_fleet
+from berth.operator.spec.fleet import parse_fleet
 
 FLEET_IDS = tuple(f"orders-{o}" for o in range(5))
 EARLIER = "2026-03-01T11:00:00Z"

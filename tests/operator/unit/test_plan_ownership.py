@@ -42,7 +42,7 @@ from berth.operator.planners.scaling import (
     ScalingObservation,
     plan_scaling,
 )
-from berth.operator.spec import SpecError, parse_fleet
+from berth.operator.spec.fleet import SpecError, parse_fleet
 
 ME = GroupOwnerRef("shop", "orders", "uid-me")
 OTHER = GroupOwnerRef("team-a", "orders", "uid-a")
@@ -191,7 +191,7 @@ def test_adopt_group_is_parsed_defaults_to_false_and_is_berths_only(fleet_body: 
 
 
 def test_the_coordinator_ca_file_must_be_a_pem_ca_bundle_at_start(tmp_path: Path) -> None:
-    from berth.operator.options import OptionsError, parse_options
+    from berth.operator.command.options import OptionsError, parse_options
 
     assert parse_options([], {}).coordinator_ca_file is None
     junk = tmp_path / "ca.crt"
@@ -202,7 +202,7 @@ def test_the_coordinator_ca_file_must_be_a_pem_ca_bundle_at_start(tmp_path: Path
 
 
 def test_the_administrators_adoption_policy_and_the_fleet_bounds_are_flags(tmp_path: Path) -> None:
-    from berth.operator.options import OptionsError, parse_options
+    from berth.operator.command.options import OptionsError, parse_options
 
     none = tmp_path / "no-namespace-file"
     options = parse_options(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from berth.operator.planners import scaling
 from berth.operator.planners.scaling import (
     BatchLeave,
     ClearExpectedMembers,
@@ -382,6 +383,22 @@ def test_deleting_a_fleet_whose_statefulset_is_already_gone(now: datetime) -> No
     status: dict[str, Any] = {"expectedMembers": []}
 
     assert plan_scaling(observe(3, None, frozenset(), status, deleting=True), now=now) == ScalingPlan((DeleteGroup(),))
+
+
+@pytest.mark.parametrize(
+    "others",
+    [{"group_members": frozenset({"orders-9"})}, {"dynamic_members": ("consumer-1-4a1f",)}],
+    ids=["named-like-the-fleet", "dynamic"],
+)
+def test_a_deletion_keeps_a_group_with_members_it_did_not_create_and_only_releases_its_claim(
+    now: datetime, others: dict[str, Any]
+) -> None:
+    """Deleting the group would delete the others' committed offsets (and the coordinator refuses a group with
+    members): with a member the fleet has no record of in it, the deletion releases the claim and keeps the group."""
+    plan = plan_scaling(observe(3, None, frozenset(), {"expectedMembers": []}, deleting=True, **others), now=now)
+
+    foreign = ("orders-9",) if "group_members" in others else ("consumer-1-4a1f",)
+    assert plan == ScalingPlan((scaling.ReleaseGroup(),), foreign_members=foreign)
 
 
 def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: datetime) -> None:

@@ -15,8 +15,8 @@ from berth.operator.planners.volume_claims import (
     report_retained_claims,
     retained_claims,
 )
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
-from berth.operator.spec_stateful import (
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec.stateful import (
     ClaimRetention,
     ClaimRetentionPolicy,
     DisruptionBudget,

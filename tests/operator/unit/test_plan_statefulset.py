@@ -20,7 +20,7 @@ import yaml
 from support.kube import Kube
 
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset, pod_labels, selector_string
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 FleetBody = Callable[..., dict[str, Any]]
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import berth.operator.planners as planners_package
-import berth.operator.spec as spec_module
-import berth.operator.spec_checks as spec_checks_module
-import berth.operator.spec_declaration as spec_declaration_module
-import berth.operator.spec_stateful as spec_stateful_module
+import berth.operator.spec.checks as spec_checks_module
+import berth.operator.spec.declaration as spec_declaration_module
+import berth.operator.spec.fleet as spec_module
+import berth.operator.spec.stateful as spec_stateful_module
 
 SPEC_MODULES = (spec_module, spec_checks_module, spec_stateful_module, spec_declaration_module)
 SOURCES = [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import (
     SessionTimeoutError,
@@ -16,7 +16,7 @@ from berth.operator.planners.sizing import (
     heartbeat_interval_ms,
     size_session_timeout,
 )
-from berth.operator.spec import SessionTimeoutPolicy, SessionTimeoutSpec, SpecError
+from berth.operator.spec.fleet import SessionTimeoutPolicy, SessionTimeoutSpec, SpecError
 
 KAFKA_BOUNDS = CoordinatorBounds(min_session_timeout_ms=6_000, max_session_timeout_ms=1_800_000)
 AUTO = SessionTimeoutSpec()

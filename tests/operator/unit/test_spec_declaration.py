@@ -1,4 +1,4 @@
-"""The fleet spec's one declaration (berth.operator.spec_declaration) and the CRD's schema (deploy/crds) say the same
+"""The fleet spec's one declaration (berth.operator.spec.declaration) and the CRD's schema (deploy/crds) say the same
 thing: walked together, property by property, every field has the same name, type, default, enum, bounds, pattern
 and required-ness on both sides, and neither side has a field the other lacks. The walk itself can fail: a declaration
 changed in one place is caught."""
@@ -13,7 +13,7 @@ import pytest
 import yaml
 from msgspec import inspect
 
-from berth.operator.spec_declaration import FleetSpecDeclared, SessionTimeoutSpec
+from berth.operator.spec.declaration import FleetSpecDeclared, SessionTimeoutSpec
 
 CRD = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "consumerfleets.berth.dev.yaml"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from berth.operator.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
-from berth.operator.kube.watch_cache import SELECTOR, WatchCache, project_pod
+from berth.operator.adapters.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
+from berth.operator.adapters.kube.watch_cache import SELECTOR, WatchCache, project_pod
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in, spread
 from berth.operator.reconcile.queue import PassQueue
 
@@ -136,6 +136,7 @@ async def test_the_earlier_of_two_times_wins_and_nothing_runs_before_start() -> 
     queue.due("later", 0.2)
     queue.due("soon", 0.3)
     queue.due("soon", 0.0)
+    queue.due("soon", 0.5)  # asked again, for later: the earlier time stays
     await asyncio.sleep(0.05)
     assert runs.started == []
     queue.start()

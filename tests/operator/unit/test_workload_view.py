@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.operator.kube.observation import workload_view
+from berth.operator.adapters.kube.observation import workload_view
 
 LABELS = {"app.kubernetes.io/name": "berth-consumer", "berth.dev/fleet": "orders"}
 

@@ -1,4 +1,4 @@
-"""The journal event is declared once (``berth.coordinator.protocol.journal``) for its three users, which may not
+"""The journal event is declared once (``berth.coordinator.formats.journal``) for its three users, which may not
 import one another: the coordinator core writes it, the operator writes it as Kafka evidence, the pipeline reads
 it. These tests hold each user to the declaration, and the declaration to what lets all three import it."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 import sys
 import typing
 from pathlib import Path
@@ -13,8 +14,8 @@ from typing import Any
 
 from pyspark.sql.types import ArrayType, StructType
 
-import berth.coordinator.protocol.journal as journal
-from berth.coordinator.protocol.journal import (
+import berth.coordinator.formats.journal as journal
+from berth.coordinator.formats.journal import (
     Column,
     EventType,
     ExpiryPhase,
@@ -36,6 +37,26 @@ ENUMS = {
     "phase": set(ExpiryPhase),
     "via": set(LeaveVia),
 }
+
+
+def test_the_declarations_import_in_a_bare_interpreter_without_msgspec() -> None:
+    """``python -S`` (no site-packages: no msgspec, nothing installed) imports the journal event and the advice
+    document, and nothing of Berth comes with them but their packages."""
+    code = (
+        "import sys; sys.path.insert(0, 'coordinator');"
+        "import berth.coordinator.formats.journal, berth.coordinator.formats.advice;"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('berth', 'msgspec')))))"
+    )
+    root = Path(journal.__file__).resolve().parents[4]
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "berth",
+        "berth.coordinator",
+        "berth.coordinator.formats",
+        "berth.coordinator.formats.advice",
+        "berth.coordinator.formats.journal",
+    ]
 
 
 def test_the_declaration_imports_only_the_standard_library() -> None:

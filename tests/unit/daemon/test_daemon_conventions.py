@@ -108,8 +108,8 @@ def test_text_lines_name_the_object_and_the_level() -> None:
 
 
 def test_every_flag_of_both_daemons_has_its_variable_named_in_help() -> None:
-    from berth.coordinator.http.main import build_parser as coordinator_parser
-    from berth.operator.options import build_parser as operator_parser
+    from berth.coordinator.command.main import build_parser as coordinator_parser
+    from berth.operator.command.options import build_parser as operator_parser
 
     for parser in (coordinator_parser(), operator_parser()):
         apply_environment(parser, {})
@@ -121,9 +121,9 @@ def test_every_flag_of_both_daemons_has_its_variable_named_in_help() -> None:
 
 
 def test_the_operator_reads_every_flag_from_the_environment_and_keeps_its_older_names(tmp_path: Path) -> None:
-    from berth.operator.options import OptionsError, parse_options
+    from berth.operator.command.options import OptionsError, parse_options
 
-    ca = Path(__file__).resolve().parents[2] / "support" / "certs.py"  # any readable file: checked as PEM below
+    ca = Path(__file__).resolve().parents[2] / "support" / "network" / "certs.py"  # any readable file: PEM-checked
     environ = {
         "BERTH_COORDINATOR_URL": "http://berth-coordinator.berth:9094",
         "BERTH_METRICS_PORT": "9100",

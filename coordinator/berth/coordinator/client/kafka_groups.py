@@ -1,7 +1,7 @@
 """Kafka consumer groups as a Kafka cluster describes them, read with kafka-python's admin client (>= 3.0, < 4): the
 group (classic or KIP-848 consumer protocol, a streams group recognised), its committed offsets and its lag.
 
-Used by the operator's Kafka port (``berth.operator.kafka``) and by ``berth-groups --bootstrap-server``. Rules:
+Used by the operator's Kafka port (``berth.operator.adapters.kafka``) and by ``berth-groups --bootstrap-server``. Rules:
 
 - Blocking functions of a connected ``KafkaAdminClient`` returning plain frozen values; kafka-python's errors
   propagate (callers map them onto their own vocabulary).

@@ -33,7 +33,7 @@ from berth.coordinator.core import (
     Record,
     Write,
 )
-from berth.coordinator.protocol.journal import JournalEvent
+from berth.coordinator.formats.journal import JournalEvent
 
 log = logging.getLogger(__name__)
 

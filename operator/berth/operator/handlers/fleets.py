@@ -2,7 +2,8 @@
 
 - ``group_claims`` (index): every fleet's claim on ``(coordinator URL, groupId)``, its census entries and its
   volume claims' name prefixes, so a pass can tell whether another fleet holds its group or its claim names, and
-  whether it is within the fleet bounds (``planners.claims.index_entries``).
+  whether it is within the fleet bounds (``planners.claims.index_entries``); the passes read it through
+  ``handlers.claims``.
 - ``fleet_changed`` (create, resume, spec update): asks the reconciler for a pass (``FleetReconciler.poke``) and
   returns; the pass runs from the reconciler's queue, which also retries it and decides when the fleet is next
   due. Resume runs for every fleet when the operator starts (or takes over as the leader).
@@ -19,18 +20,18 @@ status).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
 
-from berth.operator.names import GROUP, PLURAL, VERSION
+from berth.operator.handlers.claims import IndexedClaims, Rankings, indexed_claims
 from berth.operator.planners.claims import ClaimKey, GroupClaim, index_entries
 from berth.operator.planners.pause import pause_unseen
 from berth.operator.ports import CoordinatorUnavailable
 from berth.operator.reconcile.context import RetryLater
 from berth.operator.reconcile.reconciler import FleetKey, FleetReconciler
-from berth.operator.spec import OperatorDefaults
+from berth.operator.spec.fleet import OperatorDefaults
+from berth.operator.spec.names import GROUP, PLURAL, VERSION
 
 #: The index's name: Kopf passes it to every handler as a keyword argument of this name (the handler's id; a
 #: nested function's default id would be its qualified name, not a usable keyword).
@@ -63,13 +64,10 @@ def register_fleet_handlers(
         # at once is what the spec declaration's _prepare guards msgspec against.
         return index_entries(body, defaults)
 
-    def lookup(handler_kwargs: dict[str, Any]) -> Callable[[ClaimKey], Iterable[GroupClaim]]:
-        index: kopf.Index[ClaimKey, GroupClaim] = handler_kwargs[CLAIMS_INDEX]
+    rankings = Rankings()
 
-        def claims(key: ClaimKey) -> Iterable[GroupClaim]:
-            return list(index.get(key, []))
-
-        return claims
+    def lookup(handler_kwargs: dict[str, Any]) -> IndexedClaims:
+        return indexed_claims(handler_kwargs, CLAIMS_INDEX, rankings)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="resume")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="create")

@@ -71,7 +71,7 @@ class CoordinatorProcess:
 
     @property
     def args(self) -> list[str]:
-        args = [sys.executable, "-m", "berth.coordinator.http.main", "--port", "0"]
+        args = [sys.executable, "-m", "berth.coordinator.command.main", "--port", "0"]
         if self.etcd is None:
             args += ["--data-dir", str(self.data_dir)]
         else:

@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
-from berth.operator.cli import HelpFormatter, add_version, quiet_on_closed_pipe
-from berth.operator.coordinators import Coordinators
+from berth.operator.adapters.coordinators import Coordinators
+from berth.operator.command.cli import HelpFormatter, add_version, quiet_on_closed_pipe
 from berth.operator.local.coordinator_process import CoordinatorProcess
 from berth.operator.local.demo_support import LocalFleets, Tracker, local_context, reconcile_until_converged
 from berth.operator.local.fleet import LocalFleet
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.sizing import size_session_timeout
 from berth.operator.planners.statefulset import ENV_HEARTBEAT_INTERVAL_MS, plan_statefulset
-from berth.operator.spec import OperatorDefaults, parse_fleet
+from berth.operator.spec.fleet import OperatorDefaults, parse_fleet
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from berth.operator.advice_source import AdviceSource
-from berth.operator.coordinators import Coordinators
+from berth.operator.adapters.advice_source import AdviceSource
+from berth.operator.adapters.coordinators import Coordinators
 from berth.operator.local.fleet import LocalFleet
+from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.fleet_status import merge_patch
 from berth.operator.planners.session_timeout import OperatorSessionBounds
-from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.context import PassContext, Ports, Settings
 from berth.operator.reconcile.fleet_pass import FleetPass
-from berth.operator.spec import SESSION_MS_RANGE, Fleet, OperatorDefaults
+from berth.operator.reconcile.memory import FleetMemory
+from berth.operator.spec.fleet import SESSION_MS_RANGE, Fleet, OperatorDefaults
 
 
 class Tracker:
@@ -123,6 +125,8 @@ class LocalFleets:
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     workloads: dict[str, LocalFleet] = field(default_factory=dict)
     statuses: dict[str, InMemoryStatus] = field(default_factory=dict)
+    #: What the passes remember of each fleet (``reconcile.memory``).
+    memories: dict[str, FleetMemory] = field(default_factory=dict)
 
     def add(self, body: dict[str, Any], workload: LocalFleet) -> None:
         name = body["metadata"]["name"]
@@ -141,18 +145,15 @@ def local_context(
     fleets: LocalFleets, coordinators: Coordinators, defaults: OperatorDefaults, say: Callable[[str], None]
 ) -> PassContext:
     """The one reconcile loop's context for local fleets (no Kubernetes, no advice, the operator's bounds)."""
-    return PassContext(
+    ports = Ports(
         status_for=fleets.status_for,
         workload_for=fleets.workload_for,
+        events_for=lambda body: PrintedEvents(say),
         coordinators=coordinators,
         advice=AdviceSource(read_config_map_key=None, config_map=None, file=None, ttl_s=60.0),
-        defaults=defaults,
-        session_bounds=OperatorSessionBounds(SESSION_MS_RANGE[0], SESSION_MS_RANGE[1]),
-        events_for=lambda body: PrintedEvents(say),
         now=utc_now,
-        last_waiting={},
-        advice_problems_seen=set(),
     )
+    return PassContext(ports, Settings(defaults, OperatorSessionBounds(SESSION_MS_RANGE[0], SESSION_MS_RANGE[1])))
 
 
 async def reconcile_until_converged(
@@ -172,7 +173,8 @@ async def reconcile_until_converged(
     deadline = time.monotonic() + timeout_s
     while True:
         body["status"] = fleets.statuses[name].status
-        result = await FleetPass(context, body, claims=lambda key: ()).run()
+        memory = fleets.memories.setdefault(name, FleetMemory())
+        result = await FleetPass(context, body, NO_CLAIMS, memory).run()
         if result.refused:
             reason = next(
                 (c.get("message") for c in body["status"].get("conditions", []) if c.get("type") == "SpecValid"), ""

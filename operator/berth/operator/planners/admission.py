@@ -20,7 +20,7 @@ from berth.operator.planners import fleet_status
 from berth.operator.planners.claims import GroupClaim
 from berth.operator.planners.coordinator_target import CoordinatorTarget, UntrustedEndpoint, resolve_target
 from berth.operator.planners.fleet_status import Refusal
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 #: The fleet (other than this one) that holds the fleet's group on the target, if any.
 OtherHolder = Callable[[Fleet, CoordinatorTarget], GroupClaim | None]

@@ -15,7 +15,7 @@ from berth.operator.planners.ownership import owner_name
 from berth.operator.planners.scaling import DeleteGroup, ScalingPlan
 from berth.operator.planners.statefulset import PlannedWorkload, describe_rollout
 from berth.operator.planners.volume_claims import claims_on_deletion
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 Announcement = tuple[str, str]  # (reason, message)
 

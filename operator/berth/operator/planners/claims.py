@@ -14,12 +14,12 @@ leading zero in the port, upper case) is one coordinator.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from berth.operator.planners.coordinator_target import UntrustedEndpoint, resolve_target
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError, parse_fleet
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError, parse_fleet
 
 ClaimKey = tuple[str, str]  # (the coordinator's canonical identity, group id)
 
@@ -119,3 +119,21 @@ def index_entries(body: Mapping[str, Any], defaults: OperatorDefaults) -> dict[C
 def ranked_within(claims: Iterable[GroupClaim], limit: int) -> frozenset[str]:
     """The uids of the first ``limit`` claims in holder order (the fleets within a bound)."""
     return frozenset(claim.uid for claim in sorted(claims)[:limit])
+
+
+@dataclass(frozen=True, slots=True)
+class ListedClaims:
+    """A claims index over a lookup (berth-demo's: nobody else; the unit tests' lists): a ranking each time."""
+
+    lookup: Callable[[ClaimKey], Iterable[GroupClaim]]
+
+    def holders(self, key: ClaimKey) -> Iterable[GroupClaim]:
+        return self.lookup(key)
+
+    def within(self, key: ClaimKey, limit: int, uid: str) -> bool:
+        counted = list(self.lookup(key))
+        return len(counted) <= limit or uid in ranked_within(counted, limit)
+
+
+#: Nobody's claims (berth-demo: its fleets are its own).
+NO_CLAIMS = ListedClaims(lambda key: ())

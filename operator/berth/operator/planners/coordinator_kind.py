@@ -35,7 +35,7 @@ from berth.operator.planners.observations import (
     GroupProtocol,
 )
 from berth.operator.planners.sizing import heartbeat_interval_ms
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 
 @dataclass(frozen=True, slots=True)

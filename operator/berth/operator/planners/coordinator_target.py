@@ -27,7 +27,7 @@ from berth.operator.planners.endpoints import (
     parse_bootstrap_servers,
     parse_coordinator_url,
 )
-from berth.operator.spec import (
+from berth.operator.spec.fleet import (
     CertificateSecretRef,
     Fleet,
     OperatorDefaults,

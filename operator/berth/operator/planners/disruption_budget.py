@@ -20,8 +20,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from berth.operator.spec import Fleet
-from berth.operator.spec_stateful import DisruptionBudget
+from berth.operator.spec.fleet import Fleet
+from berth.operator.spec.stateful import DisruptionBudget
 
 #: Evicting a pod that is not Ready takes nothing away from the fleet, whatever the budget says.
 UNHEALTHY_POD_EVICTION_POLICY = "AlwaysAllow"

@@ -13,7 +13,7 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
   or the pod started before the old member was last seen), it is measured between the last describe that showed
   the old member id and the first that shows the new one, which over-estimates a restart by up to one
   observation interval. Events carry generation -1 (classic Kafka groups have none to give).
-- Events are the coordinator journal's (``berth.coordinator.protocol.journal``, declared once for the core, this
+- Events are the coordinator journal's (``berth.coordinator.formats.journal``, declared once for the core, this
   module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
   numbers them. Their ``group_id`` is the group's advice key (``planners.advice.group_key``:
   ``kafka://<cluster>/<group>``), never the bare group id, so another coordinator's group of the same name is
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Unpack
 
-from berth.coordinator.protocol.journal import (
+from berth.coordinator.formats.journal import (
     EventFields,
     EventHeader,
     EventSource,

@@ -18,7 +18,7 @@ from berth.operator.planners.conditions import Condition, format_duration_ms, me
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.status import READY, PodsBlocked, plan_group_status
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 SPEC_VALID = "SpecValid"
 

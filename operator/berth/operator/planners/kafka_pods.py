@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.operator.planners.coordinator_target import KafkaTarget
-from berth.operator.spec import Fleet, GroupProtocolName
+from berth.operator.spec.fleet import Fleet, GroupProtocolName
 
 ENV_KAFKA_BOOTSTRAP_SERVERS = "BERTH_KAFKA_BOOTSTRAP_SERVERS"
 ENV_KAFKA_SECURITY_PROTOCOL = "BERTH_KAFKA_SECURITY_PROTOCOL"

@@ -33,7 +33,7 @@ from typing import Any
 
 from berth.operator.planners.conditions import Condition
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
-from berth.operator.spec import Fleet
+from berth.operator.spec.fleet import Fleet
 
 #: The refusal's condition reason and Warning Event reason: the group is another fleet's.
 GROUP_OWNED = "GroupOwned"

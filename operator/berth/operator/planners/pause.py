@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from berth.operator.names import PAUSED_ANNOTATION
 from berth.operator.planners.conditions import Condition, merge_conditions
 from berth.operator.planners.status import READY
+from berth.operator.spec.names import PAUSED_ANNOTATION
 
 PAUSED = "Paused"
 #: The Events on the transitions.

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from berth.coordinator.protocol.journal import EventType
+from berth.coordinator.formats.journal import EventType
 from berth.operator.planners.conditions import format_time, parse_time
 
 #: The key of ``status`` this planner owns.

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.conditions import Condition
 from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutError, size_session_timeout
-from berth.operator.spec import SessionTimeoutPolicy, SessionTimeoutSpec
+from berth.operator.spec.fleet import SessionTimeoutPolicy, SessionTimeoutSpec
 
 #: The condition saying whether the coordinator's bounds let the timeout cover what the evidence asks for.
 SESSION_TIMEOUT_SUFFICIENT = "SessionTimeoutSufficient"

@@ -23,9 +23,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from berth.operator.planners.advice import GroupAdvice
+from berth.coordinator.formats.advice import GroupAdvice
 from berth.operator.planners.observations import CoordinatorBounds
-from berth.operator.spec import SessionTimeoutPolicy, SessionTimeoutSpec, SpecError
+from berth.operator.spec.fleet import SessionTimeoutPolicy, SessionTimeoutSpec, SpecError
 
 #: Kubernetes' defaults for fields a pod template leaves out.
 DEFAULT_TERMINATION_GRACE_SECONDS = 30

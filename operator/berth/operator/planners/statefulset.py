@@ -55,8 +55,8 @@ from berth.operator.planners.kafka_pods import (
     with_kafka_tls,
 )
 from berth.operator.planners.sizing import heartbeat_interval_ms
-from berth.operator.spec import Fleet, OperatorDefaults, SpecError
-from berth.operator.spec_stateful import UpdateStrategy, UpdateStrategyType
+from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError
+from berth.operator.spec.stateful import UpdateStrategy, UpdateStrategyType
 
 FLEET_API_VERSION = "berth.dev/v1alpha1"
 FLEET_KIND = "ConsumerFleet"

@@ -25,8 +25,8 @@ from typing import Any
 
 from berth.operator.planners.instances import instance_id, ordinal_of
 from berth.operator.planners.statefulset import FLEET_LABEL
-from berth.operator.spec import Fleet
-from berth.operator.spec_stateful import ClaimRetention
+from berth.operator.spec.fleet import Fleet
+from berth.operator.spec.stateful import ClaimRetention
 
 RETAINED_CLAIMS = "retainedClaims"
 CLAIMS_RETAINED_EVENT = "ClaimsRetained"

@@ -3,7 +3,7 @@
 In the order of the pass:
 
 1. :func:`admit_fleet`, before anything is sent anywhere: the spec, the endpoint and the claims index
-   (``planners.admission``); a refusal costs nothing;
+   (``planners.admission``, the index through ``ports.ClaimsIndex``); a refusal costs nothing;
 2. :func:`connect`: the coordinator's port, for a Kafka fleet made of its own principal's Secrets (read by name
    in its namespace, checked by ``planners.kafka_credentials``);
 3. :func:`admit_group`: the coordinator's session bounds (the first thing asked of it), the group described and
@@ -11,10 +11,9 @@ In the order of the pass:
    refused), and the group claimed for the fleet, at the coordinator where the kind records owners and in the
    operator's own records where it does not (``reconcile.ownership``: refused ``GroupOwned`` or ``GroupInUse``, and
    nothing else is sent); claims an earlier ``groupId`` left behind are released once the fleet's members are gone.
+   What it returns is the pass's scope from then on: :class:`Admitted` (the fleet, its group, its workload).
 
-Every later look at the group goes through :meth:`AdmittedGroup.look`, which decides the kind again (a group
-may change protocol under a running fleet: a classic group converting to KIP-848's consumer protocol is managed as
-a consumer-protocol group from the describe that shows it).
+Every later look at the group goes through ``reconcile.group.AdmittedGroup.look``, which decides the kind again.
 """
 
 from __future__ import annotations
@@ -23,18 +22,9 @@ from dataclasses import dataclass
 
 from berth.operator.planners import fleet_status
 from berth.operator.planners.admission import admit
-from berth.operator.planners.advice import group_key
-from berth.operator.planners.claims import (
-    ClaimKey,
-    GroupClaim,
-    census_keys,
-    claim_key,
-    holder_of,
-    ranked_within,
-    volume_claim_keys,
-)
-from berth.operator.planners.coordinator_kind import CoordinatorKind, declared_protocol, kind_of_group
-from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget, KafkaTarget
+from berth.operator.planners.claims import GroupClaim, census_keys, claim_key, holder_of, volume_claim_keys
+from berth.operator.planners.coordinator_kind import declared_protocol
+from berth.operator.planners.coordinator_target import BerthTarget, CoordinatorTarget
 from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.kafka_credentials import (
     KafkaConnection,
@@ -44,68 +34,33 @@ from berth.operator.planners.kafka_credentials import (
     secrets_needed,
     secrets_not_readable,
 )
-from berth.operator.planners.observations import CoordinatorBounds, GroupDescription, GroupProtocol
+from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
 from berth.operator.planners.ownership import OwnedGroup
-from berth.operator.ports import CoordinatorPort, NotPermitted
+from berth.operator.ports import ClaimsIndex, CoordinatorPort, NotPermitted, WorkloadPort
 from berth.operator.reconcile import ownership
-from berth.operator.reconcile.context import ClaimsLookup, PassContext
-from berth.operator.reconcile.record import FleetRecord
-from berth.operator.spec import Fleet
+from berth.operator.reconcile.group import AdmittedGroup, describe
+from berth.operator.reconcile.scope import Scope
+from berth.operator.spec.fleet import Fleet
 
 
-@dataclass(frozen=True, slots=True)
-class AdmittedGroup:
-    """The fleet's group at its coordinator, admitted, and the kind it is managed as."""
-
-    coordinator: CoordinatorPort
-    group_id: str
-    where: str  # the coordinator, for messages (its URL, or kafka://...)
-    kind: CoordinatorKind
-    target: CoordinatorTarget
-    #: The protocol the fleet's consumers are configured for (decides the kind of a group not formed yet).
-    declared: GroupProtocol = GroupProtocol.CLASSIC
-    #: The Kafka connection the port was made of (None on Berth's coordinator): its principal's derived username
-    #: is what pods are given when the Secret has no key for it.
-    connection: KafkaConnection | None = None
-
-    async def describe(self) -> GroupDescription:
-        return (await self.look())[0]
-
-    async def look(self) -> tuple[GroupDescription, CoordinatorKind]:
-        """The group described again, and the kind it is managed as now."""
-        return await describe(self.coordinator, self.group_id, self.where, self.declared)
-
-    @property
-    def kafka_username(self) -> str | None:
-        """The principal's name for the pods' environment when its Secret has no key to reference."""
-        connection = self.connection
-        return connection.username if connection is not None and connection.username_is_derived else None
-
-    @property
-    def evidence_key(self) -> str:
-        """What the operator's evidence names the group (``planners.advice.group_key``)."""
-        return group_key(self.target, self.group_id) if isinstance(self.target, KafkaTarget) else self.group_id
-
-
-def admit_fleet(
-    context: PassContext, record: FleetRecord, claims: ClaimsLookup
-) -> tuple[Fleet, CoordinatorTarget] | Refusal:
+def admit_fleet(scope: Scope, claims: ClaimsIndex) -> tuple[Fleet, CoordinatorTarget] | Refusal:
     """Whether this fleet may act at all, before anything is sent anywhere."""
+    uid = scope.record.uid
 
     def other_holder(fleet: Fleet, target: CoordinatorTarget) -> GroupClaim | None:
-        holder = holder_of(claims(claim_key(target.identity, fleet.spec.group_id)))
-        return holder if holder is not None and holder.uid != record.uid else None
+        holder = holder_of(claims.holders(claim_key(target.identity, fleet.spec.group_id)))
+        return holder if holder is not None and holder.uid != uid else None
 
     def volume_claim_holder(fleet: Fleet) -> tuple[str, GroupClaim] | None:
         for key in volume_claim_keys(fleet):
-            holder = holder_of(claims(key))
-            if holder is not None and holder.uid != record.uid:
+            holder = holder_of(claims.holders(key))
+            if holder is not None and holder.uid != uid:
                 return key[1], holder
         return None
 
     def fleet_bound(fleet: Fleet) -> str | None:
         total, namespaced = census_keys(fleet.namespace)
-        defaults = context.defaults
+        defaults = scope.settings.defaults
         for key, limit, said in (
             (total, defaults.max_fleets, "the operator serves at most {} fleets (--max-fleets)"),
             (
@@ -114,31 +69,17 @@ def admit_fleet(
                 f"the operator serves at most {{}} fleets in namespace {fleet.namespace} (--max-fleets-per-namespace)",
             ),
         ):
-            if limit > 0 and not within_bound(context, claims, key, limit, record.uid):
+            if limit > 0 and not claims.within(key, limit, uid):
                 return said.format(limit) + " and this fleet is beyond them"
         return None
 
     return admit(
-        record.body, context.defaults, other_holder, volume_claim_holder=volume_claim_holder, fleet_bound=fleet_bound
+        scope.record.body,
+        scope.settings.defaults,
+        other_holder,
+        volume_claim_holder=volume_claim_holder,
+        fleet_bound=fleet_bound,
     )
-
-
-#: How long a ranking of the census is reused (a bound is exceeded only by a fleet burst; passes are many).
-CENSUS_TTL_S = 1.0
-
-
-def within_bound(context: PassContext, claims: ClaimsLookup, key: ClaimKey, limit: int, uid: str) -> bool:
-    """Whether fleet ``uid`` is among the first ``limit`` of the census ``key`` (no ranking while the census is within
-    the bound; over it, the ranking is reused for :data:`CENSUS_TTL_S`)."""
-    counted = list(claims(key))
-    if len(counted) <= limit:
-        return True
-    now = context.now().timestamp()
-    cached = context.census.get(key)
-    if cached is None or now - cached[0] >= CENSUS_TTL_S:
-        cached = (now, ranked_within(counted, limit))
-        context.census[key] = cached
-    return uid in cached[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,29 +90,22 @@ class Connected:
     connection: KafkaConnection | None = None
 
 
-async def connect(context: PassContext, fleet: Fleet, target: CoordinatorTarget) -> Connected:
+async def connect(scope: Scope, fleet: Fleet, target: CoordinatorTarget) -> Connected:
     """The coordinator's port; a Kafka fleet's Secrets are read and checked first (a :class:`Refusal` names the
     missing Secret or key)."""
     if isinstance(target, BerthTarget):
-        return Connected(await context.coordinators.connect(target))
+        return Connected(await scope.ports.coordinators.connect(target))
     secrets: dict[SecretRole, dict[str, str]] = {}
     for need in secrets_needed(target):
         try:
-            found = None if context.secrets is None else await context.secrets.read(fleet.namespace, need.name)
+            secrets_port = scope.ports.secrets
+            found = None if secrets_port is None else await secrets_port.read(fleet.namespace, need.name)
         except NotPermitted as error:
             message = secrets_not_readable(fleet.namespace, need.name)
             raise Refusal(fleet_status.SECRETS_NOT_READABLE, message) from error
         secrets[need.role] = dict(checked(need, fleet.namespace, found))
     connection = kafka_connection(target, fleet.namespace, secrets)
-    return Connected(await context.coordinators.connect(connection), connection)
-
-
-async def describe(
-    coordinator: CoordinatorPort, group_id: str, where: str, declared: GroupProtocol = GroupProtocol.CLASSIC
-) -> tuple[GroupDescription, CoordinatorKind]:
-    """The group as the coordinator describes it, and the kind it is managed as (raises ``UnmanagedGroup``)."""
-    description = await coordinator.describe(group_id)
-    return description, kind_of_group(coordinator.kind, description, where=where, declared=declared)
+    return Connected(await scope.ports.coordinators.connect(connection), connection)
 
 
 async def look_up_group(
@@ -188,15 +122,28 @@ async def look_up_group(
 
 
 async def admit_group(
-    context: PassContext, record: FleetRecord, fleet: Fleet, target: CoordinatorTarget, connected: Connected
-) -> tuple[AdmittedGroup, CoordinatorBounds]:
+    scope: Scope, fleet: Fleet, target: CoordinatorTarget, connected: Connected
+) -> tuple[Admitted, CoordinatorBounds]:
     """The coordinator's bounds, the group's kind, and the claim (raises ``GroupOwned``, ``UnmanagedGroup``,
-    ``Refusal``, ``CoordinatorUnavailable``)."""
-    coordinator = connected.coordinator
-    bounds = await context.coordinators.bounds_of(coordinator)
+    ``Refusal``, ``CoordinatorUnavailable``): the fleet admitted, on its group and its workload."""
+    bounds = await scope.ports.coordinators.bounds_of(connected.coordinator)
     group, description = await look_up_group(connected, fleet, target)
-    await ownership.claim(
-        context, record, fleet, target, coordinator, description, records_owners=group.kind.records_owners
+    await ownership.claim(scope, fleet, group, description)
+    await ownership.settle(scope, fleet, OwnedGroup(target.identity, fleet.spec.group_id), connected.coordinator)
+    return admitted(scope, fleet, group), bounds
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted(Scope):
+    """A pass's scope once its fleet is admitted: the fleet's spec, its group, and its workload."""
+
+    fleet: Fleet
+    group: AdmittedGroup
+    workload: WorkloadPort
+
+
+def admitted(scope: Scope, fleet: Fleet, group: AdmittedGroup) -> Admitted:
+    """``scope`` with the admitted ``fleet``, its ``group`` and its workload (``ports.workload_for``)."""
+    return Admitted(
+        scope.ports, scope.settings, scope.record, scope.memory, fleet, group, scope.ports.workload_for(fleet)
     )
-    await ownership.settle(context, record, fleet, OwnedGroup(target.identity, fleet.spec.group_id), coordinator)
-    return group, bounds

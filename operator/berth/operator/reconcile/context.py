@@ -1,26 +1,30 @@
-"""What every reconcile pass shares (:class:`PassContext`: the ports' factories, the operator's settings and a
-little memory across passes), and what a pass returns or raises.
+"""What every reconcile pass shares, and what a pass returns or raises.
 
-Rules: the composition root (``app``, or ``local.demo_support`` for berth-demo) builds one context with its
-adapters; everything a pass touches outside the process goes through a port listed here, so the root can put a
-cache (a watched object's informer) or a gate (a leader's Lease) in front of any of them.
+- :class:`Ports`: everything a pass touches outside the process (``berth.operator.ports``), as the composition root
+  (``command.app``, or ``local.demo_support`` for berth-demo) hands it over, so the root can put a cache (a watched
+  object's informer) or a gate (a leader's Lease) in front of any of them;
+- :class:`Settings`: the administrator's decisions (flags) the passes apply;
+- :class:`PassContext`: the two together, as the reconciler hands them to each pass.
+
+Rules: all three are frozen, and none remembers anything. What the operator remembers of a fleet between its passes
+is that fleet's :class:`~berth.operator.reconcile.memory.FleetMemory`, forgotten with the fleet; what a pass works
+with is its :class:`~berth.operator.reconcile.scope.Scope`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from berth.operator.planners.claims import ClaimKey, GroupClaim
 from berth.operator.planners.ownership import AdoptionPolicy
-from berth.operator.planners.restarts import NOTHING, GroupActivity
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
     CoordinatorDirectory,
     EventSink,
+    EvidenceJournal,
     FleetReader,
     GroupRecords,
     PassMetrics,
@@ -28,28 +32,7 @@ from berth.operator.ports import (
     StatusPort,
     WorkloadPort,
 )
-from berth.operator.reconcile.evidence_journal import EvidenceRecorder
-from berth.operator.reconcile.members import InstanceMemory
-from berth.operator.spec import Fleet, OperatorDefaults
-
-
-class ActivityLedger:
-    """Each followed group's activity since its fleet's last pass, keyed by (coordinator URL, group id)."""
-
-    def __init__(self) -> None:
-        self._pending: dict[tuple[str, str], GroupActivity] = {}
-
-    def add(self, url: str, activity: Mapping[str, GroupActivity]) -> None:
-        for group, counted in activity.items():
-            if counted != NOTHING:
-                self._pending[url, group] = self._pending.get((url, group), NOTHING) + counted
-
-    def take(self, url: str, group: str) -> GroupActivity:
-        return self._pending.pop((url, group), NOTHING)
-
-
-#: The fleets claiming one (coordinator, group) (Kopf's index in the operator; nothing in berth-demo).
-ClaimsLookup = Callable[[ClaimKey], Iterable[GroupClaim]]
+from berth.operator.spec.fleet import Fleet, OperatorDefaults
 
 
 class RetryLater(Exception):
@@ -70,45 +53,46 @@ class PassResult:
     again_at: datetime | None = None
 
 
-@dataclass
-class PassContext:
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Every port a pass reaches the world through (``berth.operator.ports`` documents each)."""
+
     status_for: Callable[[Mapping[str, Any]], StatusPort]
     workload_for: Callable[[Fleet], WorkloadPort]
+    events_for: Callable[[Mapping[str, Any]], EventSink]
     coordinators: CoordinatorDirectory
     advice: AdviceReader
-    defaults: OperatorDefaults
-    session_bounds: OperatorSessionBounds
-    events_for: Callable[[Mapping[str, Any]], EventSink]
     now: Callable[[], datetime]
-    #: The last "waiting for ..." said per fleet uid, so each wait is announced once, not once per pass.
-    last_waiting: dict[str, str]
-    #: Advice problems already logged, so a broken advice.json is reported once, not once per fleet per pass.
-    advice_problems_seen: set[str]
     #: Reads the Secrets a Kafka fleet names for its principal (None: no Secrets, e.g. berth-demo).
     secrets: SecretLookup | None = None
-    #: Records what the operator observes of groups on coordinators that keep no journal (None: not kept).
-    evidence: EvidenceRecorder | None = None
-    #: How long past its grace period a departing pod stuck Terminating is waited for (--stuck-terminating-s).
-    stuck_allowance: timedelta = timedelta(minutes=2)
+    #: Where the evidence of groups on coordinators that keep no journal goes (None: kept nowhere).
+    evidence: EvidenceJournal | None = None
     #: Where what the passes do is counted (None: not counted, e.g. berth-demo).
     metrics: PassMetrics | None = None
-    #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
-    coordinator_ca: Callable[[], str | None] = lambda: None
-    #: Who held each Kafka fleet's instance ids since when (stale members and fencing are told from it).
-    instances: InstanceMemory = field(default_factory=InstanceMemory)
-    #: Why lag could not be read, as already logged (once each, not once per pass).
-    lag_problems_seen: set[str] = field(default_factory=set)
-    #: The administrator's decision of which groups in use fleets may take over (--adopt-groups).
-    adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
     #: The operator's own owner records of groups on coordinators that keep none (Kafka); None: none kept, and such
     #: fleets are refused (their groups would have no owner).
     records: GroupRecords | None = None
     #: Reads fleets fresh, to tell whether a group's recorded owner still exists (None: never judged stale).
     fleets: FleetReader | None = None
-    #: Per census key, when it was ranked and the uids within the bound (the fleet bound, over the bound only).
-    census: dict[ClaimKey, tuple[float, frozenset[str]]] = field(default_factory=dict)
-    #: What the journal said of followed groups' restarts since their fleets' last passes (``reconcile.restarts``).
-    activity: ActivityLedger = field(default_factory=lambda: ActivityLedger())
+    #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
+    coordinator_ca: Callable[[], str | None] = lambda: None
 
-    def now_ms(self) -> int:
-        return int(self.now().timestamp() * 1000)
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the administrator decided (the operator's flags) that the passes apply."""
+
+    defaults: OperatorDefaults
+    session_bounds: OperatorSessionBounds
+    #: How long past its grace period a departing pod stuck Terminating is waited for (--stuck-terminating-s).
+    stuck_allowance: timedelta = timedelta(minutes=2)
+    #: Which groups in use fleets may take over (--adopt-groups).
+    adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class PassContext:
+    """The ports and the settings, as every pass gets them."""
+
+    ports: Ports
+    settings: Settings

@@ -17,8 +17,6 @@ scale exactly the same way. Rules:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
-from typing import Any
 
 from berth.operator.planners.scaling import (
     BatchLeave,
@@ -31,9 +29,8 @@ from berth.operator.planners.scaling import (
     ScalingPlan,
     record_scale_down,
 )
-from berth.operator.ports import CoordinatorPort, EventSink, WorkloadPort
+from berth.operator.reconcile.admission import Admitted
 
-StatusPatcher = Callable[[Mapping[str, Any]], Awaitable[None]]
 #: Told of every batch leave and its per-id results (the Kafka evidence journal records them).
 LeaveListener = Callable[[BatchLeave, Mapping[str, str]], Awaitable[None]]
 
@@ -42,18 +39,10 @@ class GroupStillHasMembers(RuntimeError):
     """DeleteGroups answered NON_EMPTY_GROUP: someone is still in the group; retried on the next reconcile."""
 
 
-async def execute_plan(
-    plan: ScalingPlan,
-    *,
-    group_id: str,
-    workload: WorkloadPort,
-    coordinator: CoordinatorPort,
-    patch_status: StatusPatcher,
-    events: EventSink,
-    now: Callable[[], datetime],
-    on_leave: LeaveListener | None = None,
-    owner_uid: str | None = None,
-) -> None:
+async def execute_plan(plan: ScalingPlan, a: Admitted, on_leave: LeaveListener | None = None) -> None:
+    """``plan``'s actions on ``a``'s ports, in order; ``on_leave`` told of every batch leave and its answers."""
+    group_id, workload, coordinator, events = a.fleet.spec.group_id, a.workload, a.group.coordinator, a.record.events
+    patch_status, owner_uid = a.record.write_changes, a.group.kind.owner_uid(a.record.uid)
     for action in plan.actions:
         if isinstance(action, PatchStatus):
             await patch_status(action.patch)
@@ -70,7 +59,7 @@ async def execute_plan(
             if not action.member_ids:  # KIP-571: an empty list would remove every member
                 raise ValueError("a batch leave must name at least one instance id")
             results = dict(await coordinator.leave_instances(group_id, action.member_ids, owner_uid=owner_uid))
-            record = record_scale_down(action, results, now=now())
+            record = record_scale_down(action, results, now=a.now())
             await patch_status(record.patch)
             if on_leave is not None:
                 await on_leave(action, results)

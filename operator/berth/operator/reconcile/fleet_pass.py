@@ -7,17 +7,19 @@ coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition; then:
 
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
-   port, its bounds, the group's kind and, where the kind records owners, the group claimed;
+   port, its bounds, the group's kind and, where the kind records owners, the group claimed; from then on the
+   steps take the admitted fleet (``admission.Admitted``: the pass's scope with the fleet, its group, its
+   workload);
 2. sizing (``reconcile.sizing``): the session timeout (on a consumer-protocol group, set as the group's config),
    and the workload applied with it;
 3. scaling (``reconcile.scaling``): the group looked at again (its kind decided again: a group may convert between
    protocols), observe -> plan -> execute, status written through the API after every step;
-4. status (``reconcile.status``): the members checked (``reconcile.members``: instance ids held by stale members,
-   released where the fleet says so), and the workload, the group and its lag mirrored into status, conditions
-   and metrics.
+4. status (``reconcile.status``): a fold over the status contributors (``reconcile.contributors``: one per
+   feature: members, restarts, lag, volume claims, pause, ownership, Kafka evidence, the workload and the group
+   ...) into one status write.
 
-Every step may end the pass: a :class:`~berth.operator.planners.fleet_status.Refusal` (or ``GroupOwned``)
-becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
+Every step may end the pass (``reconcile.endings``): a :class:`~berth.operator.planners.fleet_status.Refusal` (or
+``GroupOwned``) becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
 (CoordinatorReachable=False) and re-raised, and nothing after the failed call runs, so nothing is recorded as
 done; a failed API call is a Warning Event and :class:`RetryLater`. :meth:`FleetPass.finalize` is the deletion's
 pass: it sends the leave, the deletion or the release only for a group recorded as this fleet's (by the
@@ -39,24 +41,29 @@ from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import OwnedGroup, group_owned_message, refusal_reason
 from berth.operator.planners.pause import is_paused
-from berth.operator.planners.status import COORDINATOR_REACHABLE
-from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile import admission, ownership, scaling, sizing, status
-from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
+from berth.operator.ports import ApiCallFailed, ClaimsIndex, CoordinatorUnavailable, GroupOwned
+from berth.operator.reconcile import admission, endings, ownership, scaling, sizing, status
+from berth.operator.reconcile.admission import Admitted
+from berth.operator.reconcile.context import PassContext, PassResult, RetryLater
+from berth.operator.reconcile.contributors.base import Seen
+from berth.operator.reconcile.contributors.pause import paused
 from berth.operator.reconcile.driver import GroupStillHasMembers
+from berth.operator.reconcile.memory import FleetMemory
 from berth.operator.reconcile.record import FleetRecord
+from berth.operator.reconcile.scope import Scope
 
 logger = logging.getLogger("berth.operator.reconcile")
 
-__all__ = ["ClaimsLookup", "FleetPass", "PassContext", "PassResult", "RetryLater"]
+__all__ = ["FleetPass", "PassContext", "PassResult", "RetryLater"]
 
 T = TypeVar("T")
 
 
 class FleetPass:
-    def __init__(self, context: PassContext, body: Mapping[str, Any], claims: ClaimsLookup) -> None:
-        self.ctx = context
-        self.record = FleetRecord(context, body)
+    def __init__(self, context: PassContext, body: Mapping[str, Any], claims: ClaimsIndex, memory: FleetMemory) -> None:
+        record = FleetRecord(context.ports, body)
+        memory.uid = record.uid
+        self.scope = Scope(context.ports, context.settings, record, memory)
         self.claims = claims
 
     async def run(self) -> PassResult:
@@ -73,62 +80,60 @@ class FleetPass:
     async def _flush_deferred(self) -> None:
         """What the pass deferred (``FleetRecord.defer``: the session timeout it applied) written however the pass
         ended, so a pass that fails after sizing does not leave the next one without the timeout its pods have."""
+        record = self.scope.record
         try:
-            await self.record.flush()
+            await record.flush()
         except ApiCallFailed as error:
-            logger.warning("fleet %s/%s: status not written: %s", self.record.namespace, self.record.name, error)
+            logger.warning("fleet %s/%s: status not written: %s", record.namespace, record.name, error)
 
     async def _reporting_failures(self, step: Awaitable[T]) -> T:
         """``step``, with an unreachable coordinator recorded (and re-raised) and a failed API call reported."""
         try:
             return await step
         except CoordinatorUnavailable as error:
-            await status.record_unreachable(self.ctx, self.record, error)
+            await endings.record_unreachable(self.scope, error)
             raise
         except ApiCallFailed as error:
-            self.record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
+            self.scope.record.events.warning("KubernetesApiError", f"a Kubernetes API call failed: {error}")
             raise RetryLater(str(error)) from error
 
     async def _steps(self) -> PassResult:
-        ctx, record = self.ctx, self.record
-        if is_paused(record.body):
-            return await status.pause(ctx, record)
-        admitted = admission.admit_fleet(ctx, record, self.claims)
+        scope = self.scope
+        if is_paused(scope.record.body):
+            return await paused(scope)
+        admitted = admission.admit_fleet(scope, self.claims)
         if isinstance(admitted, Refusal):
-            return await status.refuse(ctx, record, admitted)
+            return await endings.refuse(scope, admitted)
         fleet, target = admitted
-        reachable_before = record.condition(COORDINATOR_REACHABLE)
         try:
-            connected = await admission.connect(ctx, fleet, target)
-            group, bounds = await admission.admit_group(ctx, record, fleet, target, connected)
-            workload = ctx.workload_for(fleet)
-            key = advice_key(target, fleet.spec.group_id, ctx.defaults)
-            sized = await sizing.size_and_apply(ctx, record, fleet, group, bounds, workload, advice_key=key)
-            description, kind = await group.look()
-            group = replace(group, kind=kind)
-            plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
-            mirrored = await status.mirror(
-                ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
-            )
-            waiting = mirrored.waiting or _claims_waiting(record)
-            return replace(mirrored, waiting=waiting, advised_by=key, again_at=record.again_at)
+            connected = await admission.connect(scope, fleet, target)
+            a, bounds = await admission.admit_group(scope, fleet, target, connected)
+            key = advice_key(target, fleet.spec.group_id, scope.settings.defaults)
+            sized = await sizing.size_and_apply(a, bounds, advice_key=key)
+            description, kind = await a.group.look()
+            a = replace(a, group=replace(a.group, kind=kind))
+            plan = await scaling.scale(a, sized.view, description, deleting=False)
+            mirrored = await status.mirror(a, Seen(sized.view, description, plan, sized))
+            waiting = mirrored.waiting or _claims_waiting(scope.record)
+            return replace(mirrored, waiting=waiting, advised_by=key, again_at=scope.record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
                 fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
             )
-            return await status.refuse(ctx, record, Refusal(refusal_reason(owned.owner), message))
+            return await endings.refuse(scope, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:
-            return await status.refuse(ctx, record, refusal)
+            return await endings.refuse(scope, refusal)
 
     async def _finalize(self) -> str | None:
-        ctx, record = self.ctx, self.record
-        admitted = admission.admit_fleet(ctx, record, self.claims)
+        scope = self.scope
+        record = scope.record
+        admitted = admission.admit_fleet(scope, self.claims)
         if isinstance(admitted, Refusal):
-            await ownership.release_all(ctx, record)
+            await ownership.release_all(scope)
             record.events.info("Released", admitted.release)
             return None
         fleet, target = admitted
-        workload = ctx.workload_for(fleet)
+        workload = scope.ports.workload_for(fleet)
         view = await workload.observe()
         if (
             view.observation.replicas is None
@@ -136,26 +141,27 @@ class FleetPass:
             and (record.status.get("expectedMembers") is None)
         ):
             # No StatefulSet was ever created, so no member joined and nothing was pre-registered.
-            await ownership.release_all(ctx, record)
+            await ownership.release_all(scope)
             record.events.info("Released", "nothing was created for this fleet")
             return None
         current = OwnedGroup(target.identity, fleet.spec.group_id)
         try:
-            connected = await admission.connect(ctx, fleet, target)
+            connected = await admission.connect(scope, fleet, target)
             group, description = await admission.look_up_group(connected, fleet, target)
-            owner = await self._owner(group, description, current)
+            a = Admitted(scope.ports, scope.settings, record, scope.memory, fleet, group, workload)
+            owner = await self._owner(a, description, current)
             if owner is None or owner.uid != record.uid:
                 # Never claimed (refused), or another fleet's: its members, offsets and owner are not ours to touch.
-                await ownership.release_all(ctx, record)
+                await ownership.release_all(scope)
                 record.events.info("Released", announcements.left_untouched(fleet, group.where, owner))
                 return None
-            plan = await scaling.scale(ctx, record, fleet, group, workload, view, description, deleting=True)
+            plan = await scaling.scale(a, view, description, deleting=True)
         except GroupOwned as owned:
-            await ownership.release_all(ctx, record)
+            await ownership.release_all(scope)
             record.events.info("Released", announcements.left_untouched(fleet, str(target), owned.owner))
             return None
         except UnmanagedGroup as unmanaged:
-            await ownership.release_all(ctx, record)
+            await ownership.release_all(scope)
             record.events.warning(unmanaged.reason, f"{unmanaged.message}: releasing the fleet")
             return None
         except Refusal as refusal:
@@ -165,21 +171,19 @@ class FleetPass:
             record.events.warning("GroupNotEmpty", str(error))
             raise RetryLater(str(error)) from error
         if plan.done:
-            await ownership.release_all(ctx, record, also=current)
-            record.events.info("Finalized", announcements.finalized(fleet, plan, group.kind))
+            await ownership.release_all(scope, also=current)
+            record.events.info("Finalized", announcements.finalized(fleet, plan, a.group.kind))
             return None
         return plan.waiting
 
-    async def _owner(
-        self, group: admission.AdmittedGroup, description: GroupDescription, current: OwnedGroup
-    ) -> GroupOwnerRef | None:
+    async def _owner(self, a: Admitted, description: GroupDescription, current: OwnedGroup) -> GroupOwnerRef | None:
         """Who the group is recorded as: by the coordinator where it records owners, else in the operator's records
         (no records kept: nobody's, so nothing is touched)."""
-        if group.kind.records_owners:
+        if a.group.kind.records_owners:
             return description.owner
-        if self.ctx.records is None:
+        if a.ports.records is None:
             return None
-        return await self.ctx.records.owner(current.coordinator, current.group_id)
+        return await a.ports.records.owner(current.coordinator, current.group_id)
 
 
 def _claims_waiting(record: FleetRecord) -> str | None:

@@ -21,9 +21,9 @@ are ``planners.ownership``'s. Rules:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from berth.operator.planners.coordinator_target import (
-    CoordinatorTarget,
     UntrustedEndpoint,
     is_kafka_identity,
     trusted_coordinator,
@@ -44,9 +44,10 @@ from berth.operator.planners.ownership import (
     to_release,
 )
 from berth.operator.ports import ApiCallFailed, CoordinatorPort, CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.group import AdmittedGroup
 from berth.operator.reconcile.record import FleetRecord
-from berth.operator.spec import Fleet, SpecError
+from berth.operator.reconcile.scope import Scope
+from berth.operator.spec.fleet import Fleet, SpecError
 
 logger = logging.getLogger("berth.operator.reconcile")
 
@@ -54,104 +55,109 @@ logger = logging.getLogger("berth.operator.reconcile")
 NO_OWNER_RECORDS = "NoOwnerRecords"
 
 
-async def claim(
-    context: PassContext,
-    record: FleetRecord,
-    fleet: Fleet,
-    target: CoordinatorTarget,
-    coordinator: CoordinatorPort,
-    description: GroupDescription,
-    *,
-    records_owners: bool,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Who claims which group, where, and whether it may take over a group in use."""
+
+    me: GroupOwnerRef
+    identity: str  # the coordinator's canonical identity (``CoordinatorTarget.identity``)
+    where: str  # the coordinator, for messages
+    group_id: str
+    adopt: bool
+
+
+async def claim(scope: Scope, fleet: Fleet, group: AdmittedGroup, description: GroupDescription) -> None:
     """The fleet's group recorded as its own (module rules); raises ``GroupOwned``, ``Refusal``,
     ``CoordinatorUnavailable`` or ``ApiCallFailed``."""
-    me = GroupOwnerRef(fleet.namespace, fleet.name, record.uid)
-    adopt = may_adopt(context.adoption, fleet, record.status)
-    where, group_id = str(target), fleet.spec.group_id
-    if records_owners:
-        planned = plan_claim(description, me, adopt=adopt)
-        if planned is not None:
-            try:
-                await coordinator.claim_group(group_id, me, adopt=planned.adopt)
-            except GroupOwned as owned:
-                if owned.owner is None or not await owner_is_gone(context, owned.owner, description):
-                    raise
-                await coordinator.release_group(group_id, owned.owner.uid)
-                _reclaimed(record, group_id, where, owned.owner)
-                await coordinator.claim_group(group_id, me, adopt=planned.adopt)
-            _claimed(record, group_id, where, adopted=planned.adopt and description.state != "Dead")
+    record = scope.record
+    asked = Claim(
+        GroupOwnerRef(fleet.namespace, fleet.name, record.uid),
+        group.target.identity,
+        group.where,
+        group.group_id,
+        may_adopt(scope.settings.adoption, fleet, record.status),
+    )
+    if group.kind.records_owners:
+        await _claim_at_coordinator(scope, asked, group.coordinator, description)
     else:
-        await _claim_in_records(context, record, target.identity, where, group_id, description, me, adopt=adopt)
-    await record.write(owned_patch(owned_groups(record.status), OwnedGroup(target.identity, group_id)))
+        await _claim_in_records(scope, asked, description)
+    await record.write(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id)))
 
 
-async def _claim_in_records(
-    context: PassContext,
-    record: FleetRecord,
-    identity: str,
-    where: str,
-    group_id: str,
-    description: GroupDescription,
-    me: GroupOwnerRef,
-    *,
-    adopt: bool,
+async def _claim_at_coordinator(
+    scope: Scope, asked: Claim, coordinator: CoordinatorPort, description: GroupDescription
 ) -> None:
-    records = context.records
+    planned = plan_claim(description, asked.me, adopt=asked.adopt)
+    if planned is None:
+        return
+    try:
+        await coordinator.claim_group(asked.group_id, asked.me, adopt=planned.adopt)
+    except GroupOwned as owned:
+        if owned.owner is None or not await owner_is_gone(scope, owned.owner, description):
+            raise
+        await coordinator.release_group(asked.group_id, owned.owner.uid)
+        _reclaimed(scope.record, asked, owned.owner)
+        await coordinator.claim_group(asked.group_id, asked.me, adopt=planned.adopt)
+    _claimed(scope.record, asked, adopted=planned.adopt and description.state != "Dead")
+
+
+async def _claim_in_records(scope: Scope, asked: Claim, description: GroupDescription) -> None:
+    records = scope.ports.records
+    identity, group_id = asked.identity, asked.group_id
     if records is None:
         raise Refusal(
             NO_OWNER_RECORDS,
-            f"group {group_id} on {where}: the operator keeps no owner records (its namespace is unknown: set"
+            f"group {group_id} on {asked.where}: the operator keeps no owner records (its namespace is unknown: set"
             " POD_NAMESPACE or --group-owners-namespace), and Kafka keeps none, so nothing is sent for this fleet",
         )
     recorded = await records.owner(identity, group_id)
-    if recorded is not None and recorded.uid != me.uid and await owner_is_gone(context, recorded, description):
+    if recorded is not None and recorded.uid != asked.me.uid and await owner_is_gone(scope, recorded, description):
         await records.release(identity, group_id, recorded.uid)
-        _reclaimed(record, group_id, where, recorded)
+        _reclaimed(scope.record, asked, recorded)
         recorded = None
-    decision = record_decision(recorded, description, me, adopt=adopt)
+    decision = record_decision(recorded, description, asked.me, adopt=asked.adopt)
     if decision.refuse:
         raise GroupOwned(group_id, decision.owner)
     if decision.create:
-        winner = await records.claim(identity, group_id, me)
-        if winner.uid != me.uid:
+        winner = await records.claim(identity, group_id, asked.me)
+        if winner.uid != asked.me.uid:
             raise GroupOwned(group_id, winner)
-        _claimed(record, group_id, where, adopted=bool(description.members))
+        _claimed(scope.record, asked, adopted=bool(description.members))
 
 
-async def owner_is_gone(context: PassContext, owner: GroupOwnerRef, description: GroupDescription) -> bool:
+async def owner_is_gone(scope: Scope, owner: GroupOwnerRef, description: GroupDescription) -> bool:
     """Whether the recorded owner no longer exists (``planners.ownership.is_stale``) and left nothing running: a group
     with members may be a fleet's of another cluster sharing the coordinator, which this API server cannot see; a
     fleet that cannot be read (no reader, no right to read that namespace) counts as alive."""
-    if context.fleets is None or description.members:
+    fleets = scope.ports.fleets
+    if fleets is None or description.members:
         return False
     try:
-        body = await context.fleets.read(owner.namespace, owner.name)
+        body = await fleets.read(owner.namespace, owner.name)
     except ApiCallFailed:
         return False
     found = str(((body or {}).get("metadata") or {}).get("uid") or "") or None
     return is_stale(owner, found)
 
 
-def _claimed(record: FleetRecord, group_id: str, where: str, *, adopted: bool) -> None:
+def _claimed(record: FleetRecord, asked: Claim, *, adopted: bool) -> None:
     said = " (adopted: it was in use)" if adopted else ""
-    record.events.info("GroupClaimed", f"group {group_id} on {where} is this fleet's{said}")
+    record.events.info("GroupClaimed", f"group {asked.group_id} on {asked.where} is this fleet's{said}")
 
 
-def _reclaimed(record: FleetRecord, group_id: str, where: str, owner: GroupOwnerRef) -> None:
+def _reclaimed(record: FleetRecord, asked: Claim, owner: GroupOwnerRef) -> None:
     record.events.info(
         "GroupReclaimed",
-        f"group {group_id} on {where} was recorded as {owner_name(owner)}'s (uid {owner.uid}), which no longer"
-        " exists: that claim was released",
+        f"group {asked.group_id} on {asked.where} was recorded as {owner_name(owner)}'s (uid {owner.uid}), which no"
+        " longer exists: that claim was released",
     )
 
 
-async def settle(
-    context: PassContext, record: FleetRecord, fleet: Fleet, current: OwnedGroup, coordinator: CoordinatorPort
-) -> None:
+async def settle(scope: Scope, fleet: Fleet, current: OwnedGroup, coordinator: CoordinatorPort) -> None:
     """Release the claims a ``groupId`` edit left behind once the fleet's members are gone from those groups; those
     kept for now are named in ``record.claims_kept``, so that the pass counts as waiting and runs again soon (no
     change at the old group would announce the members' sessions expiring)."""
+    record = scope.record
     held = owned_groups(record.status)
     excess = to_release(held, current)
     released: list[OwnedGroup] = []
@@ -160,10 +166,12 @@ async def settle(
         if old == current:
             continue
         try:
-            if old not in excess and await _members_still_there(context, fleet, old, current, coordinator):
+            if old not in excess and await _members_still_there(
+                await _port_for(scope, old, current, coordinator), fleet, old
+            ):
                 kept.append(old.group_id)
                 continue
-            await _release(context, record, old)
+            await _release(scope, old)
         except CoordinatorUnavailable as error:
             logger.info("fleet %s/%s: claim on %s kept for now: %s", fleet.namespace, fleet.name, old.group_id, error)
             kept.append(old.group_id)
@@ -173,14 +181,17 @@ async def settle(
     await record.write(released_patch(held, released))
 
 
-async def _members_still_there(
-    context: PassContext, fleet: Fleet, old: OwnedGroup, current: OwnedGroup, coordinator: CoordinatorPort
-) -> bool:
-    port: CoordinatorPort | None = coordinator
+async def _port_for(
+    scope: Scope, old: OwnedGroup, current: OwnedGroup, coordinator: CoordinatorPort
+) -> CoordinatorPort | None:
+    """The port to ask ``old`` with: the current one on the same Kafka cluster, Berth's by its URL; None for another
+    cluster (and principal: nothing to ask it with; the record alone is released)."""
     if not is_kafka_identity(old.coordinator):
-        port = await _berth_port(context, old)
-    elif old.coordinator != current.coordinator:
-        port = None  # another cluster (and principal): nothing to ask it with; the record alone is released
+        return await _berth_port(scope, old)
+    return coordinator if old.coordinator == current.coordinator else None
+
+
+async def _members_still_there(port: CoordinatorPort | None, fleet: Fleet, old: OwnedGroup) -> bool:
     if port is None:
         return False
     description = await port.describe(old.group_id)
@@ -190,20 +201,21 @@ async def _members_still_there(
     )
 
 
-async def release_all(context: PassContext, record: FleetRecord, *, also: OwnedGroup | None = None) -> None:
+async def release_all(scope: Scope, *, also: OwnedGroup | None = None) -> None:
     """Release every claim status records (and ``also``): on deletion, whatever state the fleet was in."""
-    held = owned_groups(record.status)
+    held = owned_groups(scope.record.status)
     for owned in dict.fromkeys((*held, *([also] if also else []))):
-        await _release(context, record, owned)
-    await record.write(released_patch(held, held))
+        await _release(scope, owned)
+    await scope.record.write(released_patch(held, held))
 
 
-async def _release(context: PassContext, record: FleetRecord, owned: OwnedGroup) -> None:
+async def _release(scope: Scope, owned: OwnedGroup) -> None:
+    record, records = scope.record, scope.ports.records
     if is_kafka_identity(owned.coordinator):
-        if context.records is not None:
-            await context.records.release(owned.coordinator, owned.group_id, record.uid)
+        if records is not None:
+            await records.release(owned.coordinator, owned.group_id, record.uid)
         return
-    port = await _berth_port(context, owned)
+    port = await _berth_port(scope, owned)
     if port is None:
         record.events.warning(
             "ClaimNotReleased",
@@ -217,9 +229,9 @@ async def _release(context: PassContext, record: FleetRecord, owned: OwnedGroup)
         return  # another fleet's by now: nothing of ours to let go
 
 
-async def _berth_port(context: PassContext, owned: OwnedGroup) -> CoordinatorPort | None:
+async def _berth_port(scope: Scope, owned: OwnedGroup) -> CoordinatorPort | None:
     try:
-        target = trusted_coordinator(owned.coordinator, context.defaults)
+        target = trusted_coordinator(owned.coordinator, scope.settings.defaults)
     except (SpecError, UntrustedEndpoint):
         return None
-    return await context.coordinators.connect(target)
+    return await scope.ports.coordinators.connect(target)

@@ -10,13 +10,14 @@ group changed at the coordinator). Nothing polls: after a pass, the fleet is nex
   poke during a pass one more pass after it) and at most ``workers`` passes run at once.
 - One pass per fleet at a time (an asyncio lock per namespace/name, shared with the finalizer), and every pass
   starts by reading the fleet from the API server, so it sees every status write of the pass before it.
-- A fleet that is gone is forgotten; one being deleted is left to :meth:`finalize` (Kopf's finalizer handler).
+- A fleet that is gone is forgotten (its memory, ``reconcile.memory``, with it); one being deleted is left to
+  :meth:`finalize` (Kopf's finalizer handler), which forgets it once released.
 - Passes start once Kopf has handed over the claims index (:meth:`attach`, from its first handler call); pokes
   before then wait.
 - Status follows the coordinator: a pass on a Berth coordinator records which group the fleet follows, and a
   :class:`~berth.operator.reconcile.journal_follower.JournalFollower` per coordinator URL pokes the fleets whose
   groups its journal mentions (:meth:`poke_groups`). What the journal says of a followed group's restarts is kept
-  for its fleet's next pass (``context.activity``), which counts it into status (``reconcile.restarts``).
+  for its fleet's next pass (in its memory), which counts it into status (``contributors.restarts``).
 - A change of the session-timeout advice pokes the fleets it sizes (:meth:`poke_advised`, from the advice watch):
   each pass records which advice key sizes its fleet (``PassResult.advised_by``).
 - A replica that is not the leader (``NotLeading`` from a gated port) stops the pass and asks for no other.
@@ -33,10 +34,11 @@ from dataclasses import dataclass
 
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in
 from berth.operator.planners.restarts import GroupActivity
-from berth.operator.ports import CoordinatorUnavailable, FleetReader, JournalSource, NotLeading
-from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
+from berth.operator.ports import ClaimsIndex, CoordinatorUnavailable, FleetReader, JournalSource, NotLeading
+from berth.operator.reconcile.context import PassContext, PassResult, RetryLater
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.reconcile.journal_follower import JournalFollower
+from berth.operator.reconcile.memory import FleetMemory
 from berth.operator.reconcile.queue import PassQueue
 
 logger = logging.getLogger("berth.operator.reconcile")
@@ -73,16 +75,14 @@ class FleetReconciler:
         #: Where a coordinator's journal is read from; None: status follows at ``timing.interval_s``.
         self.journal_source = journal_source
         self._followers: dict[str, JournalFollower] = {}
-        self._follows: dict[FleetKey, tuple[str, str]] = {}  # fleet -> (coordinator URL, group id)
-        self._advised: dict[FleetKey, str] = {}  # fleet -> the key of the advice that sizes it
-        self._claims: ClaimsLookup | None = None  # the claims index (Kopf's is live: any handler's lookup serves)
-        self._failures: dict[FleetKey, int] = {}
-        self._waiting_since: dict[FleetKey, float] = {}
+        #: What the operator remembers of each fleet (``reconcile.memory``), forgotten with it.
+        self._memories: dict[FleetKey, FleetMemory] = {}
+        self._claims: ClaimsIndex | None = None  # the claims index (Kopf's is live: any handler's index serves)
         self.queue: PassQueue[FleetKey] = PassQueue(self._queued_pass, workers=workers, clock=clock)
 
     # ---------------------------------------------------------------------------------------------- asking
 
-    def attach(self, claims: ClaimsLookup) -> None:
+    def attach(self, claims: ClaimsIndex) -> None:
         """The claims index (from Kopf's handlers); passes start with the first."""
         if self._claims is None:
             self._claims = claims
@@ -94,24 +94,30 @@ class FleetReconciler:
 
     async def poke_groups(self, url: str, group_ids: Mapping[str, GroupActivity]) -> None:
         """A pass soon for every fleet following one of ``group_ids`` on ``url``; what the journal said of their
-        restarts is kept for that pass (``context.activity``)."""
-        followed = {group for followed_url, group in self._follows.values() if followed_url == url}
-        self.context.activity.add(url, {group: group_ids[group] for group in followed if group in group_ids})
-        for key, (followed_url, group) in list(self._follows.items()):
-            if followed_url == url and group in group_ids:
+        restarts is kept in their memory for that pass (``FleetMemory.activity``)."""
+        for key, memory in list(self._memories.items()):
+            if memory.follows is not None and memory.follows[0] == url and memory.follows[1] in group_ids:
+                memory.activity = memory.activity + group_ids[memory.follows[1]]
                 self.poke(key)
 
     def poke_url(self, url: str) -> None:
         """A pass soon for every fleet following a group on ``url`` (its journal's follower just found the end)."""
-        for key, (followed_url, _) in list(self._follows.items()):
-            if followed_url == url:
+        for key, memory in list(self._memories.items()):
+            if memory.follows is not None and memory.follows[0] == url:
                 self.poke(key)
 
     def poke_advised(self, keys: Collection[str]) -> None:
         """A pass soon for every fleet whose session-timeout advice is among ``keys`` (the advice changed)."""
-        for key, advised_by in list(self._advised.items()):
-            if advised_by in keys:
+        for key, memory in list(self._memories.items()):
+            if memory.advised_by is not None and memory.advised_by in keys:
                 self.poke(key)
+
+    def memory(self, key: FleetKey, uid: str | None = None) -> FleetMemory:
+        """What is remembered of fleet ``key``: afresh for a fleet of another ``uid`` under the same name."""
+        memory = self._memories.get(key)
+        if memory is None or (uid is not None and memory.uid and memory.uid != uid):
+            memory = self._memories[key] = FleetMemory(uid=uid or "")
+        return memory
 
     # -------------------------------------------------------------------------------------------- passing
 
@@ -121,7 +127,7 @@ class FleetReconciler:
         async with lock:
             yield
 
-    async def reconcile(self, key: FleetKey, claims: ClaimsLookup) -> PassResult | None:
+    async def reconcile(self, key: FleetKey, claims: ClaimsIndex) -> PassResult | None:
         """One pass now; None when the fleet is gone or being deleted (left alone)."""
         async with self._exclusive(key):
             return await self._pass(key, claims)
@@ -141,38 +147,47 @@ class FleetReconciler:
             logger.exception("fleet %s: a pass failed", key)
             return self._failed(key, "an unexpected error (logged above)")
         if result is None:
-            self._forget(key)
             return None
-        self._failures.pop(key, None)
+        memory = self.memory(key)
+        memory.failures = 0
         outcome = Outcome.REFUSED if result.refused else Outcome.WAITING if result.waiting else Outcome.CONVERGED
         now = self.clock()
         waiting_for = 0.0
         if outcome is Outcome.WAITING:
-            waiting_for = now - self._waiting_since.setdefault(key, now)
+            if memory.waiting_since is None:
+                memory.waiting_since = now
+            waiting_for = now - memory.waiting_since
         else:
-            self._waiting_since.pop(key, None)
+            memory.waiting_since = None
         followed = result.follows is not None and self.journal_source is not None
         delay = next_pass_in(
             self.timing, outcome, name=str(key), followed=followed, waiting_for_s=waiting_for, failures=0
         )
         if result.again_at is not None:
-            delay = min(delay, max(0.0, (result.again_at - self.context.now()).total_seconds()))
+            delay = min(delay, max(0.0, (result.again_at - self.context.ports.now()).total_seconds()))
         return delay
 
     def _failed(self, key: FleetKey, why: str) -> float:
-        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        memory = self.memory(key)
+        memory.failures += 1
+        failures = memory.failures
         delay = next_pass_in(
             self.timing, Outcome.FAILED, name=str(key), followed=False, waiting_for_s=0.0, failures=failures
         )
         logger.info("fleet %s: %s; next try in %g s", key, why, delay)
         return delay
 
-    async def _pass(self, key: FleetKey, claims: ClaimsLookup) -> PassResult | None:
+    async def _pass(self, key: FleetKey, claims: ClaimsIndex) -> PassResult | None:
         body = await self.fleets.read(key.namespace, key.name)
-        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+        if body is None:
+            self._forget(key)
             return None
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            self._deleting(key)
+            return None
+        memory = self.memory(key, _uid(body))
         try:
-            result = await FleetPass(self.context, body, claims).run()
+            result = await FleetPass(self.context, body, claims, memory).run()
         except NotLeading:
             raise
         except (CoordinatorUnavailable, RetryLater):
@@ -182,31 +197,37 @@ class FleetReconciler:
             self._count(key, "error")
             raise
         self._count(key, "refused" if result.refused else "waiting" if result.waiting else "converged")
-        self._follow(key, result.follows)
-        if result.advised_by is None:
-            self._advised.pop(key, None)
-        else:
-            self._advised[key] = result.advised_by
+        memory.advised_by = result.advised_by
+        self._follow(memory, result.follows)
         return result
 
     def _count(self, key: FleetKey, outcome: str) -> None:
-        if self.context.metrics is not None:
-            self.context.metrics.pass_done(key.namespace, key.name, outcome)
+        metrics = self.context.ports.metrics
+        if metrics is not None:
+            metrics.pass_done(key.namespace, key.name, outcome)
+
+    def _deleting(self, key: FleetKey) -> None:
+        """The fleet is being deleted: no pass for it but the finalizer's, which keeps what its passes remembered."""
+        self.queue.forget(key)
+        memory = self._memories.get(key)
+        if memory is not None:
+            memory.follows = memory.advised_by = memory.waiting_since = None
+            memory.failures = 0
 
     def _forget(self, key: FleetKey) -> None:
+        """The fleet is gone: no pass for it, and nothing remembered of it."""
         self.queue.forget(key)
-        self._follows.pop(key, None)
-        self._advised.pop(key, None)
-        self._failures.pop(key, None)
-        self._waiting_since.pop(key, None)
+        self._memories.pop(key, None)
+        metrics = self.context.ports.metrics
+        if metrics is not None:
+            metrics.forget(key.namespace, key.name)
 
     # ---------------------------------------------------------------------------------------- following
 
-    def _follow(self, key: FleetKey, follows: tuple[str, str] | None) -> None:
+    def _follow(self, memory: FleetMemory, follows: tuple[str, str] | None) -> None:
+        memory.follows = follows
         if follows is None:
-            self._follows.pop(key, None)
             return
-        self._follows[key] = follows
         url = follows[0]
         if self.journal_source is not None and url not in self._followers:
             follower = JournalFollower(url, self.journal_source(url), self.poke_groups, on_following=self.poke_url)
@@ -221,25 +242,25 @@ class FleetReconciler:
 
     # ------------------------------------------------------------------------------------------ deletion
 
-    async def finalize(self, key: FleetKey, claims: ClaimsLookup, *, budget_s: float) -> str | None:
+    async def finalize(self, key: FleetKey, claims: ClaimsIndex, *, budget_s: float) -> str | None:
         """Deletion passes until the fleet may be released (None) or ``budget_s`` is spent (what it waits for)."""
         self.attach(claims)
         deadline = time.monotonic() + budget_s
         while True:
             async with self._exclusive(key):
                 body = await self.fleets.read(key.namespace, key.name)
-                waiting = None if body is None else await FleetPass(self.context, body, claims).finalize()
+                waiting = None
+                if body is not None:
+                    waiting = await FleetPass(self.context, body, claims, self.memory(key, _uid(body))).finalize()
             if waiting is None:
                 self._locks.pop(key, None)
                 self._forget(key)
-                if self.context.metrics is not None:
-                    self.context.metrics.forget(key.namespace, key.name)
-                uid = str((body or {}).get("metadata", {}).get("uid") or "")
-                self.context.last_waiting.pop(uid, None)
-                if self.context.evidence is not None:
-                    self.context.evidence.forget(uid)
-                self.context.instances.forget(uid)
                 return None
             if time.monotonic() >= deadline:
                 return waiting
             await asyncio.sleep(self.timing.poll_s)
+
+
+def _uid(body: Mapping[str, object]) -> str:
+    metadata = body.get("metadata")
+    return str((metadata.get("uid") if isinstance(metadata, Mapping) else None) or "")

@@ -17,15 +17,15 @@ from datetime import datetime
 from typing import Any
 
 from berth.operator.planners import fleet_status
-from berth.operator.reconcile.context import PassContext
+from berth.operator.reconcile.context import Ports
 
 
 class FleetRecord:
-    def __init__(self, context: PassContext, body: Mapping[str, Any]) -> None:
+    def __init__(self, ports: Ports, body: Mapping[str, Any]) -> None:
         self.body = body  # as read when the pass started (its status is superseded by ``status``)
         self.status: dict[str, Any] = dict(body.get("status") or {})
-        self.events = context.events_for(body)
-        self.status_port = context.status_for(body)
+        self.events = ports.events_for(body)
+        self.status_port = ports.status_for(body)
         metadata = body.get("metadata") or {}
         self.namespace = str(metadata.get("namespace") or "default")
         self.name = str(metadata.get("name") or "")
@@ -34,7 +34,7 @@ class FleetRecord:
         #: Groups a ``groupId`` edit left behind whose claims this pass kept (their members not gone yet): the pass is
         #: not over until they are released (``reconcile.ownership.settle``).
         self.claims_kept: tuple[str, ...] = ()
-        #: When time alone may change what this pass found (``reconcile.restarts``: a burst of restarts settling),
+        #: When time alone may change what this pass found (``contributors.restarts``: a burst of restarts settling),
         #: which no watched change announces: the fleet is passed again then (``PassResult.again_at``).
         self.again_at: datetime | None = None
         self._deferred: list[dict[str, Any]] = []  # merge patches not sent yet, in order

@@ -6,7 +6,8 @@ the API after every step. A plan with a batch leave made from a cached view (``W
 objects, which may lag a moment) is made again from a fresh view before anything is carried out: a leave cannot
 be taken back, and a pod the cache has not seen yet must not pass for one that is gone. Every batch leave is timed
 into the metrics (from planning to the answer, and from the first departure) and, where the coordinator keeps no
-journal, recorded as evidence. Each new wait is announced once (a ``Waiting`` Event), not once per pass.
+journal, recorded as evidence. Each new wait is announced once (a ``Waiting`` Event), not once per pass (the fleet's
+memory holds the last wait said).
 """
 
 from __future__ import annotations
@@ -18,47 +19,27 @@ from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.coordinator_kind import deletes_group
 from berth.operator.planners.observations import GroupDescription
 from berth.operator.planners.scaling import BatchLeave, ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
-from berth.operator.ports import WorkloadPort, WorkloadView
-from berth.operator.reconcile.admission import AdmittedGroup
-from berth.operator.reconcile.context import PassContext
-from berth.operator.reconcile.driver import execute_plan
-from berth.operator.reconcile.record import FleetRecord
-from berth.operator.spec import Fleet
+from berth.operator.ports import WorkloadView
+from berth.operator.reconcile import evidence_journal
+from berth.operator.reconcile.admission import Admitted
+from berth.operator.reconcile.driver import LeaveListener, execute_plan
+from berth.operator.reconcile.scope import Scope
 
 
-async def scale(
-    context: PassContext,
-    record: FleetRecord,
-    fleet: Fleet,
-    group: AdmittedGroup,
-    workload: WorkloadPort,
-    view: WorkloadView,
-    description: GroupDescription,
-    *,
-    deleting: bool,
-) -> ScalingPlan:
+async def scale(a: Admitted, view: WorkloadView, description: GroupDescription, *, deleting: bool) -> ScalingPlan:
     """Plan from what was observed and carry the plan out; the plan (its ``waiting`` says what remains)."""
-    planned_at = context.now()
-    plan = _plan(context, record, fleet, group, view, description, deleting=deleting)
+    planned_at = a.now()
+    plan = _plan(a, view, description, deleting=deleting)
     if view.from_cache and any(isinstance(action, BatchLeave) for action in plan.actions):
-        view = await workload.observe(fresh=True)
-        plan = _plan(context, record, fleet, group, view, description, deleting=deleting)
-    await _execute(context, record, fleet, group, workload, plan, planned_at)
-    announce_waiting(context, record, plan.waiting)
+        view = await a.workload.observe(fresh=True)
+        plan = _plan(a, view, description, deleting=deleting)
+    await execute_plan(plan, a, on_leave=_leave_listener(a, planned_at))
+    announce_waiting(a, plan.waiting)
     return plan
 
 
-def _plan(
-    context: PassContext,
-    record: FleetRecord,
-    fleet: Fleet,
-    group: AdmittedGroup,
-    view: WorkloadView,
-    description: GroupDescription,
-    *,
-    deleting: bool,
-) -> ScalingPlan:
-    observed = view.observation
+def _plan(a: Admitted, view: WorkloadView, description: GroupDescription, *, deleting: bool) -> ScalingPlan:
+    observed, fleet, kind = view.observation, a.fleet, a.group.kind
     return plan_scaling(
         ScalingObservation(
             fleet_name=fleet.name,
@@ -66,67 +47,49 @@ def _plan(
             workload_replicas=observed.replicas,
             existing_pods=observed.existing,
             workload_settled=observed.settled,
-            status=ScalingStatus.from_status(record.status),
+            status=ScalingStatus.from_status(a.record.status),
             pre_register=fleet.spec.pre_register,
             leave_on_scale_down=fleet.spec.leave_on_scale_down,
             deleting=deleting,
             group_members=description.static_instance_ids(),
             dynamic_members=tuple(m.member_id for m in description.members if m.group_instance_id is None),
-            kind=group.kind,
-            delete_group=deletes_group(fleet, group.kind),
+            kind=kind,
+            delete_group=deletes_group(fleet, kind),
             terminating=observed.terminating,
-            stuck_allowance=context.stuck_allowance,
+            stuck_allowance=a.settings.stuck_allowance,
             unready=observed.unready,
             ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
-            group_generation=description.generation if group.kind.reports_generation and description.known else None,
+            group_generation=description.generation if kind.reports_generation and description.known else None,
         ),
-        now=context.now(),
+        now=a.now(),
     )
 
 
-async def _execute(
-    context: PassContext,
-    record: FleetRecord,
-    fleet: Fleet,
-    group: AdmittedGroup,
-    workload: WorkloadPort,
-    plan: ScalingPlan,
-    planned_at: datetime,
-) -> None:
-    recorder = context.evidence if not group.kind.keeps_journal else None
+def _leave_listener(a: Admitted, planned_at: datetime) -> LeaveListener:
+    """What a batch leave is worth besides its status: its timing in the metrics, and evidence where the group's
+    coordinator keeps no journal."""
+    record, metrics = a.record, a.ports.metrics
 
     async def on_leave(leave: BatchLeave, results: Mapping[str, str]) -> None:
-        if context.metrics is not None:
-            answered = context.now()
+        if metrics is not None:
+            answered = a.now()
             started = parse_time(leave.departing_since)
-            context.metrics.left(
+            metrics.left(
                 record.namespace,
                 record.name,
                 removed=sum(1 for name in leave.member_ids if results.get(name) == "NONE"),
                 delay_s=(answered - planned_at).total_seconds(),
                 since_start_s=(answered - started).total_seconds() if started else None,
             )
-        if recorder is not None:
-            await recorder.removed(
-                record.uid, group.evidence_key, results, everyone=leave.everyone, now_ms=context.now_ms()
-            )
+        if not a.group.kind.keeps_journal:
+            await evidence_journal.removed(a, results, everyone=leave.everyone)
 
-    await execute_plan(
-        plan,
-        group_id=fleet.spec.group_id,
-        workload=workload,
-        coordinator=group.coordinator,
-        patch_status=record.write_changes,
-        events=record.events,
-        now=context.now,
-        on_leave=on_leave,
-        owner_uid=group.kind.owner_uid(record.uid),
-    )
+    return on_leave
 
 
-def announce_waiting(context: PassContext, record: FleetRecord, waiting: str | None) -> None:
-    if waiting is None:
-        context.last_waiting.pop(record.uid, None)
-    elif context.last_waiting.get(record.uid) != waiting:
-        context.last_waiting[record.uid] = waiting
-        record.events.info("Waiting", waiting)
+def announce_waiting(scope: Scope, waiting: str | None) -> None:
+    """A ``Waiting`` Event for each new wait (the fleet's memory holds the last one said)."""
+    memory = scope.memory
+    if waiting is not None and memory.waiting != waiting:
+        scope.record.events.info("Waiting", waiting)
+    memory.waiting = waiting

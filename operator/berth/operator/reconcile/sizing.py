@@ -1,6 +1,6 @@
 """The sizing step: the session timeout of the fleet's group, and the workload applied with it.
 
-Reads the advice (its problems logged once each), observes the workload, decides the timeout
+Reads the advice (its problems are the advice source's to log), observes the workload, decides the timeout
 (``planners.session_timeout``: the sizing planner within every bound — for the group's kind: a consumer-protocol
 group's are the broker's ``group.consumer.*`` bounds — then hysteresis against the value in force), plans the
 workload with it (``planners.statefulset``) and applies it. Where the kind keeps the timeout on the group
@@ -14,7 +14,6 @@ what the evidence asks for. The workload is observed again when the apply change
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from berth.operator.planners import announcements, fleet_status
@@ -31,13 +30,8 @@ from berth.operator.planners.session_timeout import (
 )
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
-from berth.operator.ports import NotOurs, WorkloadPort, WorkloadRejected, WorkloadView
-from berth.operator.reconcile.admission import AdmittedGroup
-from berth.operator.reconcile.context import PassContext
-from berth.operator.reconcile.record import FleetRecord
-from berth.operator.spec import Fleet
-
-logger = logging.getLogger("berth.operator.reconcile")
+from berth.operator.ports import NotOurs, WorkloadRejected, WorkloadView
+from berth.operator.reconcile.admission import Admitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,29 +44,17 @@ class Sized:
     notes: tuple[Condition, ...] = ()
 
 
-async def size_and_apply(
-    context: PassContext,
-    record: FleetRecord,
-    fleet: Fleet,
-    group: AdmittedGroup,
-    coordinator_bounds: CoordinatorBounds,
-    workload: WorkloadPort,
-    *,
-    advice_key: str | None,
-) -> Sized:
+async def size_and_apply(a: Admitted, coordinator_bounds: CoordinatorBounds, *, advice_key: str | None) -> Sized:
     """``advice_key``: the group's key in the advice (``planners.advice.advice_key``; None: no advice applies)."""
-    reading = await context.advice.current()
-    for problem in reading.problems:
-        if problem not in context.advice_problems_seen:
-            context.advice_problems_seen.add(problem)
-            logger.warning("session-timeout advice not used: %s", problem)
+    fleet, group, record, workload = a.fleet, a.group, a.record, a.workload
+    reading = await a.ports.advice.current()
     view = await workload.observe()
     spec = fleet.spec.session_timeout
     on_group = group.kind.session_timeout_on_group
     bounds = session_bounds_for(group.kind, coordinator_bounds)
     try:
         decision = decide_session_timeout(
-            spec, fleet.spec.template, reading.for_group(advice_key), bounds, context.session_bounds
+            spec, fleet.spec.template, reading.for_group(advice_key), bounds, a.settings.session_bounds
         )
     except SessionTimeoutError as error:
         raise Refusal(fleet_status.INVALID_SESSION_TIMEOUT, f"no valid session timeout: {error}") from error
@@ -85,7 +67,7 @@ async def size_and_apply(
         or view.applied_hash is None
         or (
             isinstance(current_ms, int)
-            and planned_hash(_plan(context, fleet, group, current_ms, replicas_now).statefulset) != view.applied_hash
+            and planned_hash(_plan(a, current_ms, replicas_now).statefulset) != view.applied_hash
         )
     )
     choice = choose_session_timeout(
@@ -93,10 +75,10 @@ async def size_and_apply(
         policy=spec.policy,
         current_ms=current_ms if isinstance(current_ms, int) else None,
         current_reason=current_reason if isinstance(current_reason, str) else None,
-        allowed=allowed_range(spec, bounds, context.session_bounds),
+        allowed=allowed_range(spec, bounds, a.settings.session_bounds),
         pods_roll_anyway=rolls_anyway,
     )
-    planned = _plan(context, fleet, group, choice.ms, replicas_now)
+    planned = _plan(a, choice.ms, replicas_now)
     try:
         applied = await workload.apply(planned)
     except NotOurs as error:
@@ -114,7 +96,7 @@ async def size_and_apply(
         record.events.info(reason, message)
     if on_group:
         heartbeat_ms = group_heartbeat_ms(
-            choice.ms, coordinator_bounds, context.defaults.preferred_heartbeat_interval_ms
+            choice.ms, coordinator_bounds, a.settings.defaults.preferred_heartbeat_interval_ms
         )
         await group.coordinator.set_group_session_timeout(fleet.spec.group_id, choice.ms, heartbeat_ms)
     if choice.ms != current_ms or choice.reason != current_reason:
@@ -127,14 +109,12 @@ async def size_and_apply(
     return Sized(planned, view, (sufficiency(decision, bounds),))
 
 
-def _plan(
-    context: PassContext, fleet: Fleet, group: AdmittedGroup, session_timeout_ms: int, replicas: int
-) -> PlannedWorkload:
+def _plan(a: Admitted, session_timeout_ms: int, replicas: int) -> PlannedWorkload:
     return plan_statefulset(
-        fleet,
-        operator_defaults=context.defaults,
+        a.fleet,
+        operator_defaults=a.settings.defaults,
         session_timeout_ms=session_timeout_ms,
         replicas=replicas,
-        coordinator_ca=context.coordinator_ca(),
-        kafka_username=group.kafka_username,
+        coordinator_ca=a.ports.coordinator_ca(),
+        kafka_username=a.group.kafka_username,
     )

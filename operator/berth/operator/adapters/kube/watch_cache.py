@@ -1,0 +1,269 @@
+"""``WatchCache``: the objects fleets own, watched instead of read every pass, and a change to one pokes its fleet.
+
+One :class:`~berth.operator.adapters.kube.informer.Informer` per kind the operator reads — StatefulSets, pods, Services,
+PodDisruptionBudgets, per-pod volume claims and (with ``--coordinator-ca-file``) the CA ConfigMaps — in the watched
+namespace (or all), filtered server-side by the labels every one of them carries (``app.kubernetes.io/name=
+berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
+
+- A change to an object, as the operator reads it (``project_*``: the fields it uses, with every label and
+  annotation, because patches are built from them), pokes the fleet its ``berth.dev/fleet`` label names
+  (``on_fleet_change``); so a StatefulSet scaled or deleted out of band, a pod gone, a budget removed reach the
+  fleet's pass within a moment, with no polling.
+- Reads are served from the cache only once its informer has listed everything (``synced``); before, the caller
+  reads through the API. Objects handed out are the cache's own: read them, never change them.
+- What the operator itself creates or patches is kept as the API server answered it (``wrote``): a pass reads
+  back what it wrote without asking the API server again, and the watch event of that write changes nothing and
+  pokes nobody (a first pass would otherwise be followed by one pass per object it created).
+- The cache may lag the API server by a moment. Create-or-patch tolerates it (a 409 on create is read back
+  through the API; a patch decided on a stale copy is sent again, the same); a step that cannot be taken back
+  confirms its view first (``WorkloadView.from_cache``, ``observe(fresh=True)``).
+- :class:`CachedWorkloadObserver` is the workload's :class:`~berth.operator.ports.WorkloadObserver` from the cache,
+  interpreted by the very ``observation.workload_view`` the API reads go through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from berth.operator.adapters.kube.api_session import ApiSession
+from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource
+from berth.operator.adapters.kube.observation import ApiWorkloadObserver, has_claim_templates, workload_view
+from berth.operator.planners.statefulset import APP_NAME, FLEET_LABEL
+from berth.operator.ports import WorkloadView
+
+STATEFULSETS = WatchedResource("apps", "v1", "statefulsets")
+PODS = WatchedResource("", "v1", "pods")
+SERVICES = WatchedResource("", "v1", "services")
+DISRUPTION_BUDGETS = WatchedResource("policy", "v1", "poddisruptionbudgets")
+CLAIMS = WatchedResource("", "v1", "persistentvolumeclaims")
+CONFIG_MAPS = WatchedResource("", "v1", "configmaps")
+#: Every object a fleet owns carries both (planners.statefulset: pods, the StatefulSet's selector, owned metadata).
+SELECTOR = f"app.kubernetes.io/name={APP_NAME},{FLEET_LABEL}"
+
+_METADATA_KEPT = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "deletionTimestamp",
+    "creationTimestamp",
+)
+
+
+def project_metadata(obj: Mapping[str, Any]) -> Obj:
+    metadata = obj.get("metadata") or {}
+    kept: Obj = {key: metadata[key] for key in _METADATA_KEPT if key in metadata}
+    if "generation" in metadata:
+        kept["generation"] = metadata["generation"]
+    return kept
+
+
+def project_statefulset(obj: Mapping[str, Any]) -> Obj:
+    spec = obj.get("spec") or {}
+    claims = spec.get("volumeClaimTemplates") or []
+    templates = [{"metadata": {"name": (t.get("metadata") or {}).get("name")}} for t in claims]
+    status = obj.get("status") or {}
+    return {
+        "metadata": project_metadata(obj),
+        "spec": {
+            "replicas": spec.get("replicas"),
+            "selector": spec.get("selector"),
+            "volumeClaimTemplates": templates,
+            "updateStrategy": spec.get("updateStrategy"),
+        },
+        "status": {
+            key: status.get(key)
+            for key in ("observedGeneration", "updateRevision", "currentRevision", "updatedReplicas")
+        },
+    }
+
+
+def project_pod(obj: Mapping[str, Any]) -> Obj:
+    """Readiness, the containers' start and end times (restarts, ``observation.pod_times``) and a container the
+    kubelet cannot configure (``observation._config_error``)."""
+    status = obj.get("status") or {}
+    ready = [
+        {"type": "Ready", "status": c.get("status")} for c in status.get("conditions") or [] if c.get("type") == "Ready"
+    ]
+    return {
+        "metadata": project_metadata(obj),
+        "status": {
+            "conditions": ready,
+            "startTime": status.get("startTime"),
+            "containerStatuses": [_project_container(c) for c in status.get("containerStatuses") or []],
+            "initContainerStatuses": [_project_container(c) for c in status.get("initContainerStatuses") or []],
+        },
+    }
+
+
+def _project_container(container: Mapping[str, Any]) -> Obj:
+    state, last = container.get("state") or {}, container.get("lastState") or {}
+    waiting = state.get("waiting") or {}
+    return {
+        "state": {
+            "running": {"startedAt": (state.get("running") or {}).get("startedAt")},
+            "waiting": {"reason": waiting.get("reason"), "message": waiting.get("message")},
+        },
+        "lastState": {"terminated": {"finishedAt": (last.get("terminated") or {}).get("finishedAt")}},
+    }
+
+
+def project_owned(obj: Mapping[str, Any]) -> Obj:
+    """Services, budgets, claims, ConfigMaps: who owns them and what was applied (labels, annotations)."""
+    return {"metadata": project_metadata(obj)}
+
+
+PROJECTIONS: dict[WatchedResource, Callable[[Obj], Obj]] = {
+    STATEFULSETS: project_statefulset,
+    PODS: project_pod,
+    SERVICES: project_owned,
+    DISRUPTION_BUDGETS: project_owned,
+    CLAIMS: project_owned,
+    CONFIG_MAPS: project_owned,
+}
+
+FleetChanged = Callable[[str, str], None]
+
+
+def fleet_of(obj: Mapping[str, Any] | None) -> Key | None:
+    if obj is None:
+        return None
+    metadata = obj.get("metadata") or {}
+    fleet = (metadata.get("labels") or {}).get(FLEET_LABEL)
+    return (str(metadata.get("namespace") or ""), str(fleet)) if fleet else None
+
+
+def _relisted(on_relist: Callable[[str, str], None] | None, resource: WatchedResource) -> Callable[[str], None] | None:
+    if on_relist is None:
+        return None
+    return lambda reason: on_relist(str(resource), reason)
+
+
+class WatchCache:
+    def __init__(
+        self,
+        api: ApiSession,
+        *,
+        namespace: str | None,
+        config_maps: bool,
+        on_fleet_change: FleetChanged,
+        on_relist: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.on_fleet_change = on_fleet_change
+        resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS, *([CONFIG_MAPS] if config_maps else [])]
+        #: resource -> fleet (namespace, name) -> object name -> object
+        self._by_fleet: dict[WatchedResource, dict[Key, dict[str, Obj]]] = {r: {} for r in resources}
+        self.informers = {
+            resource: Informer(
+                api,
+                resource,
+                namespace=namespace,
+                selector=SELECTOR,
+                project=PROJECTIONS[resource],
+                on_change=self._changed(resource),
+                on_relist=_relisted(on_relist, resource),
+            )
+            for resource in resources
+        }
+
+    def start(self) -> None:
+        for informer in self.informers.values():
+            informer.start()
+
+    async def stop(self) -> None:
+        for informer in self.informers.values():
+            await informer.stop()
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.informers.values()))
+
+    def synced(self, *resources: WatchedResource) -> bool:
+        """Whether every one of ``resources`` is cached and was listed completely at least once."""
+        return all(r in self.informers and self.informers[r].synced.is_set() for r in resources)
+
+    def object(self, resource: WatchedResource, namespace: str, name: str) -> Obj | None:
+        return self.informers[resource].get(namespace, name)
+
+    def fleet_objects(self, resource: WatchedResource, namespace: str, fleet: str) -> list[Obj]:
+        return list(self._by_fleet[resource].get((namespace, fleet), {}).values())
+
+    def size(self) -> int:
+        return sum(len(informer.objects) for informer in self.informers.values())
+
+    def wrote(self, resource: WatchedResource, obj: Obj) -> None:
+        """An object the operator has just created or changed, as the API server answered: kept as if watched, so
+        the pass goes on from what it wrote without reading it back, and the watch event of that very write is no
+        change (it pokes nobody: the pass that wrote it knows)."""
+        informer = self.informers.get(resource)
+        if informer is not None and (change := informer.put(obj)) is not None:
+            self._index(resource, *change)
+
+    def _index(self, resource: WatchedResource, old: Obj | None, new: Obj | None) -> set[Key]:
+        """The by-fleet index told of one change; the fleets it concerns."""
+        index = self._by_fleet[resource]
+        fleets = {key for key in (fleet_of(old), fleet_of(new)) if key is not None}
+        if old is not None and (before := fleet_of(old)) is not None:
+            members = index.get(before, {})
+            members.pop(str(old["metadata"].get("name")), None)
+            if not members:
+                index.pop(before, None)
+        if new is not None and (after := fleet_of(new)) is not None:
+            index.setdefault(after, {})[str(new["metadata"].get("name"))] = new
+        return fleets
+
+    def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
+        def changed(old: Obj | None, new: Obj | None) -> None:
+            for namespace, fleet in self._index(resource, old, new):
+                self.on_fleet_change(namespace, fleet)
+
+        return changed
+
+
+async def read_cached(
+    cache: WatchCache | None,
+    resource: WatchedResource,
+    namespace: str,
+    name: str,
+    read: Callable[[], Awaitable[Obj | None]],
+) -> Obj | None:
+    """The object from ``cache`` once it is synced for ``resource``, else ``read()`` (through the API)."""
+    if cache is not None and cache.synced(resource):
+        return cache.object(resource, namespace, name)
+    return await read()
+
+
+async def written(cache: WatchCache | None, resource: WatchedResource, call: Awaitable[Obj]) -> Obj:
+    """``call``'s answer, an object just created or changed, kept in ``cache`` (:meth:`WatchCache.wrote`)."""
+    obj = await call
+    if cache is not None:
+        cache.wrote(resource, obj)
+    return obj
+
+
+class CachedWorkloadObserver:
+    """One fleet's workload read from the cache (``from_cache``), or through the API while the cache is not synced
+    and whenever asked ``fresh``."""
+
+    def __init__(self, cache: WatchCache, api: ApiWorkloadObserver, *, namespace: str, name: str) -> None:
+        self.cache = cache
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+
+    async def observe(self, *, fresh: bool = False) -> WorkloadView:
+        if fresh or not self.cache.synced(STATEFULSETS, PODS, CLAIMS):
+            return await self.api.observe(fresh=True)
+        statefulset = self.cache.object(STATEFULSETS, self.namespace, self.name)
+        pods: Iterable[Obj] = ()
+        claims: Iterable[Obj] = ()
+        if statefulset is not None:
+            pods = self.cache.fleet_objects(PODS, self.namespace, self.name)
+            if has_claim_templates(statefulset):
+                claims = self.cache.fleet_objects(CLAIMS, self.namespace, self.name)
+        view = workload_view(self.name, statefulset, list(pods), list(claims))
+        return dataclasses.replace(view, from_cache=True)

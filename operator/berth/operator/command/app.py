@@ -1,0 +1,362 @@
+"""The operator's composition root: every adapter built (:func:`build_service`), Kopf's settings, a registry with
+Berth's handlers, the leader election around them, and the run.
+
+:func:`run_operator` is what ``berth-operator`` runs and what the Kopf-level tests run in a thread (with a stop
+flag). The reconcile service (``reconcile``) gets its ports from here and imports no adapter itself, so what runs
+in front of it (the watch cache behind the workload's observer and reads, the leader's gate before every write) is
+decided here alone (docs/architecture.md). Rules:
+
+- Kopf runs standalone (no peering objects: Kopf's peering freezes equal peers, it elects nobody), cluster-wide or
+  in one namespace; in one namespace Kopf's resource and namespace scanning is off (a Role cannot grant it).
+- Kopf's bookkeeping goes into ``berth.dev/...`` annotations, never into status, which is the operator's alone;
+  the finalizer is ``berth.dev/finalizer``.
+- The watch cache starts first and runs on standbys too (a takeover finds it warm); the election starts at once,
+  beside the cache's first lists (a standby's wait for a silent leader runs from its first look at the Lease);
+  Kopf, and with it every handler, the finalizer and every pass, starts only once this replica holds the Lease
+  (``--leader-elect``) and the cache has its first lists (or waited ``CACHE_SYNC_WAIT_S`` for them).
+  Every write, Kopf's included, passes the leader's gate, right before it is written, with how late the network may
+  deliver it bounded (``gated_http``); a replica that loses the Lease calls ``on_lost`` (``berth-operator`` exits,
+  and its restart waits as a standby) and releases the Lease when it stops gracefully.
+- Every client is created inside the operator's event loop and closed when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import kopf
+import kubernetes
+
+from berth.operator.adapters.advice_source import ADVICE_KEY, AdviceSource
+from berth.operator.adapters.coordinators import Coordinators
+from berth.operator.adapters.evidence_files import DirectoryJournal
+from berth.operator.adapters.health import serving_health
+from berth.operator.adapters.kube.api_session import ApiSession, new_session
+from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.configmaps import ConfigMapReader, key_watch
+from berth.operator.adapters.kube.events import FleetEvents
+from berth.operator.adapters.kube.evidence_configmap import ConfigMapJournal
+from berth.operator.adapters.kube.fleets import FleetApi, FleetStatusWriter
+from berth.operator.adapters.kube.group_records import LeaseGroupRecords
+from berth.operator.adapters.kube.identity import KubeIdentity, load_identity
+from berth.operator.adapters.kube.informer import Informer
+from berth.operator.adapters.kube.observation import ApiWorkloadObserver
+from berth.operator.adapters.kube.secrets import SecretReader
+from berth.operator.adapters.kube.watch_cache import CachedWorkloadObserver, WatchCache
+from berth.operator.adapters.kube.workload import StatefulSetWorkload
+from berth.operator.adapters.leadership.gated import GatedCoordinators, gated_session
+from berth.operator.adapters.leadership.leader import LeaderGate, holding_the_lease
+from berth.operator.adapters.metrics import OperatorMetrics, serving
+from berth.operator.command.cli import version
+from berth.operator.command.options import OperatorOptions
+from berth.operator.handlers.activities import register_activities
+from berth.operator.handlers.fleets import register_fleet_handlers
+from berth.operator.planners.lease import write_bound_s
+from berth.operator.planners.pass_timing import PassTiming
+from berth.operator.planners.session_timeout import OperatorSessionBounds
+from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
+from berth.operator.reconcile.context import PassContext, Ports, Settings
+from berth.operator.reconcile.reconciler import WORKERS, FleetKey, FleetReconciler
+from berth.operator.spec.fleet import Fleet
+from berth.operator.spec.names import ANNOTATION_PREFIX, COMPONENT, FINALIZER
+
+logger = logging.getLogger("berth.operator")
+
+StopFlag = threading.Event
+#: A change to an object a fleet owns pokes the fleet this much later, so a burst of changes is one pass.
+CACHE_POKE_DELAY_S = 0.1
+#: How long the operator waits for the watch cache's first lists before it serves fleets anyway (through the API).
+CACHE_SYNC_WAIT_S = 10.0
+#: berth-operator's exit status when it lost the leader's Lease (its restart waits as a standby).
+EXIT_LOST_LEADERSHIP = 1
+#: Threads (and pooled connections) for the official client's calls: each call holds one for its round trip, and
+#: every pass running at once may be in one (asyncio's default, cores + 4, would queue them on a small machine).
+API_THREADS = WORKERS + 8
+
+
+class SpecDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """Kopf's last-handled configuration of a fleet, made of its spec alone (the update handler follows spec only).
+
+    With labels and annotations in what Kopf compares, every metadata change (the operator's own ``berth.dev/fleet``
+    label, a pause) would cost a patch of Kopf's annotation; and Kopf builds it on every watch event by deep-copying
+    the whole object, status and managedFields included, before dropping them (15% of the operator's CPU while a
+    thousand fleets were created): here only what is kept is copied.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        slim: kopf.RawBody = {key: value for key, value in body.items() if key not in ("metadata", "status")}  # type: ignore[assignment]
+        return super().build(body=kopf.Body(slim), extra_fields=extra_fields)
+
+
+def build_settings(options: OperatorOptions) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True
+    settings.scanning.disabled = options.namespace is not None
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = SpecDiffBaseStorage(prefix=ANNOTATION_PREFIX, ignored_fields=["metadata"])
+    settings.posting.reporting_component = COMPONENT
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or COMPONENT
+    settings.posting.event_name_prefix = "berth-"
+    # Watches end server-side every few minutes and are restarted: a connection silently dropped by a load
+    # balancer then costs minutes of blindness at most, not hours.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    return settings
+
+
+def evidence_journal(options: OperatorOptions, api_client: kubernetes.client.ApiClient) -> EvidenceJournal | None:
+    if options.evidence_configmap and options.operator_namespace:
+        return ConfigMapJournal(api_client, options.operator_namespace, options.evidence_configmap)
+    if options.evidence_dir is not None:
+        return DirectoryJournal(options.evidence_dir)
+    return None
+
+
+class CaFile:
+    """The CA file's text, read when asked (a mounted Secret or ConfigMap changes under a running operator); the last
+    good text while a rotation leaves it unreadable for a moment."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._last: str | None = None
+
+    def __call__(self) -> str | None:
+        if self.path is None:
+            return None
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            self._last = self.path.read_text()
+        return self._last
+
+
+def utc_now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+@dataclass
+class OperatorService:
+    """The reconcile service as the operator runs it: the pass context (every port built on one API client), the
+    reconciler, the watch cache, and what must be closed when the operator stops."""
+
+    context: PassContext
+    reconciler: FleetReconciler
+    coordinators: Coordinators
+    metrics: OperatorMetrics
+    advice: AdviceSource
+    cache: WatchCache | None = None
+    #: The advice ConfigMap's watch (with ``api`` and ``--advice-configmap``).
+    advice_watch: Informer | None = None
+
+    def start_watching(self) -> None:
+        """The watches that poke fleets: the objects they own, and the advice that sizes them."""
+        if self.cache is not None:
+            self.cache.start()
+        if self.advice_watch is not None:
+            self.advice_watch.start()
+        self.advice.start()
+
+    async def close(self) -> None:
+        await self.reconciler.close()
+        if self.cache is not None:
+            await self.cache.stop()
+        if self.advice_watch is not None:
+            await self.advice_watch.stop()
+        await self.advice.stop()
+        await self.coordinators.close()
+
+
+def build_service(
+    options: OperatorOptions,
+    api_client: kubernetes.client.ApiClient,
+    *,
+    api: ApiSession | None = None,
+    gate: WriteGate | None = None,
+    metrics: OperatorMetrics | None = None,
+) -> OperatorService:
+    """Every adapter the service uses, built here and nowhere else (the operator's composition root). With ``api``,
+    the objects fleets own are watched (``kube.watch_cache``) rather than read every pass; with ``gate``, every
+    coordinator write passes it (Kubernetes writes pass it in ``api_client`` and ``api`` themselves)."""
+    ca_file = options.coordinator_ca_file
+    coordinators = Coordinators(
+        token=options.admin_token,
+        ca_file=str(ca_file) if ca_file else None,
+        session_factory=gated_session(gate, write_bound(options)) if gate is not None else None,
+    )
+    directory: CoordinatorDirectory = GatedCoordinators(coordinators, gate) if gate is not None else coordinators
+    interval = options.reconcile_interval_s
+    advice = AdviceSource(
+        read_config_map_key=ConfigMapReader(api_client).read_key if options.advice_configmap else None,
+        config_map=(
+            (options.operator_namespace, options.advice_configmap)
+            if options.advice_configmap and options.operator_namespace
+            else None
+        ),
+        file=options.advice_file,
+        ttl_s=max(interval, 1.0),
+        on_changed=lambda keys: reconciler.poke_advised(keys) if reconciler is not None else None,
+    )
+    advice_watch = (
+        key_watch(api, advice.config_map[0], advice.config_map[1], ADVICE_KEY, advice.changed)
+        if api is not None and advice.config_map is not None
+        else None
+    )
+
+    fleets = FleetApi(api_client)
+    metrics = metrics or OperatorMetrics()
+    reconciler: FleetReconciler | None = None
+
+    def owned_object_changed(namespace: str, name: str) -> None:
+        if reconciler is not None:
+            reconciler.poke(FleetKey(namespace, name), CACHE_POKE_DELAY_S)
+
+    cache = (
+        WatchCache(
+            api,
+            namespace=options.namespace,
+            config_maps=ca_file is not None,
+            on_fleet_change=owned_object_changed,
+            on_relist=metrics.listed,
+        )
+        if api is not None
+        else None
+    )
+
+    def workload_for(fleet: Fleet) -> StatefulSetWorkload:
+        observer = None
+        if cache is not None:
+            through_api = ApiWorkloadObserver(api_client, namespace=fleet.namespace, name=fleet.name)
+            observer = CachedWorkloadObserver(cache, through_api, namespace=fleet.namespace, name=fleet.name)
+        return StatefulSetWorkload(
+            api_client, namespace=fleet.namespace, name=fleet.name, fleet_uid=fleet.uid, observer=observer, cache=cache
+        )
+
+    def status_for(body: Mapping[str, Any]) -> FleetStatusWriter:
+        metadata = body.get("metadata") or {}
+        return FleetStatusWriter(fleets, str(metadata.get("namespace") or "default"), str(metadata.get("name")))
+
+    ports = Ports(
+        status_for=status_for,
+        secrets=SecretReader(api_client),
+        workload_for=workload_for,
+        events_for=FleetEvents,
+        evidence=evidence_journal(options, api_client),
+        coordinators=directory,
+        advice=advice,
+        now=utc_now,
+        metrics=metrics,
+        records=(
+            LeaseGroupRecords(api_client, options.group_owners_namespace) if options.group_owners_namespace else None
+        ),
+        fleets=fleets,
+        coordinator_ca=CaFile(ca_file),
+    )
+    bounds = OperatorSessionBounds(options.session_min_ms, options.session_max_ms)
+    stuck = timedelta(seconds=options.stuck_terminating_s)
+    context = PassContext(ports, Settings(options.defaults, bounds, stuck, options.adoption))
+    reconciler = FleetReconciler(
+        context,
+        fleets,
+        timing=PassTiming(poll_s=poll_interval_s(options), interval_s=interval, resync_s=options.resync_interval_s),
+        journal_source=coordinators.port if options.follow_journal else None,
+    )
+    return OperatorService(context, reconciler, coordinators, metrics, advice, cache, advice_watch)
+
+
+def write_bound(options: OperatorOptions) -> float | None:
+    """How late the network may deliver a leader's write (``planners.lease.write_bound_s``); None without election."""
+    election = options.leader_election
+    return write_bound_s(election.timing) if election is not None else None
+
+
+def poll_interval_s(options: OperatorOptions) -> float:
+    """How often a converging pass or a deletion looks again while it waits on something quick."""
+    return min(1.0, options.reconcile_interval_s)
+
+
+def exit_on_lost_leadership() -> None:
+    """What ``berth-operator`` does when it lost the Lease: exit at once (the gate is closed already), so that its
+    restart waits as a standby from a clean state, as controller-runtime's managers do."""
+    logger.error("exiting: another replica may be the leader now")
+    logging.shutdown()
+    os._exit(EXIT_LOST_LEADERSHIP)
+
+
+def user_agent(options: OperatorOptions) -> str:
+    """``berth-operator/<version> (<replica>)``: what the API server's audit log shows for every request."""
+    election = options.leader_election
+    replica = election.identity if election else os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{COMPONENT}/{version()} ({replica})"
+
+
+async def run_operator(
+    options: OperatorOptions,
+    *,
+    identity: KubeIdentity | None = None,
+    stop_flag: StopFlag | None = None,
+    ready_flag: StopFlag | None = None,
+    on_lost: Callable[[], None] = exit_on_lost_leadership,
+) -> None:
+    identity = identity or load_identity()
+    election = options.leader_election
+    gate = LeaderGate() if election is not None else None
+    agent = user_agent(options)
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(API_THREADS, thread_name_prefix="api"))
+    identity.configuration.connection_pool_maxsize = API_THREADS
+    bound = write_bound(options)
+    api_client = GatedApiClient(identity.configuration, user_agent=agent, gate=gate, write_bound_s=bound)
+    api = ApiSession(identity, user_agent=agent, gate=gate, write_bound_s=bound)
+    metrics = OperatorMetrics()
+    service = build_service(options, api_client, api=api, gate=gate, metrics=metrics)
+    registry = kopf.OperatorRegistry()
+
+    def kopf_session() -> kopf.AiohttpSession:
+        session = new_session(identity, user_agent=agent, gate=gate, write_bound_s=bound)
+        return kopf.AiohttpSession(server=api.server, aiohttp_session=session)
+
+    register_activities(registry, kopf_session, service.reconciler.close)
+    register_fleet_handlers(registry, service.reconciler, defaults=options.defaults, poll_s=poll_interval_s(options))
+    try:
+        async with serving(metrics, options.metrics_port), serving_health(options.liveness_port):
+            service.start_watching()
+            cache_synced = asyncio.get_running_loop().time() + CACHE_SYNC_WAIT_S
+            async with contextlib.AsyncExitStack() as held:
+                if election is None:
+                    metrics.leading(True)
+                else:
+                    assert gate is not None
+                    lease = holding_the_lease(
+                        identity, election, gate, user_agent=agent, on_leading=metrics.leading, on_lost=on_lost,
+                        stop_flag=stop_flag,
+                    )  # fmt: skip
+                    if not await held.enter_async_context(lease):
+                        return
+                if service.cache is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            service.cache.wait_synced(), max(0.0, cache_synced - asyncio.get_running_loop().time())
+                        )
+                await kopf.operator(
+                    registry=registry,
+                    settings=build_settings(options),
+                    standalone=True,
+                    clusterwide=options.namespace is None,
+                    namespaces=[options.namespace] if options.namespace else [],
+                    stop_flag=stop_flag,
+                    ready_flag=ready_flag,
+                )
+    finally:
+        await service.close()
+        await api.close()
+        api_client.close()  # type: ignore[no-untyped-call]

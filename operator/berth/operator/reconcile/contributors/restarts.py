@@ -1,0 +1,51 @@
+"""The restarts contributor: what the journal (or the Kafka evidence) said of the fleet's members since its last
+counted pass, folded into ``status.restarts``, one Event per burst and the metrics (``planners.restarts`` decides).
+
+Rules: activity waits in the fleet's memory (``FleetMemory.activity``: the reconciler adds the journal follower's
+pages for the group the fleet follows, ``contributors.evidence`` what a describe showed); a pass takes it and gives
+it back when its status write fails, so nothing is counted twice and a failed write loses nothing. The Event and
+the metrics follow a successful write only. A burst settles a session timeout after its last restart: the fleet is
+passed again then (``FleetRecord.again_at``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from berth.operator.planners import restarts
+from berth.operator.planners.fleet_status import condition_status
+from berth.operator.planners.status import READY
+from berth.operator.reconcile.admission import Admitted
+from berth.operator.reconcile.contributors.base import Contribution, Draft, Seen
+
+#: How long a burst settles when the fleet's session timeout is not known yet (the coordinator's minimum).
+DEFAULT_SETTLE_MS = 6_000
+
+
+async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
+    status, view, memory = draft.status, seen.view, a.memory
+    quiet = condition_status(status, READY) == "True" and view.observation.settled and not view.observation.terminating
+    taken, memory.activity = memory.activity, restarts.NOTHING
+    timeout_ms = status.get("sessionTimeoutMs")
+    plan = restarts.plan_restarts(
+        status,
+        taken,
+        revision=view.revision,
+        rolling=view.rolling,
+        quiet=quiet,
+        last_started=view.last_started,
+        settle=timedelta(milliseconds=timeout_ms if isinstance(timeout_ms, int) else DEFAULT_SETTLE_MS),
+        now=a.now(),
+    )
+    a.record.again_at = plan.due
+
+    def counted() -> None:
+        metrics = a.ports.metrics
+        if metrics is not None and (plan.static or plan.rolls):
+            metrics.restarted(a.record.namespace, a.record.name, static=plan.static, rolls=plan.rolls)
+
+    def given_back() -> None:
+        memory.activity = memory.activity + taken
+
+    said = (plan.event,) if plan.event is not None else ()
+    return Contribution(patch=plan.patch, said=said, written=counted, unwritten=given_back)
