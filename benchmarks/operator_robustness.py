@@ -1,5 +1,5 @@
 """``python -m benchmarks.operator_robustness --runs N``: the operator's leadership under randomized faults during
-scale-downs (``tests/support/leader_campaign.py`` says what a run does and what is checked).
+scale-downs (``tests/support/control_plane/leader_campaign.py`` says what a run does and what is checked).
 
 Each run's seed, plan (fault, moment, sizes), takeover figures and verdict are printed as it ends; a failing seed
 reruns alone with ``--seeds SEED``. One world (private network, control plane, coordinator, fleet) serves the whole

@@ -2,8 +2,8 @@
 
 Two ``berth-operator`` replicas with the chart's timings (lease 15 s, renew deadline 10 s, retry 2 s, as
 controller-runtime's), each in a network namespace of its own, serve one fleet of real member processes on a real
-control plane and coordinator (the robustness campaign's world: ``tests/support/leader_world.py``). Each round scales
-the fleet down 3 -> 2 and, half a second in, takes the leader away:
+control plane and coordinator (the robustness campaign's world: ``tests/support/control_plane/leader_world.py``).
+Each round scales the fleet down 3 -> 2 and, half a second in, takes the leader away:
 
 - **graceful**: SIGTERM (a rolling update, a drain, a pod deleted): the leader releases its Lease as it stops;
 - **kill**: ``kill -9`` (a crash, an OOM kill): nothing is released;
