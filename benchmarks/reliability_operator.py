@@ -47,6 +47,50 @@ INTRO = (
 )
 
 
+#: What the operator's leadership got wrong, where it was found, and the test that fails if it comes back.
+TRACK_RECORD = [
+    (
+        "`kubectl delete lease` made two leaders (17 ms in 1 of 5): the standby created the Lease at once while the"
+        " leader acted on until its next renewal.",
+        "outside review of 2b669ce (issue 28 R5)",
+        "`tests/operator/unit/test_leader_lease.py::test_a_deleted_lease_makes_no_second_leader`",
+    ),
+    (
+        "`helm uninstall` + `helm install`: the new operator acted 53 s later. Helm deleted the operator's"
+        " ServiceAccount and rights before its pods stopped, so the leader could not release its Lease (403).",
+        "outside review of 2b669ce (issue 28 R5); the campaign's release rule reports it on 2b669ce's chart",
+        "`tests/robustness/test_operator_leadership.py` (the `reinstall` run), `tests/kube/test_chart.py`",
+    ),
+    (
+        "A stopping leader's release was refused (409) when a renewal still on its way had changed the Lease: a"
+        " graceful stop then cost the whole lease duration.",
+        "this campaign (a `reinstall` run, seed 605654980)",
+        "`tests/operator/unit/test_leader_lease.py::"
+        "test_a_stopping_leader_releases_the_lease_a_renewal_still_on_its_way_changed`",
+    ),
+    (
+        "A renewal that hung was retried by urllib3 three times, past the renew deadline: a leader partitioned for"
+        " 1.7 s lost its Lease (a needless takeover).",
+        "this campaign (`cut` runs)",
+        "`tests/operator/unit/test_leader_lease.py::test_the_leases_calls_are_made_once_and_their_connections_bounded`",
+    ),
+    (
+        "After a takeover, a fleet's status said its group was rebalancing for up to the 10-minute resync: the"
+        " journal follower the new leader's first pass started began at the journal's end, after the rebalance it"
+        " should have reported.",
+        "this campaign (2 runs in the first 10)",
+        "`tests/operator/unit/test_journal_follower.py::"
+        "test_once_it_found_the_end_every_fleet_on_the_coordinator_is_passed_again`",
+    ),
+    (
+        "A write checked at the gate could still leave long after: a new connection's handshake, the coordinator"
+        " client's retries for 10 s, and bytes a partition held back, delivered once it healed.",
+        "reading the write path while building the campaign (issue 28)",
+        "`tests/operator/unit/test_gated_http.py`",
+    ),
+]
+
+
 def _load(name: str) -> dict[str, Any] | None:
     path = RESULTS / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
@@ -118,4 +162,12 @@ def section() -> list[str]:
             "released by the stopping leader (the chart keeps its rights through `helm uninstall` for that).",
             "",
         ]
+    lines += [
+        "### Track record (the operator's leadership)",
+        "",
+        "| bug | found by | regression test |",
+        "|---|---|---|",
+        *(f"| {bug} | {found} | {test} |" for bug, found, test in TRACK_RECORD),
+        "",
+    ]
     return lines

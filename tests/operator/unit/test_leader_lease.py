@@ -5,6 +5,7 @@ the test moves."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ import pytest
 
 from berth.coordinator.daemon import failpoints
 from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.lease import LeaseApi
 from berth.operator.adapters.leadership.gated import GatedCoordinatorPort
 from berth.operator.adapters.leadership.leader import NO_RELEASE_BUG, LeaderElector, LeaderGate
 from berth.operator.adapters.leadership.leader_options import LeaderOptionsError
@@ -385,3 +387,17 @@ def test_the_kubernetes_client_sends_no_write_through_a_closed_gate(monkeypatch:
     gate.renewed(sent_at=gate.clock(), renew_deadline_s=10)
     client.call_api("PATCH", "/api/v1/namespaces/x/pods/p")
     assert sent == ["GET", "PATCH"]
+
+
+def test_the_leases_calls_are_made_once_and_their_connections_bounded() -> None:
+    """The campaign saw a leader lose its Lease after a partition of 1.7 s, shorter than its renew deadline: urllib3
+    retried a hung renewal three times, past the deadline, where the elector would have tried again at once."""
+    client = kubernetes.client.ApiClient(kubernetes.client.Configuration())
+    lease = LeaseApi(client, namespace="ops", name="berth-operator", timeout_s=1.5, write_bound_s=0.5)
+    try:
+        kw = client.rest_client.pool_manager.connection_pool_kw
+        assert kw["retries"] is False
+        assert (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 500) in kw["socket_options"]
+    finally:
+        lease.close()
+        client.close()
