@@ -83,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         "hours": round(hours, 3),
         **summarize(records, hours),
         "seeds_violated": [r["seed"] for r in records if not r["ok"]],
+        "seeds_late": [r["seed"] for r in records if r["ok"] and r.get("liveness")],
         "machine": machine(),
     }
     print_flush(
         f"{campaign['runs']} runs in {hours * 60:.0f} min ({campaign['runs_per_hour']} per hour): "
-        f"{campaign['violations']} violations, {campaign['operations_checked']} writes and leaves checked; "
+        f"{campaign['violations']} violations, {campaign['runs_late']} runs late, {campaign['operations_checked']}"
+        " writes and leaves checked; "
         f"faults {campaign['faults_by_kind']}"
     )
-    for seed in campaign["seeds_violated"]:
+    for seed in campaign["seeds_violated"] + campaign["seeds_late"]:
         print_flush(f"  rerun alone: {COMMAND} --seeds {seed}")
     if not args.no_save and records:
         save(args.results, campaign, records, timing)

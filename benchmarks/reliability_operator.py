@@ -104,7 +104,8 @@ def section() -> list[str]:
         timing = campaign["timing"]
         faults = ", ".join(f"{WORDS.get(k, k)} {n}" for k, n in summary["faults_by_kind"].items())
         lines += [
-            f"Campaigns so far: **{summary['runs']} runs**, **{summary['violations']} violations**,"
+            f"Campaigns so far: **{summary['runs']} runs**, **{summary['violations']} violations**"
+            f" (runs late: {summary.get('runs_late', 0)}, below),"
             f" {summary['operations_checked']:,} writes and batch leaves checked (lease {timing['lease_s']:g} s,"
             f" renew deadline {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g} s; "
             f"{summary['runs_per_hour']:.0f} runs an hour on 2 busy cores). Faults: {faults}. The smallest gap between",

@@ -52,6 +52,9 @@ def test_a_leader_fault_in_a_scale_down_leaves_one_batch_leave_and_no_step_by_a_
     assert plan(seed, world.timing.lease_s).kind == kind
     result = run_once(world, history, seed)
     assert result.ok, result.line()
+    # On a starved machine a leadership can be lost twice in a row and the departed members' sessions expire before
+    # a leader sends their leave: late, not wrong; the fleet must still converge.
+    assert not [line for line in result.liveness if "not converged" in line], result.line()
     assert result.checked > len(result.leaves)  # the rules were checked on something
     if kind != "reinstall":
         assert result.takeover_s is not None, result.line()

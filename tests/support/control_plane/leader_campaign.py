@@ -51,6 +51,7 @@ from typing import Any
 
 from support.kube import wait_until
 from support.leader_history import (
+    Leave,
     Term,
     Write,
     apiserver_writes,
@@ -119,8 +120,9 @@ class RunResult:
     seed: int
     plan: str
     kind: str
-    ok: bool
-    violations: list[str]
+    ok: bool  # no safety rule broken
+    violations: list[str]  # the safety rules broken
+    liveness: list[str]  # what did not happen in time (the departed members expired before the leave; no convergence)
     leaves: list[list[str]]
     checked: int
     takeover_s: float | None  # the fault -> another replica took the Lease
@@ -132,7 +134,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        verdict = "ok" if self.ok else "VIOLATED"
+        verdict = "ok" if self.ok and not self.liveness else "VIOLATED" if not self.ok else "LATE"
         taken = (
             f"takeover {self.takeover_s:.2f} s (first write {self.first_write_s:.2f} s)"
             if self.takeover_s is not None and self.first_write_s is not None
@@ -141,7 +143,7 @@ class RunResult:
         margin = f", margin {self.margin_s:.2f} s" if self.margin_s is not None else ""
         leaves = "; ".join(",".join(ids) for ids in self.leaves) or "none"
         text = f"seed {self.seed}: {self.plan}: {taken}{margin}; leaves [{leaves}]; {self.checked} writes: {verdict}"
-        return text + "".join(f"\n    {v}" for v in self.violations)
+        return text + "".join(f"\n    {v}" for v in [*self.violations, *self.liveness])
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,12 +235,13 @@ def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str],
     verdict = check(terms, writes, precision_s=0.001)
     violations = [str(v) for v in verdict.violations]
     leaves = batch_leaves(journal, GROUP)
-    if len(leaves) != 1 or sorted(leaves[0].ids) != departing:
-        violations.append(f"one batch leave of {departing}: found {[list(leave.ids) for leave in leaves]}")
+    broken, late = leave_rules(leaves, journal, departing)
+    violations += broken
+    liveness = late
     if p.kind in ("graceful", "reinstall"):
         violations += released(terms, target_identity(history, target), since=scaled_at)
     if not converged:
-        violations.append(f"not converged {CONVERGE_S:g} s after the fault:\n{world.dump()}")
+        liveness.append(f"not converged {CONVERGE_S:g} s after the fault:\n{world.dump()}")
     taken = None
     if p.kind != "standby_kill":
         taken = takeover(terms, writes, after=fault_at, previous=target_identity(history, target))
@@ -248,6 +251,7 @@ def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str],
         kind=p.kind,
         ok=not violations,
         violations=violations,
+        liveness=liveness,
         leaves=[list(leave.ids) for leave in leaves],
         checked=verdict.checked + len(leaves),
         takeover_s=None if taken is None else round(taken.acquired_s, 3),
@@ -264,6 +268,30 @@ def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str],
 def up_after(history: History, identity: str | None, fault_at: float) -> float | None:
     first = history.first_request.get(identity or "")
     return None if first is None or first < fault_at else round(first - fault_at, 3)
+
+
+def leave_rules(
+    leaves: list[Leave], journal: list[dict[str, Any]], departing: list[str]
+) -> tuple[list[str], list[str]]:
+    """The batch-leave rules of a scale-down: (safety) at most one batch leave, naming departed instances only, none
+    of them twice; (liveness) every departed instance left by it, none by its session expiring first (no leader
+    could act in time: a leadership lost twice in a row on a starved machine)."""
+    found = [list(leave.ids) for leave in leaves]
+    named = [instance for leave in leaves for instance in leave.ids]
+    broken = []
+    if len(leaves) > 1 or len(named) != len(set(named)) or not set(named) <= set(departing):
+        broken.append(f"one batch leave of {departing}: found {found}")
+    expired = sorted(
+        e["group_instance_id"] for e in journal if e.get("group_id") == GROUP and e.get("type") == "member_expired"
+    )
+    late = []
+    if not broken and sorted(named) != departing:
+        gone = sorted(set(departing) - set(named))
+        why = "their sessions expired first" if set(gone) <= set(expired) else "nor did their sessions expire"
+        late.append(f"the batch leave of {departing} named {named}: {gone} did not leave by it ({why})")
+        if not set(gone) <= set(expired):
+            broken.append(f"{gone} never left the group")
+    return broken, late
 
 
 def released(terms: list[Term], identity: str, *, since: float) -> list[str]:
@@ -412,6 +440,7 @@ def summarize(records: list[dict[str, Any]], hours: float) -> dict[str, Any]:
         "runs": len(records),
         "violations": sum(len(r["violations"]) for r in records),
         "runs_violated": sum(1 for r in records if not r["ok"]),
+        "runs_late": sum(1 for r in records if r["ok"] and r.get("liveness")),
         "operations_checked": sum(r["checked"] for r in records),
         "faults_by_kind": {kind: len(runs) for kind, runs in sorted(by_kind.items())},
         "takeover_by_kind": takeovers,
