@@ -41,7 +41,7 @@ from berth.operator.planners.ownership import OwnedGroup, group_owned_message, r
 from berth.operator.planners.pause import is_paused
 from berth.operator.planners.status import COORDINATOR_REACHABLE
 from berth.operator.ports import ApiCallFailed, CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile import admission, ownership, scaling, sizing, status
+from berth.operator.reconcile import admission, node_loss, ownership, scaling, sizing, status
 from berth.operator.reconcile.context import ClaimsLookup, PassContext, PassResult, RetryLater
 from berth.operator.reconcile.driver import GroupStillHasMembers
 from berth.operator.reconcile.record import FleetRecord
@@ -107,6 +107,7 @@ class FleetPass:
             description, kind = await group.look()
             group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
+            node_loss.report(ctx, record, sized.view)
             mirrored = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )

@@ -79,6 +79,7 @@ def _plan(
             unready=observed.unready,
             ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
             group_generation=description.generation if group.kind.reports_generation and description.known else None,
+            nodes={pod: placement.node for pod, placement in observed.placements.items()},
         ),
         now=context.now(),
     )
