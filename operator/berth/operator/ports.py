@@ -64,8 +64,8 @@ from berth.operator.planners.advice import AdviceReading
 from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
-from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.kafka_credentials import KafkaConnection
+from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.observations import (
     CoordinatorBounds,
     GroupDescription,
