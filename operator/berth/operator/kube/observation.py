@@ -207,10 +207,12 @@ def placement(pod: Mapping[str, Any]) -> PodPlacement | None:
     # (Readiness gates also keep Ready False with the containers ready: a pod that has them is not read this way.)
     gated = bool((pod.get("spec") or {}).get("readinessGates"))
     silent = not gated and ready.get("status") == "False" and containers.get("status") == "True"
+    disruption = conditions.get("DisruptionTarget") or {}
     return PodPlacement(
         node,
         silent_since=parse_time(ready.get("lastTransitionTime")) if silent else None,
         grace_ends=parse_time((pod.get("metadata") or {}).get("deletionTimestamp")),
+        disruption=str(disruption.get("reason") or "") or None if disruption.get("status") == "True" else None,
     )
 
 

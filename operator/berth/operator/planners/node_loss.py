@@ -36,6 +36,8 @@ UNREACHABLE_NODES = "unreachableNodes"
 UNREACHABLE_EVENT = "NodeUnreachable"
 REACHABLE_EVENT = "NodeReachable"
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+#: The DisruptionTarget reason of a pod evicted through the Eviction API (``kubectl drain``, the cluster autoscaler).
+EVICTION_API = "EvictionByEvictionAPI"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,9 @@ class PodPlacement:
     silent_since: datetime | None = None
     #: When its grace period ends (deletionTimestamp); None: not Terminating.
     grace_ends: datetime | None = None
+    #: Why Kubernetes is disrupting it (its DisruptionTarget condition's reason: EvictionByEvictionAPI for a drain's
+    #: evictions, DeletionByTaintManager, DeletionByPodGC, ...); None: no such condition.
+    disruption: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

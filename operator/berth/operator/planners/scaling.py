@@ -277,7 +277,10 @@ def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str], now: 
             f" expire{'s' if one else ''} (docs/failure-modes.md: the out-of-service taint)"
         )
     if any(name in obs.terminating for name in still_there):
-        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
+        where = ", ".join(f"{name} on node {obs.nodes[name]}" for name in still_there if obs.nodes.get(name))
+        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group" + (
+            f" ({where})" if where else ""
+        )
     # Not deleted yet. Under OrderedReady the StatefulSet controller deletes one pod at a time, only once the one
     # before is gone, and none at all while a pod is not Ready.
     if obs.ordered_ready:

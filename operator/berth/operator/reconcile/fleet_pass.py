@@ -107,10 +107,10 @@ class FleetPass:
             description, kind = await group.look()
             group = replace(group, kind=kind)
             plan = await scaling.scale(ctx, record, fleet, group, workload, sized.view, description, deleting=False)
-            node_loss.report(ctx, record, sized.view)
             mirrored = await status.mirror(
                 ctx, record, fleet, group, workload, sized, plan, description, reachable_before=reachable_before
             )
+            node_loss.report(ctx, record, sized.view)
             waiting = mirrored.waiting or _claims_waiting(record)
             return replace(mirrored, waiting=waiting, advised_by=key, again_at=record.again_at)
         except GroupOwned as owned:

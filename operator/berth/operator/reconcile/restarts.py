@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from berth.operator.planners.node_loss import EVICTION_API
 from berth.operator.planners.restarts import GroupActivity, plan_restarts
 from berth.operator.ports import ApiCallFailed, WorkloadView
 from berth.operator.reconcile.context import PassContext
@@ -34,6 +35,7 @@ async def account(
         last_started=view.last_started,
         settle=timedelta(milliseconds=timeout_ms if isinstance(timeout_ms, int) else DEFAULT_SETTLE_MS),
         now=context.now(),
+        evicted=any(p.disruption == EVICTION_API for p in view.observation.placements.values()),
     )
     await record.write_changes(plan.patch)
     record.again_at = plan.due

@@ -1,0 +1,108 @@
+"""A node lost at once (its network cut, its kubelet, containerd and containers killed: ``Node.lose``), holding a
+fleet's pods, on three nodes; then a scale-down whose departing pod is on it; then the documented recovery.
+
+What is asserted, in order (docs/failure-modes.md, "A lost node", gives the figures printed with ``-s``):
+
+1. The members on the lost node stop heartbeating and expire after the session timeout; the group is Stable again
+   with the others (the time to Stable *without* recovery: no pod comes back by itself, since Kubernetes never
+   deletes a StatefulSet pod it cannot confirm gone).
+2. Once Kubernetes calls the node lost (its lifecycle controller, after ``--node-monitor-grace-period``), the fleet's
+   ``status.unreachableNodes`` names the node and its pods, with a ``NodeUnreachable`` Warning.
+3. A scale-down 3 -> 2 whose departing pod is on the lost node: its pod is Terminating and stays so; Berth does not
+   wait silently (the ``Waiting`` Event names the pod and its node) and leaves no member whose pod may run.
+4. The recovery as documented: ``kubectl taint node N node.kubernetes.io/out-of-service=nodeshutdown:NoExecute``.
+   Kubernetes then deletes the pods on it; the departing one's batch leave follows, the others start on another
+   node, and the group is Stable with every id of the new size (time to Stable *with* recovery, end to end).
+
+The fleet is placed while the coordinator's node is cordoned, so that the node lost holds fleet pods and not the
+coordinator (its loss is coordinator.ha's story: test_ha_failover). The lost node is replaced afterwards."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support.kube import wait_until
+from support.node import OUT_OF_SERVICE, Cluster
+from support.node_stage import FleetStage
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
+
+
+def test_a_lost_node_its_pods_named_its_departing_pod_not_left_until_the_recovery(
+    stage: FleetStage, three_nodes: Cluster
+) -> None:
+    coordinator_node = stage.release.coordinator_pod()["spec"]["nodeName"]
+    stage.kube.kubectl("cordon", coordinator_node)
+    try:
+        stage.apply_example(3)
+        stage.ready_and_stable(3)
+    finally:
+        stage.kube.kubectl("uncordon", coordinator_node)
+    pods = {i: stage.pod(i) for i in range(3)}
+    lost = three_nodes.node(pods[2]["spec"]["nodeName"])
+    on_lost = sorted(i for i, pod in pods.items() if pod["spec"]["nodeName"] == lost.name)
+    ids_on_lost = {f"{stage.name}-{i}" for i in on_lost}
+    session_timeout = stage.status()["sessionTimeout"]
+    print(f"\nfleet of 3: {[p['spec']['nodeName'] for p in pods.values()]}; losing {lost.name} (pods {on_lost})")
+
+    stage.mark("loss")
+    t0 = time.monotonic()
+    lost.lose()
+    try:
+        # 1. Expired after the session timeout; Stable again with the others, no pod back.
+        wait_until(lambda: not (stage.members() & ids_on_lost), "the lost members expired", timeout_s=300, every_s=0.5)
+        expired_s = time.monotonic() - t0
+        wait_until(lambda: stage.describe()["group_state"] == "Stable", "Stable again", timeout_s=120, every_s=0.5)
+        stable_without_s = time.monotonic() - t0
+        expiries = [e for e in stage.since("loss") if e["type"] == "member_expired"]
+        assert {e["group_instance_id"] for e in expiries} == ids_on_lost
+
+        # 2. The fleet names the node and its pods.
+        entry = wait_until(
+            lambda: next(iter(stage.status().get("unreachableNodes") or []), None),
+            "status.unreachableNodes",
+            timeout_s=300,
+            every_s=1,
+        )
+        named_s = time.monotonic() - t0
+        assert entry["node"] == lost.name and entry["pods"] == sorted(ids_on_lost), entry
+        warnings = stage.messages("NodeUnreachable")
+        assert any(f"node {lost.name} stopped reporting" in w and OUT_OF_SERVICE in w for w in warnings), warnings
+        described = stage.kubectl("describe", "cf", stage.name)
+        print(described[described.index("Unreachable Nodes:") :][:400] if "Unreachable Nodes:" in described else "")
+
+        # 3. Scale-down with the departing pod on the lost node: waited for, said, nobody left.
+        stage.mark("down")
+        stage.kubectl("scale", f"cf/{stage.name}", "--replicas=2")
+        departing = f"{stage.name}-2"
+        waiting = wait_until(
+            lambda: next((m for m in stage.messages("Waiting") if departing in m and lost.name in m), None),
+            "the Waiting Event naming the pod and its node",
+            timeout_s=180,
+            every_s=1,
+        )
+        print(f"Waiting: {waiting}")
+        assert stage.pod(2)["metadata"].get("deletionTimestamp")
+        assert stage.leaves_since("down") == [] and not stage.status().get("lastScaleDown")
+
+        # 4. The recovery: the out-of-service taint.
+        recovered_at = time.monotonic()
+        stage.kube.kubectl("taint", "node", lost.name, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
+        last = wait_until(lambda: stage.status().get("lastScaleDown"), "the batch leave", timeout_s=300, every_s=1)
+        assert last["removed"] == [departing], last
+        stage.ready_and_stable(2, timeout_s=300)
+        back_s = time.monotonic() - recovered_at
+        for i in on_lost:
+            if i < 2:
+                assert stage.pod(i)["spec"]["nodeName"] != lost.name
+        wait_until(lambda: not stage.status().get("unreachableNodes"), "unreachableNodes cleared", timeout_s=120)
+        rebalances = stage.rebalances_since("loss")
+        print(
+            f"node lost with {len(on_lost)} fleet pod(s), session timeout {session_timeout}:"
+            f" members expired after {expired_s:.1f} s, group Stable without recovery after {stable_without_s:.1f} s;"
+            f" status named the node after {named_s:.1f} s; out-of-service taint -> 2 pods Ready in the Stable"
+            f" group after {back_s:.1f} s ({time.monotonic() - t0:.1f} s from the loss); rebalances: {rebalances}"
+        )
+    finally:
+        three_nodes.replace(lost)
