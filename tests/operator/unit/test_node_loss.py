@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berth.operator.kube.observation import placement, workload_view
+from berth.operator.kube.watch_cache import project_pod
 from berth.operator.planners.node_loss import (
     CONFIRM_ALLOWANCE,
     REACHABLE_EVENT,
@@ -40,6 +41,23 @@ def test_ready_false_with_containers_ready_is_the_node_controllers_mark_and_noth
     gated = pod("orders-1", "node-b", ready="False", spec={"readinessGates": [{"conditionType": "x"}]})
     assert placement(gated) == PodPlacement("node-b")
     assert placement(pod("orders-1", None)) is None  # not scheduled yet
+
+
+def test_the_watch_caches_projection_of_a_pod_keeps_what_its_placement_reads() -> None:
+    """The operator reads pods from a cache of projected objects: the node, the conditions, the readiness gates."""
+    evicted = pod("orders-1", "node-b", ready="False", metadata={"deletionTimestamp": "2026-03-01T12:00:30Z"})
+    evicted["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "lastTransitionTime": "x"}
+    )
+    gated = pod("orders-2", "node-c", ready="False", spec={"readinessGates": [{"conditionType": "x"}]})
+    for full in (evicted, gated, pod("orders-0", "node-a")):
+        assert placement(project_pod(full)) == placement(full)
+    assert placement(project_pod(evicted)) == PodPlacement(
+        "node-b",
+        silent_since=datetime(2026, 3, 1, 11, 59, tzinfo=UTC),
+        grace_ends=datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC),
+        disruption="EvictionByEvictionAPI",
+    )
 
 
 def test_the_view_carries_each_scheduled_pods_placement() -> None:
