@@ -14,9 +14,10 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 from support.kube import wait_until
 from support.node import Cluster
-from support.node_stage import FleetStage
+from support.node_stage import EXAMPLES, FleetStage
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 
@@ -26,7 +27,12 @@ REPLICAS = 6
 def test_a_drained_nodes_pods_come_back_elsewhere_as_themselves_without_a_rebalance(
     stage: FleetStage, three_nodes: Cluster
 ) -> None:
-    stage.apply_example(REPLICAS)
+    template = yaml.safe_load((EXAMPLES / "orders.yaml").read_text())["spec"]["template"]
+    # A consumer that takes a moment to shut down (most do: a last commit, a leave), so that the operator sees the
+    # evicted pod while it terminates, and can tell an eviction from a crash.
+    (container,) = template["spec"]["containers"]
+    container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", "3"]}}}
+    stage.apply_example(REPLICAS, template=template)
     stage.ready_and_stable(REPLICAS)
     pods = {i: stage.pod(i) for i in range(REPLICAS)}
     placed = Counter(pod["spec"]["nodeName"] for pod in pods.values())

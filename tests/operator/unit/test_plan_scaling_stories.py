@@ -448,6 +448,28 @@ def test_a_stuck_pod_whose_member_is_still_in_the_group_is_not_left_and_the_wait
     assert expired.actions == (BatchLeave(ids(4), T0, stuck=ids(4)),)
 
 
+def test_a_shrink_an_unready_pod_holds_up_names_that_pod_and_its_node(now: datetime) -> None:
+    """3 -> 2 under OrderedReady while orders-0 is on a node that stopped reporting (never Ready again until the node
+    is dealt with): the StatefulSet deletes nothing, and the wait says so, naming the pod and its node."""
+    status = {**SETTLED_AT_5, "departing": list(ids(2)), "departingSince": T0, "expectedMembers": list(ids(0, 1))}
+    plan = plan_scaling(
+        observe(2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)),
+                nodes={"orders-0": "node-c"}),
+        now=now,
+    )  # fmt: skip
+    assert plan.waiting == (
+        "waiting for the StatefulSet to reach 2 replicas before orders-2 leave: it deletes no pod while orders-0 on"
+        " node node-c is not Ready (podManagementPolicy OrderedReady)"
+    )
+    parallel = observe(
+        2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)), ordered_ready=False
+    )
+    assert (
+        plan_scaling(parallel, now=now).waiting
+        == "waiting for the StatefulSet to reach 2 replicas before orders-2 leave"
+    )
+
+
 def test_what_a_scale_down_waits_for_is_said_as_it_is(now: datetime) -> None:
     """Departing pods that still exist and are not Terminating have not been deleted yet: the wait says why, not
     "to terminate" (a StatefulSet under OrderedReady deletes no pod while another is not Ready)."""

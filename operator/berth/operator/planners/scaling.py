@@ -225,6 +225,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
         if workload != desired or not obs.workload_settled:
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
+            waiting += _blocked_by_unready(obs, departing)
         elif still_there and not stuck:
             waiting = _waiting_for_pods(obs, still_there, now)
         elif obs.leave_on_scale_down or obs.deleting:
@@ -260,6 +261,17 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
         elif obs.kind.records_owners:
             actions.append(ReleaseGroup())
     return ScalingPlan(_merge_adjacent_patches(actions), waiting, foreign)
+
+
+def _blocked_by_unready(obs: ScalingObservation, departing: Sequence[str]) -> str:
+    """Why an OrderedReady StatefulSet does not shrink, when a pod that stays is not Ready (with its node, where
+    known: a pod on a node that stopped reporting is never Ready again until the node is dealt with)."""
+    blocking = sorted_by_ordinal(obs.fleet_name, obs.unready - set(departing)) if obs.ordered_ready else ()
+    if not blocking:
+        return ""
+    where = ", ".join(f"{name} on node {obs.nodes[name]}" if obs.nodes.get(name) else name for name in blocking)
+    one = len(blocking) == 1
+    return f": it deletes no pod while {where} {'is' if one else 'are'} not Ready (podManagementPolicy OrderedReady)"
 
 
 def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str], now: datetime) -> str:
