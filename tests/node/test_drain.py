@@ -10,6 +10,7 @@ Figures printed (``-s``): the drain's duration, each pod's time away, the rebala
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 
@@ -19,13 +20,16 @@ from support.kube import wait_until
 from support.node import Cluster
 from support.node_stage import EXAMPLES, FleetStage
 
+#: Rounds of the scenario, each on a fleet of its own (1 in make test; make soak runs more).
+ROUNDS = int(os.environ.get("BERTH_NODE_SCENARIO_ROUNDS", "1"))
 pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 
 REPLICAS = 6
 
 
+@pytest.mark.parametrize("round_", range(ROUNDS))
 def test_a_drained_nodes_pods_come_back_elsewhere_as_themselves_without_a_rebalance(
-    stage: FleetStage, three_nodes: Cluster
+    stage: FleetStage, three_nodes: Cluster, round_: int
 ) -> None:
     template = yaml.safe_load((EXAMPLES / "orders.yaml").read_text())["spec"]["template"]
     # A consumer that takes a moment to shut down (most do: a last commit, a leave), so that the operator sees the

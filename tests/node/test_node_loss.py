@@ -21,6 +21,7 @@ coordinator (its loss is coordinator.ha's story: test_ha_failover). The lost nod
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -28,11 +29,14 @@ from support.kube import wait_until
 from support.node import OUT_OF_SERVICE, Cluster
 from support.node_stage import FleetStage
 
+#: Rounds of the scenario, each on a fleet of its own (1 in make test; make soak runs more).
+ROUNDS = int(os.environ.get("BERTH_NODE_SCENARIO_ROUNDS", "1"))
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
 
+@pytest.mark.parametrize("round_", range(ROUNDS))
 def test_a_lost_node_its_pods_named_its_departing_pod_not_left_until_the_recovery(
-    stage: FleetStage, three_nodes: Cluster
+    stage: FleetStage, three_nodes: Cluster, round_: int
 ) -> None:
     coordinator_node = stage.release.coordinator_pod()["spec"]["nodeName"]
     stage.kube.kubectl("cordon", coordinator_node)
