@@ -281,14 +281,32 @@ class Node(_Processes):
         args = [str(kfake), "-port", str(port), "-log-level", "warn"]
         for config in configs:
             args += ["-c", config]
-        self._spawn("kfake", self.network.inside(*args))
+        name = f"kfake-{port}"
+        self._spawn(name, self.network.inside(*args))
         deadline = time.monotonic() + timeout_s
-        while f"listening 127.0.0.1:{port}" not in self.log("kfake"):
+        while f"listening 127.0.0.1:{port}" not in self.log(name):
             self._check_alive()
             if time.monotonic() > deadline:
-                raise RuntimeError(f"kfake did not listen within {timeout_s:g} s:\n{self.log('kfake')}")
+                raise RuntimeError(f"kfake did not listen within {timeout_s:g} s:\n{self.log(name)}")
             time.sleep(0.1)
         return f"127.0.0.1:{port}"
+
+    def relay(self, listen: tuple[str, int], target: tuple[str, int], timeout_s: float = 30.0) -> None:
+        """A TCP relay in the node's network namespace (``support.tcp_proxy``), from ``listen`` to ``target``;
+        stopped with the node."""
+        name = f"relay-{listen[1]}"
+        self._spawn(
+            name,
+            self.network.inside(
+                sys.executable, "-m", "support.tcp_proxy", f"{listen[0]}:{listen[1]}", f"{target[0]}:{target[1]}"
+            ),
+        )
+        deadline = time.monotonic() + timeout_s
+        while "relaying" not in self.log(name):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the relay did not start within {timeout_s:g} s:\n{self.log(name)}")
+            time.sleep(0.1)
 
     def run_inside(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """A command in the node's network namespace (PYTHONPATH: the tests' support package), to completion."""
@@ -358,7 +376,7 @@ class Node(_Processes):
     # ------------------------------------------------------------------------------------------------- stop
 
     def stop(self, pod_uids: Sequence[str] = ()) -> None:
-        for name in ("kubelet", "kube-proxy", "dns", "kfake"):
+        for name in ("kubelet", "kube-proxy", "dns", *(n for n in list(self.processes) if n != "containerd")):
             self._end(name)
         remove_containers(self.runc_root)
         self._end("containerd")
@@ -484,6 +502,15 @@ class Cluster(_Processes):
         for archive in self.archives[1:]:
             node.import_image(archive)
         return node
+
+    def loopback_everywhere(self, source: Node, port: int) -> None:
+        """A server listening on ``source``'s loopback at ``port`` (kfake listens on, and advertises, 127.0.0.1)
+        reached at the same address on every other live node, as pods on the node's network (``hostNetwork``) see
+        it: ``source`` relays its node address to its loopback, every other node its loopback to that address."""
+        source.relay((source.network.node_ip, port), ("127.0.0.1", port))
+        for node in self.live_nodes():
+            if node is not source:
+                node.relay(("127.0.0.1", port), (source.network.node_ip, port))
 
     def node(self, name: str) -> Node:
         return next(node for node in self.nodes if node.name == name)

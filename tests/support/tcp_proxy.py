@@ -6,6 +6,10 @@ byte for byte (TLS passes through untouched, so a client verifies the server as 
 :meth:`cut` closes every open connection at once (both sides see a reset); with :meth:`refuse` new connections are
 closed as soon as they are accepted, until :meth:`allow`. Threads, not asyncio: the proxy must keep working while
 the test's own event loop (if any) is blocked.
+
+``TcpProxy(port, target_host=H, listen=(ADDRESS, PORT))`` forwards another address, listening where it is told;
+``python -m support.tcp_proxy LISTEN_HOST:PORT TARGET_HOST:PORT`` runs one until it is killed (the node tier relays
+a broker that listens on one node's loopback to the loopback of every node: ``support.node.Cluster.relay``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from support.net import free_port
 
 
 class TcpProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(
+        self, target_port: int, *, target_host: str = "127.0.0.1", listen: tuple[str, int] | None = None
+    ) -> None:
         self.target_port = target_port
-        self.port = free_port()
+        self.target_host = target_host
+        self.host, self.port = listen if listen is not None else ("127.0.0.1", free_port())
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -31,7 +38,7 @@ class TcpProxy:
     def start(self) -> TcpProxy:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.host, self.port))
         listener.listen(128)
         self._listener = listener
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
@@ -71,7 +78,7 @@ class TcpProxy:
                 client.close()
                 continue
             try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+                upstream = socket.create_connection((self.target_host, self.target_port), timeout=10)
             except OSError:
                 client.close()
                 continue
@@ -95,3 +102,12 @@ class TcpProxy:
                 sock.close()
             with self._lock:
                 self._open -= {source, sink}
+
+
+if __name__ == "__main__":
+    import sys
+
+    (listen_host, listen_port), (target_host, target_port) = (arg.rsplit(":", 1) for arg in sys.argv[1:3])
+    proxy = TcpProxy(int(target_port), target_host=target_host, listen=(listen_host, int(listen_port))).start()
+    print(f"relaying {listen_host}:{listen_port} to {target_host}:{target_port}", flush=True)
+    threading.Event().wait()
