@@ -22,7 +22,7 @@ from support.kube_fixtures import unavailable
 from support.node import Cluster
 from support.node_stage import CHART, EXAMPLES, FleetStage, Release
 
-pytestmark = [pytest.mark.node, pytest.mark.kafka, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.soak, pytest.mark.node, pytest.mark.kafka, pytest.mark.timeout(900)]
 
 ON_NODE_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 PARTITIONS = 8

@@ -30,7 +30,7 @@ from support.kube import Kube
 from support.node import Cluster
 from support.node_stage import Release
 
-pytestmark = [pytest.mark.node, pytest.mark.spark, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.soak, pytest.mark.node, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK = REPO / "deploy" / "spark"

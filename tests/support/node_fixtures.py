@@ -217,13 +217,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests on ``three_nodes`` after the one-node tests (a node test that does not ask for three may count on
     one: its pods, its node's address), and the tests on ``ha_stage`` last: moving the session's release to
-    coordinator.ha is one-way, and the other node tests expect the single replica."""
+    coordinator.ha is one-way, and the other node tests expect the single replica. Tests marked ``soak`` (long
+    scenarios) run only with ``BERTH_SOAK=1`` (make soak)."""
 
     def phase(item: pytest.Item) -> tuple[bool, bool]:
         names = getattr(item, "fixturenames", ())
         return "ha_stage" in names, "three_nodes" in names
 
     items.sort(key=phase)  # stable: the order within each phase is kept
+    if not os.environ.get("BERTH_SOAK"):
+        for item in items:
+            if item.get_closest_marker("soak"):
+                item.add_marker(pytest.mark.skip(reason="a long scenario: make soak runs it (BERTH_SOAK=1)"))
 
 
 #: What a node test's fixtures need made before its timer starts, by fixture name, in the order they are made.
@@ -242,7 +247,8 @@ _PREPARE = {
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Set the session's node tier up outside the test's timeout (pytest-timeout starts its timer inside this)."""
     names = getattr(item, "fixturenames", ())
-    wanted = [method for fixture, method in _PREPARE.items() if fixture in names]
+    skipped = item.get_closest_marker("skip") is not None
+    wanted = [] if skipped else [method for fixture, method in _PREPARE.items() if fixture in names]
     if wanted and tier().missing() is None:
         started = time.monotonic()
         for method in wanted:
