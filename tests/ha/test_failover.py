@@ -18,6 +18,7 @@ The campaign under load (members of the member library heartbeating and committi
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,6 +30,9 @@ from support.api import Api
 from support.ha_fixtures import HaSetup
 from support.metrics_text import samples
 
+from berth.coordinator.store.etcd import EtcdClient
+from berth.coordinator.store.etcd.client import EtcdRefused, b64
+from berth.coordinator.store.etcd.keys import Keys
 from berth.operator.local.etcd_cluster import EtcdCluster
 from berth.operator.local.replicas import Replicas, ServiceProxy
 
@@ -218,3 +222,78 @@ async def test_losing_an_etcd_member_costs_no_failover_and_no_acknowledged_commi
                     1,
                 )  # no failover
                 assert replicas.active() is active
+
+
+async def test_the_active_replica_steps_down_when_its_leader_key_is_deleted(ha: Callable[..., HaSetup]) -> None:
+    """Issue 28 R2: someone deletes the leader key (the lease lives on), and a new term begins at once (either
+    replica may win it). The replica of the old term must stop answering from its memory as soon as it learns (it
+    watches its own key): one replica answers afterwards, and it answers what was acknowledged last (the review saw
+    21 s of two actives, one serving offset 1 while the other acknowledged newer ones)."""
+    setup = ha(2)
+    replicas = setup.replicas
+    leader = Keys(setup.prefix).leader
+    client = EtcdClient(tuple(setup.endpoints.split(",")))
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        api = Api(session, setup.service.url)
+        assert (await commit(api, "simple", None, None, 1))["error"] == "NONE"
+        replicas.active()
+        (before,), _, _, _ = await asyncio.to_thread(client.range, leader)
+        await asyncio.to_thread(client.txn, [], [{"request_delete_range": {"key": b64(leader)}}])
+        (now,), _, _, _ = await until(
+            lambda: asyncio.to_thread(client.range, leader),
+            lambda found: bool(found[0]) and found[0][0].create_revision != before.create_revision,
+        )
+        winner = replicas.processes[int(json.loads(now.value)["name"].removeprefix("replica-"))]
+        new = Api(session, winner.url)  # the new term's replica, directly: nothing is written to the other one
+        assert (await answered(lambda: commit(new, "simple", None, None, 2)))["error"] == "NONE"
+        path = api.group_path("simple", "/offsets?topic=t")
+        answers = [(await Api(session, p.url).get(path))[1] for p in replicas.processes]
+        served = [a["topics"][0]["partitions"][0]["committed_offset"] for a in answers if a["error"] == "NONE"]
+        assert served == [2], answers  # one replica answers, with the offset acknowledged last
+
+
+async def test_readiness_is_false_and_says_why_while_etcd_is_out_of_space(tmp_path: Path) -> None:
+    """Issue 28 R4: etcd out of space (its NOSPACE alarm) refuses every write; the replica must not stay Ready
+    (the review saw 37 of 60 commits answered 15 behind a 200 ``/readyz``). It is 503 ``store failing`` with the
+    reason, and Ready again once an operator frees the space (compact, defragment, disarm the alarm)."""
+    with EtcdCluster(tmp_path / "etcd", 1, fsync=False, flags=["--quota-backend-bytes=8388608"]) as etcd:
+        replicas = Replicas(tmp_path / "replicas", etcd.endpoints_flag, "/berth/", 1)
+        with replicas:
+            active = replicas.active()
+            client = EtcdClient(tuple(etcd.endpoints))
+            async with aiohttp.ClientSession() as session:
+                api = Api(session, active.url)
+                assert (await commit(api, "simple", None, None, 1))["error"] == "NONE"
+                await asyncio.to_thread(fill_until_out_of_space, client)
+                assert (await commit(api, "simple", None, None, 2))["error"] != "NONE"
+                status, body = await api.get("/readyz")
+                assert (status, body["status"]) == (503, "store failing")
+                assert "out of space" in body["reason"]
+                await asyncio.to_thread(free_space, client)
+                await until(lambda: api.get("/readyz"), lambda answer: answer[0] == 200)
+                assert (await answered(lambda: commit(api, "simple", None, None, 3)))["error"] == "NONE"
+
+
+def fill_until_out_of_space(client: EtcdClient) -> None:
+    filler = b"x" * 512 * 1024
+    refused: EtcdRefused | None = None
+    for i in range(200):
+        try:
+            client.txn([], [{"request_put": {"key": b64(f"/filler/{i}".encode()), "value": b64(filler)}}])
+        except EtcdRefused as exc:
+            refused = exc
+            break
+    assert refused is not None and "space" in str(refused), refused
+
+
+def free_space(client: EtcdClient) -> None:
+    """What an operator does after a NOSPACE alarm: delete, compact, defragment, disarm."""
+    end = b"/filler0"  # the range end of the prefix "/filler/"
+    answer = client.txn([], [{"request_delete_range": {"key": b64(b"/filler/"), "range_end": b64(end)}}])
+    revision = int(answer["header"]["revision"])
+    client.call("/v3/kv/compaction", {"revision": revision, "physical": True})
+    client.call("/v3/maintenance/defragment", {})
+    alarms = client.call("/v3/maintenance/alarm", {"action": "GET"}).get("alarms", [])
+    for alarm in alarms:
+        disarm = {"action": "DEACTIVATE", "memberID": alarm["memberID"], "alarm": "NOSPACE"}
+        client.call("/v3/maintenance/alarm", disarm)

@@ -1,15 +1,30 @@
-"""A failing disk (injected under the store interface through ``/v1/debug/store``) reverts the in-memory change
-and answers COORDINATOR_NOT_AVAILABLE (docs/api.md §10, §11); the coordinator carries on, and recovers with the disk."""
+"""A failing disk (injected under the store interface through ``/v1/debug/store``): the request whose write failed,
+and every answer of its group that was waiting on that write, is COORDINATOR_NOT_AVAILABLE; the group is loaded
+again from the store, which says what became durable (docs/api.md §10, §11). While it loads, its requests are
+answered COORDINATOR_NOT_AVAILABLE too, and a client asks again; the coordinator carries on, and recovers with the
+disk."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+from collections.abc import Awaitable, Callable
 
 import pytest
 from support.api import Api
 
 pytestmark = pytest.mark.timeout(60)
 GROUP = "orders"
+
+
+async def served(ask: Callable[[], Awaitable[dict]]) -> dict:
+    """Ask until the answer is not COORDINATOR_NOT_AVAILABLE (the group loading again), as a client retries."""
+    for _ in range(200):
+        answer = await ask()
+        if answer.get("error_code") != 15:
+            return answer
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"still not available: {answer}")
 
 
 async def fail_disk(api: Api, failing: bool) -> None:
@@ -41,7 +56,7 @@ async def test_a_failed_offset_commit_changes_nothing_and_recovers(api: Api) -> 
     failed = await commit(api, me, 11)
     assert failed["error_code"] == 15
     assert failed["topics"][0]["partitions"][0]["error_code"] == 15
-    _, fetched = await api.get(api.group_path(GROUP, "/offsets?topic=t"))
+    fetched = await served(lambda: api.get_body(api.group_path(GROUP, "/offsets?topic=t")))
     assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 10
     await fail_disk(api, False)
     assert (await commit(api, me, 12))["error"] == "NONE"
@@ -52,9 +67,9 @@ async def test_a_failed_static_restart_is_reverted(api: Api) -> None:
     await fail_disk(api, True)
     restarted = await api.join(GROUP, instance_id="b")
     assert restarted["error"] == "COORDINATOR_NOT_AVAILABLE"
-    described = await api.describe(GROUP)
+    described = await served(lambda: api.describe(GROUP))
     assert {m["group_instance_id"]: m["member_id"] for m in described["members"]}["b"] == before["b"]["member_id"]
-    beat = await api.heartbeat(GROUP, before["b"]["member_id"], before["b"]["generation_id"], "b")
+    beat = await served(lambda: api.heartbeat(GROUP, before["b"]["member_id"], before["b"]["generation_id"], "b"))
     assert beat["error"] == "NONE"  # the old member was never replaced
     await fail_disk(api, False)
     again = await api.join(GROUP, instance_id="b")
@@ -63,7 +78,7 @@ async def test_a_failed_static_restart_is_reverted(api: Api) -> None:
     assert base64.b64decode(synced["assignment"]) == b"b"
 
 
-async def test_a_failed_assignment_write_answers_every_sync_and_rebalances(api: Api) -> None:
+async def test_a_failed_assignment_write_answers_every_sync_and_the_group_is_what_the_store_holds(api: Api) -> None:
     joins = [await api.park(api.join(GROUP, instance_id=i)) for i in ("a", "b")]
     while not all(t.done() for t in joins):
         await api.advance(3_000)
@@ -77,17 +92,24 @@ async def test_a_failed_assignment_write_answers_every_sync_and_rebalances(api: 
     )
     assert answer["error"] == "COORDINATOR_NOT_AVAILABLE"
     assert (await parked)["error"] == "COORDINATOR_NOT_AVAILABLE"
-    assert (await api.describe(GROUP))["group_state"] == "PreparingRebalance"
+    # The store holds the group as created: its first generation's assignment never became durable (as after a
+    # restart at that moment), so the members join again: a rebalance.
+    described = await served(lambda: api.describe(GROUP))
+    assert (described["group_state"], described["members"]) == ("Empty", [])
     await fail_disk(api, False)
     journal_types = [e["type"] for e in await api.journal()]
     assert "assignment_stored" not in journal_types  # the failed write's events went with it
+    again = await api.park(api.join(GROUP, instance_id="a"))
+    while not again.done():
+        await api.advance(3_000)
+    assert again.result()["error"] == "NONE"
 
 
 async def test_a_group_whose_creation_could_not_be_written_does_not_exist(api: Api) -> None:
     await fail_disk(api, True)
     first = await api.join("fresh", api_version=9)
     assert first["error"] == "COORDINATOR_NOT_AVAILABLE"
-    assert (await api.describe("fresh"))["group_state"] == "Dead"
+    assert (await served(lambda: api.describe("fresh")))["group_state"] == "Dead"
     await fail_disk(api, False)
     assert (await api.join("fresh", api_version=9))["error"] == "MEMBER_ID_REQUIRED"
     assert (await api.describe("fresh"))["group_state"] == "Empty"
@@ -120,7 +142,8 @@ async def test_readiness_is_503_while_writes_fail_and_ready_again_once_the_disk_
 
     assert await readiness(api) == (503, 200)  # not ready, but alive: the kubelet must not restart it
     _, body = await api.get("/readyz")
-    assert body == {"status": "store failing"}
+    assert body["status"] == "store failing"
+    assert body["reason"].startswith("the disk refuses writes: ")
     assert await readiness(api) == (503, 200)  # its own probe write fails too
 
     await fail_disk(api, False)
@@ -131,3 +154,45 @@ async def test_readiness_is_503_while_writes_fail_and_ready_again_once_the_disk_
             break
     assert await readiness(api) == (200, 200)
     assert (await commit(api, me, 12))["error"] == "NONE"
+
+
+async def test_answers_held_behind_a_failed_write_are_never_successes(api: Api) -> None:
+    """Issue 28 R1: a PUT of expected members whose write fails is answered 15; the same PUT retried while that
+    write was in flight (a no-op in memory), a GET and a describe were held behind it. None of them may be answered
+    as if the write had landed: they are 15 too, and afterwards the group holds what the store holds."""
+    path = api.group_path(GROUP, "/expected-members")
+    assert (await api.put(path, {"group_instance_ids": ["a"]}))[0] == 200
+    await api.post("/v1/debug/store", {"stalled": True})
+    try:
+        first = await api.park(api.put(path, {"group_instance_ids": ["a", "b"]}))  # its write held by the disk
+        retried = await api.park(api.put(path, {"group_instance_ids": ["a", "b"]}))
+        read = asyncio.ensure_future(api.get(path))
+        described = asyncio.ensure_future(api.describe(GROUP))
+        await asyncio.sleep(0.2)  # the reads reach the coordinator (and are held: asserted by their answers below)
+        await fail_disk(api, True)
+    finally:
+        await api.post("/v1/debug/store", {"stalled": False})
+    assert (await first)[1]["error_code"] == 15
+    assert (await retried)[1]["error_code"] == 15
+    assert (await read)[1]["error_code"] == 15
+    assert (await described)["error_code"] == 15
+    await fail_disk(api, False)
+    expected = await served(lambda: api.get_body(path))
+    assert expected["group_instance_ids"] == ["a"]
+
+
+async def test_two_failed_writes_of_one_group_leave_it_as_the_store_has_it(api: Api) -> None:
+    """Two changes of one group in flight when the disk fails: each undone on its own would restore what the
+    other had set ([a, b], where the store holds [a]); the group loaded again from the store holds [a]."""
+    path = api.group_path(GROUP, "/expected-members")
+    assert (await api.put(path, {"group_instance_ids": ["a"]}))[0] == 200
+    await api.post("/v1/debug/store", {"stalled": True})
+    try:
+        second = await api.park(api.put(path, {"group_instance_ids": ["a", "b"]}))
+        third = await api.park(api.put(path, {"group_instance_ids": ["a", "b", "c"]}))
+        await fail_disk(api, True)
+    finally:
+        await api.post("/v1/debug/store", {"stalled": False})
+    assert [(await t)[1]["error_code"] for t in (second, third)] == [15, 15]
+    await fail_disk(api, False)
+    assert (await served(lambda: api.get_body(path)))["group_instance_ids"] == ["a"]

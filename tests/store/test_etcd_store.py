@@ -29,6 +29,7 @@ from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig,
 from berth.coordinator.store.etcd import EtcdClient, EtcdElection, EtcdStore, EtcdWriter, Fenced, Limits, Tenure, Term
 from berth.coordinator.store.etcd.client import EtcdUnavailable, b64
 from berth.coordinator.store.etcd.copy import copy_sqlite_to_etcd, wait_for_etcd
+from berth.coordinator.store.etcd.keys import Keys
 from berth.coordinator.store.etcd.txn import Built, build
 from berth.operator.local.etcd_cluster import EtcdCluster
 
@@ -326,3 +327,26 @@ def test_a_prefix_with_an_interrupted_copy_or_foreign_keys_is_refused(client: Et
     client.txn([], [{"request_put": {"key": b64(other.keys.prefix + b"something"), "value": b64(b"1")}}])
     with pytest.raises(StoreError, match="not a Berth store"):
         other.check()
+
+
+def test_a_replica_that_checks_the_prefix_while_another_claims_it_starts(
+    etcd_cluster: EtcdCluster, client: EtcdClient, etcd_prefix: str
+) -> None:
+    """Issue 28 R3: three replicas started together on an empty prefix; one of them read "no meta key", then the
+    winner created the leader and meta keys, then it counted the prefix's keys: "holds keys but no Berth meta key",
+    exit 1. Here the winner's two keys land right after the checking replica's first read: the check reads one
+    snapshot, so it starts."""
+
+    class WinnerInBetween(EtcdClient):
+        reads = 0
+
+        def call(self, path: str, body: dict, *, timeout_s: float | None = None) -> dict:  # type: ignore[override]
+            answer = super().call(path, body, timeout_s=timeout_s)
+            self.reads += 1
+            if self.reads == 1:  # another replica's campaign and first term land here
+                keys = Keys(etcd_prefix)
+                client.txn([], [{"request_put": {"key": b64(keys.leader), "value": b64(b"{}")}}])
+                client.txn([], [{"request_put": {"key": b64(keys.meta), "value": b64(b'{"schema": 1}')}}])
+            return answer
+
+    EtcdStore(WinnerInBetween(etcd_cluster.endpoints), etcd_prefix).check()

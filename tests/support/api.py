@@ -65,6 +65,15 @@ class Api:
     async def get(self, path: str) -> tuple[int, Body]:
         return await self.request("GET", path)
 
+    async def put(self, path: str, body: Any) -> tuple[int, Body]:
+        return await self.request("PUT", path, body)
+
+    async def get_body(self, path: str) -> Body:
+        """A GET that must be answered 200: its body."""
+        status, body = await self.get(path)
+        assert status == 200, (path, status, body)
+        return body
+
     # ------------------------------------------------------------------------------- protocol helpers
 
     async def join(

@@ -4,12 +4,14 @@ connections (a watch, a long-poll) between a client and a server.
 ``TcpProxy(target_port).start()`` listens on a free port and forwards every connection to ``127.0.0.1:target_port``
 byte for byte (TLS passes through untouched, so a client verifies the server as if it were direct).
 :meth:`cut` closes every open connection at once (both sides see a reset); with :meth:`refuse` new connections are
-closed as soon as they are accepted, until :meth:`allow`. Threads, not asyncio: the proxy must keep working while
+closed as soon as they are accepted, until :meth:`allow`; with ``delay_s`` set, every chunk waits that long before it
+is passed on, in both directions (the delay a slow network adds: this kernel has no ``netem``). ``target_host``
+forwards elsewhere than loopback (a host of a test's lab). Threads, not asyncio: the proxy must keep working while
 the test's own event loop (if any) is blocked.
 
-``TcpProxy(port, target_host=H, listen=(ADDRESS, PORT))`` forwards another address, listening where it is told;
+``listen=(ADDRESS, PORT)`` listens where it is told instead of on a free loopback port;
 ``python -m support.tcp_proxy LISTEN_HOST:PORT TARGET_HOST:PORT`` runs one until it is killed (the node tier relays
-a broker that listens on one node's loopback to the loopback of every node: ``support.node.Cluster.relay``).
+a broker that listens on one node's loopback to the loopback of every node: ``Cluster.loopback_everywhere``).
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 
 from support.net import free_port
 
 
 class TcpProxy:
     def __init__(
-        self, target_port: int, *, target_host: str = "127.0.0.1", listen: tuple[str, int] | None = None
+        self, target_port: int, target_host: str = "127.0.0.1", *, listen: tuple[str, int] | None = None
     ) -> None:
         self.target_port = target_port
         self.target_host = target_host
+        self.delay_s = 0.0
         self.host, self.port = listen if listen is not None else ("127.0.0.1", free_port())
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
@@ -92,6 +96,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                if self.delay_s:
+                    time.sleep(self.delay_s)
                 sink.sendall(data)
         except OSError:
             pass

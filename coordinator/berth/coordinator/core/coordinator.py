@@ -36,6 +36,9 @@ from berth.coordinator.core.state import (
     SessionExpiry,
     SyncExpiry,
     TimerPayload,
+    heartbeat_key,
+    join_key,
+    sync_key,
 )
 from berth.coordinator.core.timers import DueTimer
 from berth.coordinator.protocol import (
@@ -188,6 +191,27 @@ class Coordinator(CoreState):
         """The adapter reports a write durable (``ok``) or failed; run what the call left waiting on it."""
         return self._call(now_ms, CoreState.run_continuations, token, ok)
 
+    def discard_write(self, token: int) -> None:
+        """Forget what a call left waiting on its write, without running it: the adapter reloads the write's groups
+        from the store instead (``unload_group``, ``load_group``), which knows what became durable."""
+        self.drop_continuations(token)
+
+    def unload_group(self, group_id: GroupId, now_ms: int) -> Effects:
+        """Stop holding the group, its offsets and its timers; answer its parked joins and syncs
+        COORDINATOR_NOT_AVAILABLE. A write of the group failed, so memory may hold what the store does not: the
+        adapter answers the group's other requests the same way until ``load_group`` brings it back."""
+        return self._call(now_ms, _unload_group, group_id)
+
+    def load_group(self, group_id: GroupId, records: Iterable[Record], now_ms: int) -> Effects:
+        """Bring one group back from its persisted records (after ``unload_group``), as a load would: sessions start
+        again from now, no rebalance."""
+        self.now_ms = now_ms
+        for record in records:
+            if record.group_id != group_id:
+                raise RecordFormatError(f"group {group_id!r}: a record of group {record.group_id!r} in its reload")
+            self.replay(record)
+        return self._call(now_ms, _on_group_loaded, group_id)
+
     def shutdown(self, now_ms: int) -> Effects:
         """Answer every parked join and sync COORDINATOR_NOT_AVAILABLE (docs/api.md §10, SIGTERM)."""
         return self._call(now_ms, _answer_all_parked)
@@ -264,23 +288,50 @@ def _dispatch_timer(core: CoreState, due: DueTimer[TimerPayload]) -> None:
 
 def _on_loaded(core: CoreState) -> None:
     expiry.schedule_expiry(core)
-    max_size = core.config.group_max_size
     for group in core.groups.values():
-        for member in group.members.values():
-            member.last_heard_ms = core.now_ms
-            rebalance.reschedule_heartbeat(core, group, member)
-        if max_size is not None and len(group.members) > max_size:
-            # The max size was lowered since the group formed: rebalance so the surplus members are turned
-            # away as they rejoin (after a chance to commit offsets).
-            rebalance.prepare_rebalance(core, group, RebalanceCause.GROUP_MAX_SIZE)
+        _arm_loaded_group(core, group)
+
+
+def _on_group_loaded(core: CoreState, group_id: GroupId) -> None:
+    group = core.groups.get(group_id)
+    if group is not None:
+        _arm_loaded_group(core, group)
+
+
+def _arm_loaded_group(core: CoreState, group: Group) -> None:
+    """What a load does for each group: every member's session starts now (Kafka's reload)."""
+    for member in group.members.values():
+        member.last_heard_ms = core.now_ms
+        rebalance.reschedule_heartbeat(core, group, member)
+    max_size = core.config.group_max_size
+    if max_size is not None and len(group.members) > max_size:
+        # The max size was lowered since the group formed: rebalance so the surplus members are turned
+        # away as they rejoin (after a chance to commit offsets).
+        rebalance.prepare_rebalance(core, group, RebalanceCause.GROUP_MAX_SIZE)
+
+
+def _unload_group(core: CoreState, group_id: GroupId) -> None:
+    group = core.groups.get(group_id)
+    if group is not None:
+        _answer_parked(core, group)
+        core.cancel(join_key(group_id))
+        core.cancel(sync_key(group_id))
+        for member_id in [*group.members, *group.pending_join_members]:
+            core.cancel(heartbeat_key(group_id, member_id))
+        core.forget(group_id)
+    core.offsets.pop(group_id, None)
 
 
 def _answer_all_parked(core: CoreState) -> None:
     for group in core.groups.values():
-        for member in group.members.values():
-            ticket = group.take_join_ticket(member)
-            if ticket is not None:
-                core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id))
-            ticket = group.take_sync_ticket(member)
-            if ticket is not None:
-                core.reply(ticket, SyncResponse(Error.COORDINATOR_NOT_AVAILABLE))
+        _answer_parked(core, group)
+
+
+def _answer_parked(core: CoreState, group: Group) -> None:
+    for member in group.members.values():
+        ticket = group.take_join_ticket(member)
+        if ticket is not None:
+            core.reply(ticket, JoinResponse(Error.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id))
+        ticket = group.take_sync_ticket(member)
+        if ticket is not None:
+            core.reply(ticket, SyncResponse(Error.COORDINATOR_NOT_AVAILABLE))

@@ -128,6 +128,9 @@ class CoreState:
         for fn in on_ok if ok else on_fail:
             fn()
 
+    def drop_continuations(self, token: int) -> None:
+        self._continuations.pop(token, None)
+
     @property
     def pending_writes(self) -> int:
         return len(self._continuations)

@@ -16,6 +16,14 @@ Rules it keeps:
 - With ``acting`` (a replicated store's lease), the engine is ``ready`` only while ``acting()`` holds, and a timer
   that comes due while it does not is put off: a replica that may have been replaced answers nothing from memory
   and changes nothing (its writes would be refused by the store anyway).
+- Reads (``read``: describe, offsets, expected members, the owner checks) are held like replies: what they show of
+  a group is released only once that group's writes handed over before them are durable.
+- A write that failed makes every answer gated on it unsafe: memory holds what the store does not, and with several
+  writes of a group in flight no revert can know which of them will land. So the write's groups are *unloaded*
+  (``Coordinator.unload_group``): every request of theirs still open is answered COORDINATOR_NOT_AVAILABLE (a
+  retriable error, so the client asks again), as is every new one, until each group is loaded again from the store
+  (``load_group``, the same replay as a restart) once every write handed over before the failure is done. The
+  store, not memory, says what became durable; other groups carry on. (The core's own reverts are not used here.)
 """
 
 from __future__ import annotations
@@ -26,16 +34,21 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from berth.coordinator.core import Coordinator, Effects, Response, Write
+from berth.coordinator.core import Coordinator, Effects, Record, Response, Write
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.http.clock import Clock, ManualClock
 from berth.coordinator.protocol import GroupId
 
 log = logging.getLogger("berth.coordinator")
 
 WritesDone = Callable[[list[tuple[int, bool]]], None]
+#: One group's records from the store (blocking: run in an executor).
+LoadGroup = Callable[[GroupId], list[Record]]
 
 #: How soon a timer put off while the term does not hold is looked at again.
 _NOT_ACTING_RECHECK_S = 0.1
+#: How soon a group's reload is tried again when the store could not be read.
+RELOAD_RETRY_S = 0.5
 
 
 class FaultInjector(Protocol):
@@ -59,6 +72,11 @@ class WriterPort(Protocol):
         """Whether the last transaction committed."""
         ...
 
+    @property
+    def failure(self) -> str:
+        """Why it did not (one line; empty while healthy)."""
+        ...
+
     def probe(self) -> None:
         """Queue a small transaction that updates ``healthy`` when no other write comes."""
         ...
@@ -77,6 +95,7 @@ class Engine:
         core: Coordinator,
         clock: Clock,
         make_writer: Callable[[WritesDone], WriterPort],
+        load_group: LoadGroup,
         on_write_failure: Callable[[], None] = lambda: None,
         on_durable: Callable[[], None] = lambda: None,
         on_write: Callable[[Write], None] = lambda _write: None,
@@ -100,6 +119,11 @@ class Engine:
         self._gated: dict[int, list[tuple[int, Response]]] = {}  # write offset -> replies waiting for it
         self._group_last_write: dict[GroupId, int] = {}  # group id -> offset of its latest write
         self._ticket_group: dict[int, GroupId | None] = {}
+        self._write_groups: dict[int, frozenset[GroupId]] = {}  # write token -> the groups it touches
+        # Groups unloaded after a failed write -> the writes handed over by then (reloaded once they are done).
+        self._unloaded: dict[GroupId, int] = {}
+        self._reloads: dict[GroupId, asyncio.Task[None]] = {}
+        self._load_group = load_group
         self._settled = asyncio.Event()
         self._settled.set()
         self._timer: asyncio.TimerHandle | None = None
@@ -132,6 +156,8 @@ class Engine:
         ``unavailable()`` answers the ticket if the coordinator shuts down first. A request answered within
         its own call, with nothing in flight (every heartbeat), never allocates a future.
         """
+        if self.closing or (group_id is not None and group_id in self._unloaded):
+            return unavailable()  # the term ended while the caller waited; or the group is being loaded again
         ticket = self._next_ticket
         self._next_ticket += 1
         fx = invoke(ticket, self.clock.now_ms())
@@ -157,7 +183,26 @@ class Engine:
             return answered
         future: asyncio.Future[Response] = self._loop.create_future()
         self._futures[ticket] = future
+        failpoints.hit("engine.parked")
         return await future
+
+    async def read(
+        self, group_id: GroupId | None, answer: Callable[[], Response], unavailable: Callable[[], Response]
+    ) -> Response:
+        """Answer a read of ``group_id`` (every group's when None) once what it shows is durable."""
+        return await self.call(lambda ticket, _now: Effects([(ticket, answer())]), unavailable, group_id)
+
+    async def settled(self, group_id: GroupId) -> bool:
+        """Wait until no write of the group is in flight (for checks made before a call, such as the owner's);
+        False when the group is unloaded (its write failed): the caller answers COORDINATOR_NOT_AVAILABLE."""
+        while (last := self._group_last_write.get(group_id, 0)) > self._completed and group_id not in self._unloaded:
+            await self._written(last)
+        return group_id not in self._unloaded
+
+    async def _written(self, offset: int) -> None:
+        while self._completed < offset:
+            self._settled.clear()
+            await self._settled.wait()
 
     @property
     def parked(self) -> int:
@@ -184,10 +229,11 @@ class Engine:
             self._submitted += 1
             offset = self._submitted
             self._write_offsets[write.token] = offset
-            for record in write.records:
-                self._group_last_write[record.group_id] = offset
-            for event in write.events:
-                self._group_last_write[GroupId(event["group_id"])] = offset
+            groups = {record.group_id for record in write.records}
+            groups.update(GroupId(event["group_id"]) for event in write.events)
+            for touched in groups:
+                self._group_last_write[touched] = offset
+            self._write_groups[write.token] = frozenset(groups)
             self._on_write(write)
             self.writer.submit(write)
         if self._completed < self._submitted:
@@ -212,10 +258,17 @@ class Engine:
         for token, ok in results:
             before = self._completed
             self._completed = self._write_offsets.pop(token)
+            groups = self._write_groups.pop(token, frozenset())
             if not ok:
                 self._on_write_failure()
-                log.error("store write %d failed; its in-memory change is reverted", token)
-            self.apply(self.core.on_write_done(token, ok, now))
+                log.error("store write %d failed; its groups are loaded again from the store", token)
+            if not groups.isdisjoint(self._unloaded):
+                self.core.discard_write(token)  # its group is being reloaded: the store says what landed
+            elif ok or failpoints.enabled("bug.ack_failed_writes"):
+                self.apply(self.core.on_write_done(token, ok, now))
+            else:
+                self.core.discard_write(token)
+                self._unload(groups, self._completed, now)
             for offset in range(before + 1, self._completed + 1):
                 for ticket, response in self._gated.pop(offset, ()):
                     self._resolve(ticket, response)
@@ -223,7 +276,53 @@ class Engine:
             self._settled.set()
             if len(self._group_last_write) > 10_000:  # forget groups whose writes are all durable
                 self._group_last_write = {g: o for g, o in self._group_last_write.items() if o > self._completed}
+        self._reload_when_written()
         self._on_durable()
+
+    # ---------------------------------------------------------------------------------- failed writes
+
+    def _unload(self, groups: frozenset[GroupId], failed_offset: int, now_ms: int) -> None:
+        """A write at ``failed_offset`` failed: drop its groups from memory and answer everything of theirs (and
+        every read of all groups held behind it) COORDINATOR_NOT_AVAILABLE; they are reloaded once the writes
+        handed over until now are done."""
+        fx = Effects()
+        for unloaded in groups:
+            self._unloaded[unloaded] = self._submitted
+            fx.extend(self.core.unload_group(unloaded, now_ms))
+        self.apply(fx)
+        doomed = [t for t, g in self._ticket_group.items() if g in groups]
+        doomed += [t for offset, held in self._gated.items() if offset >= failed_offset for t, _ in held]
+        for ticket in doomed:
+            group = self._ticket_group.get(ticket)
+            unavailable = self._unavailable.get(ticket)
+            if unavailable is not None and (group is None or group in groups):
+                self._resolve(ticket, unavailable())
+        log.warning("unloaded %d group(s) after a failed write: %s", len(groups), ", ".join(sorted(groups)[:5]))
+
+    def _reload_when_written(self) -> None:
+        for group, handed_over in self._unloaded.items():
+            if handed_over <= self._completed and group not in self._reloads and not self.closing:
+                self._reloads[group] = self._loop.create_task(self._reload(group), name=f"berth-reload-{group}")
+
+    async def _reload(self, group: GroupId) -> None:
+        try:
+            while not self.closing:
+                try:
+                    records = await self._loop.run_in_executor(None, self._load_group, group)
+                    for _ in records:
+                        failpoints.hit("load.record")
+                    fx = self.core.load_group(group, records, self.clock.now_ms())
+                except Exception as exc:  # the store unreachable for now: the group stays unloaded, clients retry
+                    log.warning("reloading group %r failed, retrying: %s", group, exc)
+                    self.core.unload_group(group, self.clock.now_ms())  # nothing half-loaded stays
+                    await asyncio.sleep(RELOAD_RETRY_S)
+                    continue
+                del self._unloaded[group]
+                self.apply(fx)
+                log.info("group %r loaded again from the store (%d records)", group, len(records))
+                return
+        finally:
+            self._reloads.pop(group, None)
 
     async def settle(self) -> None:
         """Wait until every write submitted so far (and every write their continuations made) is done."""
@@ -279,6 +378,8 @@ class Engine:
         self.closing = True
         if self._timer is not None:
             self._timer.cancel()
+        for task in list(self._reloads.values()):
+            task.cancel()
         self.apply(self.core.shutdown(self.clock.now_ms()))
         await self.settle()
         for ticket, unavailable in list(self._unavailable.items()):

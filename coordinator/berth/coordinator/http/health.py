@@ -19,7 +19,6 @@ from berth.coordinator.protocol.codec import encode
 _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
 _STOPPING = StatusResponse("stopping")
-_STORE_FAILING = StatusResponse("store failing")
 _LOADING = StatusResponse("loading")
 _STANDBY = StatusResponse("standby")
 
@@ -32,9 +31,9 @@ def readiness(state: CoordinatorServer) -> web.Response:
     """Ready once loaded, until stopping, while the store takes writes, and on a replicated store only on the
     active replica (docs/api.md §10): a standby is 503 ``standby``, so the Service sends it nobody.
 
-    While the last transaction failed (a full or read-only disk, etcd out of reach) the answer is 503 ``store
-    failing``, and each probe of it queues a small write (or read), so that readiness comes back once the store
-    does even when no client (kept away by the failed probe) writes anything."""
+    While the last transaction failed (a full or read-only disk, etcd out of reach or out of space) the answer is
+    503 ``store failing`` with the store's reason, and each probe of it queues a small write, so that readiness
+    comes back once the store does even when no client (kept away by the failed probe) writes anything."""
     if state.stopping:
         return struct_response(_STOPPING, status=503)
     engine = state.running_engine
@@ -46,7 +45,7 @@ def readiness(state: CoordinatorServer) -> web.Response:
     writer = engine.writer
     if not writer.healthy:
         writer.probe()
-        return struct_response(_STORE_FAILING, status=503)
+        return struct_response(StatusResponse("store failing", writer.failure), status=503)
     return json_response(_READY)
 
 

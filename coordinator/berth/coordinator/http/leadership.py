@@ -16,8 +16,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from berth.coordinator.core import Coordinator
+from berth.coordinator.core import Coordinator, Record
 from berth.coordinator.http.engine import WriterPort, WritesDone
+from berth.coordinator.protocol import GroupId
 
 
 class TermLost(Exception):
@@ -45,6 +46,11 @@ class Term(Protocol):
 
     def make_writer(self, on_done: WritesDone) -> WriterPort:
         """The writer of this term: its writes are durable only while the term holds."""
+        ...
+
+    def load_group(self, group_id: GroupId) -> list[Record]:
+        """One group's records from the store (blocking), to load it again after a write of it failed; raises when
+        the store cannot be read (the engine tries again)."""
         ...
 
     async def ended(self) -> str:
@@ -77,9 +83,15 @@ class SoleTerm:
     name = "sole"
     acting: Callable[[], bool] | None = None
 
-    def __init__(self, load: Callable[[Coordinator], None], make_writer: Callable[[WritesDone], WriterPort]) -> None:
+    def __init__(
+        self,
+        load: Callable[[Coordinator], None],
+        make_writer: Callable[[WritesDone], WriterPort],
+        load_group: Callable[[GroupId], list[Record]],
+    ) -> None:
         self._load = load
         self._make_writer = make_writer
+        self.load_group = load_group
         self._ended = asyncio.Event()
 
     def load(self, core: Coordinator) -> None:

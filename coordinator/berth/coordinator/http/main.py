@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from berth.coordinator.core import Coordinator, CoordinatorConfig, RecordFormatError
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.daemon.environment import EnvironmentValueError, apply_environment
 from berth.coordinator.daemon.logs import add_logging_flags, configure_logging
 from berth.coordinator.http.auth import TokenSet, TokensFileError
@@ -443,11 +444,12 @@ def sole_leadership(store: SqliteStore) -> SoleLeadership:
     def load_records(target: Coordinator) -> None:
         try:
             for record in store.load():
+                failpoints.hit("load.record")
                 target.replay(record)
         except RecordFormatError as exc:
             raise StoreError(f"database {store.db_path} holds a record this Berth cannot load: {exc}") from exc
 
-    return SoleLeadership(SoleTerm(load_records, make_writer))
+    return SoleLeadership(SoleTerm(load_records, make_writer, store.load_group))
 
 
 async def serve(config: ServerConfig, leadership: Leadership, journal: JournalReader) -> None:

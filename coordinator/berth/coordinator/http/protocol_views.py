@@ -118,12 +118,14 @@ class ProtocolRoute(Generic[B]):
     timed_per_group: bool = False  # its latency goes into the group's histogram (join, sync: the rebalance wait)
 
 
-def refuse_unless_owner(request: web.BaseRequest, state: CoordinatorServer, group_id: GroupId) -> None:
+async def refuse_unless_owner(request: web.BaseRequest, state: CoordinatorServer, group_id: GroupId) -> None:
     """HTTP 409 GROUP_OWNED when the request asserts an owner (``Berth-Owner-Uid``) the group refuses
-    (docs/api.md §7a); nothing to check without the header. Call it right before the core call."""
+    (docs/api.md §7a); nothing to check without the header. Call it right before the core call: it waits until the
+    group's owner is durable (no write of the group in flight), and nothing awaits between the check and the call."""
     uid = request.headers.get(OWNER_UID_HEADER)
     if uid is None:
         return
+    await state.engine.settled(group_id)
     refusal = state.core.owner_assertion_refusal(group_id, uid)
     if refusal is not None:
         raise GroupOwnedError(refusal)
@@ -152,7 +154,7 @@ async def protocol_view(
         refusal = state.not_serving() or Error.COORDINATOR_LOAD_IN_PROGRESS  # (a term that ends in between)
         return not_served(protocol.refuse(req, refusal), version)
     if protocol.route.owned:
-        refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
+        await refuse_unless_owner(request, state, group_id)  # the leave by instance ids of an operator
     # partial, not lambdas: one Python frame less per request, and nothing built twice.
     invoke: Callable[[int, int], Effects]
     if protocol.plain:  # the heartbeat's way: one test, as before tenants

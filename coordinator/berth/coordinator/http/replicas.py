@@ -16,9 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from berth.coordinator.core import Coordinator, RecordFormatError
+from berth.coordinator.core import Coordinator, Record, RecordFormatError
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.http.engine import WriterPort, WritesDone
 from berth.coordinator.http.leadership import Term, TermLost
+from berth.coordinator.protocol import GroupId
 from berth.coordinator.store import StoreConfig, StoreError
 from berth.coordinator.store.etcd import (
     CHART_MAX_REQUEST_BYTES,
@@ -51,6 +53,7 @@ class EtcdTerm:
         try:
             self.store.begin(self.tenure.term)
             for record in self.store.load():
+                failpoints.hit("load.record")
                 core.replay(record)
         except RecordFormatError as exc:
             raise StoreError(f"{self.store.where} holds a record this Berth cannot load: {exc}") from exc
@@ -60,6 +63,9 @@ class EtcdTerm:
 
     def make_writer(self, on_done: WritesDone) -> WriterPort:
         return EtcdWriter(self.store, self.tenure, on_done)
+
+    def load_group(self, group_id: GroupId) -> list[Record]:
+        return self.store.load_group(group_id)
 
     async def ended(self) -> str:
         return await asyncio.shield(self._ended)

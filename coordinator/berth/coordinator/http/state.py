@@ -196,6 +196,7 @@ class CoordinatorServer:
             self.core,
             self.clock,
             term.make_writer,
+            term.load_group,
             self._count_write_failure,
             self._journal_grew,
             self._observe,

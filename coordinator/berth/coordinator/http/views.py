@@ -141,7 +141,12 @@ async def fetch_offsets(request: web.Request) -> web.Response:
         raise from_invalid(exc) from None
     if (unserved := state.not_serving()) is not None:
         return not_served(OffsetFetchResponse(unserved), version)
-    return answer_response(state.core.fetch_offsets(group_id, topics, after, limit), version)
+    answer = await state.engine.read(
+        group_id,
+        lambda: state.core.fetch_offsets(group_id, topics, after, limit),
+        lambda: OffsetFetchResponse(Error.COORDINATOR_NOT_AVAILABLE),
+    )
+    return answer_response(answer, version)
 
 
 async def describe(request: web.Request) -> web.Response:
@@ -149,7 +154,12 @@ async def describe(request: web.Request) -> web.Response:
     version = _version(request, "describe")
     if (unserved := state.not_serving()) is not None:
         return not_served(DescribeResponse(unserved, group_id=group_id, group_state=""), version)
-    return answer_response(state.core.describe(group_id), version)
+    answer = await state.engine.read(
+        group_id,
+        lambda: state.core.describe(group_id),
+        lambda: DescribeResponse(Error.COORDINATOR_NOT_AVAILABLE, group_id=group_id, group_state=""),
+    )
+    return answer_response(answer, version)
 
 
 async def list_groups(request: web.Request) -> web.Response:
@@ -158,7 +168,11 @@ async def list_groups(request: web.Request) -> web.Response:
     version = _version(request, "list")
     if (unserved := state.not_serving()) is not None:
         return not_served(ListResponse(unserved), version)
-    return answer_response(state.core.list_groups(request.query.getall("state", [])), version)
+    states = request.query.getall("state", [])
+    answer = await state.engine.read(
+        None, lambda: state.core.list_groups(states), lambda: ListResponse(Error.COORDINATOR_NOT_AVAILABLE)
+    )
+    return answer_response(answer, version)
 
 
 async def delete_group(request: web.Request) -> web.Response:
@@ -166,9 +180,9 @@ async def delete_group(request: web.Request) -> web.Response:
     version = _version(request, "delete")
     if (unserved := state.not_serving()) is not None:
         return not_served(DeleteResponse(unserved), version)
-    core = state.core
-    refuse_unless_owner(request, state, group_id)
-    answer = await state.engine.call(
+    core, engine = state.core, state.engine
+    await refuse_unless_owner(request, state, group_id)
+    answer = await engine.call(
         acting_as(_actor(request), lambda ticket, now: core.delete_group(group_id, ticket, now)),
         lambda: DeleteResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
@@ -184,9 +198,9 @@ async def put_expected_members(request: web.Request) -> web.Response:
     ids = (await _decoded(state, request, _EXPECTED_MEMBERS)).group_instance_ids
     if (unserved := state.not_serving()) is not None:
         return not_served(ExpectedMembersResponse(unserved), 0)
-    core = state.core
-    refuse_unless_owner(request, state, group_id)
-    answer = await state.engine.call(
+    core, engine = state.core, state.engine
+    await refuse_unless_owner(request, state, group_id)
+    answer = await engine.call(
         acting_as(_actor(request), lambda ticket, now: core.put_expected_members(group_id, ids, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
@@ -198,16 +212,21 @@ async def get_expected_members(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
     if (unserved := state.not_serving()) is not None:
         return not_served(ExpectedMembersResponse(unserved), 0)
-    return answer_response(state.core.get_expected_members(group_id), 0)
+    answer = await state.engine.read(
+        group_id,
+        lambda: state.core.get_expected_members(group_id),
+        lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
+    )
+    return answer_response(answer, 0)
 
 
 async def delete_expected_members(request: web.Request) -> web.Response:
     state, group_id = _group_route(request, Access.ADMIN)
     if (unserved := state.not_serving()) is not None:
         return not_served(ExpectedMembersResponse(unserved), 0)
-    core = state.core
-    refuse_unless_owner(request, state, group_id)
-    answer = await state.engine.call(
+    core, engine = state.core, state.engine
+    await refuse_unless_owner(request, state, group_id)
+    answer = await engine.call(
         acting_as(_actor(request), lambda ticket, now: core.delete_expected_members(group_id, ticket, now)),
         lambda: ExpectedMembersResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,
@@ -228,11 +247,12 @@ async def put_owner(request: web.Request) -> web.Response:
     claim = await _decoded(state, request, _OWNER)
     if (unserved := state.not_serving()) is not None:
         return not_served(OwnerResponse(unserved), 0)
-    core = state.core
+    core, engine = state.core, state.engine
+    await engine.settled(group_id)  # the owner checked is a durable one
     refusal = core.owner_claim_refusal(group_id, claim.uid, claim.adopt)
     if refusal is not None:
         raise GroupOwnedError(refusal)
-    answer = await state.engine.call(
+    answer = await engine.call(
         acting_as(
             _actor(request), lambda ticket, now: core.claim_owner(group_id, claim.owner, claim.adopt, ticket, now)
         ),
@@ -251,11 +271,12 @@ async def delete_owner(request: web.Request) -> web.Response:
         raise bad_request("uid: required (the query's ?uid= or the body's uid), naming the owner that lets go")
     if (unserved := state.not_serving()) is not None:
         return not_served(OwnerResponse(unserved), 0)
-    core = state.core
+    core, engine = state.core, state.engine
+    await engine.settled(group_id)
     refusal = core.owner_release_refusal(group_id, uid)
     if refusal is not None:
         raise GroupOwnedError(refusal)
-    answer = await state.engine.call(
+    answer = await engine.call(
         acting_as(_actor(request), lambda ticket, now: core.release_owner(group_id, uid, ticket, now)),
         lambda: OwnerResponse(Error.COORDINATOR_NOT_AVAILABLE),
         group_id,

@@ -207,8 +207,9 @@ class StoreFaultsResponse(msgspec.Struct, frozen=True, gc=False):
     injected: int
 
 
-class StatusResponse(msgspec.Struct, frozen=True, gc=False):
+class StatusResponse(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     status: str
+    reason: str = ""  # why it is not ready (``store failing``: what the store says)
 
 
 class HttpErrorBody(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):

@@ -162,31 +162,46 @@ class SqliteStore:
         conn = connect(self.db_path)
         try:
             conn.execute("BEGIN")  # one read snapshot across the tables
-            members = conn.execute("SELECT group_id, member_id, record FROM group_members ORDER BY group_id, member_id")
-            pending = next(members, None)
-            for group_id, text in conn.execute("SELECT group_id, record FROM groups ORDER BY group_id"):
-                while pending is not None and pending[0] < group_id:
-                    pending = next(members, None)  # a member row without its group (cannot be written)
-                own: list[MemberMetadata] = []
-                while pending is not None and pending[0] == group_id:
-                    own.append(_decoded(_decode_member, pending[2], f"group {group_id!r}, member {pending[1]!r}"))
-                    pending = next(members, None)
-                yield GroupRecord(
-                    GroupId(_text(group_id)), _decoded(_decode_group, text, f"group {group_id!r}"), tuple(own)
-                )
-            for row in conn.execute(
-                "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms"
-                " FROM offsets"
-            ):
-                group_id, topic, partition, offset, epoch, metadata, ts = _checked_offset_row(row)
-                yield OffsetRecord(GroupId(group_id), topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
-            for group_id, text in conn.execute("SELECT group_id, group_instance_ids FROM expected_members"):
-                ids = _decoded(_decode_instance_ids, text, f"expected members of group {group_id!r}")
-                yield ExpectedMembersRecord(GroupId(_text(group_id)), ids)
-        except (sqlite3.Error, ValueError, TypeError, msgspec.DecodeError) as exc:
-            raise StoreError(f"database {self.db_path} cannot be read: {' '.join(str(exc).split())}") from exc
+            yield from self._records(conn, None)
         finally:
             conn.close()
+
+    def load_group(self, group_id: GroupId) -> list[Record]:
+        """One group's records, as ``load`` yields them (its reload after a failed write; safe beside the writer)."""
+        conn = connect(self.db_path)
+        try:
+            conn.execute("BEGIN")
+            return list(self._records(conn, group_id))
+        finally:
+            conn.close()
+
+    def _records(self, conn: sqlite3.Connection, group_id: GroupId | None) -> Iterator[Record]:
+        where, args = ("", ()) if group_id is None else (" WHERE group_id = ?", (group_id,))
+        try:
+            members = conn.execute(
+                f"SELECT group_id, member_id, record FROM group_members{where} ORDER BY group_id, member_id", args
+            )
+            pending = next(members, None)
+            for gid, text in conn.execute(f"SELECT group_id, record FROM groups{where} ORDER BY group_id", args):
+                while pending is not None and pending[0] < gid:
+                    pending = next(members, None)  # a member row without its group (cannot be written)
+                own: list[MemberMetadata] = []
+                while pending is not None and pending[0] == gid:
+                    own.append(_decoded(_decode_member, pending[2], f"group {gid!r}, member {pending[1]!r}"))
+                    pending = next(members, None)
+                yield GroupRecord(GroupId(_text(gid)), _decoded(_decode_group, text, f"group {gid!r}"), tuple(own))
+            for row in conn.execute(
+                "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms"
+                f" FROM offsets{where}",
+                args,
+            ):
+                gid, topic, partition, offset, epoch, metadata, ts = _checked_offset_row(row)
+                yield OffsetRecord(GroupId(gid), topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
+            for gid, text in conn.execute(f"SELECT group_id, group_instance_ids FROM expected_members{where}", args):
+                ids = _decoded(_decode_instance_ids, text, f"expected members of group {gid!r}")
+                yield ExpectedMembersRecord(GroupId(_text(gid)), ids)
+        except (sqlite3.Error, ValueError, TypeError, msgspec.DecodeError) as exc:
+            raise StoreError(f"database {self.db_path} cannot be read: {' '.join(str(exc).split())}") from exc
 
     def journal_page(self, after: int, limit: int) -> list[dict[str, Any]]:
         """Events with seq > after, ascending, at most ``limit``; safe to call while the writer commits."""

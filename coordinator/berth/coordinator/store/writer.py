@@ -14,8 +14,9 @@ Rules:
   numbers are reused by the next transaction. A write whose content cannot be stored fails alone.
 - ``flush`` returns once everything submitted before it is reported; ``close`` flushes and stops.
 - ``healthy`` says whether the last transaction committed (a write rejected for its content says nothing
-  about the disk). ``probe`` queues one small transaction that only touches the ``meta`` table, so that a
-  store that failed can be seen to work again when no other write comes (readiness, docs/api.md §10).
+  about the disk), and ``failure`` why not (one line, for readiness and logs; empty while healthy). ``probe``
+  queues one small transaction that only touches the ``meta`` table (the SQLite store; a probe key on etcd), so
+  that a store that failed can be seen to work again when no other write comes (readiness, docs/api.md §10).
 - ``faults`` (a ``StoreFaults``) injects disk failures inside the transaction, for tests.
 - A submitted ``Write`` must not be mutated afterwards (the thread reads it later).
 """
@@ -30,6 +31,7 @@ from types import TracebackType
 from typing import Self
 
 from berth.coordinator.core import Write
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.store.batch import prepare_batch
 from berth.coordinator.store.errors import StoreError
 from berth.coordinator.store.faults import StoreFaults
@@ -65,6 +67,7 @@ class QueuedWriter:
         self._queue: queue.SimpleQueue[_QueueItem] = queue.SimpleQueue()
         self._closed = False
         self.healthy = True  # the last transaction committed (read from any thread: a bool is atomic)
+        self.failure = ""  # why it did not (set before ``healthy`` goes false)
         self._probe_queued = threading.Event()
         self._thread = threading.Thread(target=self._run, name="berth-store-writer", daemon=True)
 
@@ -148,6 +151,16 @@ class QueuedWriter:
     def _probe(self) -> None:
         raise NotImplementedError
 
+    def _failing(self, why: str) -> None:
+        self.failure = why
+        self.healthy = False
+
+    def _recovered(self, says: str) -> None:
+        if not self.healthy:
+            log.info("store: %s", says)
+        self.healthy = True
+        self.failure = ""
+
     def _commit(self, writes: list[Write]) -> bool:
         """Commit the writes and report them; whether a transaction was attempted."""
         raise NotImplementedError
@@ -173,11 +186,9 @@ class GroupCommitWriter(QueuedWriter):
             self.store.probe_write(before_commit=self.faults.raise_if_failing)
         except Exception as exc:
             log.warning("store: the disk still refuses writes: %s", exc)
-            self.healthy = False
+            self._failing(f"the disk refuses writes: {' '.join(str(exc).split())}")
         else:
-            if not self.healthy:
-                log.info("store: the disk takes writes again")
-            self.healthy = True
+            self._recovered("the disk takes writes again")
 
     def _commit(self, writes: list[Write]) -> bool:
         """Commit the writes in one transaction and report them; whether a transaction was attempted."""
@@ -188,16 +199,23 @@ class GroupCommitWriter(QueuedWriter):
             if batch.accepted_tokens:
                 self.transactions += 1
                 transacted = True
-                lines = self.store.commit_batch(batch, before_commit=self.faults.raise_if_failing)
-        except Exception:
+                lines = self.store.commit_batch(batch, before_commit=self._before_commit)
+        except Exception as exc:
             log.exception("store: transaction of %d writes failed and was rolled back", len(writes))
             outcomes = [(write.token, False) for write in writes]
-            self.healthy = False
+            self._failing(f"the disk refuses writes: {' '.join(str(exc).split())}")
         else:
             outcomes = batch.outcomes
             if batch.accepted_tokens:
-                self.healthy = True
+                self._recovered("the disk takes writes again")
             # Committed: from here on nothing may report these writes failed. Segments repair themselves.
+            failpoints.hit("store.after_commit")
             self.store.segments.append(lines)
+            failpoints.hit("journal.after_append")
         self._report(outcomes)
         return transacted
+
+    def _before_commit(self) -> None:
+        """Inside the transaction, before it commits: the disk faults of the tests and the failpoint."""
+        self.faults.raise_if_failing()
+        failpoints.hit("store.before_commit")

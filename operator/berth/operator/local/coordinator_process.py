@@ -10,6 +10,10 @@ tests), ``restart()`` starts it again on the same data directory. Its stderr is 
 With ``etcd`` (an ``EtcdTarget``) it is a replica on etcd instead (``--etcd-endpoints``, no data dir: ``data_dir``
 only names its log): ``start()`` returns once it listens, as a standby (``standby on URL``) or already active;
 ``active`` says which it was last seen to be. ``freeze()`` and ``thaw()`` send SIGSTOP and SIGCONT.
+
+``prefix`` is a command the process starts under (a network namespace of a test's lab: ``nsenter --net=...``, which
+execs it, so ``pid`` is the coordinator's own), ``env`` variables added to this process's environment for it
+(``BERTH_FAILPOINTS`` in the robustness runs); ``start(env=...)`` adds more for that start only.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -48,8 +53,12 @@ class CoordinatorProcess:
         manual_clock: bool = False,
         cpu: int | None = None,
         etcd: EtcdTarget | None = None,
+        prefix: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.prefix = list(prefix)
+        self.env = dict(env or {})
         self.etcd = etcd
         self.active = False
         self.extra_args = list(extra_args)
@@ -75,23 +84,22 @@ class CoordinatorProcess:
         args += self.extra_args
         if self.cpu is not None and shutil.which("taskset") and self.cpu < (os.cpu_count() or 1):
             args = ["taskset", "-c", str(self.cpu), *args]
-        return args
+        return [*self.prefix, *args]
 
     @property
     def pid(self) -> int:
         assert self.proc is not None, "not running"
         return self.proc.pid
 
-    def start(self, timeout: float = 60.0) -> CoordinatorProcess:
+    def start(self, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> CoordinatorProcess:
         if self.etcd is None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         else:
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.active = False
         with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(
-                self.args, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-            )
+            environment = {**os.environ, **self.env, **(env or {}), "PYTHONUNBUFFERED": "1"}
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log, text=True, env=environment)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

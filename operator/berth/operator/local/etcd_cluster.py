@@ -4,7 +4,11 @@ coordinator (docs/high-availability.md).
 Each member is Debian's ``etcd`` (or ``$BERTH_ETCD``) on free ports, with the flags the chart gives its etcd
 (``CHART_FLAGS``: transaction limits, compaction), in a directory of its own under ``workdir``. ``fsync=False``
 passes ``--unsafe-no-fsync`` (tests whose subject is not etcd's durability, on a shared disk); benchmarks keep fsync
-on, as the chart does. ``kill(i)``, ``restart(i)`` stop and start one member (quorum stays with 2 of 3).
+on, as the chart does. ``kill(i)``, ``restart(i)`` stop and start one member (quorum stays with 2 of 3);
+``freeze(i)`` and ``thaw(i)`` stop and resume one (SIGSTOP, SIGCONT). ``flags`` are added after the chart's (the
+last of a flag wins: a test's small ``--quota-backend-bytes``). ``places`` puts members elsewhere than loopback: a
+``Place`` is an address to listen on and a command prefix to start under (a network namespace of a test's lab,
+where the ports are the standard 2379 and 2380).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -35,6 +41,14 @@ def etcd_binary() -> str | None:
     return os.environ.get("BERTH_ETCD") or shutil.which("etcd")
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where one member runs: the address it listens on, and a prefix its command starts under."""
+
+    address: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -42,7 +56,16 @@ def _free_port() -> int:
 
 
 class EtcdCluster:
-    def __init__(self, workdir: Path, size: int = 3, *, fsync: bool = True, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        size: int = 3,
+        *,
+        fsync: bool = True,
+        binary: str | None = None,
+        flags: Sequence[str] = (),
+        places: Sequence[Place] | None = None,
+    ) -> None:
         found = binary or etcd_binary()
         if found is None:
             raise RuntimeError("etcd not found: make install runs scripts/ensure-etcd.sh, or set BERTH_ETCD")
@@ -51,13 +74,21 @@ class EtcdCluster:
         self.size = size
         self.fsync = fsync
         self.token = f"berth-{os.getpid()}-{time.monotonic_ns()}"  # a cluster of its own, whatever else runs here
-        self.client_ports = [_free_port() for _ in range(size)]
-        self.peer_ports = [_free_port() for _ in range(size)]
+        self.flags = tuple(flags)
+        self.places = list(places) if places is not None else [Place() for _ in range(size)]
+        if len(self.places) != size:
+            raise ValueError("places: one per member")
+        loopback = [place.address == "127.0.0.1" for place in self.places]
+        self.client_ports = [_free_port() if here else 2379 for here in loopback]
+        self.peer_ports = [_free_port() if here else 2380 for here in loopback]
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * size
 
     @property
     def endpoints(self) -> list[str]:
-        return [f"http://127.0.0.1:{port}" for port in self.client_ports]
+        return [f"http://{place.address}:{port}" for place, port in zip(self.places, self.client_ports, strict=True)]
+
+    def peer_url(self, i: int) -> str:
+        return f"http://{self.places[i].address}:{self.peer_ports[i]}"
 
     @property
     def endpoints_flag(self) -> str:
@@ -74,20 +105,22 @@ class EtcdCluster:
         return self
 
     def _spawn(self, i: int, *, new: bool) -> None:
-        cluster = ",".join(f"{self.name(j)}=http://127.0.0.1:{self.peer_ports[j]}" for j in range(self.size))
+        cluster = ",".join(f"{self.name(j)}={self.peer_url(j)}" for j in range(self.size))
         args = [
+            *self.places[i].prefix,
             self.binary,
             f"--name={self.name(i)}",
             f"--data-dir={self.workdir / self.name(i)}",
-            f"--listen-client-urls=http://127.0.0.1:{self.client_ports[i]}",
-            f"--advertise-client-urls=http://127.0.0.1:{self.client_ports[i]}",
-            f"--listen-peer-urls=http://127.0.0.1:{self.peer_ports[i]}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer_ports[i]}",
+            f"--listen-client-urls={self.endpoints[i]}",
+            f"--advertise-client-urls={self.endpoints[i]}",
+            f"--listen-peer-urls={self.peer_url(i)}",
+            f"--initial-advertise-peer-urls={self.peer_url(i)}",
             f"--initial-cluster={cluster}",
             f"--initial-cluster-token={self.token}",
             f"--initial-cluster-state={'new' if new else 'existing'}",
             "--log-level=warn",
             *CHART_FLAGS,
+            *self.flags,
         ]
         if not self.fsync:
             args.append("--unsafe-no-fsync")
@@ -129,6 +162,16 @@ class EtcdCluster:
     def restart(self, i: int) -> None:
         self.kill(i)
         self._spawn(i, new=False)
+
+    def freeze(self, i: int) -> None:
+        proc = self.processes[i]
+        if proc is not None:
+            proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self, i: int) -> None:
+        proc = self.processes[i]
+        if proc is not None:
+            proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         for proc in self.processes:

@@ -10,8 +10,13 @@ Rules:
   already be replaced. ``acting()`` is false from then on, and the tenure ends: a replica frozen past its lease
   (SIGSTOP) stops answering from its memory the moment it runs again, before any keep-alive told it anything.
 - A tenure ends, once and for good, when the deadline passes, when a keep-alive finds the lease gone, when a write
-  is refused on its term (``Fenced``), or when the replica steps down (``resign``: the lease is revoked, which
-  deletes the key, so a standby need not wait out the TTL). ``on_end`` callbacks run on the thread that ended it.
+  is refused on its term (``Fenced``), when the leader key is gone or not this term's (``_guard``), or when the
+  replica steps down (``resign``: the lease is revoked, which deletes the key, so a standby need not wait out the
+  TTL). ``on_end`` callbacks run on the thread that ended it.
+- The active replica watches its own key (a thread per tenure, ``_guard``): the lease may outlive its key (someone
+  deleted it, or a copy restored an older prefix), and a standby then wins a new term at once. Without the watch the
+  old replica would keep answering from memory until its first write was refused; with it, the term ends within a
+  watch event of the deletion. The watch only wakes the guard: each time, a read of the key decides.
 - Keep-alives go every TTL/3; a failed one is retried every ``RETRY_S`` until the deadline.
 """
 
@@ -25,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, KeyValue, WatchStream, b64
 from berth.coordinator.store.etcd.keys import Keys
 from berth.coordinator.store.etcd.store import Term
@@ -153,6 +159,8 @@ class EtcdElection:
                 continue
             self.tenure = tenure
             log.info("ha: %s is the active replica (term %d)", self.name, tenure.term.revision)
+            if not failpoints.enabled("bug.ignore_leader_key"):
+                threading.Thread(target=self._guard, args=(tenure,), name="berth-leader-guard", daemon=True).start()
             try:
                 self.on_elected(tenure)
             except Exception:
@@ -200,6 +208,38 @@ class EtcdElection:
             return  # timed out, closed, or etcd went away: look at the key again
         finally:
             self._watch = None
+
+    def _guard(self, tenure: Tenure) -> None:
+        """End the tenure once the leader key is gone or belongs to another term; runs until the tenure ends."""
+        watches: list[WatchStream] = []
+
+        def stop_watching(_tenure: Tenure) -> None:
+            for watch in watches:
+                watch.close()
+
+        tenure.on_end(stop_watching)
+        while not tenure.ended and not self._stop.is_set():
+            try:
+                found, revision, _, _ = self.client.range(self.keys.leader)
+            except EtcdError as exc:  # etcd out of reach: the lease deadline covers that
+                log.debug("ha: reading the leader key failed: %s", exc)
+                tenure.wait_ended(RETRY_S)
+                continue
+            if not found:
+                tenure.end("the leader key was deleted")
+                return
+            if found[0].create_revision != tenure.term.revision:
+                tenure.end(f"the leader key is now {_holder_name(found[0].value)}'s")
+                return
+            watch = self.client.watch(self.keys.leader, revision + 1, WATCH_TIMEOUT_S)
+            watches[:] = [watch]
+            if tenure.wait_ended(0):  # it ended before the watch could be closed by it
+                return
+            try:
+                for _event in watch.events():
+                    break  # something changed: read the key again
+            except EtcdError:
+                pass  # timed out or closed: read the key again
 
     def _keep(self, tenure: Tenure) -> None:
         """Renew the lease every TTL/3 (a failed renewal is retried every ``RETRY_S``) until the tenure ends."""

@@ -6,6 +6,7 @@ key of its own and a prefix of no other; numbers are zero-padded so keys sort as
 - ``P meta``: ``{"schema": 1}``, written when the prefix is first used. ``P migrating``: present only while
   ``copy-to-etcd`` runs; a coordinator refuses a prefix that holds it (an interrupted copy).
 - ``P leader``: the active replica's name, on its lease; its create revision fences every write (``election``).
+- ``P probe``: written empty by a replica whose store failed, to see whether etcd takes writes again.
 - ``P progress``: the last transaction's id; each transaction requires its mod revision to be the one the writer
   saw last, so a transaction retried after a lost answer applies at most once (``writer``).
 - ``P g/<group>``: the group's own fields (``GroupMetadata`` JSON, as in SQLite).
@@ -46,6 +47,7 @@ class Keys:
         self.migrating = p + b"migrating"
         self.leader = p + b"leader"
         self.progress = p + b"progress"
+        self.probe = p + b"probe"
         self.journal_index = p + b"journal"
         self.groups = p + b"g/"
         self.members = p + b"m/"

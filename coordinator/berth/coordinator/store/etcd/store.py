@@ -39,6 +39,7 @@ from berth.coordinator.core import (
     OffsetRecord,
     Record,
 )
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.protocol import GroupId, InstanceId
 from berth.coordinator.store.config import StoreConfig
 from berth.coordinator.store.errors import StoreError
@@ -53,7 +54,7 @@ from berth.coordinator.store.etcd.client import (
     prefix_end,
 )
 from berth.coordinator.store.etcd.journal import JournalIndex
-from berth.coordinator.store.etcd.keys import SCHEMA, Keys
+from berth.coordinator.store.etcd.keys import SCHEMA, Keys, hex_id
 from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
 from berth.coordinator.store.sqlite_store import JournalSize, JournalWindow
 
@@ -105,24 +106,39 @@ class EtcdStore:
 
     def check(self) -> None:
         """Refuse a prefix that is not usable (before any term): one ``StoreError`` line. Raises ``EtcdUnavailable``
-        when etcd does not answer (the caller waits for it)."""
+        when etcd does not answer (the caller waits for it).
+
+        The four reads are one read-only transaction, so they see one revision: replicas started together on an
+        empty prefix see either no keys, or a leader key only, or the meta key the winner wrote with it; never a
+        prefix that "holds keys but no meta key" because another replica's campaign landed between two reads."""
         keys = self.keys
         try:
-            meta, _, _, _ = self.client.range(keys.meta)
-            _, _, _, migrating = self.client.range(keys.migrating, count_only=True)
-            _, _, _, leader = self.client.range(keys.leader, count_only=True)
-            _, _, _, count = self.client.range(keys.prefix, prefix_end(keys.prefix), count_only=True)
+            meta, migrating, leader, count = self._snapshot(
+                {"key": b64(keys.meta)},
+                {"key": b64(keys.migrating), "count_only": True},
+                {"key": b64(keys.leader), "count_only": True},
+                {"key": b64(keys.prefix), "range_end": b64(prefix_end(keys.prefix)), "count_only": True},
+            )
         except EtcdRefused as exc:
             raise StoreError(f"{self.where} cannot be read: {exc}") from exc
-        if migrating:
+        if migrating[1]:
             raise StoreError(
                 f"{self.where} holds an interrupted copy-to-etcd (key {keys.migrating.decode()!r}); delete the"
                 " prefix and copy again"
             )
-        if meta:
-            _check_schema(meta[0].value, self.where)
-        elif count > leader:
+        if meta[0]:
+            _check_schema(meta[0][0].value, self.where)
+        elif count[1] > leader[1]:
             raise StoreError(f"{self.where} holds keys but no Berth meta key: not a Berth store")
+
+    def _snapshot(self, *ranges: dict[str, Any]) -> list[tuple[list[KeyValue], int]]:
+        """Several range requests answered at one revision: (key-values, count) of each."""
+        if failpoints.enabled("bug.unguarded_first_start"):  # the reads one by one, as before issue 28
+            answers = [self.client.call("/v3/kv/range", body) for body in ranges]
+        else:
+            answer = self.client.txn([], [{"request_range": body} for body in ranges])
+            answers = [response.get("response_range", {}) for response in answer.get("responses", [])]
+        return [([KeyValue.of(kv) for kv in a.get("kvs", ())], num(a.get("count"))) for a in answers]
 
     def begin(self, term: Term) -> None:
         """Make the prefix a Berth store if it is new, under the term (``Fenced`` if the term is over)."""
@@ -181,6 +197,37 @@ class EtcdStore:
             group_id = keys.expected_group_of(kv.key)
             ids = _decoded(_decode_ids, kv.value, f"expected members of group {group_id!r}")
             yield ExpectedMembersRecord(GroupId(group_id), ids)
+
+    def load_group(self, group_id: GroupId) -> list[Record]:
+        """One group's records at one revision, as ``load`` yields them (its reload after a failed write). Unlike
+        ``load`` it changes nothing the writer keeps: those are durable values already. Raises as ``load``."""
+        try:
+            return list(self._group_records(group_id))
+        except EtcdUnavailable:
+            raise
+        except EtcdError as exc:
+            raise StoreError(f"{self.where} cannot be read: {exc}") from exc
+        except (ValueError, TypeError, msgspec.DecodeError) as exc:
+            raise StoreError(f"{self.where} cannot be read: {' '.join(str(exc).split())}") from exc
+
+    def _group_records(self, group_id: GroupId) -> Iterator[Record]:
+        keys = self.keys
+        found, revision = self._page(keys.group(group_id), keys.group(group_id) + b"\x00", 0)
+        members = [
+            _decoded(_decode_member, kv.value, f"group {group_id!r}, member {keys.member_key_parts(kv.key)[2]!r}")
+            for kv in self._scan(keys.group_members(group_id), revision)
+        ]
+        if found:
+            yield GroupRecord(group_id, _decoded(_decode_group, found[0].value, f"group {group_id!r}"), tuple(members))
+        for kv in self._scan(keys.offsets + hex_id(group_id) + b"/", revision):
+            _, topic = keys.topic_offsets_parts(kv.key)
+            partitions = _decoded(decode_topic_offsets, kv.value, f"offsets of group {group_id!r}, topic {topic!r}")
+            for partition, (offset, epoch, metadata, ts) in sorted(partitions.items()):
+                yield OffsetRecord(group_id, topic, partition, OffsetAndMetadata(offset, metadata, epoch, ts))
+        expected, _ = self._page(keys.expected_members(group_id), keys.expected_members(group_id) + b"\x00", revision)
+        if expected:
+            ids = _decoded(_decode_ids, expected[0].value, f"expected members of group {group_id!r}")
+            yield ExpectedMembersRecord(group_id, ids)
 
     def _page(self, key: bytes, end: bytes, revision: int, limit: int = 0) -> tuple[list[KeyValue], int]:
         kvs, header_revision, _, _ = self.client.range(key, end, limit=limit, revision=revision)
@@ -292,8 +339,9 @@ class EtcdStore:
             self.index = built.index
 
     def probe(self, term: Term) -> None:
-        """A read that needs etcd's quorum (linearizable): does the store answer? Raises ``EtcdError``."""
-        self.client.range(self.keys.leader)
+        """Does the store take writes? A small put under the term's condition (a read would pass while etcd is
+        out of space). Raises ``EtcdError``: ``EtcdRefused`` when etcd answers that it does not."""
+        self.client.txn([_leader_is(self.keys, term)], [{"request_put": {"key": b64(self.keys.probe), "value": ""}}])
 
 
 def _leader_is(keys: Keys, term: Term) -> dict[str, Any]:

@@ -12,7 +12,9 @@ Rules (besides ``QueuedWriter``'s: one thread, everything queued goes into one t
 - A transaction refused on the term (``Fenced``) ends the tenure: that write and every later one is reported
   failed, so nothing this replica does from then on is acknowledged. So does running out of the tenure
   while retrying (etcd unreachable past the lease): the answers are withheld, the replica steps back.
-- A transaction etcd refuses for itself (too large: a limit set lower in etcd than here) fails its writes only.
+- A transaction etcd refuses for itself (too large: a limit set lower in etcd than here) fails its writes only;
+  one refused because etcd is out of space (its NOSPACE alarm) also makes the store unhealthy (readiness is 503
+  ``store failing``, saying so) until a probe write is taken again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 from berth.coordinator.core import Write
+from berth.coordinator.daemon import failpoints
 from berth.coordinator.store.etcd.client import EtcdError, EtcdRefused, EtcdUnavailable
 from berth.coordinator.store.etcd.election import Tenure
 from berth.coordinator.store.etcd.store import EtcdStore, Fenced
@@ -54,13 +57,14 @@ class EtcdWriter(QueuedWriter):
     def _probe(self) -> None:
         try:
             self.store.probe(self.tenure.term)
+        except EtcdRefused as exc:
+            log.warning("store: etcd still refuses writes: %s", exc)
+            self._failing(_refusal(exc))
         except EtcdError as exc:
             log.warning("store: etcd still does not answer: %s", exc)
-            self.healthy = False
+            self._failing(f"etcd does not answer: {exc}")
         else:
-            if not self.healthy:
-                log.info("store: etcd answers again")
-            self.healthy = True
+            self._recovered("etcd takes writes again")
 
     def _commit(self, writes: list[Write]) -> bool:
         pending: Sequence[Write] = writes
@@ -108,9 +112,10 @@ class EtcdWriter(QueuedWriter):
         txn_id = f"{tenure.term.revision}-{next(self._txn_ids)}"
         try:
             self.faults.raise_if_failing()
-        except InjectedDiskError as exc:
+            failpoints.hit("store.before_commit")
+        except (InjectedDiskError, failpoints.FailpointError) as exc:
             log.error("store: transaction of %d writes failed: %s", len(built.outcomes), exc)
-            self.healthy = False
+            self._failing(str(exc))
             return failed
         while True:
             try:
@@ -122,9 +127,11 @@ class EtcdWriter(QueuedWriter):
                 return failed
             except EtcdRefused as exc:
                 log.error("store: etcd refused a transaction of %d writes: %s", len(built.outcomes), exc)
+                if out_of_space(exc) and not failpoints.enabled("bug.ready_while_refused"):
+                    self._failing(_refusal(exc))
                 return failed
             except EtcdUnavailable as exc:
-                self.healthy = False
+                self._failing(f"etcd does not answer: {exc}")
                 if not tenure.acting():
                     self.fenced = True  # no answer while the lease held: another replica may lead by now
                     tenure.end(f"etcd did not answer within the lease: {exc}")
@@ -132,5 +139,20 @@ class EtcdWriter(QueuedWriter):
                 log.warning("store: transaction %s unanswered, sending it again: %s", txn_id, exc)
                 time.sleep(RETRY_S)
                 continue
-            self.healthy = True
+            self._recovered("etcd takes writes again")
+            failpoints.hit("store.after_commit")
             return built.outcomes
+
+
+#: gRPC's RESOURCE_EXHAUSTED: etcd's "mvcc: database space exceeded" (its NOSPACE alarm is raised).
+RESOURCE_EXHAUSTED = 8
+
+
+def out_of_space(exc: EtcdRefused) -> bool:
+    return exc.code == RESOURCE_EXHAUSTED or "space exceeded" in str(exc)
+
+
+def _refusal(exc: EtcdRefused) -> str:
+    if out_of_space(exc):
+        return "etcd is out of space (its NOSPACE alarm is raised: compact, defragment, then disarm it)"
+    return f"etcd refuses writes: {exc}"

@@ -1,0 +1,137 @@
+"""Failpoints: named places in the daemons where a test makes the process crash, stall or fail (off by default).
+
+A failpoint is a call ``failpoints.hit("store.before_commit")`` at a place where something can go wrong in
+production (a crash between two steps, a slow disk). It does nothing unless the process was started with
+``BERTH_FAILPOINTS`` naming it, so the cost in production is one truth test of a module global.
+
+``BERTH_FAILPOINTS`` is a ``;``-separated list of ``name=action``; an action is one of
+
+- ``crash``: end the process at once with ``os._exit(137)`` (what ``kill -9`` leaves: nothing flushed, no cleanup);
+- ``sleep:MS``: block the calling thread MS milliseconds (a stall of that step);
+- ``error``: raise :class:`FailpointError` (the step fails as an I/O error would);
+- ``on``: nothing happens at :func:`hit`; :func:`enabled` answers True (the switches below).
+
+followed optionally by ``@N`` (act on the Nth hit only, counting from 1) or ``%P`` (act on each hit with probability
+P, drawn from a generator seeded with ``BERTH_FAILPOINTS_SEED``, so a run is repeatable).
+
+Switches (``enabled``) re-introduce bugs that were fixed, so that a test can show that the robustness checker
+reports them (tests/robustness); their names start with ``bug.``. Nothing in production sets them.
+
+The points are listed in :data:`POINTS` (docs/reliability.md, "Failpoints"); naming one that does not exist is an
+error at start, so a typo cannot make a campaign test nothing. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+#: Every failpoint and switch the daemons have, with where it sits.
+POINTS: dict[str, str] = {
+    "store.before_commit": "the store writer, before a transaction is committed (SQLite or etcd)",
+    "store.after_commit": "the store writer, after a transaction committed, before its journal lines and answers",
+    "journal.after_append": "the SQLite store writer, after the journal segments were appended, before the answers",
+    "engine.parked": "a request (a JoinGroup or SyncGroup waiting for its rebalance) was parked",
+    "load.record": "the coordinator's load (start, failover, a group's reload), at each record replayed",
+    "bug.ack_failed_writes": "switch: answers gated on a write that failed are released as successes (issue 28 R1)",
+    "bug.ignore_leader_key": "switch: the active replica does not watch its own leader key (issue 28 R2)",
+    "bug.unguarded_first_start": "switch: a new prefix is claimed without a transaction (issue 28 R3)",
+    "bug.ready_while_refused": "switch: readiness ignores a store that refuses writes (issue 28 R4)",
+    "bug.operator_no_release": "switch: the operator neither releases its Lease nor checks its deadline (R5)",
+}
+
+#: Points past a durable step: ``error`` there would report a durable write failed, so only crash and sleep are taken.
+AFTER_DURABLE = frozenset({"store.after_commit", "journal.after_append"})
+
+ENV = "BERTH_FAILPOINTS"
+SEED_ENV = "BERTH_FAILPOINTS_SEED"
+CRASH_STATUS = 137
+
+
+class FailpointError(OSError):
+    """Raised by a failpoint whose action is ``error``."""
+
+
+@dataclass
+class _Action:
+    kind: str  # crash, sleep, error, on
+    sleep_ms: int = 0
+    nth: int | None = None
+    probability: float | None = None
+    hits: int = 0
+
+
+_ACTIVE: dict[str, _Action] = {}
+_LOCK = threading.Lock()
+_RANDOM = random.Random()
+
+
+def parse(text: str) -> dict[str, _Action]:
+    """``BERTH_FAILPOINTS``'s value as actions; ``ValueError`` naming what is wrong."""
+    actions: dict[str, _Action] = {}
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        name, sep, spec = item.partition("=")
+        if not sep or name not in POINTS:
+            raise ValueError(f"{ENV}: {item!r}: expected NAME=ACTION with NAME one of {', '.join(POINTS)}")
+        nth: int | None = None
+        probability: float | None = None
+        if "@" in spec:
+            spec, _, count = spec.partition("@")
+            nth = int(count)
+            if nth < 1:
+                raise ValueError(f"{ENV}: {item!r}: @N counts from 1")
+        elif "%" in spec:
+            spec, _, chance = spec.partition("%")
+            probability = float(chance)
+            if not 0 < probability <= 1:
+                raise ValueError(f"{ENV}: {item!r}: %P is a probability in (0, 1]")
+        kind, _, argument = spec.partition(":")
+        if kind not in ("crash", "sleep", "error", "on") or (kind == "sleep") != bool(argument):
+            raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS, error or on")
+        if kind == "error" and name in AFTER_DURABLE:
+            raise ValueError(f"{ENV}: {item!r}: {name} comes after a durable step; crash or sleep there")
+        actions[name] = _Action(kind, int(argument) if argument else 0, nth, probability)
+    return actions
+
+
+def configure(text: str | None = None, seed: str | None = None) -> None:
+    """Read the failpoints from ``text`` (default: the environment); called once at import."""
+    global _ACTIVE
+    _ACTIVE = parse(os.environ.get(ENV, "") if text is None else text)
+    _RANDOM.seed(os.environ.get(SEED_ENV, "0") if seed is None else seed)
+    if _ACTIVE:
+        print(f"berth: failpoints on: {', '.join(sorted(_ACTIVE))}", file=sys.stderr, flush=True)
+
+
+def enabled(name: str) -> bool:
+    """Whether the switch ``name`` is on (a ``bug.`` re-introduction, for the checker's own tests)."""
+    return bool(_ACTIVE) and name in _ACTIVE
+
+
+def hit(name: str) -> None:
+    """Pass the failpoint ``name``: nothing, unless a test enabled it."""
+    if not _ACTIVE:
+        return
+    action = _ACTIVE.get(name)
+    if action is None:
+        return
+    with _LOCK:
+        action.hits += 1
+        if action.nth is not None and action.hits != action.nth:
+            return
+        if action.probability is not None and _RANDOM.random() >= action.probability:
+            return
+    if action.kind == "crash":
+        print(f"berth: failpoint {name}: crashing", file=sys.stderr, flush=True)
+        os._exit(CRASH_STATUS)
+    elif action.kind == "sleep":
+        time.sleep(action.sleep_ms / 1000)
+    elif action.kind == "error":
+        raise FailpointError(f"failpoint {name}")
+
+
+configure()

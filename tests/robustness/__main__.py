@@ -1,0 +1,5 @@
+import sys
+
+from robustness.campaign import main
+
+sys.exit(main())

@@ -1,0 +1,85 @@
+"""Failpoints (``berth.coordinator.daemon.failpoints``): parsed strictly, off unless named, acting as asked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from berth.coordinator.daemon import failpoints
+
+
+@pytest.fixture(autouse=True)
+def reset() -> Iterator[None]:
+    yield
+    failpoints.configure("")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("nowhere=crash", "NAME one of"),
+        ("store.before_commit", "NAME=ACTION"),
+        ("store.before_commit=explode", "the action is"),
+        ("store.before_commit=sleep", "the action is"),
+        ("store.before_commit=crash@0", "counts from 1"),
+        ("store.before_commit=crash%2", "probability"),
+        ("store.after_commit=error", "after a durable step"),
+    ],
+)
+def test_a_wrong_setting_is_refused_with_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        failpoints.parse(text)
+
+
+def test_nothing_happens_unless_a_point_is_named() -> None:
+    failpoints.configure("")
+    failpoints.hit("store.before_commit")
+    assert not failpoints.enabled("bug.ack_failed_writes")
+
+
+def test_error_on_the_nth_hit_only() -> None:
+    failpoints.configure("store.before_commit=error@3")
+    failpoints.hit("store.before_commit")
+    failpoints.hit("store.before_commit")
+    with pytest.raises(failpoints.FailpointError):
+        failpoints.hit("store.before_commit")
+    failpoints.hit("store.before_commit")
+
+
+def test_a_probability_is_repeatable_from_its_seed() -> None:
+    def hits(seed: str) -> list[bool]:
+        failpoints.configure("engine.parked=error%0.5", seed)
+        out = []
+        for _ in range(40):
+            try:
+                failpoints.hit("engine.parked")
+                out.append(False)
+            except failpoints.FailpointError:
+                out.append(True)
+        return out
+
+    assert hits("7") == hits("7")
+    assert 5 < sum(hits("7")) < 35
+
+
+def test_switches_are_on_only_when_named() -> None:
+    failpoints.configure("bug.ack_failed_writes=on")
+    assert failpoints.enabled("bug.ack_failed_writes")
+    assert not failpoints.enabled("bug.ignore_leader_key")
+    failpoints.hit("bug.ack_failed_writes")  # a switch does nothing where it is passed
+
+
+def test_crash_ends_the_process_as_kill_9_would() -> None:
+    code = "from berth.coordinator.daemon import failpoints; failpoints.hit('load.record'); print('survived')"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"BERTH_FAILPOINTS": "load.record=crash", "PATH": ""},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == failpoints.CRASH_STATUS
+    assert "survived" not in result.stdout
