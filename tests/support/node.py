@@ -14,7 +14,9 @@ machine):
 - **storage**: ``PersistentVolume``s of the empty storage class on directories of the work directory, which claims
   with no class (the chart's coordinator and etcd members, a stateful fleet's) bind to. Every node mounts the same
   directories (they are this machine's), so a volume follows its pod to another node, as a network volume does.
-- **the nodes** (:meth:`Cluster.add_node`, each a :class:`Node`): a namespace of its own on the fabric with
+- **the nodes** (:meth:`Cluster.add_node`, each a :class:`Node`): a network namespace of its own on the fabric, and
+  a mount namespace of its own shared by its containerd and kubelet (there, ``/var/log/pods`` is the node's
+  ``pod-logs`` directory: kubelets on one machine would otherwise remove each other's pod logs), with
   **containerd** (``support.node_configs``: private config, root, state and socket under the node's directory; runc
   through ``../shared/tools/k8s/node/runc-oom-clamp``; the CNI bridge), **kubelet** (labelled with its zone,
   ``topology.kubernetes.io/zone``), **kube-proxy** (iptables mode) and **cluster DNS** (``support.node_dns``, a small
@@ -257,7 +259,19 @@ class Node(_Processes):
         (w / "containerd.toml").write_text(config)
         containerd = _which("containerd")
         assert containerd is not None
-        self._spawn("containerd", self.network.inside(containerd, "--config", str(w / "containerd.toml")))
+        # A mount namespace of the node's own, shared with its kubelet (below), in which /var/log/pods is a directory
+        # of the node's: kubelet 1.28 keeps pod logs there (not configurable), and a kubelet's garbage collection
+        # removes the log directories of pods it does not run, which on one machine are the other nodes' pods.
+        logs = w / "pod-logs"
+        logs.mkdir()
+        self._spawn(
+            "containerd",
+            self.network.inside(
+                "unshare", "--mount", "--propagation", "slave", "sh", "-c",
+                f'mount --bind "{logs}" /var/log/pods && exec "$0" --config "$1"',
+                containerd, str(w / "containerd.toml"),
+            ),
+        )  # fmt: skip
         deadline = time.monotonic() + 60
         while run("ctr", "--address", str(self.socket), "version", check=False).returncode != 0:
             self._check_alive()
@@ -327,9 +341,13 @@ class Node(_Processes):
         ca = self.plane.pki / "ca.crt"
         config = kubelet_config(w, self.network, self.socket, ca, self.kubelet_port, free_port())
         (w / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        containerd = self.processes["containerd"].pid  # unshare and sh exec'd: the pid is containerd's
         self._spawn(
             "kubelet",
             self.network.inside(
+                "nsenter",
+                f"--mount=/proc/{containerd}/ns/mnt",
+                "--",
                 str(node_binary(self.binaries, "kubelet")),
                 f"--config={w / 'kubelet.yaml'}",
                 f"--kubeconfig={w / 'kubelet.kubeconfig'}",
