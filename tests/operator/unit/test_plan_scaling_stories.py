@@ -431,6 +431,62 @@ def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: dat
     assert gone.actions == (BatchLeave(ids(3), T0),)
 
 
+def test_a_stuck_pod_whose_member_is_still_in_the_group_is_not_left_and_the_wait_names_its_node(
+    now: datetime,
+) -> None:
+    """5 -> 4: orders-4 sticks in Terminating past its allowance, but the group still lists its member (its node is
+    cut off from the API server, not from the coordinator: the pod may still run). It is not left; the wait names
+    its node. Once its session expires (the group no longer lists it), it leaves (a no-op at the coordinator)."""
+    grace_ends = now + timedelta(seconds=30)
+    allowance = timedelta(minutes=2)
+    status = {**SETTLED_AT_5, "departing": list(ids(4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2, 3))}
+    stuck = {
+        "terminating": {"orders-4": grace_ends},
+        "stuck_allowance": allowance,
+        "nodes": {"orders-4": "node-c"},
+    }
+    past = grace_ends + allowance + timedelta(seconds=1)
+    listed = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset(ids(0, 1, 2, 3, 4)), **stuck), now=past
+    )
+    assert listed.actions == ()
+    assert listed.waiting is not None
+    assert listed.waiting.startswith("orders-4 on node node-c: Terminating past its grace period")
+    assert "its member is still in the group, so the pod may still run" in listed.waiting
+    # A thread-suffixed member of the pod counts as its member too.
+    threads = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset({*ids(0, 1, 2, 3), "orders-4-1"}), **stuck),
+        now=past,
+    )
+    assert threads.actions == ()
+    expired = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset(ids(0, 1, 2, 3)), **stuck), now=past
+    )
+    assert expired.actions == (BatchLeave(ids(4), T0, stuck=ids(4)),)
+
+
+def test_a_shrink_an_unready_pod_holds_up_names_that_pod_and_its_node(now: datetime) -> None:
+    """3 -> 2 under OrderedReady while orders-0 is on a node that stopped reporting (never Ready again until the node
+    is dealt with): the StatefulSet deletes nothing, and the wait says so, naming the pod and its node."""
+    status = {**SETTLED_AT_5, "departing": list(ids(2)), "departingSince": T0, "expectedMembers": list(ids(0, 1))}
+    plan = plan_scaling(
+        observe(2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)),
+                nodes={"orders-0": "node-c"}),
+        now=now,
+    )  # fmt: skip
+    assert plan.waiting == (
+        "waiting for the StatefulSet to reach 2 replicas before orders-2 leave: it deletes no pod while orders-0 on"
+        " node node-c is not Ready (podManagementPolicy OrderedReady)"
+    )
+    parallel = observe(
+        2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)), ordered_ready=False
+    )
+    assert (
+        plan_scaling(parallel, now=now).waiting
+        == "waiting for the StatefulSet to reach 2 replicas before orders-2 leave"
+    )
+
+
 def test_what_a_scale_down_waits_for_is_said_as_it_is(now: datetime) -> None:
     """Departing pods that still exist and are not Terminating have not been deleted yet: the wait says why, not
     "to terminate" (a StatefulSet under OrderedReady deletes no pod while another is not Ready)."""

@@ -17,8 +17,11 @@ so an operator that restarts anywhere resumes from status and observations alone
   (what it waits for is said as it is: a pod Terminating, a pod the controller has not deleted yet, or, under
   OrderedReady, a pod that is not Ready and so keeps the controller from deleting any):
   ONE batch leave by instance id for all of them — except that a pod stuck Terminating longer than its grace period
-  plus ``stuck_allowance`` (its node is likely gone) holds nobody any longer: it leaves with those already gone, a
-  Warning says so, and the departing pods still running leave in a later batch; :func:`record_scale_down` then
+  plus ``stuck_allowance`` (its node is likely gone) whose member the group no longer lists (its session expired:
+  it does not run as a member) holds nobody any longer: it leaves with those already gone, a Warning says so, and
+  the departing pods still running leave in a later batch. A stuck pod whose member is still listed may still run
+  (a node cut off from the API server, not from the coordinator): it is not left, and the wait says so, naming its
+  node (docs/failure-modes.md); :func:`record_scale_down` then
   writes ``lastScaleDown`` and clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already
   gone: fine). The leave names each departing pod's id and every member id the group lists as ``<pod>-<digits>``
   (Kafka Streams, Camel and others append a thread index to ``group.instance.id``); it never names an id of a pod
@@ -177,6 +180,8 @@ class ScalingObservation:
     ordered_ready: bool = True
     #: The group's generation (or epoch) as described, where the coordinator reports one.
     group_generation: int | None = None
+    #: Pods -> the node they were scheduled to (where known), to name it when a stuck pod is waited for.
+    nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +225,9 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
         if workload != desired or not obs.workload_settled:
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
+            waiting += _blocked_by_unready(obs, departing)
         elif still_there and not stuck:
-            waiting = _waiting_for_pods(obs, still_there)
+            waiting = _waiting_for_pods(obs, still_there, now)
         elif obs.leave_on_scale_down or obs.deleting:
             # ONE leave once every departing pod is gone; a pod stuck Terminating past its allowance does not hold
             # the others back forever: the gone and the stuck leave now, any still running leave in a later batch.
@@ -257,11 +263,36 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     return ScalingPlan(_merge_adjacent_patches(actions), waiting, foreign)
 
 
-def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str]) -> str:
+def _blocked_by_unready(obs: ScalingObservation, departing: Sequence[str]) -> str:
+    """Why an OrderedReady StatefulSet does not shrink, when a pod that stays is not Ready (with its node, where
+    known: a pod on a node that stopped reporting is never Ready again until the node is dealt with)."""
+    blocking = sorted_by_ordinal(obs.fleet_name, obs.unready - set(departing)) if obs.ordered_ready else ()
+    if not blocking:
+        return ""
+    where = ", ".join(f"{name} on node {obs.nodes[name]}" if obs.nodes.get(name) else name for name in blocking)
+    one = len(blocking) == 1
+    return f": it deletes no pod while {where} {'is' if one else 'are'} not Ready (podManagementPolicy OrderedReady)"
+
+
+def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str], now: datetime) -> str:
     """What the departing pods that still exist wait for, as it is."""
     pods = "pod" if len(still_there) == 1 else "pods"
+    listed = past_allowance(obs, still_there, now)
+    if listed:
+        where = "; ".join(f"{name} on node {obs.nodes.get(name) or 'unknown'}" for name in listed)
+        one = len(listed) == 1
+        return (
+            f"{where}: Terminating past {'its' if one else 'their'} grace period and the allowance, not confirmed"
+            f" gone (the node may be lost), and {'its member is' if one else 'their members are'} still in the"
+            f" group, so {'the pod' if one else 'they'} may still run: no member is removed until"
+            f" {'its pod is' if one else 'the pods are'} gone or {'its' if one else 'their'} session"
+            f" expire{'s' if one else ''} (docs/failure-modes.md: the out-of-service taint)"
+        )
     if any(name in obs.terminating for name in still_there):
-        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
+        where = ", ".join(f"{name} on node {obs.nodes[name]}" for name in still_there if obs.nodes.get(name))
+        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group" + (
+            f" ({where})" if where else ""
+        )
     # Not deleted yet. Under OrderedReady the StatefulSet controller deletes one pod at a time, only once the one
     # before is gone, and none at all while a pod is not Ready.
     if obs.ordered_ready:
@@ -281,7 +312,7 @@ def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str]) -> st
     return f"waiting for the StatefulSet to delete {pods} {_ids(still_there)} before they leave the group"
 
 
-def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
+def past_allowance(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
     """Departing pods still Terminating longer than their grace period plus the allowance, in ordinal order."""
     obs = observation
     return tuple(
@@ -291,6 +322,14 @@ def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: d
         and (deadline := obs.terminating.get(name)) is not None
         and now > deadline + obs.stuck_allowance
     )
+
+
+def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
+    """The pods past their allowance that no longer hold the leave: those whose member the group does not list
+    (where the group was described), in ordinal order."""
+    obs = observation
+    listed = {pod_of_member(obs.fleet_name, member) for member in obs.group_members or ()}
+    return tuple(name for name in past_allowance(obs, departing, now) if name not in listed)
 
 
 def own_instance_ids(observation: ScalingObservation) -> frozenset[str]:
