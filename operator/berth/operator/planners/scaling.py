@@ -7,8 +7,9 @@ so an operator that restarts anywhere resumes from status and observations alone
 
 - Departing ids (``status.departing``) are the ids at or beyond the desired size that may still be members: the
   StatefulSet's ordinals beyond it, pods that still exist, and ids the coordinator or the last pre-registration
-  still lists. They are recorded *before* anything shrinks; an id back within the desired size is dropped (a
-  scale back up cancels its departure: no leave for it).
+  still lists. They are recorded *before* anything shrinks; an id back within the desired size is not left (a
+  scale back up cancels its departure), and stays recorded until the StatefulSet covers it again
+  (:func:`recorded_departing`), so that no record of it is lost if the fleet shrinks again before it grew.
 - Expected members (``preRegister``) are set to the desired ids *before* the StatefulSet changes size: widened
   first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
@@ -207,9 +208,10 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     actions: list[Action] = []
 
     departing = departing_ids(obs, desired)
+    recorded = recorded_departing(obs, desired, departing)
     since = _departing_since(obs.status, departing, now)
-    if departing != obs.status.departing or since != obs.status.departing_since:
-        actions.append(PatchStatus({DEPARTING: list(departing), DEPARTING_SINCE: since}))
+    if recorded != obs.status.departing or since != obs.status.departing_since:
+        actions.append(PatchStatus({DEPARTING: list(recorded), DEPARTING_SINCE: since}))
 
     actions += _expected_members_actions(obs, desired)
 
@@ -367,6 +369,25 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
         for name in sorted_by_ordinal(obs.fleet_name, candidates)
         if (ordinal := ordinal_of(obs.fleet_name, name)) is not None and ordinal >= desired
     )
+
+
+def recorded_departing(observation: ScalingObservation, desired: int, departing: Sequence[str]) -> tuple[str, ...]:
+    """What ``status.departing`` records: the departing ids, and the ids a scale back up took off the list that no
+    lasting record of the fleet covers yet: the StatefulSet has not grown back to them (a pod of theirs that still
+    exists is no such record: the StatefulSet's controller deletes it). Dropped at once, such an id would be
+    nobody's if the operator stopped before the StatefulSet grew and the fleet was scaled down again meanwhile: a
+    member of its own left to its session timeout. Kept, it is not left (it is within the desired size), and it
+    goes once the StatefulSet covers it."""
+    obs = observation
+    workload = obs.workload_replicas or 0
+    cancelled = [
+        name
+        for name in obs.status.departing
+        if name not in departing
+        and (ordinal := ordinal_of(obs.fleet_name, name)) is not None
+        and workload <= ordinal < desired
+    ]
+    return tuple(sorted_by_ordinal(obs.fleet_name, {*departing, *cancelled}))
 
 
 def thread_member_ids(fleet_name: str, pods: Sequence[str], members: frozenset[str]) -> tuple[str, ...]:
