@@ -76,16 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             failures = 0
             records.append(result.record())
-    hours = (time.monotonic() - started) / 3600
-    campaign = {
-        "started": began,
-        "commit": code,
-        "hours": round(hours, 3),
-        **summarize(records, hours),
-        "seeds_violated": [r["seed"] for r in records if not r["ok"]],
-        "seeds_late": [r["seed"] for r in records if r["ok"] and r.get("liveness")],
-        "machine": machine(),
-    }
+            if not args.no_save:  # after every run: a campaign stopped midway keeps the runs that finished
+                save(args.results, summary(records, started, began, code), records, timing, first=len(records) == 1)
+    campaign = summary(records, started, began, code)
+    hours = campaign["hours"]
     print_flush(
         f"{campaign['runs']} runs in {hours * 60:.0f} min ({campaign['runs_per_hour']} per hour): "
         f"{campaign['violations']} violations, {campaign['runs_late']} runs late, {campaign['operations_checked']}"
@@ -95,17 +89,37 @@ def main(argv: list[str] | None = None) -> int:
     for seed in campaign["seeds_violated"] + campaign["seeds_late"]:
         print_flush(f"  rerun alone: {COMMAND} --seeds {seed}")
     if not args.no_save and records:
-        save(args.results, campaign, records, timing)
         progress(f"added to {args.results}")
     return 1 if campaign["seeds_violated"] else 0
 
 
-def save(path: Path, campaign: dict[str, Any], records: list[dict[str, Any]], timing: Timing) -> None:
-    """Add the campaign and its runs to ``path``; the totals are made again over every run kept."""
+def summary(records: list[dict[str, Any]], started: float, began: str, code: str) -> dict[str, Any]:
+    """The campaign's totals over the runs it finished so far."""
+    hours = (time.monotonic() - started) / 3600
+    return {
+        "started": began,
+        "commit": code,
+        "hours": round(hours, 3),
+        **summarize(records, hours),
+        "seeds_violated": [r["seed"] for r in records if not r["ok"]],
+        "seeds_late": [r["seed"] for r in records if r["ok"] and r.get("liveness")],
+        "machine": machine(),
+    }
+
+
+def save(path: Path, campaign: dict[str, Any], records: list[dict[str, Any]], timing: Timing, *, first: bool) -> None:
+    """Write the campaign so far into ``path``: its entry and runs are added on its ``first`` save and replaced on
+    the later ones (the campaign's entry is the last, its runs the last ``len(records) - 1`` kept); the totals are
+    made again over every run kept."""
     kept: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"campaigns": [], "runs": []}
     kept["command"] = f"{COMMAND} --runs N"
     kept["timing"] = {"lease_s": timing.lease_s, "renew_deadline_s": timing.renew_deadline_s, "retry_s": timing.retry_s}
-    kept["campaigns"].append({k: v for k, v in campaign.items() if k not in ("takeover_by_kind",)})
+    entry = {k: v for k, v in campaign.items() if k not in ("takeover_by_kind",)}
+    if first:
+        kept["campaigns"].append(entry)
+    else:
+        kept["campaigns"][-1] = entry
+        del kept["runs"][len(kept["runs"]) - (len(records) - 1) :]
     kept["runs"] += records
     hours = sum(c["hours"] for c in kept["campaigns"])
     kept["summary"] = summarize(kept["runs"], hours)
