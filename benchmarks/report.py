@@ -171,10 +171,11 @@ def _operator_robustness(data: dict[str, Any]) -> list[str]:
     lines = [
         "### The operator under leader faults",
         "",
-        f"`{data['command']}`: two operator replicas, a scale-down struck by a leader fault drawn from a printed seed,",
-        "checked afterwards from the API server's audit log, the Lease's history and the coordinator's journal (one",
-        "batch leave, no write by a deposed leader after its successor's first). Lease"
-        f" {timing['lease_s']:g} s, renew deadline {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g} s.",
+        f"`{data['command']}` (`make robustness`): two operator replicas, a scale-down struck by a leader",
+        "fault drawn from a printed seed, checked afterwards from the API server's audit log, the Lease's history and",
+        "the coordinator's journal (one batch leave, no write by a deposed leader after its successor's first);",
+        f"lease {timing['lease_s']:g} s, renew deadline {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g}"
+        " s, shorter than the chart's so that runs are short (docs/reliability.md has the takeovers with the chart's).",
         "",
         "| runs | with violations | runs late | writes and leaves checked | runs per hour | smallest margin |",
         "|---|---|---|---|---|---|",
