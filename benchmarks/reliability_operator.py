@@ -103,13 +103,17 @@ def section() -> list[str]:
         summary = campaign["summary"]
         timing = campaign["timing"]
         faults = ", ".join(f"{WORDS.get(k, k)} {n}" for k, n in summary["faults_by_kind"].items())
-        lines += [
+        said = (
             f"Campaigns so far: **{summary['runs']} runs**, **{summary['violations']} violations**"
-            f" (runs late: {summary.get('runs_late', 0)}, below),"
+            f" and {summary.get('runs_late', 0)} runs late (safe, but slow: a departed member's session expired"
+            " before any leader's batch leave named it, or the fleet converged past the run's deadline),"
             f" {summary['operations_checked']:,} writes and batch leaves checked (lease {timing['lease_s']:g} s,"
             f" renew deadline {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g} s; "
-            f"{summary['runs_per_hour']:.0f} runs an hour on 2 busy cores). Faults: {faults}. The smallest gap between",
-            f"a deposed leader's last write and the next leader's takeover: {summary['smallest_margin_s']:.2f} s.",
+            f"{summary['runs_per_hour']:.0f} runs an hour on 2 busy cores). Faults: {faults}. The smallest gap between"
+            f" a deposed leader's last write and the next leader's takeover: {summary['smallest_margin_s']:.2f} s."
+        )
+        lines += [
+            *textwrap.wrap(said, 115, break_on_hyphens=False),
             "",
             "| fault | runs | takeovers | Lease taken (median / max) | new leader's first write (median / max) |",
             "|---|---|---|---|---|",
@@ -135,11 +139,14 @@ def section() -> list[str]:
     if takeover:
         figures = takeover["figures"]
         timing = figures["timing"]
-        lines += [
+        said = (
             f"With the chart's timings (lease {timing['lease_s']:g} s, renew deadline"
             f" {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g} s; `python -m benchmarks"
             " operator_takeover`, medians of"
-            f" {figures['graceful']['first_write_s']['runs']}), from the fault to the new leader's first write:",
+            f" {figures['graceful']['first_write_s']['runs']}), from the fault to the new leader's first write:"
+        )
+        lines += [
+            *textwrap.wrap(said, 115, break_on_hyphens=False),
             "",
             "| the leader | Lease taken | first write (median / max) |",
             "|---|---|---|",
