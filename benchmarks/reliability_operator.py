@@ -96,6 +96,14 @@ def _load(name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _median(figures: dict[str, float] | None) -> str:
+    return "-" if figures is None else f"{figures['median']:.1f} s"
+
+
+def _spread(figures: dict[str, float] | None) -> str:
+    return "-" if figures is None else f"{figures['median']:.1f} / {figures['max']:.1f} s"
+
+
 def section() -> list[str]:
     lines = ["## The operator's leadership", "", *textwrap.wrap(INTRO, 115), ""]
     campaign = _load("robustness_operator")
@@ -143,7 +151,8 @@ def section() -> list[str]:
             f"With the chart's timings (lease {timing['lease_s']:g} s, renew deadline"
             f" {timing['renew_deadline_s']:g} s, retry {timing['retry_s']:g} s; `python -m benchmarks"
             " operator_takeover`, medians of"
-            f" {figures['graceful']['first_write_s']['runs']}), from the fault to the new leader's first write:"
+            f" {(figures['graceful']['first_write_s'] or {}).get('runs', 0):g}),"
+            " from the fault to the new leader's first write:"
         )
         lines += [
             *textwrap.wrap(said, 115, break_on_hyphens=False),
@@ -160,9 +169,9 @@ def section() -> list[str]:
             taken, first = figures[kind]["lease_taken_s"], figures[kind]["first_write_s"]
             up = figures[kind].get("first_write_after_up_s")
             after_up = f"; {up['median']:.1f} / {up['max']:.1f} s after the new replica was up" if up else ""
-            lines.append(
-                f"| {words} | {taken['median']:.1f} s | {first['median']:.1f} / {first['max']:.1f} s{after_up} |"
-            )
+            missing = figures[kind].get("without_first_write")
+            without = f"; {missing} without (the new leader lost the Lease again first)" if missing else ""
+            lines.append(f"| {words} | {_median(taken)} | {_spread(first)}{after_up}{without} |")
         lines += [
             "",
             "A reinstall is counted from `helm install` returning; most of it is the new process starting (Python's",
