@@ -68,7 +68,7 @@ def main(rounds: int = ROUNDS) -> Result:
         figures[kind] = {
             "lease_taken_s": spread_of([r["takeover_s"] for r in records]),
             "first_write_s": spread_of([r["first_write_s"] for r in records]),
-            # rounds whose new leader wrote nothing while the round lasted (it lost the Lease again first)
+            # rounds in which the new leader wrote nothing while they lasted (nothing left to do, or it lost the Lease)
             "without_first_write": sum(1 for r in records if r["first_write_s"] is None),
         }
         if kind == "reinstall":
@@ -115,7 +115,7 @@ def main(rounds: int = ROUNDS) -> Result:
 
 
 def spread_of(values: list[float | None]) -> dict[str, float] | None:
-    """The spread of the values a round gave (a round may give none: its new leader lost the Lease again first)."""
+    """The spread of the values a round gave (a round may give none: its new leader wrote nothing)."""
     present = [v for v in values if v is not None]
     return spread(present) if present else None
 

@@ -170,7 +170,7 @@ def section() -> list[str]:
             up = figures[kind].get("first_write_after_up_s")
             after_up = f"; {up['median']:.1f} / {up['max']:.1f} s after the new replica was up" if up else ""
             missing = figures[kind].get("without_first_write")
-            without = f"; {missing} without (the new leader lost the Lease again first)" if missing else ""
+            without = f"; {missing} without a first write of the new leader within the round" if missing else ""
             lines.append(f"| {words} | {_median(taken)} | {_spread(first)}{after_up}{without} |")
         lines += [
             "",
