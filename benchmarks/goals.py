@@ -61,8 +61,9 @@ GOALS: dict[str, str] = {
     "operator_scale": (
         "idle API requests per fleet ~0 (< 0.05/min per fleet at 1,000); a spec change at the StatefulSet in under a"
         " second with 1,000 fleets present (max of 10); each of 1,000 fleets with status within 60 s of its creation"
-        " (created by four kubectl calls at once), and every fleet passed within 60 s of an operator restart; idle CPU"
-        " near zero. Assumes pods Pending (no kubelet), the operator's defaults (10 min resync), fleets of one replica"
+        " (created by four kubectl calls at once), at most 8 API requests per new fleet and no pass 30 s after the last"
+        " status (issue 31), and every fleet passed within 60 s of an operator restart; idle CPU near zero. Assumes"
+        " pods Pending (no kubelet), the operator's defaults (10 min resync), fleets of one replica"
         " on Berth's coordinator"
     ),
     "operator_takeover": (

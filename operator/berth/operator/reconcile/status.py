@@ -20,7 +20,6 @@ from berth.operator.reconcile.context import PassResult
 from berth.operator.reconcile.contributors import (
     evidence,
     kind,
-    label,
     lag,
     members,
     ownership,
@@ -45,7 +44,6 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
     lag.contribute,
     workload.contribute,
     rebalances.contribute,
-    label.contribute,
     restarts.contribute,  # after ``workload``: a burst ends once the fleet is Ready and settled
     volume_claims.contribute,  # after ``workload``: told once nothing departs
 )
