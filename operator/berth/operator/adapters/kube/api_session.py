@@ -16,8 +16,9 @@ instead; the operator's own one-off calls keep the official client (``kube.calls
   line at its buffer size).
 - :meth:`ApiSession.call` sends an official-client method's request (``apps.create_namespaced_stateful_set``...)
   on this session: the client's own serializer builds its method, path, query and body (so the call site names
-  the method, as tests/chart's RBAC scan reads it), and an error status is the client's ``ApiException``, as the
-  client itself would raise it. The operator's client sends its calls here (``calls.GatedApiClient.send_on``).
+  the method, as tests/chart's RBAC scan reads it), sent with the content type the client's REST layer would send
+  (:func:`content_type`), and an error status is the client's ``ApiException``, as the client itself would raise
+  it. The operator's client sends its calls here (``calls.GatedApiClient.send_on``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class ApiSession:
             url = self.server + url
         # The session says who sends it and with which token (refreshed per request), as for every other request.
         headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "user-agent")}
+        if body is not None:
+            headers["Content-Type"] = content_type(headers.get("Content-Type"), body)
         connect, read = REQUEST_TIMEOUT
         timeout = aiohttp.ClientTimeout(total=connect + read, sock_connect=connect)
         data = None if body is None else json.dumps(body)
@@ -135,6 +138,18 @@ class ApiSession:
                         yield json.loads(line)
             if buffer.strip():
                 yield json.loads(buffer)
+
+
+def content_type(declared: str | None, body: object) -> str:
+    """The ``Content-Type`` of a request with a JSON ``body``, as the official client's REST layer sends it: JSON when
+    the method declares none (a create), and a strategic merge patch where a built-in object's patch declares a JSON
+    Patch but the body is an object, not a list of operations (aiohttp would send ``text/plain``: the API server
+    answers 415)."""
+    if not declared:
+        return "application/json"
+    if declared == "application/json-patch+json" and not isinstance(body, list):
+        return "application/strategic-merge-patch+json"
+    return declared
 
 
 def _serialized(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
