@@ -8,7 +8,9 @@
   fleet as delivered (``FleetReconciler.fleet_seen``), which asks for a pass when the change is one a pass reads
   (``planners.pokes``: a fleet not passed yet, its spec, its pause) and returns; the pass runs from the reconciler's
   queue, which also retries it and decides when the fleet is next due. A fleet without its own ``berth.dev/fleet``
-  label gets it in Kopf's patch of that cycle, so a new fleet's label goes out with Kopf's finalizer: one patch.
+  label gets it in Kopf's patch of that cycle, as a transformation beside Kopf's finalizer (``label_fleet``), so
+  both go out in Kopf's one JSON patch (a merge patch of the label would be a request of its own, and its watch
+  event, without the finalizer yet, would have Kopf send the finalizer twice: three patches of every new fleet).
 - ``fleet_deleted`` (the finalizer ``berth.dev/finalizer``): scale to zero, leave everyone, delete the group, then
   let Kopf release the object.
 
@@ -24,6 +26,7 @@ status).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +63,12 @@ def fleet_label_missing(body: Mapping[str, Any]) -> bool:
     )
 
 
+def label_fleet(body: dict[str, Any], *, name: str) -> None:
+    """Give the fleet its own ``berth.dev/fleet`` label (a Kopf patch transformation: it edits the body the JSON
+    patch is computed from)."""
+    body.setdefault("metadata", {}).setdefault("labels", {})[FLEET_LABEL] = name
+
+
 def fleet_key(namespace: str | None, name: str) -> FleetKey:
     # ConsumerFleets are namespaced: Kopf always passes a namespace for them.
     return FleetKey(namespace or "default", name)
@@ -92,7 +101,7 @@ def register_fleet_handlers(
             return
         reconciler.fleet_seen(fleet_key(namespace, name), body)
         if fleet_label_missing(body):
-            patch.metadata.labels[FLEET_LABEL] = name
+            patch.fns.append(functools.partial(label_fleet, name=name))
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="finalize")
     async def fleet_deleted(*, namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:
