@@ -103,6 +103,9 @@ class NamespaceWatch:
             except kubernetes.client.ApiException as error:
                 if error.status == 410:
                     version = ""
+            except Exception as error:  # a read timeout on a starved machine (it killed the thread): watch again
+                progress(f"{self.namespace}: watch ended ({type(error).__name__}), resumed")
+                time.sleep(0.5)
 
     def close(self) -> None:
         self.stop.set()
