@@ -22,6 +22,7 @@ from berth.operator.reconcile.contributors import (
     kind,
     lag,
     members,
+    node_loss,
     ownership,
     pause,
     rebalances,
@@ -45,6 +46,7 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
     workload.contribute,
     rebalances.contribute,
     restarts.contribute,  # after ``workload``: a burst ends once the fleet is Ready and settled
+    node_loss.contribute,  # after ``restarts``: it only brings the next due time forward
     volume_claims.contribute,  # after ``workload``: told once nothing departs
 )
 
