@@ -190,14 +190,20 @@ class OneCoordinator:
 
 
 class RecordedEvents:
+    """Every Event said, as it is said (each pass's flush counted)."""
+
     def __init__(self) -> None:
         self.said: list[tuple[str, str, str]] = []  # (Normal|Warning, reason, message)
+        self.flushes = 0
 
     def info(self, reason: str, message: str) -> None:
         self.said.append(("Normal", reason, message))
 
     def warning(self, reason: str, message: str) -> None:
         self.said.append(("Warning", reason, message))
+
+    def flush(self) -> None:
+        self.flushes += 1
 
     def reasons(self) -> list[str]:
         return [reason for _, reason, _ in self.said]

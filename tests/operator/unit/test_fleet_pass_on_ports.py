@@ -331,10 +331,11 @@ async def test_a_pass_that_fails_after_sizing_still_records_the_session_timeout_
     await stage.converge(1)
     stage.status.status.pop("sessionTimeoutMs")  # as if written by a version that did not record it
 
-    async def refuse(labels: Mapping[str, str]) -> None:
+    async def refuse(replicas: int) -> None:
         raise ApiCallFailed("HTTP 500: etcdserver: request timed out")
 
-    stage.status.label = refuse  # type: ignore[method-assign]  # sized and mirrored; labelling the fleet fails
+    stage.body["spec"]["replicas"] = 2
+    stage.workload.scale = refuse  # type: ignore[method-assign]  # sized and pre-registered; the scale fails
     with pytest.raises(RetryLater, match="etcdserver"):
         await stage.run()
     applied = stage.workload.planned

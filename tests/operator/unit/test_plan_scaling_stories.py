@@ -70,7 +70,7 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
         (
             PatchStatus({"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
             ScaleWorkload(3),
         ),
         waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
@@ -124,7 +124,7 @@ def test_scale_up_3_to_5_widens_expected_members_before_growing(now: datetime) -
         (
             PatchStatus({"expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2, 3, 4)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}, durable=False),
             ScaleWorkload(5),
         )
     )
@@ -144,7 +144,7 @@ def test_scaling_back_up_before_the_pods_are_gone_cancels_the_departures(now: da
         (
             PatchStatus({"departing": list(ids(3, 4)), "departingSince": None, "expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2, 3, 4)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}, durable=False),
             ScaleWorkload(5),
         )
     )
@@ -181,7 +181,7 @@ def test_a_partial_scale_back_keeps_the_remaining_departures_and_when_they_began
             # the record is as it was.
             PatchStatus({"expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
             ScaleWorkload(3),
         ),
         waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
@@ -243,7 +243,7 @@ def test_an_operator_restarted_after_recording_but_before_shrinking_resumes_the_
     assert plan.actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
         ScaleWorkload(3),
     )
 
@@ -259,7 +259,7 @@ def test_a_crash_between_changing_expected_members_and_recording_them_puts_them_
     assert plan_scaling(observe(3, 3, pods(0, 1, 2), crashed), now=now).actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
     )
 
 
@@ -307,7 +307,7 @@ def test_without_pre_registration_a_leftover_list_is_cleared_once_and_never_put(
     assert plan.actions == (
         PatchStatus({"expectedMembers": None}),
         ClearExpectedMembers(),
-        PatchStatus({"expectedMembers": []}),
+        PatchStatus({"expectedMembers": []}, durable=False),
         ScaleWorkload(5),
     )
     status = patched({}, plan.actions)
@@ -351,7 +351,7 @@ def test_a_new_fleet_pre_registers_all_members_before_its_first_pod(now: datetim
     assert plan_scaling(observe(3, 0, frozenset(), {}), now=now).actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
         ScaleWorkload(3),
     )
 
@@ -368,7 +368,7 @@ def test_deletion_scales_to_zero_then_leaves_everyone_then_deletes_the_group(
         (
             PatchStatus({"departing": list(everyone), "departingSince": T0, "expectedMembers": None}),
             ClearExpectedMembers(),
-            PatchStatus({"expectedMembers": []}),
+            PatchStatus({"expectedMembers": []}, durable=False),
             ScaleWorkload(0),
         ),
         waiting=f"waiting for the StatefulSet to reach 0 replicas before {', '.join(everyone)} leave",

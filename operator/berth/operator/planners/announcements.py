@@ -1,12 +1,18 @@
 """What the operator says in Events about what a pass did to a fleet's objects and group: reasons and messages as
-data (``(reason, message)`` pairs), for the reconcile steps to post.
+data (``(reason, message)`` pairs), for the reconcile steps to post; and how what one pass said becomes Events
+(:func:`coalesced`).
 
 Rules: pure; a message says what happened in words a person understands and names what it is about (the
 StatefulSet, the group, the coordinator); none carries a secret or text a coordinator sent (an owner's name only
-through ``planners.ownership.owner_name``).
+through ``planners.ownership.owner_name``). What a pass says is posted as at most one Event per type (Normal,
+Warning): a first pass claims a group, creates the workload, sizes its session timeout, pre-registers its members
+and scales it, and that is one Event, not five (each Event is a write to the API server, and a burst of a thousand
+new fleets paid for five thousand of them); a message too long for one Event starts another.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from berth.operator.planners.coordinator_kind import CoordinatorKind, deletes_group
 from berth.operator.planners.disruption_budget import describe_budget
@@ -18,6 +24,45 @@ from berth.operator.planners.volume_claims import claims_on_deletion
 from berth.operator.spec.fleet import Fleet
 
 Announcement = tuple[str, str]  # (reason, message)
+#: An Event as posted: (type, reason, message), the type "Normal" or "Warning".
+Said = tuple[str, str, str]
+#: The longest message an Event carries whole (Kopf cuts longer ones in the middle).
+EVENT_MESSAGE_LIMIT = 1024
+#: Between the parts of a coalesced Event's message.
+SEPARATOR = "; "
+
+
+def coalesced(said: Sequence[Said], *, limit: int = EVENT_MESSAGE_LIMIT) -> list[Said]:
+    """What one pass said, as the Events to post: those of one type as one Event (types in the order they were
+    first said), named for the first thing said; a lone Event as it was, several with each part after its reason
+    (``GroupClaimed: group orders on ... is this fleet's; Created: created StatefulSet orders ...``). The same thing
+    said twice is said once. Parts that would not fit ``limit`` characters together start another Event of their
+    type (a part longer than that alone is an Event alone)."""
+    unique = list(dict.fromkeys(said))
+    events: list[Said] = []
+    for event_type in dict.fromkeys(kind for kind, _, _ in unique):
+        parts = [(reason, message) for kind, reason, message in unique if kind == event_type]
+        for group in _fitting(parts, limit):
+            if len(group) == 1:
+                events.append((event_type, *group[0]))
+            else:
+                events.append((event_type, group[0][0], SEPARATOR.join(f"{r}: {m}" for r, m in group)))
+    return events
+
+
+def _fitting(parts: list[Announcement], limit: int) -> list[list[Announcement]]:
+    """``parts`` in order, in as few consecutive groups as fit ``limit`` characters each once joined."""
+    groups: list[list[Announcement]] = []
+    length = 0
+    for reason, message in parts:
+        size = len(reason) + 2 + len(message)
+        if groups and length + len(SEPARATOR) + size <= limit:
+            groups[-1].append((reason, message))
+            length += len(SEPARATOR) + size
+        else:
+            groups.append([(reason, message)])
+            length = size
+    return groups
 
 
 def applied(

@@ -13,7 +13,8 @@ so an operator that restarts anywhere resumes from status and observations alone
 - Expected members (``preRegister``) are set to the desired ids *before* the StatefulSet changes size: widened
   first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
-  crash between the change and its record makes the next plan put it again instead of trusting a stale record.
+  crash between the change and its record makes the next plan put it again instead of trusting a stale record;
+  the new list is recorded with the pass's next status write (a record nothing after it depends on).
 - The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists
   (what it waits for is said as it is: a pod Terminating, a pod the controller has not deleted yet, or, under
   OrderedReady, a pod that is not Ready and so keeps the controller from deleting any):
@@ -64,9 +65,11 @@ LAST_SCALE_DOWN = "lastScaleDown"
 
 @dataclass(frozen=True, slots=True)
 class PatchStatus:
-    """Merge ``patch`` into the fleet's ``.status`` now (durably, before the next action)."""
+    """Merge ``patch`` into the fleet's ``.status``: now, durably, before the next action (``durable``); or, for a
+    record of what the actions before did that nothing after depends on, with the pass's next status write."""
 
     patch: Mapping[str, Any]
+    durable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,8 +474,13 @@ def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Act
     # Unknown (None) is reconciled too: a list left behind by an earlier preRegister would hold up rebalances.
     put: Action = PutExpectedMembers(target) if target else ClearExpectedMembers()
     # Forget the recorded list before changing it: after a crash between the change and its record, status would
-    # otherwise claim an old list that may come back as the target, and the coordinator's list would go stale.
-    return [PatchStatus({EXPECTED_MEMBERS: None}), put, PatchStatus({EXPECTED_MEMBERS: list(target)})]
+    # otherwise claim an old list that may come back as the target, and the coordinator's list would go stale. The
+    # record after the change need not be durable at once: lost, it is unknown (null), and the next plan puts again.
+    return [
+        PatchStatus({EXPECTED_MEMBERS: None}),
+        put,
+        PatchStatus({EXPECTED_MEMBERS: list(target)}, durable=False),
+    ]
 
 
 def _merge_adjacent_patches(actions: Sequence[Action]) -> tuple[Action, ...]:
@@ -481,7 +489,7 @@ def _merge_adjacent_patches(actions: Sequence[Action]) -> tuple[Action, ...]:
     for action in actions:
         previous = merged[-1] if merged else None
         if isinstance(action, PatchStatus) and isinstance(previous, PatchStatus):
-            merged[-1] = PatchStatus({**previous.patch, **action.patch})
+            merged[-1] = PatchStatus({**previous.patch, **action.patch}, durable=previous.durable or action.durable)
         else:
             merged.append(action)
     return tuple(merged)

@@ -34,8 +34,10 @@ class FleetMemory:
     #: counted it (the reconciler adds the journal follower's pages for the group the fleet follows).
     activity: GroupActivity = NOTHING
     #: The reconciler: the (coordinator URL, group id) whose journal status follows, and the advice key that sizes
-    #: the fleet, as its last pass said; its failures in a row and since when it waits (monotonic seconds).
+    #: the fleet, as its last pass said; its failures in a row and since when it waits (monotonic seconds); the
+    #: generation its last pass started from (``planners.pokes``: a change of anything else asks for no pass).
     follows: tuple[str, str] | None = None
     advised_by: str | None = None
     failures: int = 0
     waiting_since: float | None = None
+    generation: int | None = None

@@ -10,7 +10,8 @@ are ``planners.ownership``'s. Rules:
   upgrade path; a group whose recorded owner no longer exists (checked against the API server: its namespace and
   name hold no fleet of its uid) and that has no members (a fleet of another cluster sharing the coordinator would
   look gone here) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
-  for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim is written into ``status.ownedGroups``.
+  for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim is written into ``status.ownedGroups``
+  with the pass's next status write (``FleetRecord.defer``).
 - :func:`settle` (every pass after the claim): a claim status holds besides the current group is released once none
   of the fleet's members is in that group any more (its pods moved to the new group), at once beyond
   ``MAX_OWNED_GROUPS``; a coordinator that cannot be asked keeps the claim for a later pass.
@@ -81,7 +82,10 @@ async def claim(scope: Scope, fleet: Fleet, group: AdmittedGroup, description: G
         await _claim_at_coordinator(scope, asked, group.coordinator, description)
     else:
         await _claim_in_records(scope, asked, description)
-    await record.write(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id)))
+    # Deferred (sent with the pass's next write or its last, however it ends): a claim lost to a crash before then is
+    # recorded by the next pass, which claims the group again; only a groupId edited in that window leaves the old
+    # group the fleet's at the coordinator until the fleet is gone (the next claimant then reclaims it as stale).
+    record.defer(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id)))
 
 
 async def _claim_at_coordinator(
@@ -178,7 +182,7 @@ async def settle(scope: Scope, fleet: Fleet, current: OwnedGroup, coordinator: C
             continue
         released.append(old)
     record.claims_kept = tuple(kept)
-    await record.write(released_patch(held, released))
+    record.defer(released_patch(held, released))  # a release lost to a crash is released again: nothing of ours
 
 
 async def _port_for(

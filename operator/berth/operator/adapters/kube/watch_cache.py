@@ -7,8 +7,13 @@ berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
 
 - A change to an object, as the operator reads it (``project_*``: the fields it uses, with every label and
   annotation, because patches are built from them), pokes the fleet its ``berth.dev/fleet`` label names
-  (``on_fleet_change``); so a StatefulSet scaled or deleted out of band, a pod gone, a budget removed reach the
-  fleet's pass within a moment, with no polling.
+  (``on_fleet_change``) when it changes what a pass reads (controller-runtime's predicates): pods and claims are
+  read only through the fleet's workload view (``observation.workload_view``), so a change of one pokes only when
+  that view changes (a pod scheduled, a container waiting for its image: nobody); a StatefulSet through the view
+  and, outside its status, as applied (its metadata and spec); Services, budgets and ConfigMaps as they are kept.
+  So a StatefulSet scaled or deleted out of band, a pod gone or Ready, a budget removed reach the fleet's pass
+  within a moment, with no polling, and a status update of the StatefulSet's controller that changes nothing the
+  pass uses (its replica counts) pokes nobody.
 - Reads are served from the cache only once its informer has listed everything (``synced``); before, the caller
   reads through the API. Objects handed out are the cache's own: read them, never change them.
 - What the operator itself creates or patches is kept as the API server answered it (``wrote``): a pass reads
@@ -25,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from berth.operator.adapters.kube.api_session import ApiSession
 from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource
@@ -137,6 +142,22 @@ PROJECTIONS: dict[WatchedResource, Callable[[Obj], Obj]] = {
 }
 
 FleetChanged = Callable[[str, str], None]
+#: Kinds a pass reads through the fleet's workload view (a StatefulSet also as applied: :func:`_as_applied`).
+VIEWED = (STATEFULSETS, PODS, CLAIMS)
+
+
+def _before(resource: WatchedResource, key: Key, old: Obj | None, new: Obj | None) -> Obj | Literal["cached"] | None:
+    """The StatefulSet :meth:`WatchCache.view` shows fleet ``key`` with as it was before the change ``old`` ->
+    ``new``: ``old`` for a change of the fleet's own StatefulSet, else the cached one."""
+    changed = old if old is not None else new
+    if resource is STATEFULSETS and changed is not None and changed["metadata"].get("name") == key[1]:
+        return old
+    return "cached"
+
+
+def _as_applied(statefulset: Obj | None) -> Obj | None:
+    """A StatefulSet but its status (which a pass reads only through the view)."""
+    return None if statefulset is None else {key: value for key, value in statefulset.items() if key != "status"}
 
 
 def fleet_of(obj: Mapping[str, Any] | None) -> Key | None:
@@ -204,6 +225,19 @@ class WatchCache:
     def size(self) -> int:
         return sum(len(informer.objects) for informer in self.informers.values())
 
+    def view(self, namespace: str, name: str, statefulset: Obj | Literal["cached"] | None = "cached") -> WorkloadView:
+        """The fleet's workload as the cache holds it, interpreted as a pass reads it (``from_cache``); with
+        ``statefulset`` in place of the cached one."""
+        if statefulset == "cached":
+            statefulset = self.object(STATEFULSETS, namespace, name)
+        pods: list[Obj] = []
+        claims: list[Obj] = []
+        if statefulset is not None:
+            pods = self.fleet_objects(PODS, namespace, name)
+            if has_claim_templates(statefulset):
+                claims = self.fleet_objects(CLAIMS, namespace, name)
+        return dataclasses.replace(workload_view(name, statefulset, pods, claims), from_cache=True)
+
     def wrote(self, resource: WatchedResource, obj: Obj) -> None:
         """An object the operator has just created or changed, as the API server answered: kept as if watched, so
         the pass goes on from what it wrote without reading it back, and the watch event of that very write is no
@@ -226,8 +260,19 @@ class WatchCache:
         return fleets
 
     def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
+        viewed = resource in VIEWED
+
         def changed(old: Obj | None, new: Obj | None) -> None:
-            for namespace, fleet in self._index(resource, old, new):
+            keys = {key for key in (fleet_of(old), fleet_of(new)) if key is not None}
+            # The informer keeps the new object already: a StatefulSet's view before is made with the old one.
+            before = (
+                {key: self.view(*key, statefulset=_before(resource, key, old, new)) for key in keys} if viewed else {}
+            )
+            self._index(resource, old, new)
+            for namespace, fleet in keys:
+                applied = resource is STATEFULSETS and _as_applied(old) != _as_applied(new)
+                if viewed and not applied and self.view(namespace, fleet) == before[(namespace, fleet)]:
+                    continue  # nothing a pass reads changed
                 self.on_fleet_change(namespace, fleet)
 
         return changed
@@ -267,12 +312,4 @@ class CachedWorkloadObserver:
     async def observe(self, *, fresh: bool = False) -> WorkloadView:
         if fresh or not self.cache.synced(STATEFULSETS, PODS, CLAIMS):
             return await self.api.observe(fresh=True)
-        statefulset = self.cache.object(STATEFULSETS, self.namespace, self.name)
-        pods: Iterable[Obj] = ()
-        claims: Iterable[Obj] = ()
-        if statefulset is not None:
-            pods = self.cache.fleet_objects(PODS, self.namespace, self.name)
-            if has_claim_templates(statefulset):
-                claims = self.cache.fleet_objects(CLAIMS, self.namespace, self.name)
-        view = workload_view(self.name, statefulset, list(pods), list(claims))
-        return dataclasses.replace(view, from_cache=True)
+        return self.cache.view(self.namespace, self.name)

@@ -7,11 +7,12 @@ reason becomes it), a fleet accepted after a refusal, a coordinator answering ag
 from __future__ import annotations
 
 from berth.operator.planners import fleet_status
+from berth.operator.planners.announcements import Said
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.ports import WorkloadView
 from berth.operator.reconcile.admission import Admitted
-from berth.operator.reconcile.contributors.base import Contribution, Draft, Said, Seen
+from berth.operator.reconcile.contributors.base import Contribution, Draft, Seen
 from berth.operator.spec.fleet import Fleet
 
 
