@@ -213,7 +213,6 @@ def watched_shop() -> tuple[WatchCache, list[tuple[str, str]]]:
     cache = WatchCache(
         None,  # type: ignore[arg-type]
         namespace="shop",
-        config_maps=False,
         on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
     )
     return cache, poked

@@ -172,7 +172,8 @@ class FleetPass:
             raise RetryLater(str(error)) from error
         if plan.done:
             await ownership.release_all(scope, also=current)
-            record.events.info("Finalized", announcements.finalized(fleet, plan, a.group.kind))
+            said = announcements.finalized(fleet, plan, a.group.kind, created=scaling.kept_or_created(a))
+            record.events.info("Finalized", said)
             return None
         return plan.waiting
 

@@ -6,7 +6,8 @@ the operator keeps the record itself (``ports.GroupRecords``, consulted here for
 are ``planners.ownership``'s. Rules:
 
 - :func:`claim` (the admission step): nothing else is sent for a fleet before its group is recorded as its own; a
-  group in use by nobody's fleet is claimed only with the administrator's adoption (``--adopt-groups``) or on the
+  group in use by nobody's fleet (on Kafka: members, or committed offsets, read once when there is no record) is
+  claimed only with the administrator's adoption (``--adopt-groups``) or on the
   upgrade path; a group whose recorded owner no longer exists (checked against the API server: its namespace and
   name hold no fleet of its uid) and that has no members (a fleet of another cluster sharing the coordinator would
   look gone here) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
@@ -33,6 +34,7 @@ from berth.operator.planners.instances import pod_of_member
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import (
     OwnedGroup,
+    in_use_on_kafka,
     is_stale,
     may_adopt,
     owned_groups,
@@ -77,11 +79,13 @@ async def claim(scope: Scope, fleet: Fleet, group: AdmittedGroup, description: G
         group.group_id,
         may_adopt(scope.settings.adoption, fleet, record.status),
     )
+    created = False
     if group.kind.records_owners:
         await _claim_at_coordinator(scope, asked, group.coordinator, description)
     else:
-        await _claim_in_records(scope, asked, description)
-    await record.write(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id)))
+        created = await _claim_in_records(scope, asked, group.coordinator, description)
+    claimed = OwnedGroup(asked.identity, asked.group_id, created=created)
+    await record.write(owned_patch(owned_groups(record.status), claimed))
 
 
 async def _claim_at_coordinator(
@@ -101,7 +105,11 @@ async def _claim_at_coordinator(
     _claimed(scope.record, asked, adopted=planned.adopt and description.state != "Dead")
 
 
-async def _claim_in_records(scope: Scope, asked: Claim, description: GroupDescription) -> None:
+async def _claim_in_records(
+    scope: Scope, asked: Claim, coordinator: CoordinatorPort, description: GroupDescription
+) -> bool:
+    """The claim in the operator's records; whether this claim created the record of a group that did not exist
+    (the fleet creates it: a deletion may delete it, ``planners.ownership.may_delete``)."""
     records = scope.ports.records
     identity, group_id = asked.identity, asked.group_id
     if records is None:
@@ -115,14 +123,28 @@ async def _claim_in_records(scope: Scope, asked: Claim, description: GroupDescri
         await records.release(identity, group_id, recorded.uid)
         _reclaimed(scope.record, asked, recorded)
         recorded = None
-    decision = record_decision(recorded, description, asked.me, adopt=asked.adopt)
+    in_use = recorded is None and in_use_on_kafka(
+        description, committed_offsets=await _has_committed_offsets(coordinator, group_id, description)
+    )
+    decision = record_decision(recorded, in_use, asked.me, adopt=asked.adopt)
     if decision.refuse:
         raise GroupOwned(group_id, decision.owner)
-    if decision.create:
-        winner = await records.claim(identity, group_id, asked.me)
-        if winner.uid != asked.me.uid:
-            raise GroupOwned(group_id, winner)
-        _claimed(scope.record, asked, adopted=bool(description.members))
+    if not decision.create:
+        return False
+    winner = await records.claim(identity, group_id, asked.me)
+    if winner.uid != asked.me.uid:
+        raise GroupOwned(group_id, winner)
+    _claimed(scope.record, asked, adopted=in_use)
+    return not description.exists
+
+
+async def _has_committed_offsets(coordinator: CoordinatorPort, group_id: str, description: GroupDescription) -> bool:
+    """Whether a group that exists with no member holds committed offsets (its consumers stopped, their progress
+    kept); asked only there (a claim of an unrecorded group: once per fleet), never of a group with members or none."""
+    if description.members or not description.exists:
+        return False
+    lag = await coordinator.group_lag(group_id, description)
+    return lag is not None and any(partition.committed is not None for partition in lag.partitions)
 
 
 async def owner_is_gone(scope: Scope, owner: GroupOwnerRef, description: GroupDescription) -> bool:
