@@ -100,7 +100,7 @@ class InMemoryCoordinator:
         recorded = self.owners.get(group_id)
         if recorded is not None and recorded.uid != owner.uid:
             raise GroupOwned(group_id, recorded)
-        if recorded is None and self.members.get(group_id) and not adopt:
+        if recorded is None and (self.members.get(group_id) or self.committed.get(group_id)) and not adopt:
             raise GroupOwned(group_id, None)
         self.owners[group_id] = owner
 

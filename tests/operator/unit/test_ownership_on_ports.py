@@ -290,3 +290,46 @@ async def test_a_kafka_fleet_that_created_its_group_deletes_it_as_its_spec_says(
     assert await stage.finalize() is None
     assert stage.coordinator.committed == {}
     assert "left and deleted group orders" in stage.events.said[-1][2]
+
+
+async def test_a_fleet_created_again_after_it_was_left_behind_takes_its_group_back_with_the_offsets(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    """docs/install.md, "Fleets left behind": a fleet deleted without the operator leaves its group recorded as its
+    own, with offsets. Created again (same namespace and name, another uid), the fleet was refused GroupInUse (issue
+    30); it takes the group back, as adopted, once the old members are gone. Another name needs the administrator."""
+    for kind in (BERTH, KAFKA_CLASSIC):
+        earlier = GroupOwnerRef("shop", "orders", "uid-of-the-fleet-left-behind")
+        records = InMemoryRecords()
+        stage = (
+            Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+            if kind is BERTH
+            else kafka_stage(fleet_body, now, records)
+        )
+        if kind is BERTH:
+            stage.coordinator.owners["orders"] = earlier
+        else:
+            await records.claim(KAFKA_IDENTITY, "orders", earlier)
+        stage.coordinator.committed["orders"] = 6
+        stage.coordinator.members["orders"] = {"orders-0"}  # the old pods' members, before their sessions expire
+        stage.with_ports(fleets=Fleets(fleet_body()))  # shop/orders is the new fleet (another uid)
+        assert (await stage.run()).refused
+        refused = stage.condition("SpecValid")
+        assert refused["reason"] == "GroupOwned" and "an earlier fleet shop/orders" in refused["message"], refused
+        assert "takes it back, with its offsets, once they are gone" in refused["message"]
+
+        stage.coordinator.members["orders"] = set()  # expired
+        result = await stage.run()
+        assert not result.refused, (kind, stage.status.status)
+        (reclaimed,) = [m for _, reason, m in stage.events.said if reason == "GroupReclaimed"]
+        assert "an earlier fleet of this name" in reclaimed
+        claimed = [m for _, reason, m in stage.events.said if reason == "GroupClaimed"]
+        assert claimed and "(adopted: it was in use)" in claimed[-1]
+        assert stage.coordinator.committed == {"orders": 6}
+
+    # A stale owner of another name, with offsets: the group is in use, and that is the administrator's call.
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    stage.coordinator.owners["orders"] = GroupOwnerRef("shop", "payments", "uid-gone")
+    stage.coordinator.committed["orders"] = 6
+    stage.with_ports(fleets=Fleets(fleet_body()))
+    assert (await stage.run()).refused and stage.condition("SpecValid")["reason"] == "GroupInUse"

@@ -11,7 +11,9 @@ so two fleets cannot both win). The operator acts on a group only once it is rec
   the administrator's :class:`AdoptionPolicy` (``--adopt-groups``) lists the fleet's namespace and the group, or when
   this operator already ran the fleet on that group before owners were recorded (its status names the group and
   its workload: the upgrade path). Another fleet's group is never claimed — unless that fleet no longer exists
-  (:func:`is_stale`: the owner's namespace and name hold no fleet of its uid), which makes the record reclaimable.
+  (:func:`is_stale`: the owner's namespace and name hold no fleet of its uid), which makes the record reclaimable;
+  reclaimed from an earlier fleet of the claimant's own namespace and name (:func:`is_predecessor`: deleted without
+  the operator and created again), a group in use is taken back as if adopted.
 - ``spec.coordinator.adoptGroup`` is deprecated: a spec field any namespace editor controls grants nothing; a fleet
   that sets it gets a condition saying so (:func:`adopt_group_notes`).
 - A deletion never claims: :func:`owns` says whether the leave, the delete or the release may be sent at all. On
@@ -163,6 +165,13 @@ def record_decision(recorded: GroupOwnerRef | None, in_use: bool, me: GroupOwner
     return RecordDecision(create=True)
 
 
+def is_predecessor(owner: GroupOwnerRef, me: GroupOwnerRef) -> bool:
+    """Whether ``owner`` is an earlier fleet of the claimant's namespace and name (another uid): the fleet deleted
+    without the operator (docs/install.md, "Fleets left behind") and created again. A stale record of it is taken
+    back with the group's offsets, as an adoption: only that namespace's editors could have made either fleet."""
+    return owner.namespace == me.namespace and owner.name == me.name and owner.uid != me.uid
+
+
 def is_stale(owner: GroupOwnerRef, found_uid: str | None) -> bool:
     """Whether an owner record names a fleet that no longer exists: the object at the owner's namespace and name is
     gone (``found_uid`` None) or is another fleet (another uid). Only records with the shape of Kubernetes names are
@@ -183,8 +192,22 @@ def owner_name(owner: GroupOwnerRef | None) -> str:
     return "another fleet"
 
 
-def group_owned_message(group_id: str, endpoint: str, owner: GroupOwnerRef | None, *, adopt_group: bool = False) -> str:
-    """Why the fleet is refused: the group is another fleet's, or in use by nobody's and not the fleet's to adopt."""
+def group_owned_message(
+    group_id: str,
+    endpoint: str,
+    owner: GroupOwnerRef | None,
+    *,
+    adopt_group: bool = False,
+    me: GroupOwnerRef | None = None,
+) -> str:
+    """Why the fleet is refused: the group is another fleet's (an earlier fleet of its own name: :func:`is_predecessor`,
+    whose members are still in the group), or in use by nobody's and not the fleet's to adopt."""
+    if owner is not None and me is not None and is_predecessor(owner, me) and has_kubernetes_names(owner):
+        return (
+            f"group {group_id} on {endpoint} belongs to an earlier fleet {owner.fleet} (uid {owner.uid}), deleted"
+            " without the operator, whose members are still in the group: this fleet takes it back, with its offsets,"
+            " once they are gone (their session timeout after their pods went)"
+        )
     if owner is None:
         deprecated = " (spec.coordinator.adoptGroup is deprecated and grants nothing)" if adopt_group else ""
         return (

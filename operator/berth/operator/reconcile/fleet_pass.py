@@ -118,7 +118,11 @@ class FleetPass:
             return replace(mirrored, waiting=waiting, advised_by=key, again_at=scope.record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
-                fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
+                fleet.spec.group_id,
+                str(target),
+                owned.owner,
+                adopt_group=fleet.spec.coordinator.adopt_group,
+                me=GroupOwnerRef(fleet.namespace, fleet.name, scope.record.uid),
             )
             return await endings.refuse(scope, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:

@@ -7,11 +7,13 @@ are ``planners.ownership``'s. Rules:
 
 - :func:`claim` (the admission step): nothing else is sent for a fleet before its group is recorded as its own; a
   group in use by nobody's fleet (on Kafka: members, or committed offsets, read once when there is no record) is
-  claimed only with the administrator's adoption (``--adopt-groups``) or on the
-  upgrade path; a group whose recorded owner no longer exists (checked against the API server: its namespace and
-  name hold no fleet of its uid) and that has no members (a fleet of another cluster sharing the coordinator would
-  look gone here) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
-  for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim is written into ``status.ownedGroups``.
+  claimed only with the administrator's adoption (``--adopt-groups``) or on the upgrade path; a group whose
+  recorded owner no longer exists (checked against the API server: its namespace and name hold no fleet of its
+  uid) and that has no members (a fleet of another cluster sharing the coordinator would look gone here) is
+  reclaimed, with an Event, and taken back as adopted when that owner was an earlier fleet of the same namespace
+  and name (docs/install.md, "Fleets left behind": deleted without the operator, created again); otherwise the
+  fleet is refused (``GroupOwned``, raised for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim
+  is written into ``status.ownedGroups``.
 - :func:`settle` (every pass after the claim): a claim status holds besides the current group is released once none
   of the fleet's members is in that group any more (its pods moved to the new group), at once beyond
   ``MAX_OWNED_GROUPS``; a coordinator that cannot be asked keeps the claim for a later pass.
@@ -33,8 +35,10 @@ from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.instances import pod_of_member
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import (
+    ClaimGroup,
     OwnedGroup,
     in_use_on_kafka,
+    is_predecessor,
     is_stale,
     may_adopt,
     owned_groups,
@@ -101,6 +105,7 @@ async def _claim_at_coordinator(
             raise
         await coordinator.release_group(asked.group_id, owned.owner.uid)
         _reclaimed(scope.record, asked, owned.owner)
+        planned = ClaimGroup(asked.me, adopt=planned.adopt or is_predecessor(owned.owner, asked.me))
         await coordinator.claim_group(asked.group_id, asked.me, adopt=planned.adopt)
     _claimed(scope.record, asked, adopted=planned.adopt and description.state != "Dead")
 
@@ -119,14 +124,16 @@ async def _claim_in_records(
             " POD_NAMESPACE or --group-owners-namespace), and Kafka keeps none, so nothing is sent for this fleet",
         )
     recorded = await records.owner(identity, group_id)
+    adopt = asked.adopt
     if recorded is not None and recorded.uid != asked.me.uid and await owner_is_gone(scope, recorded, description):
         await records.release(identity, group_id, recorded.uid)
         _reclaimed(scope.record, asked, recorded)
+        adopt = adopt or is_predecessor(recorded, asked.me)
         recorded = None
     in_use = recorded is None and in_use_on_kafka(
         description, committed_offsets=await _has_committed_offsets(coordinator, group_id, description)
     )
-    decision = record_decision(recorded, in_use, asked.me, adopt=asked.adopt)
+    decision = record_decision(recorded, in_use, asked.me, adopt=adopt)
     if decision.refuse:
         raise GroupOwned(group_id, decision.owner)
     if not decision.create:
@@ -168,10 +175,11 @@ def _claimed(record: FleetRecord, asked: Claim, *, adopted: bool) -> None:
 
 
 def _reclaimed(record: FleetRecord, asked: Claim, owner: GroupOwnerRef) -> None:
+    earlier = " (an earlier fleet of this name: the group is taken back with its offsets)"
     record.events.info(
         "GroupReclaimed",
         f"group {asked.group_id} on {asked.where} was recorded as {owner_name(owner)}'s (uid {owner.uid}), which no"
-        " longer exists: that claim was released",
+        f" longer exists: that claim was released{earlier if is_predecessor(owner, asked.me) else ''}",
     )
 
 
