@@ -67,6 +67,7 @@ from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
+from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.observations import (
     CoordinatorBounds,
     GroupDescription,
@@ -164,6 +165,9 @@ class WorkloadObservation:
     #: Running pods whose container last ended in failure -> the kubelet's termination message of it (non-empty
     #: only; ``planners.pod_credentials`` asks the kubelet to keep a failing log's tail there).
     crashes: Mapping[str, str] = field(default_factory=dict)
+    #: Pods -> their node, and what the API server says of the node's reports for them (``planners.node_loss``);
+    #: scheduled pods only, none for a local fleet.
+    placements: Mapping[str, PodPlacement] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

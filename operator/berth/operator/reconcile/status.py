@@ -23,6 +23,7 @@ from berth.operator.reconcile.contributors import (
     label,
     lag,
     members,
+    node_loss,
     ownership,
     pause,
     rebalances,
@@ -47,6 +48,7 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
     rebalances.contribute,
     label.contribute,
     restarts.contribute,  # after ``workload``: a burst ends once the fleet is Ready and settled
+    node_loss.contribute,  # after ``restarts``: it only brings the next due time forward
     volume_claims.contribute,  # after ``workload``: told once nothing departs
 )
 

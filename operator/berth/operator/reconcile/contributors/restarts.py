@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from berth.operator.planners import restarts
 from berth.operator.planners.fleet_status import condition_status
+from berth.operator.planners.node_loss import EVICTION_API
 from berth.operator.planners.status import READY
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.contributors.base import Contribution, Draft, Seen
@@ -34,6 +35,7 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
         rolling=view.rolling,
         quiet=quiet,
         last_started=view.last_started,
+        evicted=any(p.disruption == EVICTION_API for p in view.observation.placements.values()),
         settle=timedelta(milliseconds=timeout_ms if isinstance(timeout_ms, int) else DEFAULT_SETTLE_MS),
         now=a.now(),
     )
