@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 TABLE_ROW = re.compile(r"^(form|rolling_restart|scale_down|scale_up)\s+(static|dynamic)\s+(\d+)\s+(\d+)\s+[\d.]+ s$")
 GROUP_OF = {"static": "orders", "dynamic": "orders-dynamic"}
@@ -30,7 +30,9 @@ def test_the_report_counts_the_rebalances_of_the_demos_table_and_advises_with_th
     command += ["--members", "3", "--scale-by", "1", "--partitions", "6", "--heartbeat-interval-ms", "400"]
     class_data = tmp_path / "class-data"  # empty: the first run's, which would write the archive
     environment = {**os.environ, "BERTH_CLASS_DATA": str(class_data)}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=540, check=False, env=environment)
+    # 840 s: a first demo's Spark runs with no class-data archive (a cold JVM), and on a 2-core machine at a load
+    # of about 30 (the node tier's image builds beside it) 540 s was once not enough; 287 s at a load of about 25.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=840, check=False, env=environment)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     # The demo never waits for Spark's class-data archive to be written (74 s of a first demo, issue 30).
     assert not list(class_data.glob("*.jsa*")), list(class_data.iterdir())
