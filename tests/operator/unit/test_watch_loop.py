@@ -233,7 +233,6 @@ def watched_shop() -> tuple[WatchCache, list[tuple[str, str]]]:
     cache = WatchCache(
         None,  # type: ignore[arg-type]
         namespace="shop",
-        config_maps=False,
         on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
     )
     cache.informers[STATEFULSETS].handle({"type": "ADDED", "object": statefulset("1")})

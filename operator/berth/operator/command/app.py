@@ -243,7 +243,6 @@ def build_service(
         WatchCache(
             api,
             namespace=options.namespace,
-            config_maps=ca_file is not None,
             on_fleet_change=owned_object_changed,
             on_relist=metrics.listed,
         )

@@ -116,8 +116,9 @@ def left_untouched(fleet: Fleet, where: str, owner: GroupOwnerRef | None) -> str
     )
 
 
-def finalized(fleet: Fleet, plan: ScalingPlan, kind: CoordinatorKind) -> str:
-    """The ``Finalized`` message once the deletion's plan is done (every claim of the fleet is released with it)."""
+def finalized(fleet: Fleet, plan: ScalingPlan, kind: CoordinatorKind, *, created: bool = True) -> str:
+    """The ``Finalized`` message once the deletion's plan is done (every claim of the fleet is released with it;
+    ``created``: the fleet may delete the group as far as ownership goes, ``planners.ownership.may_delete``)."""
     group = fleet.spec.group_id
     if any(isinstance(action, DeleteGroup) for action in plan.actions):
         what = f"left and deleted group {group}"
@@ -125,6 +126,11 @@ def finalized(fleet: Fleet, plan: ScalingPlan, kind: CoordinatorKind) -> str:
         what = (
             f"left group {group} (kept, with its committed offsets: it has members this fleet did not create;"
             " released: owned by no fleet)"
+        )
+    elif not created and deletes_group(fleet, kind):
+        what = (
+            f"left group {group} (kept, with its committed offsets: it existed before this fleet claimed it, and a"
+            " fleet deletes only a Kafka group it created; released: owned by no fleet)"
         )
     else:
         what = (

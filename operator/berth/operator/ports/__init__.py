@@ -162,6 +162,9 @@ class WorkloadObservation:
     #: Pods whose container cannot be configured -> the kubelet's message (waiting, CreateContainerConfigError:
     #: a Secret or key its environment names is missing).
     config_errors: Mapping[str, str] = field(default_factory=dict)
+    #: Running pods whose container last ended in failure -> the kubelet's termination message of it (non-empty
+    #: only; ``planners.pod_credentials`` asks the kubelet to keep a failing log's tail there).
+    crashes: Mapping[str, str] = field(default_factory=dict)
     #: Pods -> their node, and what the API server says of the node's reports for them (``planners.node_loss``);
     #: scheduled pods only, none for a local fleet.
     placements: Mapping[str, PodPlacement] = field(default_factory=dict)

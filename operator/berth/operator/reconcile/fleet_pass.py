@@ -125,7 +125,11 @@ class FleetPass:
             return replace(mirrored, waiting=waiting, advised_by=key, again_at=scope.record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
-                fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
+                fleet.spec.group_id,
+                str(target),
+                owned.owner,
+                adopt_group=fleet.spec.coordinator.adopt_group,
+                me=GroupOwnerRef(fleet.namespace, fleet.name, scope.record.uid),
             )
             return await endings.refuse(scope, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:
@@ -179,7 +183,8 @@ class FleetPass:
             raise RetryLater(str(error)) from error
         if plan.done:
             await ownership.release_all(scope, also=current)
-            record.events.info("Finalized", announcements.finalized(fleet, plan, a.group.kind))
+            said = announcements.finalized(fleet, plan, a.group.kind, created=scaling.kept_or_created(a))
+            record.events.info("Finalized", said)
             return None
         return plan.waiting
 

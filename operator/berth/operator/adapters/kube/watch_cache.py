@@ -1,7 +1,7 @@
 """``WatchCache``: the objects fleets own, watched instead of read every pass, and a change to one pokes its fleet.
 
 One :class:`~berth.operator.adapters.kube.informer.Informer` per kind the operator reads — StatefulSets, pods, Services,
-PodDisruptionBudgets, per-pod volume claims and (with ``--coordinator-ca-file``) the CA ConfigMaps — in the watched
+PodDisruptionBudgets and per-pod volume claims (no ConfigMaps: the operator writes none for fleets) — in the watched
 namespace (or all), filtered server-side by the labels every one of them carries (``app.kubernetes.io/name=
 berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
 
@@ -95,8 +95,9 @@ _CONDITIONS_KEPT = ("Ready", "ContainersReady", "DisruptionTarget")
 
 def project_pod(obj: Mapping[str, Any]) -> Obj:
     """Readiness, the containers' start and end times (restarts, ``observation.pod_times``), a container the
-    kubelet cannot configure (``observation._config_error``), and the pod's node with the conditions that say its
-    node stopped reporting or Kubernetes is disrupting it (``observation.placement``)."""
+    kubelet cannot configure (``observation._config_error``), one that failed, with its termination message
+    (``observation._crash_message``), and the pod's node with the conditions that say its node stopped reporting
+    or Kubernetes is disrupting it (``observation.placement``)."""
     status, spec = obj.get("status") or {}, obj.get("spec") or {}
     ready = [
         {key: c[key] for key in ("type", "status", "reason", "lastTransitionTime") if c.get(key) is not None}
@@ -122,9 +123,22 @@ def _project_container(container: Mapping[str, Any]) -> Obj:
         "state": {
             "running": {"startedAt": (state.get("running") or {}).get("startedAt")},
             "waiting": {"reason": waiting.get("reason"), "message": waiting.get("message")},
+            "terminated": _failed(state.get("terminated") or {}),
         },
-        "lastState": {"terminated": {"finishedAt": (last.get("terminated") or {}).get("finishedAt")}},
+        "lastState": {
+            "terminated": {
+                "finishedAt": (last.get("terminated") or {}).get("finishedAt"),
+                **_failed(last.get("terminated") or {}),
+            }
+        },
     }
+
+
+def _failed(terminated: Mapping[str, Any]) -> Obj:
+    """A container's end when it failed: its exit code and the kubelet's termination message
+    (``observation._crash_message``: why a Kafka consumer exits on its credentials); nothing of a clean end."""
+    code = terminated.get("exitCode")
+    return {"exitCode": code, "message": terminated.get("message")} if code not in (None, 0) else {}
 
 
 def project_owned(obj: Mapping[str, Any]) -> Obj:
@@ -180,12 +194,11 @@ class WatchCache:
         api: ApiSession,
         *,
         namespace: str | None,
-        config_maps: bool,
         on_fleet_change: FleetChanged,
         on_relist: Callable[[str, str], None] | None = None,
     ) -> None:
         self.on_fleet_change = on_fleet_change
-        resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS, *([CONFIG_MAPS] if config_maps else [])]
+        resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS]
         #: resource -> fleet (namespace, name) -> object name -> object
         self._by_fleet: dict[WatchedResource, dict[Key, dict[str, Obj]]] = {r: {} for r in resources}
         self.informers = {
