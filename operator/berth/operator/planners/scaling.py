@@ -29,6 +29,10 @@ so an operator that restarts anywhere resumes from status and observations alone
   the group lists beyond those (another team's consumer named ``<fleet>-7``, a dynamic member, or one of the
   fleet's own whose record was lost) is *foreign* (:func:`foreign_members`): it is never left, and its session
   expires on its own if it was the fleet's.
+- ``leaveOnScaleDown: false``: no leave; once the departing pods are gone ``lastScaleDown`` says so with
+  ``removed: []`` (nobody was removed) and ``expiring``: the ids the group still lists, which it keeps until their
+  session timeout. Those stay the fleet's own (:func:`own_instance_ids`: never foreign, never departing again) until
+  the group no longer lists them or the fleet scales back over them, when ``expiring`` forgets them.
 - A coordinator whose kind does not pre-register (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone it created (whatever ``leaveOnScaleDown``
   says: a group with members cannot be deleted) and deletes the group when ``delete_group`` says so and no foreign
@@ -129,6 +133,9 @@ class ScalingStatus:
     departing_since: str | None = None
     expected_members: tuple[str, ...] | None = None  # None: never set (or unknown)
     last_removed: tuple[str, ...] = ()  # the ids the last batch leave removed (lastScaleDown.removed)
+    #: The ids the last scale-down left to expire (``leaveOnScaleDown: false``) that the group still listed
+    #: (lastScaleDown.expiring): still the fleet's own members until the group lets them go.
+    expiring: tuple[str, ...] = ()
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> ScalingStatus:
@@ -136,11 +143,13 @@ class ScalingStatus:
         expected = status.get(EXPECTED_MEMBERS)
         last = status.get(LAST_SCALE_DOWN)
         removed = last.get("removed") if isinstance(last, Mapping) else None
+        expiring = last.get("expiring") if isinstance(last, Mapping) else None
         return cls(
             departing=tuple(status.get(DEPARTING) or ()),
             departing_since=status.get(DEPARTING_SINCE),
             expected_members=None if expected is None else tuple(expected),
             last_removed=tuple(str(name) for name in removed or ()),
+            expiring=tuple(str(name) for name in expiring or ()) if isinstance(expiring, list) else (),
         )
 
 
@@ -241,8 +250,19 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             if still_there:
                 waiting = f"waiting for {_ids(still_there)} to terminate before they leave the group too"
         else:
-            # No leave: their sessions expire on their own; record the scale-down all the same.
-            actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
+            # No leave: their sessions expire on their own. Recorded all the same, removing nobody: the ids the group
+            # still lists are left to expire, and stay the fleet's own (never foreign) until it lets them go.
+            earlier = [n for n in obs.status.expiring if n not in departing and not _within(obs, n, desired)]
+            listed = [name for name in (*earlier, *departing) if _listed(obs, name)]
+            record = _scale_down_record(departing, departing, {}, since, now)
+            record[LAST_SCALE_DOWN] |= {"removed": [], "expiring": listed or None}
+            actions.append(PatchStatus(record))
+    elif obs.status.expiring and not obs.deleting:
+        # What a scale-down left to expire, once the group has let it go (or the fleet took it back) is not
+        # listed any more.
+        still = [name for name in obs.status.expiring if _listed(obs, name) and not _within(obs, name, desired)]
+        if tuple(still) != obs.status.expiring:
+            actions.append(PatchStatus({LAST_SCALE_DOWN: {"expiring": still or None}}))
 
     if obs.deleting and waiting is None:
         if not obs.workload_settled:
@@ -295,12 +315,13 @@ def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: d
 
 def own_instance_ids(observation: ScalingObservation) -> frozenset[str]:
     """The ids this fleet created, from its own records only: the ordinals its StatefulSet has, its pods that exist
-    (the workload adapter lists only pods of the fleet's StatefulSet), and the ids status holds as departing or
-    pre-registered (written by the operator while they were the fleet's). Never the group's member list."""
+    (the workload adapter lists only pods of the fleet's StatefulSet), and the ids status holds as departing,
+    pre-registered or left to expire (written by the operator while they were the fleet's). Never the group's
+    member list."""
     obs = observation
     own: set[str] = set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
     own |= obs.existing_pods | set(obs.status.departing) | set(obs.status.expected_members or ())
-    return frozenset(own)
+    return frozenset(own | set(obs.status.expiring))
 
 
 def foreign_members(observation: ScalingObservation) -> tuple[str, ...]:
@@ -323,11 +344,28 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
     candidates: set[str] = set(own_instance_ids(obs))
     # A pod that already left while stuck Terminating is on its way out: it does not depart (and leave) again.
     candidates -= {name for name in obs.status.last_removed if name in obs.terminating} - set(obs.group_members or ())
+    if not (obs.leave_on_scale_down or obs.deleting):
+        # Left to expire by an earlier scale-down: departed already (one whose pod exists again, or that the
+        # StatefulSet has again, departs anew).
+        again = obs.existing_pods | set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
+        candidates -= set(obs.status.expiring) - again
     return tuple(
         name
         for name in sorted_by_ordinal(obs.fleet_name, candidates)
         if (ordinal := ordinal_of(obs.fleet_name, name)) is not None and ordinal >= desired
     )
+
+
+def _listed(obs: ScalingObservation, name: str) -> bool:
+    """Whether the group lists ``name`` (or a thread of it) as a member; True when the group was not asked."""
+    if obs.group_members is None:
+        return True
+    return name in obs.group_members or any(pod_of_member(obs.fleet_name, m) == name for m in obs.group_members)
+
+
+def _within(obs: ScalingObservation, name: str, desired: int) -> bool:
+    ordinal = ordinal_of(obs.fleet_name, name)
+    return ordinal is not None and ordinal < desired
 
 
 def thread_member_ids(fleet_name: str, pods: Sequence[str], members: frozenset[str]) -> tuple[str, ...]:

@@ -1,19 +1,24 @@
 """The restarts contributor: what the journal (or the Kafka evidence) said of the fleet's members since its last
 counted pass, folded into ``status.restarts``, one Event per burst and the metrics (``planners.restarts`` decides).
 
-Rules: activity waits in the fleet's memory (``FleetMemory.activity``: the reconciler adds the journal follower's
-pages for the group the fleet follows, ``contributors.evidence`` what a describe showed); a pass takes it and gives
-it back when its status write fails, so nothing is counted twice and a failed write loses nothing. The Event and
-the metrics follow a successful write only. A burst settles a session timeout after its last restart: the fleet is
-passed again then (``FleetRecord.again_at``).
+Rules: only the restarts of the fleet's pods that stay count (within ``spec.replicas``, not departing), and a
+burst is charged only the rebalances they caused (``planners.restarts.charged``). Activity waits in the fleet's
+memory (``FleetMemory.activity``: the reconciler adds the journal follower's pages for the group the fleet follows,
+``contributors.evidence`` what a describe showed); a pass takes it and gives it back when its status write fails, so
+nothing is counted twice and a failed write loses nothing. The Event and the metrics follow a successful write
+only. A burst settles a session timeout after its last restart: the fleet is passed again then
+(``FleetRecord.again_at``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from berth.operator.planners import restarts
 from berth.operator.planners.fleet_status import condition_status
+from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.status import READY
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.contributors.base import Contribution, Draft, Seen
@@ -29,7 +34,7 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
     timeout_ms = status.get("sessionTimeoutMs")
     plan = restarts.plan_restarts(
         status,
-        taken,
+        taken.of(staying(a.fleet.name, a.fleet.spec.replicas, status)),
         revision=view.revision,
         rolling=view.rolling,
         quiet=quiet,
@@ -49,3 +54,9 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
 
     said = (plan.event,) if plan.event is not None else ()
     return Contribution(patch=plan.patch, said=said, written=counted, unwritten=given_back)
+
+
+def staying(fleet_name: str, replicas: int, status: Mapping[str, Any]) -> frozenset[str]:
+    """The fleet's instance ids whose restarts count: those within ``spec.replicas`` that are not departing."""
+    departing = set(status.get("departing") or ())
+    return frozenset(i for i in instance_ids(fleet_name, replicas) if i not in departing)
