@@ -104,6 +104,7 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
             "lastScaleDown": {
                 "removed": list(ids(3, 4)),
                 "results": {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"},
+                "expiring": None,
                 "seconds": 41,
                 "at": "2026-03-01T12:00:41Z",
                 # Counted once the group settles (rebalances_since_leave), never asserted here.

@@ -37,7 +37,8 @@ def test_a_restart_burst_is_not_charged_with_the_rebalances_of_a_scale_within_it
         ("member_left", {"group_instance_id": "orders-3", "via": "admin"}),  # 4 -> 3
         ("rebalance_started", {"cause": "member_left"}),
     )
-    activity = activity_by_group(page)["orders"].of(frozenset({"orders-0", "orders-1", "orders-2"}))
+    fleet = frozenset({"orders-0", "orders-1", "orders-2"})
+    activity = activity_by_group(page)["orders"].of(fleet, fleet)
     status: dict[str, Any] = {}
     ended = None
     for at, taken in ((T0, activity), (T0 + timedelta(minutes=5), NOTHING)):
@@ -72,7 +73,7 @@ def test_the_rebalances_a_restart_did_cause_are_still_charged_to_it() -> None:
     status: dict[str, Any] = {}
     said = []
     for at, page_seen in ((T0, page), (T0 + timedelta(seconds=5), later), (T0 + timedelta(minutes=5), [])):
-        taken = activity_by_group(page_seen).get("orders", NOTHING).of(staying)
+        taken = activity_by_group(page_seen).get("orders", NOTHING).of(staying, staying)
         plan = plan_restarts(
             status,
             taken,
@@ -156,3 +157,15 @@ async def test_created_names_the_session_timeout_of_a_consumer_protocol_fleet_se
     timeout_ms = stage.status.status["sessionTimeoutMs"]
     assert created and f"session timeout {timeout_ms} ms, on the group" in created[0]
     assert not [message for _, _, message in stage.events.said if "?" in message]
+
+
+async def test_a_scale_downs_record_says_nothing_of_the_one_before(fleet_body: FleetBody, now: datetime) -> None:
+    """Found by tests/signals: ``lastScaleDown`` is written as a merge patch, so a second scale-down's ``results``
+    still named the ids the first one removed (``removed: [orders-3]`` with ``results`` NONE for orders-3 and
+    orders-4)."""
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(5)
+    await stage.converge(4)
+    assert set(stage.status.status["lastScaleDown"]["results"]) == {"orders-4"}
+    await stage.converge(3)
+    assert set(stage.status.status["lastScaleDown"]["results"]) == {"orders-3"}

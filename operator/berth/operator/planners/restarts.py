@@ -10,8 +10,10 @@ does (``planners.evidence``). This module owns what the operator makes of those 
   a rebalance right after the event that caused it; the Kafka evidence does the same). :func:`activity_by_group`
   reads a page of events (every group of the page appears, with nothing in it when nothing of interest happened to
   it, so the page still says which groups changed).
-- Only the fleet's own pods that stay restart (:meth:`GroupActivity.of`, given the ids within ``spec.replicas``
-  that are not departing): a departed pod's member expiring (``leaveOnScaleDown: false``) is no restart.
+- Only the fleet's own pods restart (:meth:`GroupActivity.of`): a member back as itself is a restart of one of
+  the fleet's ids (exact pod names: a thread-suffixed member of a pod is not counted again), an expiry only of a pod
+  that stays (within ``spec.replicas``, not departing): a departed pod's member expiring (``leaveOnScaleDown:
+  false``) is no restart.
 - A burst is charged only the rebalances its restarts caused (:func:`charged`): a restarted member's return with
   new metadata, its expiry, and its rejoin after expiring — never a scale-up's new member, a scale-down's leave, a
   departed pod's expiry, or a rebalance whose cause no event names (an Event that blamed restarts for a scale's
@@ -80,13 +82,15 @@ class GroupActivity:
         """Restarts of any kind: back as itself (with or without a rebalance), or expired meanwhile."""
         return len(self.static) + len(self.rebalancing) + len(self.expired)
 
-    def of(self, instance_ids: Container[str]) -> GroupActivity:
-        """The restarts of ``instance_ids`` only (the fleet's pods that stay: a departed pod's member expiring is
-        not a restart); rebalances are kept, for :func:`charged` to attribute."""
+    def of(self, own: Container[str], staying: Container[str]) -> GroupActivity:
+        """The restarts of the fleet's pods only: a member back as itself when it is one of the fleet's ``own`` ids
+        (its pods that stay, depart or were left to expire: a process replaced is a restart whatever the pod's
+        fate), an expiry only when the pod is ``staying`` (a departed pod's member expiring is no restart).
+        Rebalances are kept, for :func:`charged` to attribute."""
         return GroupActivity(
-            tuple(i for i in self.static if i in instance_ids),
-            tuple(i for i in self.rebalancing if i in instance_ids),
-            tuple(i for i in self.expired if i in instance_ids),
+            tuple(i for i in self.static if i in own),
+            tuple(i for i in self.rebalancing if i in own),
+            tuple(i for i in self.expired if i in staying),
             self.rebalances,
         )
 

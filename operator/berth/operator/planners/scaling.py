@@ -103,6 +103,9 @@ class BatchLeave:
     #: The group's generation (epoch) when the leave was planned, where the coordinator reports one: the
     #: rebalances it costs are counted from it (:func:`rebalances_since_leave`), not assumed.
     from_generation: int | None = None
+    #: The ids the previous ``lastScaleDown.results`` names: the new record says nothing of them (a merge patch
+    #: would keep them otherwise). Bookkeeping: not part of what the leave is (not compared).
+    forget: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def member_ids(self) -> tuple[str, ...]:
@@ -136,6 +139,8 @@ class ScalingStatus:
     #: The ids the last scale-down left to expire (``leaveOnScaleDown: false``) that the group still listed
     #: (lastScaleDown.expiring): still the fleet's own members until the group lets them go.
     expiring: tuple[str, ...] = ()
+    #: The ids the last scale-down's results name (lastScaleDown.results).
+    last_results: tuple[str, ...] = ()
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> ScalingStatus:
@@ -150,6 +155,7 @@ class ScalingStatus:
             expected_members=None if expected is None else tuple(expected),
             last_removed=tuple(str(name) for name in removed or ()),
             expiring=tuple(str(name) for name in expiring or ()) if isinstance(expiring, list) else (),
+            last_results=tuple(str(name) for name in results) if isinstance(results := _results(last), Mapping) else (),
         )
 
 
@@ -245,6 +251,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
                     stuck=stuck,
                     later=tuple(still_there),
                     from_generation=obs.group_generation,
+                    forget=obs.status.last_results,
                 )
             )
             if still_there:
@@ -254,7 +261,7 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             # still lists are left to expire, and stay the fleet's own (never foreign) until it lets them go.
             earlier = [n for n in obs.status.expiring if n not in departing and not _within(obs, n, desired)]
             listed = [name for name in (*earlier, *departing) if _listed(obs, name)]
-            record = _scale_down_record(departing, departing, {}, since, now)
+            record = _scale_down_record(departing, departing, {}, since, now, forget=obs.status.last_results)
             record[LAST_SCALE_DOWN] |= {"removed": [], "expiring": listed or None}
             actions.append(PatchStatus(record))
     elif obs.status.expiring and not obs.deleting:
@@ -400,7 +407,7 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
         )
     )
     departing = (*leave.instance_ids, *leave.later)
-    record = _scale_down_record(departing, left, answered, leave.departing_since, now)
+    record = _scale_down_record(departing, left, answered, leave.departing_since, now, forget=leave.forget)
     if leave.from_generation is not None and left and not leave.everyone:
         record[LAST_SCALE_DOWN]["fromGeneration"] = leave.from_generation
     return PatchStatus(record)
@@ -420,8 +427,16 @@ def rebalances_since_leave(status: Mapping[str, Any] | None, *, state: str, gene
 
 
 def _scale_down_record(
-    departing: Sequence[str], removed: Sequence[str], results: Mapping[str, str], since: str | None, now: datetime
+    departing: Sequence[str],
+    removed: Sequence[str],
+    results: Mapping[str, str],
+    since: str | None,
+    now: datetime,
+    *,
+    forget: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """The status patch of a scale-down's end: ``lastScaleDown`` replaced whole (a merge patch merges objects: what
+    the previous record said and this one does not, its ``results`` of other ids and its ``expiring``, is nulled)."""
     remaining = [name for name in departing if name not in removed]
     at = format_time(now)
     return {
@@ -429,7 +444,8 @@ def _scale_down_record(
         DEPARTING_SINCE: since if remaining else None,
         LAST_SCALE_DOWN: {
             "removed": list(removed),
-            "results": dict(results),
+            "results": {**dict.fromkeys(forget), **results},
+            "expiring": None,
             # Whole seconds: departingSince has second precision (metav1.Time).
             "seconds": _seconds_between(since, at),
             "at": at,
@@ -438,6 +454,10 @@ def _scale_down_record(
             "rebalances": None,
         },
     }
+
+
+def _results(last: object) -> object:
+    return last.get("results") if isinstance(last, Mapping) else None
 
 
 def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Action]:
