@@ -16,6 +16,7 @@ from test_fleet_pass_on_ports import BERTH_DEFAULTS, KAFKA_DEFAULTS, FleetBody, 
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CONSUMER
 from berth.operator.planners.observations import GroupProtocol
 from berth.operator.planners.restarts import NOTHING, activity_by_group, plan_restarts
+from berth.operator.planners.scaling import BatchLeave, record_scale_down
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -169,3 +170,16 @@ async def test_a_scale_downs_record_says_nothing_of_the_one_before(fleet_body: F
     assert set(stage.status.status["lastScaleDown"]["results"]) == {"orders-4"}
     await stage.converge(3)
     assert set(stage.status.status["lastScaleDown"]["results"]) == {"orders-3"}
+
+
+def test_removed_names_only_the_ids_the_leave_removed() -> None:
+    """Found by tests/signals: a fleet scaled to 0 before its pods ever joined sent its leave and was answered
+    UNKNOWN_MEMBER_ID for both: ``removed`` said both, though the journal shows no leave. Those depart no longer (not
+    members), but nothing was removed, and no rebalance is counted from that leave."""
+    leave = BatchLeave(("orders-0", "orders-1"), "2026-03-01T12:00:00Z", from_generation=4)
+    results = {"orders-0": "UNKNOWN_MEMBER_ID", "orders-1": "UNKNOWN_MEMBER_ID"}
+    record = record_scale_down(leave, results, now=T0 + timedelta(seconds=5)).patch
+    assert record["departing"] == [] and record["lastScaleDown"]["removed"] == []
+    assert record["lastScaleDown"]["fromGeneration"] is None
+    mixed = record_scale_down(leave, {**results, "orders-1": "NONE"}, now=T0 + timedelta(seconds=5)).patch
+    assert mixed["lastScaleDown"]["removed"] == ["orders-1"] and mixed["lastScaleDown"]["fromGeneration"] == 4

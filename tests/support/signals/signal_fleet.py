@@ -78,8 +78,6 @@ class SimFleet:
     pods: dict[str, Pod] = field(default_factory=dict)
     planned: PlannedWorkload | None = None
     log: list[Happened] = field(default_factory=list)
-    #: Why the next deletion of a pod happens (set by the lab's actions, read when the process stops).
-    _why: dict[str, str] = field(default_factory=dict)
 
     # --------------------------------------------------------------------------------------- WorkloadPort
 
@@ -144,7 +142,6 @@ class SimFleet:
         found = self.pods.get(pod)
         if found is None or found.deleted_ms is not None:
             return False
-        self._why[pod] = why
         self._stop(found, why)
         found.deleted_ms = self.now_ms
         found.ready = False
@@ -178,37 +175,34 @@ class SimFleet:
             self._kubelet()
 
     def _controller(self) -> None:
+        """The StatefulSet controller's pass: pods below the size first, in ordinal order (OrderedReady: stop at the
+        first that is missing, Terminating or not Ready, creating it when missing), then the pods at or beyond the
+        size, highest first (OrderedReady: one at a time), then the rollout: the highest-ordinal pod of an older
+        revision, once every pod is Ready."""
         assert self.replicas is not None
         self.settled = True
-        live = {p.name: p for p in self.pods.values() if p.deleted_ms is None}
-        terminating = [p for p in self.pods.values() if p.deleted_ms is not None]
-        healthy = all(p.ready for p in live.values()) and not terminating
-        # Create the missing ordinals below the size (OrderedReady: the lowest, once every pod before it is Ready).
+        by_ordinal = {p.ordinal: p for p in self.pods.values()}
+        blocked = False
         for ordinal in range(self.replicas):
-            name = f"{self.name}-{ordinal}"
-            if name in self.pods:
-                continue
-            if self.ordered_ready and not (healthy and all(p.ordinal < ordinal for p in live.values())):
-                break
-            self.pods[name] = Pod(name, ordinal, self.revision, self.now_ms)
-            live[name] = self.pods[name]
-            healthy = False
+            pod = by_ordinal.get(ordinal)
+            if pod is None:
+                name = f"{self.name}-{ordinal}"
+                self.pods[name] = Pod(name, ordinal, self.revision, self.now_ms)
+                blocked = True
+            elif pod.deleted_ms is not None or not pod.ready:
+                blocked = True
+            if blocked and self.ordered_ready:
+                return
+        for pod in sorted((p for p in self.pods.values() if p.ordinal >= self.replicas), key=lambda p: -p.ordinal):
+            if pod.deleted_ms is None:
+                self.delete(pod.name, "scaled down")
             if self.ordered_ready:
-                break
-        # Delete the ordinals at or beyond the size, highest first (OrderedReady: one at a time, only when healthy).
-        beyond = sorted((p for p in live.values() if p.ordinal >= self.replicas), key=lambda p: -p.ordinal)
-        for pod in beyond:
-            if self.ordered_ready and not healthy:
-                break
-            self.delete(pod.name, "scaled down")
-            healthy = False
-            if self.ordered_ready:
-                break
-        # Roll: replace the highest-ordinal pod of an older revision once every pod is Ready.
-        if healthy and not beyond:
-            old = sorted((p for p in live.values() if p.revision != self.revision), key=lambda p: -p.ordinal)
-            if old:
-                self.delete(old[0].name, "rolled")
+                return
+        if blocked:
+            return
+        old = sorted((p for p in self.pods.values() if p.revision != self.revision), key=lambda p: -p.ordinal)
+        if old:
+            self.delete(old[0].name, "rolled")
 
     def _kubelet(self) -> None:
         for pod in list(self.pods.values()):

@@ -261,8 +261,10 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
             # still lists are left to expire, and stay the fleet's own (never foreign) until it lets them go.
             earlier = [n for n in obs.status.expiring if n not in departing and not _within(obs, n, desired)]
             listed = [name for name in (*earlier, *departing) if _listed(obs, name)]
-            record = _scale_down_record(departing, departing, {}, since, now, forget=obs.status.last_results)
-            record[LAST_SCALE_DOWN] |= {"removed": [], "expiring": listed or None}
+            record = _scale_down_record(
+                departing, departing, {}, since, now, removed=(), forget=obs.status.last_results
+            )
+            record[LAST_SCALE_DOWN] |= {"expiring": listed or None}
             actions.append(PatchStatus(record))
     elif obs.status.expiring and not obs.deleting:
         # What a scale-down left to expire, once the group has let it go (or the fleet took it back) is not
@@ -406,9 +408,22 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
             if member == name or member.rpartition("-")[0] == name
         )
     )
+    # Removed by this leave: a pod of which the group let go of a member (NONE); UNKNOWN_MEMBER_ID alone means it
+    # was not a member any more (never joined, expired, already left): gone, but not removed by this leave.
+    removed = tuple(
+        name
+        for name in left
+        if any(
+            answered[member] == "NONE"
+            for member in leave.member_ids
+            if member == name or member.rpartition("-")[0] == name
+        )
+    )
     departing = (*leave.instance_ids, *leave.later)
-    record = _scale_down_record(departing, left, answered, leave.departing_since, now, forget=leave.forget)
-    if leave.from_generation is not None and left and not leave.everyone:
+    record = _scale_down_record(
+        departing, left, answered, leave.departing_since, now, removed=removed, forget=leave.forget
+    )
+    if leave.from_generation is not None and removed and not leave.everyone:
         record[LAST_SCALE_DOWN]["fromGeneration"] = leave.from_generation
     return PatchStatus(record)
 
@@ -428,16 +443,18 @@ def rebalances_since_leave(status: Mapping[str, Any] | None, *, state: str, gene
 
 def _scale_down_record(
     departing: Sequence[str],
-    removed: Sequence[str],
+    gone: Sequence[str],
     results: Mapping[str, str],
     since: str | None,
     now: datetime,
     *,
+    removed: Sequence[str],
     forget: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The status patch of a scale-down's end: ``lastScaleDown`` replaced whole (a merge patch merges objects: what
-    the previous record said and this one does not, its ``results`` of other ids and its ``expiring``, is nulled)."""
-    remaining = [name for name in departing if name not in removed]
+    """The status patch of a scale-down's end: ``departing`` without the ids ``gone`` from the group, and
+    ``lastScaleDown`` (``removed``: the ids this leave removed) replaced whole (a merge patch merges objects: what the
+    previous record said and this one does not, its ``results`` of other ids and its ``expiring``, is nulled)."""
+    remaining = [name for name in departing if name not in gone]
     at = format_time(now)
     return {
         DEPARTING: remaining,
