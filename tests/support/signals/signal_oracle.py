@@ -221,16 +221,19 @@ def bursts_charged_only_what_they_caused(record: Record) -> list[str]:
     bursts = [s for s in record.said if s.reason == "Restarted"]
     if len(bursts) != len(lasts):
         wrong.append(f"{len(bursts)} Restarted Events for {len(lasts)} bursts in status.restarts.last")
+    previous_ms = 0
     for said, last in zip(bursts, lasts, strict=False):
         restarts, static, rebalances = _numbers(said.message)
         if (restarts, static, rebalances) != (last["restarts"], last["static"], last["rebalances"]):
             wrong.append(f"Restarted {said.message!r} but status.restarts.last says {last}")
-        caused = _caused_by_restarts(record, _ms(last["since"]) - 1_000, said.at_ms)
+        # What the burst counted happened after the previous burst was told, and before this one is.
+        caused = _caused_by_restarts(record, previous_ms + 1, said.at_ms)
         if rebalances > caused:
             wrong.append(
                 f"Restarted {said.message!r} charges {rebalances} rebalances: the journal shows {caused} caused by"
-                f" the pods restarted between {last['since']} and the Event"
+                f" the pods restarted since the previous burst was told"
             )
+        previous_ms = said.at_ms
         expected_type = "Normal" if rebalances == 0 else "Warning"
         if said.type != expected_type:
             wrong.append(f"Restarted {said.message!r} is a {said.type} Event")
