@@ -21,7 +21,6 @@ import aiohttp
 from support.api import Api
 
 from berth.coordinator.client import CoordinatorAdmin
-
 from berth.coordinator.client.assignors import AssignorMember, RangeAssignor
 from berth.coordinator.client.encoding import (
     EncodingError,

@@ -215,7 +215,8 @@ class SimFleet:
                 self._start(pod, "restarted")
             elif pod.started_ms is None and pod.down_until_ms is None and self.now_ms >= pod.created_ms + START_MS:
                 self._start(pod, "created")
-            if pod.running and not pod.ready and pod.started_ms is not None and self.now_ms >= pod.started_ms + READY_MS:
+            started_ms = pod.started_ms
+            if pod.running and not pod.ready and started_ms is not None and self.now_ms >= started_ms + READY_MS:
                 pod.ready = True
 
     def _start(self, pod: Pod, why: str) -> None:

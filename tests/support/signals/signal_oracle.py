@@ -120,7 +120,8 @@ def removed_is_what_was_removed(record: Record) -> list[str]:
             wrong.append(f"lastScaleDown at {at}: expiring {sorted(expiring)} (removed {removed})")
     for event in admin:
         seen = any(
-            event["group_instance_id"] in (last.get("removed") or ()) and _ms(at) - 100 <= event["ts_ms"] < _ms(at) + 1_100
+            event["group_instance_id"] in (last.get("removed") or ())
+            and _ms(at) - 100 <= event["ts_ms"] < _ms(at) + 1_100
             for at, last in said.items()
         )
         if not seen:
