@@ -68,6 +68,9 @@ soak: install
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
 	BERTH_NODE_HA_ROUNDS=5 BERTH_NODE_HA_RESULTS=benchmarks/results/ha_node.json \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/node/test_ha_failover.py
+	BERTH_SOAK=1 BERTH_NODE_SCENARIO_ROUNDS=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		tests/node/test_drain.py tests/node/test_node_loss.py tests/node/test_kafka_drain.py \
+		tests/node/test_spark_on_kubernetes.py tests/node/test_ha_node_loss.py
 	$(BIN)/python -m benchmarks.floods
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability

@@ -1,4 +1,5 @@
 """``python -m benchmarks [NAME ...] [--report-only]``: run benchmarks, save their results, regenerate the report.
+``python -m benchmarks robustness [--runs N ...]`` runs the randomized fault campaign instead (``robustness``).
 
 Without names it runs them all (``make bench``), which takes a while: the slowest waits out a 45 s session
 timeout on purpose, and the 100-member rolling restart of dynamic members rebalances a hundred times.
@@ -35,6 +36,13 @@ BENCHMARKS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["robustness"]:
+        from benchmarks import robustness
+
+        code = robustness.main(given[1:])
+        report.main()
+        return code
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)")
     parser.add_argument("--report-only", action="store_true", help="only regenerate docs/benchmarks.md")

@@ -41,6 +41,107 @@ def _soak_plot(samples: list[list[float]]) -> bool:
     return True
 
 
+#: Every bug found by the robustness checks or by the outside review that asked for them (issue 28), where it was
+#: found, and the test that fails if it comes back (docs/reliability.md, "Track record").
+TRACK_RECORD = [
+    (
+        "A store write failed: every other answer held behind it was released as a success (a retried PUT, a GET,"
+        " a static re-join); after the next load the change was gone. Several writes of one group failing together"
+        " were undone one by one into a state the store never had.",
+        "outside review of 2b669ce (issue 28 R1); put back, the checker reports it on seed 1 (`bug.ack_failed_writes`)",
+        "`tests/http/test_storage_faults.py::test_answers_held_behind_a_failed_write_are_never_successes`,"
+        " `::test_two_failed_writes_of_one_group_leave_it_as_the_store_has_it`",
+    ),
+    (
+        "Reads (describe, offsets, expected members, list) and owner checks answered from memory before the writes"
+        " they showed were durable.",
+        "reading the engine for R1",
+        "`tests/http/test_storage_faults.py::test_answers_held_behind_a_failed_write_are_never_successes`",
+    ),
+    (
+        "The leader key deleted: the old active replica kept answering from memory while a new one acknowledged"
+        " writes (two actives for 21 s and more).",
+        "outside review (R2); put back, the checker reports it on seed 1 (`bug.ignore_leader_key`)",
+        "`tests/ha/test_failover.py::test_the_active_replica_steps_down_when_its_leader_key_is_deleted`",
+    ),
+    (
+        "Replicas started together on an empty prefix: one exited 1 in 12 starts (the prefix was checked in"
+        " separate reads).",
+        "outside review (R3); put back, the checker reports it on seed 1 (`bug.unguarded_first_start`)",
+        "`tests/store/test_etcd_store.py::test_a_replica_that_checks_the_prefix_while_another_claims_it_starts`",
+    ),
+    (
+        "etcd out of space refused every write while `/readyz` stayed 200.",
+        "outside review (R4); put back, the checker reports it on seed 1 (`bug.ready_while_refused`)",
+        "`tests/ha/test_failover.py::test_readiness_is_false_and_says_why_while_etcd_is_out_of_space`",
+    ),
+    (
+        "A scale-down, a scale back up (the operator stopped before the StatefulSet grew), then a scale-down again:"
+        " the fleet's own departing member was no longer recorded and was left to its session timeout.",
+        "the scaling planner's properties (Hypothesis), while the several-node tier was built (issue 29)",
+        "`tests/operator/unit/test_plan_scaling_stories.py::"
+        "test_a_cancelled_departure_is_not_forgotten_when_the_fleet_shrinks_again_before_it_grew`",
+    ),
+]
+
+
+def robustness_lines() -> list[str]:
+    lines = [
+        "## Guarantees checked against recorded histories (`make robustness`)",
+        "",
+        "What clients are told is recorded and checked afterwards, the way etcd's robustness suite and Jepsen check",
+        "theirs (`tests/robustness`, docs/testing.md). Each run starts the SQLite coordinator (its data dir on a",
+        "loop-mounted disk of its own) or two replicas on a three-member etcd cluster, every process in a network",
+        "namespace of its own; runs member-library members (static and dynamic), raw protocol clients (static members",
+        "that restart and leave zombies behind), retrying admin writers like the operator's and offset committers;",
+        "injects faults one after another, picked from a seed that is printed (kill -9, SIGTERM, SIGSTOP past the",
+        "lease, crash points before and after the store commit and the journal append, in a parked JoinGroup and",
+        "during a load; a full and a stalled disk; blackholes between clients and the active replica, a replica and",
+        "etcd, the replicas; random packet loss; rate limits; added delay; etcd member kill, quorum loss, freeze,",
+        "partition and out of space; the leader key deleted; a replica that takes over with its wall clock off by",
+        "minutes to days); heals; reads everything back. The checker holds every answer to deliberately simple models:",
+        "",
+        "- committed offsets per (group, topic, partition), expected members, owners and a group's existence are",
+        "  linearizable registers (a Wing-Gong search per key; an answer that showed a value never durable, or lost",
+        "  an acknowledged one, is not linearizable); a timeout or COORDINATOR_NOT_AVAILABLE may or may not have",
+        "  taken effect;",
+        "- a group's generation never goes back; the partitions a generation hands out are disjoint;",
+        "- a static group whose members only restart within their session timeout never rebalances;",
+        "- a member id replaced by a static member's restart, or that left, is never answered NONE again;",
+        "- the coordinator that should act is not Ready while the store refuses every write sent to it; and two",
+        "  replicas never answer as active at once (probes read from every replica that says it is Ready);",
+        "- no coordinator process dies unless a fault killed it.",
+        "",
+        "`make test` runs four fixed-seed runs (`tests/robustness/test_runs.py`: every SQLite fault kind and the",
+        "replicated ones that matter most) and puts each bug of issue 28 back behind a test-only failpoint switch to",
+        "show the checker reports it (`tests/robustness/test_bugs.py`). `make robustness RUNS=N` runs N randomized",
+        'runs; the record accumulates in `benchmarks/results/robustness.json` (docs/benchmarks.md, "Robustness").',
+        "",
+    ]
+    record = _load("robustness")
+    if record:
+        faults = sum(len(kinds) for kinds in record.get("faults", {}).values())
+        lines += [
+            f"Record: **{record['runs']} randomized runs** ({_topologies(record)}), "
+            f"**{record['operations_checked']:,} operations checked**, {faults} fault kinds, "
+            f"**{record['violations']} runs with violations**; about {record.get('runs_per_hour')} runs per hour.",
+            "",
+        ]
+    lines += [
+        "### Track record",
+        "",
+        "| bug | found by | regression test |",
+        "|---|---|---|",
+        *(f"| {bug} | {found} | {test} |" for bug, found, test in TRACK_RECORD),
+        "",
+    ]
+    return lines
+
+
+def _topologies(record: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(record.get("runs_by_topology", {}).items()))
+
+
 def render() -> str:
     lines = [
         "# Reliability",
@@ -92,17 +193,21 @@ def render() -> str:
             "(lease TTL 3 s in the tests; `python -m benchmarks failover` measures the chart's 5 s).",
             "",
         ]
+    lines += robustness_lines()
     lines += [
         "## Storage faults",
         "",
         "`tests/http/test_storage_faults.py` (and the core's scenario tests) fail the disk under the store",
-        "interface: a failed offset commit changes nothing and answers COORDINATOR_NOT_AVAILABLE on every",
-        "partition; a failed static restart is reverted (the old member keeps heartbeating); a failed assignment",
-        "write answers every parked sync 15 and starts a rebalance (cause persist_failure); a group whose creation",
-        "could not be written does not exist. Everything works again once the disk does. A stalled write holds",
-        "only its own group's answers. While the last write failed `/readyz` is 503 `store failing` (`/healthz`",
-        "stays 200), and each probe of it queues a small write, so readiness returns with the disk although no",
-        "client reaches a coordinator that is not ready.",
+        "interface. A write that fails is answered COORDINATOR_NOT_AVAILABLE, and so is every answer of its group",
+        "that was held behind it (a retried PUT that changed nothing in memory, a GET, a describe: issue 28's",
+        '"acknowledged, then lost"); the group is then loaded again from the store, so memory holds exactly what',
+        "became durable however many of its writes were in flight. A failed offset commit changes nothing; after a",
+        "failed static restart the old member keeps heartbeating; a failed assignment write answers every parked",
+        "sync 15 and the group is what the store holds (its members join again); a group whose creation could not",
+        "be written does not exist. Everything works again once the disk does. A stalled write holds only its own",
+        "group's answers. While the last write failed `/readyz` is 503 `store failing` with the store's reason",
+        "(`/healthz` stays 200), and each probe of it queues a small write, so readiness returns with the disk",
+        "although no client reaches a coordinator that is not ready.",
         "",
         "## Start-up that refuses to lose data",
         "",

@@ -107,6 +107,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         goal = GOALS.get(name, r["goal"])  # today's wording of the goal, with what it assumes
         lines.append(f"| {number} | {r['title']} | {r['summary']} | {goal} | {met} | `{r['command']}` |")
     lines += ["", *plot(results), ""]
+    lines += robustness_section()
     for name in [n for n in ORDER if n in results]:
         r = results[name]
         lines += [
@@ -120,6 +121,58 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             "",
         ]
     return "\n".join(lines) + "\n"
+
+
+def robustness_section() -> list[str]:
+    """The randomized fault campaigns' record (``robustness.json``, and the operator's ``robustness_operator.json``)."""
+    lines: list[str] = []
+    path = RESULTS / "robustness.json"
+    if path.exists():
+        data = json.loads(path.read_text())
+        lines += [
+            "## Robustness: randomized faults, histories checked against models",
+            "",
+            "`make robustness` (`python -m benchmarks robustness --runs N`): each run starts the SQLite coordinator or",
+            "replicas on etcd in network namespaces of their own, runs recording clients, injects faults picked from a",
+            "printed seed and checks every operation's answer against sequential models (docs/reliability.md).",
+            "",
+            "| runs | with violations | operations checked | runs per hour | by topology |",
+            "|---|---|---|---|---|",
+            f"| {data['runs']} | {data['violations']} | {data['operations_checked']:,}"
+            f" | {data.get('runs_per_hour', '-')} | {_by_topology(data)} |",
+            "",
+            "Runs with each fault kind:",
+            "",
+            "| topology | fault kind | runs |",
+            "|---|---|---|",
+        ]
+        for topology, kinds in sorted(data.get("faults", {}).items()):
+            lines += [f"| {topology} | {kind} | {count} |" for kind, count in sorted(kinds.items())]
+        lines += [
+            "",
+            "| date | first seed | runs | with violations | operations | minutes |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in data.get("campaigns", []):
+            minutes = round(c["seconds"] / 60)
+            row = f"| {c['date']} | {c['first_seed']} | {c['runs']} | {c['violations']} | {c['operations_checked']:,}"
+            lines.append(f"{row} | {minutes} |")
+        lines.append("")
+    operator = RESULTS / "robustness_operator.json"
+    if operator.exists():
+        lines += [
+            "### The operator under leader faults",
+            "",
+            "```json",
+            json.dumps(json.loads(operator.read_text()), indent=2),
+            "```",
+            "",
+        ]
+    return lines
+
+
+def _by_topology(data: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(data.get("runs_by_topology", {}).items()))
 
 
 def main() -> None:

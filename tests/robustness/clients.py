@@ -329,11 +329,14 @@ class RawMember:
             "protocol_name": "range",
             "assignments": assignments,
         }
-        for _ in range(10):  # as a client does: the same sync again while the coordinator cannot answer it
+        # As the member library does: the same sync again while the coordinator cannot answer it (a join instead would
+        # be the leader's rejoin, which rebalances a Stable group: Kafka's rule for a leader that rejoins).
+        give_up = asyncio.get_running_loop().time() + 25.0
+        while True:
             synced = await self.call("sync", sync, LONG_POLL_S)
             if synced is not None and synced["error_code"] not in (14, 15, 16):
                 break
-            if await self.ctx.pause(0.1, 0.3):
+            if await self.ctx.pause(0.1, 0.3) or asyncio.get_running_loop().time() > give_up:
                 return False
         if synced is None or synced["error_code"] != 0:
             if synced is not None and synced["error_code"] in (25, 82):

@@ -67,6 +67,7 @@ class Fleet:
         rolling: bool = False,
         quiet: bool = True,
         last_started: datetime | None = None,
+        evicted: bool = False,
     ) -> RestartsPlan:
         plan = plan_restarts(
             self.status,
@@ -77,6 +78,7 @@ class Fleet:
             last_started=last_started,
             settle=SETTLE,
             now=at,
+            evicted=evicted,
         )
         block = {k: v for k, v in plan.patch["restarts"].items() if v is not None}  # a merge patch's null removes
         self.status = {"restarts": block}
@@ -156,6 +158,19 @@ def test_pods_restarted_outside_a_rollout_are_a_restart() -> None:
     fleet.pass_(seconds(30), last_started=seconds(3))
     assert fleet.events == [("Normal", RESTARTED, "2 pods restarted statically, 0 rebalances")]
     assert (fleet.restarts["last"]["cause"], fleet.rolls) == ("restart", 0)
+
+
+def test_pods_a_pass_saw_evicted_are_an_eviction() -> None:
+    """A drain: a pass sees a pod being evicted (before its member is back), which opens the burst; the pods come
+    back as themselves."""
+    fleet = Fleet()
+    fleet.pass_(seconds(0))
+    fleet.pass_(seconds(1), quiet=False, evicted=True)
+    assert fleet.restarts["ongoing"]["eviction"] is True
+    fleet.pass_(seconds(4), GroupActivity(static=2), quiet=False, last_started=seconds(3))
+    fleet.pass_(seconds(30), last_started=seconds(3))
+    assert fleet.events == [("Normal", RESTARTED, "2 pods restarted statically (eviction), 0 rebalances")]
+    assert fleet.restarts["last"]["cause"] == "eviction"
 
 
 def test_a_burst_that_cost_rebalances_is_a_warning_saying_how_many_restarts_were_not_static() -> None:

@@ -143,6 +143,7 @@ class FleetWorld(RuleBasedStateMachine):
         if self.finalized:
             return None
         self.now += timedelta(seconds=seconds)
+        self.planned_statefulset = self.statefulset or 0  # its size when this plan was made
         plan = plan_scaling(
             ScalingObservation(
                 fleet_name=FLEET,
@@ -208,7 +209,10 @@ class FleetWorld(RuleBasedStateMachine):
 
     def check_leave(self, leave: BatchLeave) -> None:
         assert leave.instance_ids, "an empty leave"
-        assert list(leave.instance_ids) == self.status.get("departing"), "left ids not recorded as departing"
+        desired = 0 if self.deleting else self.desired
+        recorded = [n for n in self.status.get("departing", []) if ordinal(n) >= desired]
+        assert list(leave.instance_ids) == recorded, "left ids not recorded as departing"
+        assert all(ordinal(name) >= desired for name in leave.instance_ids), "left an id within the desired size"
         for name in leave.instance_ids:
             assert ordinal(name) not in self.pods, f"left {name} while its pod exists"
             would_recreate = max(self.statefulset or 0, self.controller_size)
@@ -219,14 +223,16 @@ class FleetWorld(RuleBasedStateMachine):
         desired = 0 if self.deleting else self.desired
         departing = self.status.get("departing", [])
         assert departing == sorted(set(departing), key=ordinal), departing
-        assert all(ordinal(name) >= desired for name in departing), departing
+        # An id within the desired size stays recorded only while the StatefulSet has not grown back to it (a scale
+        # back up cancelled its departure): it is never left (check_leave) and goes once the StatefulSet covers it.
+        assert all(ordinal(name) >= min(desired, self.planned_statefulset) for name in departing), departing
         assert not set(departing) & self.left_this_departure, "an id stays departing after its leave"
         assert {f"{FLEET}-{o}" for o in self.pods if o >= desired} <= set(departing)
         if knows_every_member and (self.leave_on_scale_down or self.deleting):
             # Only members recorded without a leave (leaveOnScaleDown false) may linger beyond the fleet.
             beyond = {m for m in self.members if ordinal(m) >= desired}
             assert beyond <= set(departing) | self.lingering_without_leave(), beyond
-        assert (self.status.get("departingSince") is None) == (not departing)
+        assert (self.status.get("departingSince") is None) == (not [n for n in departing if ordinal(n) >= desired])
 
     def lingering_without_leave(self) -> set[str]:
         # Scale-downs recorded while leaveOnScaleDown was false leave members to expire on their own.

@@ -140,16 +140,36 @@ def test_scaling_back_up_before_the_pods_are_gone_cancels_the_departures(now: da
     # Back to 5 while orders-3 and orders-4 are still terminating.
     plan = plan_scaling(observe(5, 3, pods(0, 1, 2, 3, 4), status), now=now)
 
+    # They are not left, and stay recorded until the StatefulSet covers them again: an operator stopped before
+    # ScaleWorkload(5) while the fleet went back to 3 would otherwise have no record that they were its own.
     assert plan == ScalingPlan(
         (
-            PatchStatus({"departing": [], "departingSince": None, "expectedMembers": None}),
+            PatchStatus({"departing": list(ids(3, 4)), "departingSince": None, "expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2, 3, 4)),
             PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
             ScaleWorkload(5),
         )
     )
-    # Once they are gone and back, nothing is left to leave.
-    assert plan_scaling(observe(5, 5, pods(0, 1, 2), patched(status, plan.actions)), now=now) == ScalingPlan(())
+    # Once the StatefulSet is back at 5, they are off the list, and nothing is left to leave.
+    after = plan_scaling(observe(5, 5, pods(0, 1, 2), patched(status, plan.actions)), now=now)
+    assert after == ScalingPlan((PatchStatus({"departing": [], "departingSince": None}),))
+    assert plan_scaling(observe(5, 5, pods(0, 1, 2), patched(status, plan.actions + after.actions)), now=now) == (
+        ScalingPlan(())
+    )
+
+
+def test_a_cancelled_departure_is_not_forgotten_when_the_fleet_shrinks_again_before_it_grew(now: datetime) -> None:
+    """Found by the scaling properties (Hypothesis): 1 -> 0 (orders-0 departing), back to 1 (the operator records
+    the cancellation, then stops before the StatefulSet grows), then 0 again: orders-0 must still depart and leave,
+    not be left to its session timeout as a member nobody recorded."""
+    at_1 = {"departing": [], "departingSince": None}
+    status = patched(at_1, plan_scaling(observe(0, 1, pods(0), at_1), now=now).actions)
+    assert status["departing"] == list(ids(0))
+    cancelled = plan_scaling(observe(1, 0, pods(0), status), now=now).actions
+    status = patched(status, cancelled[:1])  # the operator stops after its first action
+    assert status["departing"] == list(ids(0))  # still recorded: the StatefulSet is at 0
+    plan = plan_scaling(observe(0, 0, pods(), status), now=now)
+    assert any(isinstance(a, BatchLeave) and a.instance_ids == ids(0) for a in plan.actions)
 
 
 def test_a_partial_scale_back_keeps_the_remaining_departures_and_when_they_began(now: datetime) -> None:
@@ -159,7 +179,9 @@ def test_a_partial_scale_back_keeps_the_remaining_departures_and_when_they_began
 
     assert plan == ScalingPlan(
         (
-            PatchStatus({"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": None}),
+            # orders-2 is no longer departing (it is not left), but stays recorded until the StatefulSet covers it:
+            # the record is as it was.
+            PatchStatus({"expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2)),
             PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
             ScaleWorkload(3),
@@ -467,6 +489,62 @@ def test_a_pod_stuck_terminating_holds_the_leave_only_for_its_allowance(now: dat
     )
     gone = plan_scaling(observe(3, 3, pods(0, 1, 2, 4), status, **stuck), now=past + timedelta(seconds=9))
     assert gone.actions == (BatchLeave(ids(3), T0),)
+
+
+def test_a_stuck_pod_whose_member_is_still_in_the_group_is_not_left_and_the_wait_names_its_node(
+    now: datetime,
+) -> None:
+    """5 -> 4: orders-4 sticks in Terminating past its allowance, but the group still lists its member (its node is
+    cut off from the API server, not from the coordinator: the pod may still run). It is not left; the wait names
+    its node. Once its session expires (the group no longer lists it), it leaves (a no-op at the coordinator)."""
+    grace_ends = now + timedelta(seconds=30)
+    allowance = timedelta(minutes=2)
+    status = {**SETTLED_AT_5, "departing": list(ids(4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2, 3))}
+    stuck = {
+        "terminating": {"orders-4": grace_ends},
+        "stuck_allowance": allowance,
+        "nodes": {"orders-4": "node-c"},
+    }
+    past = grace_ends + allowance + timedelta(seconds=1)
+    listed = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset(ids(0, 1, 2, 3, 4)), **stuck), now=past
+    )
+    assert listed.actions == ()
+    assert listed.waiting is not None
+    assert listed.waiting.startswith("orders-4 on node node-c: Terminating past its grace period")
+    assert "its member is still in the group, so the pod may still run" in listed.waiting
+    # A thread-suffixed member of the pod counts as its member too.
+    threads = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset({*ids(0, 1, 2, 3), "orders-4-1"}), **stuck),
+        now=past,
+    )
+    assert threads.actions == ()
+    expired = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3, 4), status, group_members=frozenset(ids(0, 1, 2, 3)), **stuck), now=past
+    )
+    assert expired.actions == (BatchLeave(ids(4), T0, stuck=ids(4)),)
+
+
+def test_a_shrink_an_unready_pod_holds_up_names_that_pod_and_its_node(now: datetime) -> None:
+    """3 -> 2 under OrderedReady while orders-0 is on a node that stopped reporting (never Ready again until the node
+    is dealt with): the StatefulSet deletes nothing, and the wait says so, naming the pod and its node."""
+    status = {**SETTLED_AT_5, "departing": list(ids(2)), "departingSince": T0, "expectedMembers": list(ids(0, 1))}
+    plan = plan_scaling(
+        observe(2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)),
+                nodes={"orders-0": "node-c"}),
+        now=now,
+    )  # fmt: skip
+    assert plan.waiting == (
+        "waiting for the StatefulSet to reach 2 replicas before orders-2 leave: it deletes no pod while orders-0 on"
+        " node node-c is not Ready (podManagementPolicy OrderedReady)"
+    )
+    parallel = observe(
+        2, 2, pods(0, 1, 2), status, workload_settled=False, unready=frozenset(ids(0)), ordered_ready=False
+    )
+    assert (
+        plan_scaling(parallel, now=now).waiting
+        == "waiting for the StatefulSet to reach 2 replicas before orders-2 leave"
+    )
 
 
 def test_what_a_scale_down_waits_for_is_said_as_it_is(now: datetime) -> None:

@@ -329,3 +329,23 @@ def test_no_ca_is_published_on_http_or_without_a_ca_of_the_operators_own(fleet_b
         replicas=1,
     )
     assert system.ca_config_map is None and "volumes" not in system.statefulset["spec"]["template"]["spec"]
+
+
+def test_pods_are_spread_over_nodes_and_zones_unless_the_template_says_otherwise(fleet_body: FleetBody) -> None:
+    """By default two preferences (ScheduleAnyway: a drained or lost node never leaves a pod Pending), by node and
+    by zone, over the fleet's own pods; a template that sets the field, even to [], keeps its own."""
+    planned = plan_statefulset(
+        parse_fleet(fleet_body()), operator_defaults=DEFAULTS, session_timeout_ms=45_000, replicas=3
+    )
+    spread = planned.statefulset["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert [(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in spread] == [
+        ("kubernetes.io/hostname", 1, "ScheduleAnyway"),
+        ("topology.kubernetes.io/zone", 1, "ScheduleAnyway"),
+    ]
+    assert all(c["labelSelector"] == {"matchLabels": pod_labels("orders")} for c in spread)
+    own = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    for given in (own, []):
+        body = fleet_body()
+        body["spec"]["template"]["spec"]["topologySpreadConstraints"] = given
+        planned = plan_statefulset(parse_fleet(body), operator_defaults=DEFAULTS, session_timeout_ms=45_000, replicas=3)
+        assert planned.statefulset["spec"]["template"]["spec"]["topologySpreadConstraints"] == given

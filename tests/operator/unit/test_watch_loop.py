@@ -185,6 +185,7 @@ def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads(
     assert informer.resource_version == "10"
     assert informer.get("shop", "orders-0") == {
         "metadata": {"name": "orders-0", "namespace": "shop", "labels": LABELS},
+        "spec": {},
         "status": {
             "conditions": [{"type": "Ready", "status": "True"}],
             "startTime": None,

@@ -8,6 +8,10 @@ closed as soon as they are accepted, until :meth:`allow`; with ``delay_s`` set, 
 is passed on, in both directions (the delay a slow network adds: this kernel has no ``netem``). ``target_host``
 forwards elsewhere than loopback (a host of a test's lab). Threads, not asyncio: the proxy must keep working while
 the test's own event loop (if any) is blocked.
+
+``listen=(ADDRESS, PORT)`` listens where it is told instead of on a free loopback port;
+``python -m support.tcp_proxy LISTEN_HOST:PORT TARGET_HOST:PORT`` runs one until it is killed (the node tier relays
+a broker that listens on one node's loopback to the loopback of every node: ``Cluster.loopback_everywhere``).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from support.net import free_port
 
 
 class TcpProxy:
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, target_host: str = "127.0.0.1", *, listen: tuple[str, int] | None = None
+    ) -> None:
         self.target_port = target_port
         self.target_host = target_host
         self.delay_s = 0.0
-        self.port = free_port()
+        self.host, self.port = listen if listen is not None else ("127.0.0.1", free_port())
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -36,7 +42,7 @@ class TcpProxy:
     def start(self) -> TcpProxy:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.host, self.port))
         listener.listen(128)
         self._listener = listener
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
@@ -102,3 +108,12 @@ class TcpProxy:
                 sock.close()
             with self._lock:
                 self._open -= {source, sink}
+
+
+if __name__ == "__main__":
+    import sys
+
+    (listen_host, listen_port), (target_host, target_port) = (arg.rsplit(":", 1) for arg in sys.argv[1:3])
+    proxy = TcpProxy(int(target_port), target_host=target_host, listen=(listen_host, int(listen_port))).start()
+    print(f"relaying {listen_host}:{listen_port} to {target_host}:{target_port}", flush=True)
+    threading.Event().wait()

@@ -1,25 +1,33 @@
-"""A real Kubernetes node on this machine, in a network namespace of its own: pods that run images.
+"""A real Kubernetes cluster on this machine, of one node or several, each in a network namespace of its own: pods
+that run images.
 
-``Node.start()`` builds, in this order (every name carries a per-run suffix, so runs coexist on one machine):
+``Cluster.start(nodes=N)`` builds, in this order (every name carries a per-run suffix, so runs coexist on one
+machine):
 
-- **the network** (``support.node_network``): a namespace of the node's own joined to this machine by a veth pair,
-  the pods' bridge inside it, nothing routed out of it.
-- **its control plane**: a ``ControlPlane`` of its own serving on the host end of the link, so the kubelet, the
-  pods (through the ``kubernetes`` Service, whose endpoints the apiserver keeps) and ``kubectl`` on this machine all
-  reach it. (The control-plane tier's plane has no scheduler and its fake kubelet binds pods itself; a scheduler
-  there would race it for every pod, so the node tier does not share it.)
-- **containerd** (``support.node_configs``: private config, root, state and socket under the work directory; runc
-  through ``../shared/tools/k8s/node/runc-oom-clamp``; the CNI bridge), **kubelet** and **kube-proxy** (iptables
-  mode) inside the network namespace, **kube-scheduler** beside the apiserver, and **cluster DNS**:
-  ``support.node_dns``, a small responder for ``<service>.<namespace>.svc.cluster.local`` (and StatefulSet pods'
-  names under their governing Service) from a list+watch of Services and Endpoints, on the node's address, which
-  the kubelet gives pods as their nameserver. There is no upstream resolver: only cluster names resolve.
+- **the fabric** (``support.node_network``): one segment joining this machine and every node, nothing routed out.
+- **the control plane**: a ``ControlPlane`` of its own serving on this machine's address on the fabric, so the
+  kubelets, the pods (through the ``kubernetes`` Service, whose endpoints the apiserver keeps) and ``kubectl`` on
+  this machine all reach it; its node lifecycle controller on, with a 60 s grace before a silent node is called
+  lost (a busy machine may delay a kubelet's heartbeats; Kubernetes' default is 40 s). **kube-scheduler** beside it.
+  (The control-plane tier's plane has no scheduler and its fake kubelet binds pods itself; a scheduler there would
+  race it for every pod, so the node tier does not share it.)
 - **storage**: ``PersistentVolume``s of the empty storage class on directories of the work directory, which claims
-  with no class (the chart's coordinator and etcd members, a stateful fleet's) bind to.
+  with no class (the chart's coordinator and etcd members, a stateful fleet's) bind to. Every node mounts the same
+  directories (they are this machine's), so a volume follows its pod to another node, as a network volume does.
+- **the nodes** (:meth:`Cluster.add_node`, each a :class:`Node`): a network namespace of its own on the fabric, and
+  a mount namespace of its own shared by its containerd and kubelet (there, ``/var/log/pods`` is the node's
+  ``pod-logs`` directory: kubelets on one machine would otherwise remove each other's pod logs), with
+  **containerd** (``support.node_configs``: private config, root, state and socket under the node's directory; runc
+  through ``../shared/tools/k8s/node/runc-oom-clamp``; the CNI bridge), **kubelet** (labelled with its zone,
+  ``topology.kubernetes.io/zone``), **kube-proxy** (iptables mode) and **cluster DNS** (``support.node_dns``, a small
+  responder for ``<service>.<namespace>.svc.cluster.local`` and StatefulSet pods' names, from a list+watch of
+  Services and Endpoints, on the node's address, which its kubelet gives pods as their nameserver; no upstream
+  resolver: only cluster names resolve); every image imported. More nodes join later with :meth:`Cluster.grow`.
 
-``stop()`` ends every process
-it started by PID (containers first, through runc's state root), unmounts what the node mounted under its work
-directory, deletes the namespace and the work directory.
+A node fails as a real one does: :meth:`Node.lose` cuts its network, its kubelet, kube-proxy, DNS, containerd and
+every container at once (a power cut); :meth:`Cluster.replace` then removes what is left of it and starts a fresh
+node in its zone. ``stop()`` ends every process it started by PID (containers first, through runc's state root),
+unmounts what the nodes mounted under the work directory, deletes the namespaces and the work directory.
 
 Binaries: ``kubelet``, ``kube-proxy`` and ``kube-scheduler`` beside the control plane's (``support.kube_cluster``),
 containerd, runc, the CNI plugins, iptables and nsenter from Debian (``scripts/ensure-node.sh``, from
@@ -31,17 +39,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate, stop_process
 from support.net import free_port
 from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config
-from support.node_network import NodeNetwork, run
+from support.node_network import Fabric, NodeNetwork, run
 from support.node_reap import (
     end_shims,
     register,
@@ -62,6 +73,13 @@ HOW_TO_GET = (
     "containernetworking-plugins, buildah, debootstrap, busybox-static and iptables (make install runs "
     "scripts/ensure-node.sh)"
 )
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONES = ("zone-a", "zone-b", "zone-c")
+#: The taint that tells Kubernetes a node is down for good (its pods may be deleted, their volumes detached).
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+#: How long a silent node is given before the node lifecycle controller calls it lost (Ready Unknown).
+NODE_MONITOR_GRACE_S = 60
 
 
 def support_env() -> dict[str, str]:
@@ -97,40 +115,25 @@ def node_binary(binaries: Binaries, name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-@dataclass
-class Node:
-    """One node (see the module docstring): ``start()``, then ``kubeconfig``/``server`` for clients, ``stop()``."""
+def kubectl_run(
+    kubeconfig: Path, *args: str, input: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    from support.kube import find_tool
 
-    binaries: Binaries
+    kubectl = find_tool("kubectl")
+    assert kubectl is not None
+    argv = [kubectl, f"--kubeconfig={kubeconfig}", *args]
+    result = subprocess.run(argv, input=input, capture_output=True, text=True, check=False, timeout=120)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+class _Processes:
+    """Processes started by PID with their logs in ``workdir`` (``<name>.log``), ended by PID."""
+
     workdir: Path
-    name: str = "berth-node"
-    network: NodeNetwork = field(default_factory=NodeNetwork.choose)
-    pv_count: int = 8
-    #: Directories a later session's reaper removes with the node when this run dies without stopping it.
-    reap_also: tuple[Path, ...] = ()
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    plane: ControlPlane | None = None
-    kubelet_port: int = 0
-
-    # ------------------------------------------------------------------------------------------------ paths
-
-    @property
-    def socket(self) -> Path:
-        return self.workdir / "containerd.sock"
-
-    @property
-    def runc_root(self) -> Path:
-        return self.workdir / "runc"
-
-    @property
-    def kubeconfig(self) -> Path:
-        assert self.plane is not None
-        return self.plane.kubeconfig
-
-    @property
-    def server(self) -> str:
-        assert self.plane is not None
-        return self.plane.server
+    processes: dict[str, subprocess.Popen[bytes]]
 
     def log(self, name: str) -> str:
         path = self.workdir / f"{name}.log"
@@ -147,39 +150,55 @@ class Node:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log(name)[-4000:]}")
 
+    def _end(self, name: str) -> None:
+        stop_process(self.processes.pop(name, None), timeout_s=15)
+
+
+@dataclass
+class Node(_Processes):
+    """One node of a :class:`Cluster` (see the module docstring): ``start()``, ``lose()``, ``stop()``."""
+
+    binaries: Binaries
+    workdir: Path
+    plane: ControlPlane
+    network: NodeNetwork
+    name: str = "berth-node"
+    zone: str = ZONES[0]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kubelet_port: int = 0
+    #: Set by lose(): the node's processes are gone and its network is cut.
+    lost: bool = False
+
+    # ------------------------------------------------------------------------------------------------ paths
+
+    @property
+    def socket(self) -> Path:
+        return self.workdir / "containerd.sock"
+
+    @property
+    def runc_root(self) -> Path:
+        return self.workdir / "runc"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def server(self) -> str:
+        return self.plane.server
+
     # ------------------------------------------------------------------------------------------------ start
 
     def start(self, pause_archive: Path, timeout_s: float = 180.0) -> Node:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Recorded first: a run killed before stop() leaves everything below to the next session's reap_stale().
-        register(self.network.netns, self.network.host_if, self.workdir, self.reap_also)
+        register(self.network.netns, "", self.workdir)
         start_guard(self.network.netns)  # and reaped by it at once, if this run dies without stop()
         self.network.create()
-        self.plane = ControlPlane(
-            self.binaries,
-            self.workdir / "plane",
-            address=self.network.host_ip,
-            controllers="*",
-            # A busy machine may delay the kubelet's status for a while: do not call the node lost too soon.
-            controller_flags=("--node-monitor-grace-period=120s",),
-        )
-        self.plane.start()
         self._client_configs()
         self._start_containerd()
         self.import_image(pause_archive)
         self._start_kubelet()
-        self._spawn(
-            "kube-scheduler",
-            [
-                str(node_binary(self.binaries, "kube-scheduler")),
-                f"--kubeconfig={self.workdir / 'scheduler.kubeconfig'}",
-                f"--authentication-kubeconfig={self.workdir / 'scheduler.kubeconfig'}",
-                f"--authorization-kubeconfig={self.workdir / 'scheduler.kubeconfig'}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                "--leader-elect=false",
-            ],
-        )
         self._spawn(
             "kube-proxy",
             self.network.inside(
@@ -212,21 +231,22 @@ class Node:
             ),
         )
         self._wait_ready(timeout_s)
-        self._persistent_volumes()
         return self
 
     def _client_configs(self) -> None:
-        assert self.plane is not None
         pki = self.plane.pki
         for name, subject in (
             ("kubelet", f"/O=system:nodes/CN=system:node:{self.name}"),
-            ("scheduler", "/CN=system:kube-scheduler"),
             ("proxy", "/CN=system:kube-proxy"),
         ):
-            sign_certificate(pki, name, subject)
+            sign_certificate(pki, f"{self.name}-{name}", subject)
             (self.workdir / f"{name}.kubeconfig").write_text(
                 kubeconfig_text(
-                    self.plane.server, pki / "ca.crt", cert=pki / f"{name}.crt", key=pki / f"{name}.key", user=name
+                    self.plane.server,
+                    pki / "ca.crt",
+                    cert=pki / f"{self.name}-{name}.crt",
+                    key=pki / f"{self.name}-{name}.key",
+                    user=name,
                 )
             )
 
@@ -238,7 +258,19 @@ class Node:
         (w / "containerd.toml").write_text(config)
         containerd = _which("containerd")
         assert containerd is not None
-        self._spawn("containerd", self.network.inside(containerd, "--config", str(w / "containerd.toml")))
+        # A mount namespace of the node's own, shared with its kubelet (below), in which /var/log/pods is a directory
+        # of the node's: kubelet 1.28 keeps pod logs there (not configurable), and a kubelet's garbage collection
+        # removes the log directories of pods it does not run, which on one machine are the other nodes' pods.
+        logs = w / "pod-logs"
+        logs.mkdir()
+        self._spawn(
+            "containerd",
+            self.network.inside(
+                "unshare", "--mount", "--propagation", "slave", "sh", "-c",
+                f'mount --bind "{logs}" /var/log/pods && exec "$0" --config "$1"',
+                containerd, str(w / "containerd.toml"),
+            ),
+        )  # fmt: skip
         deadline = time.monotonic() + 60
         while run("ctr", "--address", str(self.socket), "version", check=False).returncode != 0:
             self._check_alive()
@@ -262,34 +294,59 @@ class Node:
         args = [str(kfake), "-port", str(port), "-log-level", "warn"]
         for config in configs:
             args += ["-c", config]
-        self._spawn("kfake", self.network.inside(*args))
+        name = f"kfake-{port}"
+        self._spawn(name, self.network.inside(*args))
         deadline = time.monotonic() + timeout_s
-        while f"listening 127.0.0.1:{port}" not in self.log("kfake"):
+        while f"listening 127.0.0.1:{port}" not in self.log(name):
             self._check_alive()
             if time.monotonic() > deadline:
-                raise RuntimeError(f"kfake did not listen within {timeout_s:g} s:\n{self.log('kfake')}")
+                raise RuntimeError(f"kfake did not listen within {timeout_s:g} s:\n{self.log(name)}")
             time.sleep(0.1)
         return f"127.0.0.1:{port}"
+
+    def relay(self, listen: tuple[str, int], target: tuple[str, int], timeout_s: float = 30.0) -> None:
+        """A TCP relay in the node's network namespace (``support.tcp_proxy``), from ``listen`` to ``target``;
+        stopped with the node."""
+        name = f"relay-{listen[1]}"
+        self._spawn(
+            name,
+            self.network.inside(
+                sys.executable, "-m", "support.tcp_proxy", f"{listen[0]}:{listen[1]}", f"{target[0]}:{target[1]}"
+            ),
+        )
+        deadline = time.monotonic() + timeout_s
+        while "relaying" not in self.log(name):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the relay did not start within {timeout_s:g} s:\n{self.log(name)}")
+            time.sleep(0.1)
 
     def run_inside(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """A command in the node's network namespace (PYTHONPATH: the tests' support package), to completion."""
         return subprocess.run(self.network.inside(*argv), capture_output=True, text=True, env=support_env(), check=True)
 
+    def ctr_tasks(self, *args: str) -> None:
+        """``ctr tasks ARGS`` on this node's containerd (kill, pause, resume a container in place)."""
+        run("ctr", "--address", str(self.socket), "-n", "k8s.io", "tasks", *args)
+
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's process in place, as a crash would (the kubelet restarts it in the same pod)."""
-        run("ctr", "--address", str(self.socket), "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container_id)
+        self.ctr_tasks("kill", "--signal", "SIGKILL", container_id)
 
     def _start_kubelet(self) -> None:
-        assert self.plane is not None
         w = self.workdir
         (w / "resolv.conf").write_text("")
         self.kubelet_port = free_port()
         ca = self.plane.pki / "ca.crt"
         config = kubelet_config(w, self.network, self.socket, ca, self.kubelet_port, free_port())
         (w / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        containerd = self.processes["containerd"].pid  # unshare and sh exec'd: the pid is containerd's
         self._spawn(
             "kubelet",
             self.network.inside(
+                "nsenter",
+                f"--mount=/proc/{containerd}/ns/mnt",
+                "--",
                 str(node_binary(self.binaries, "kubelet")),
                 f"--config={w / 'kubelet.yaml'}",
                 f"--kubeconfig={w / 'kubelet.kubeconfig'}",
@@ -297,40 +354,195 @@ class Node:
                 f"--cert-dir={w / 'kubelet-pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.network.node_ip}",
+                f"--node-labels={ZONE_LABEL}={self.zone}",
             ),
         )
-
-    def _kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        from support.kube import find_tool
-
-        kubectl = find_tool("kubectl")
-        assert kubectl is not None
-        argv = [kubectl, f"--kubeconfig={self.kubeconfig}", *args]
-        result = subprocess.run(argv, input=input, capture_output=True, text=True, check=False, timeout=120)
-        if check and result.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}")
-        return result
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
             self._check_alive()
-            answer = self._kubectl("get", "node", self.name, "-o", "json", check=False)
+            answer = kubectl_run(self.kubeconfig, "get", "node", self.name, "-o", "json", check=False)
             if answer.returncode == 0:
                 node = json.loads(answer.stdout)
                 conditions = {c["type"]: c["status"] for c in node["status"].get("conditions") or []}
                 taints = [t["key"] for t in node["spec"].get("taints") or []]
                 dns_answering = "answering on" in self.log("dns")  # once its lists are in
                 if conditions.get("Ready") == "True" and not taints and dns_answering:
-                    break
+                    return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"node {self.name} not Ready after {timeout_s:g} s:\n{self.log('kubelet')[-4000:]}")
             time.sleep(0.5)
+
+    # ------------------------------------------------------------------------------------------ failure
+
+    def lose(self) -> None:
+        """The node gone at once, as in a power cut: its network cut, then its kubelet, kube-proxy, DNS, containerd,
+        shims and every container killed (SIGKILL), nothing told. What it leaves (its Node object, its pods as the
+        API knows them) is the cluster's to deal with; :meth:`Cluster.replace` removes the rest."""
+        self.network.cut()
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        remove_containers(self.runc_root)
+        end_shims(self.socket)
+        for name in list(self.processes):
+            self._end(name)
+        self.lost = True
+
+    # ------------------------------------------------------------------------------------------------- stop
+
+    def stop(self, pod_uids: Sequence[str] = ()) -> None:
+        for name in ("kubelet", "kube-proxy", "dns", *(n for n in list(self.processes) if n != "containerd")):
+            self._end(name)
+        remove_containers(self.runc_root)
+        self._end("containerd")
+        end_shims(self.socket)
+        unmount_under(self.workdir)
+        self.network.delete()
+        remove_pod_logs(list(pod_uids))
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        unregister(self.network.netns)
+
+
+@dataclass
+class Cluster(_Processes):
+    """The control plane, the fabric and the nodes (see the module docstring)."""
+
+    binaries: Binaries
+    workdir: Path
+    fabric: Fabric = field(default_factory=Fabric.choose)
+    pv_count: int = 12
+    #: Directories a later session's reaper removes with the cluster when this run dies without stopping it.
+    reap_also: tuple[Path, ...] = ()
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    plane: ControlPlane | None = None
+    nodes: list[Node] = field(default_factory=list)
+    #: The images every node imports: the sandbox's first.
+    archives: tuple[Path, ...] = ()
+    node_timeout_s: float = 180.0
+    _started_nodes: int = 0
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.plane is not None
+        return self.plane.kubeconfig
+
+    @property
+    def server(self) -> str:
+        assert self.plane is not None
+        return self.plane.server
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kubectl_run(self.kubeconfig, *args, input=input, check=check)
+
+    def start(self, archives: Sequence[Path], nodes: int = 1, timeout_s: float = 180.0) -> Cluster:
+        """The fabric, the control plane, the scheduler, the volumes and ``nodes`` nodes with ``archives`` imported
+        (the sandbox image's first)."""
+        self.archives, self.node_timeout_s = tuple(archives), timeout_s
+        cluster_dir = self.workdir / "cluster"
+        cluster_dir.mkdir(parents=True, exist_ok=True)
+        # Recorded first: a run killed before stop() leaves everything below to the next session's reap_stale().
+        register(self.fabric.netns, self.fabric.host_if, cluster_dir, self.reap_also)
+        start_guard(self.fabric.netns)
+        self.fabric.create()
+        self.plane = ControlPlane(
+            self.binaries,
+            cluster_dir / "plane",
+            address=self.fabric.host_ip,
+            controllers="*",
+            controller_flags=(f"--node-monitor-grace-period={NODE_MONITOR_GRACE_S}s",),
+        )
+        self.plane.start()
+        sign_certificate(self.plane.pki, "scheduler", "/CN=system:kube-scheduler")
+        scheduler_config = cluster_dir / "scheduler.kubeconfig"
+        scheduler_config.write_text(
+            kubeconfig_text(
+                self.plane.server,
+                self.plane.pki / "ca.crt",
+                cert=self.plane.pki / "scheduler.crt",
+                key=self.plane.pki / "scheduler.key",
+                user="scheduler",
+            )
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(node_binary(self.binaries, "kube-scheduler")),
+                f"--kubeconfig={scheduler_config}",
+                f"--authentication-kubeconfig={scheduler_config}",
+                f"--authorization-kubeconfig={scheduler_config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--leader-elect=false",
+            ],
+        )
+        self.grow(nodes)
+        self._persistent_volumes()
         # Namespaces get their default ServiceAccount from the controller-manager a moment after it starts.
-        while self._kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode != 0:
+        deadline = time.monotonic() + timeout_s
+        while self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode != 0:
             if time.monotonic() > deadline:
                 raise RuntimeError("no default ServiceAccount")
             time.sleep(0.5)
+        return self
+
+    def live_nodes(self) -> list[Node]:
+        return [node for node in self.nodes if not node.lost]
+
+    def grow(self, count: int) -> list[Node]:
+        """At least ``count`` live nodes (new ones started, each in the next zone); the live nodes."""
+        while len(self.live_nodes()) < count:
+            self.add_node()
+        return self.live_nodes()
+
+    def add_node(self, zone: str | None = None) -> Node:
+        """One more node on the fabric, Ready, every image imported, its pods routed to and from every other node."""
+        assert self.plane is not None
+        self._started_nodes += 1
+        index = self._started_nodes
+        network = NodeNetwork.choose(self.fabric, index, taken=[n.network.prefix for n in self.nodes])
+        node = Node(
+            self.binaries,
+            self.workdir / f"node-{index}",
+            self.plane,
+            network,
+            name="berth-node" if index == 1 else f"berth-node-{index}",
+            zone=zone or ZONES[(index - 1) % len(ZONES)],
+        )
+        self.nodes.append(node)  # stopped at the end even when start() fails half-way
+        node.start(self.archives[0], timeout_s=self.node_timeout_s)
+        for other in self.nodes[:-1]:
+            if not other.lost:
+                other.network.route_to(network)
+                network.route_to(other.network)
+        for archive in self.archives[1:]:
+            node.import_image(archive)
+        return node
+
+    def loopback_everywhere(self, source: Node, port: int) -> None:
+        """A server listening on ``source``'s loopback at ``port`` (kfake listens on, and advertises, 127.0.0.1)
+        reached at the same address on every other live node, as pods on the node's network (``hostNetwork``) see
+        it: ``source`` relays its node address to its loopback, every other node its loopback to that address."""
+        source.relay((source.network.node_ip, port), ("127.0.0.1", port))
+        for node in self.live_nodes():
+            if node is not source:
+                node.relay(("127.0.0.1", port), (source.network.node_ip, port))
+
+    def node(self, name: str) -> Node:
+        return next(node for node in self.nodes if node.name == name)
+
+    def node_of(self, pod: dict[str, Any]) -> Node:
+        """The node a pod (as the API gives it) was scheduled to."""
+        return self.node(pod["spec"]["nodeName"])
+
+    def replace(self, lost: Node) -> Node:
+        """What is left of a lost node removed (its Node object too, which lets Kubernetes delete its pods), and a
+        fresh node started in its zone."""
+        lost.stop(self._pod_uids(lost.name))
+        self.kubectl("delete", "node", lost.name, "--wait=true", check=False)
+        self.nodes.remove(lost)
+        return self.add_node(zone=lost.zone)
 
     def _persistent_volumes(self) -> None:
         volumes = []
@@ -342,7 +554,7 @@ class Node:
                 {
                     "apiVersion": "v1",
                     "kind": "PersistentVolume",
-                    "metadata": {"name": f"{self.name}-pv-{index}", "labels": {"berth.dev/node-volume": "true"}},
+                    "metadata": {"name": f"berth-node-pv-{index}", "labels": {"berth.dev/node-volume": "true"}},
                     "spec": {
                         # Nominal (hostPath has no size): as large as the chart's largest default claim (etcd's 8Gi).
                         "capacity": {"storage": "10Gi"},
@@ -353,30 +565,24 @@ class Node:
                     },
                 }
             )
-        self._kubectl("apply", "-f", "-", input=yaml.safe_dump_all(volumes))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(volumes))
 
-    # ------------------------------------------------------------------------------------------------- stop
+    def _pod_uids(self, node_name: str | None = None) -> list[str]:
+        if self.plane is None or not self.live_nodes():
+            return []
+        selector = [f"--field-selector=spec.nodeName={node_name}"] if node_name else []
+        answer = self.kubectl("get", "pods", "-A", *selector, "-o", "jsonpath={.items[*].metadata.uid}", check=False)
+        return answer.stdout.split() if answer.returncode == 0 else []
 
     def stop(self) -> None:
         pod_uids = self._pod_uids()
-        for name in ("kubelet", "kube-proxy", "kube-scheduler", "dns", "kfake"):
-            self._end(name)
-        remove_containers(self.runc_root)
-        self._end("containerd")
-        end_shims(self.socket)
+        for node in self.nodes:
+            node.stop(pod_uids)
+        self._end("kube-scheduler")
         if self.plane is not None:
             self.plane.stop()
         unmount_under(self.workdir)
-        self.network.delete()
-        remove_pod_logs(pod_uids)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        unregister(self.network.netns)
-
-    def _end(self, name: str) -> None:
-        stop_process(self.processes.pop(name, None), timeout_s=15)
-
-    def _pod_uids(self) -> list[str]:
-        if self.plane is None or "kubelet" not in self.processes:
-            return []
-        answer = self._kubectl("get", "pods", "-A", "-o", "jsonpath={.items[*].metadata.uid}", check=False)
-        return answer.stdout.split() if answer.returncode == 0 else []
+        self.fabric.delete()
+        shutil.rmtree(self.workdir / "cluster", ignore_errors=True)
+        shutil.rmtree(self.workdir / "volumes", ignore_errors=True)
+        unregister(self.fabric.netns)

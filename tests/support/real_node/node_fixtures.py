@@ -6,9 +6,13 @@ Reusable by any test that wants Berth on real pods (coordinator failover, operat
   Dockerfile (``runtime``, ``analytics``), ``deploy/examples/consumers/Dockerfile`` (``examples``), Debian's
   etcd-server (``etcd``) and the sandbox (``pause``). The build starts in a background process as soon as
   collection shows a node test, so the rest of the suite runs meanwhile; cached by content across runs.
-- ``node`` (session): a ``support.node.Node`` (its own control plane, kubelet, containerd, kube-proxy, scheduler,
-  DNS, PersistentVolumes) with every image imported. ``node.network`` has its addresses, ``node.log(NAME)`` the
-  logs of its processes.
+- ``cluster`` (session): a ``support.node.Cluster`` (its own control plane, scheduler and PersistentVolumes) of one
+  node so far: ``cluster.nodes``, ``cluster.node_of(pod)``, ``cluster.grow(n)``, ``cluster.replace(lost)``.
+- ``node`` (session): the cluster's first ``support.node.Node`` (kubelet, containerd, kube-proxy, DNS) with every
+  image imported. ``node.network`` has its addresses, ``node.log(NAME)`` the logs of its processes.
+- ``three_nodes`` (session): the same cluster grown to three live nodes, one per zone (``zone-a``..``zone-c``). The
+  tests that ask for it run after those that do not (``pytest_collection_modifyitems``), so the one-node tests
+  see one node, and the two nodes more are started only in a session that has a test for them.
 - ``node_kube`` (session): ``support.kube.Kube`` (kubectl and helm) as the node's cluster admin, CRD applied.
 - ``berth_release`` (session): the chart installed exactly as docs/install.md says (``helm install berth
   charts/berth --namespace berth --create-namespace``, both rollouts, then a group token for ``orders*`` groups with
@@ -44,7 +48,7 @@ import pytest
 from support.kube import Kube, find_tool
 from support.kube_cluster import REPO, find_binaries
 from support.kube_fixtures import CRD_DIR, CRD_NAME, unavailable
-from support.node import HOW_TO_GET, Node, missing_pieces
+from support.node import HOW_TO_GET, Cluster, Node, missing_pieces
 from support.node_ha import HaStage, moved_to_ha
 from support.node_images import missing_tools as missing_build_tools
 from support.node_reap import reap_stale
@@ -63,7 +67,7 @@ class NodeTier:
         self.workdir = Path(tempfile.mkdtemp(prefix="berth-node-"))
         self.build: subprocess.Popen[bytes] | None = None
         self.manifest = self.workdir / "images.json"
-        self.node: Node | None = None
+        self.cluster: Cluster | None = None
         self.kube: Kube | None = None
         self.release: Release | None = None
         self.ha_stage: HaStage | None = None
@@ -112,22 +116,32 @@ class NodeTier:
         images: dict[str, dict[str, Any]] = result["images"]
         return images
 
-    def started_node(self) -> Node:
-        return self.once("node", self._node)
+    def started_cluster(self) -> Cluster:
+        return self.once("node", self._cluster)
 
-    def _node(self) -> Node:
-        if self.node is not None:
-            return self.node
+    def _cluster(self) -> Cluster:
+        if self.cluster is not None:
+            return self.cluster
         images = self.images()
         binaries = find_binaries()
         assert binaries is not None
-        node = Node(binaries, self.workdir / "node", reap_also=(self.workdir,))
-        self.node = node  # stopped at session end even when start() fails half-way
-        node.start(Path(images["pause"]["archive"]), timeout_s=NODE_BUDGET_S)
-        for name, image in images.items():
-            if name != "pause":
-                node.import_image(Path(image["archive"]))
-        return node
+        archives = [Path(images["pause"]["archive"])]
+        archives += [Path(image["archive"]) for name, image in images.items() if name != "pause"]
+        cluster = Cluster(binaries, self.workdir / "k8s", reap_also=(self.workdir,))
+        self.cluster = cluster  # stopped at session end even when start() fails half-way
+        cluster.start(archives, nodes=1, timeout_s=NODE_BUDGET_S)
+        return cluster
+
+    def started_node(self) -> Node:
+        return self.started_cluster().nodes[0]
+
+    def three(self) -> Cluster:
+        return self.once("three", self._three)
+
+    def _three(self) -> Cluster:
+        cluster = self.started_cluster()
+        cluster.grow(3)
+        return cluster
 
     def admin(self) -> Kube:
         return self.once("kube", self._admin)
@@ -135,10 +149,10 @@ class NodeTier:
     def _admin(self) -> Kube:
         if self.kube is not None:
             return self.kube
-        node = self.started_node()
+        cluster = self.started_cluster()
         kubectl, helm = find_tool("kubectl"), find_tool("helm")
-        assert kubectl is not None and helm is not None and node.plane is not None
-        kube = Kube(kubectl, helm, node.kubeconfig, node.server, node.plane.pki / "ca.crt", self.workdir)
+        assert kubectl is not None and helm is not None and cluster.plane is not None
+        kube = Kube(kubectl, helm, cluster.kubeconfig, cluster.server, cluster.plane.pki / "ca.crt", self.workdir)
         kube.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
         kube.wait_established(CRD_NAME)
         self.kube = kube
@@ -157,16 +171,16 @@ class NodeTier:
 
     def _ha(self) -> HaStage:
         if self.ha_stage is None:
-            release, node = self.installed(), self.started_node()
-            self.ha_stage = moved_to_ha(release, node)
+            release, cluster = self.installed(), self.started_cluster()
+            self.ha_stage = moved_to_ha(release, cluster)
         return self.ha_stage
 
     def stop(self) -> None:
         if self.build is not None and self.build.poll() is None:
             self.build.terminate()
             self.build.wait()
-        if self.node is not None:
-            self.node.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -200,20 +214,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests on ``ha_stage`` last: moving the session's release to coordinator.ha is one-way, and the other
-    node tests expect the single replica."""
-    moved = [item for item in items if "ha_stage" in getattr(item, "fixturenames", ())]
-    if moved:
-        items[:] = [item for item in items if item not in moved] + moved
+    """The tests on ``three_nodes`` after the one-node tests (a node test that does not ask for three may count on
+    one: its pods, its node's address), and the tests on ``ha_stage`` last: moving the session's release to
+    coordinator.ha is one-way, and the other node tests expect the single replica. Tests marked ``soak`` (long
+    scenarios) are selected only with ``BERTH_SOAK=1`` (make soak)."""
+
+    def phase(item: pytest.Item) -> tuple[bool, bool]:
+        names = getattr(item, "fixturenames", ())
+        return "ha_stage" in names, "three_nodes" in names
+
+    items.sort(key=phase)  # stable: the order within each phase is kept
+    if not os.environ.get("BERTH_SOAK"):  # not selected (never a skip: make soak runs them, make test does not)
+        soak = [item for item in items if item.get_closest_marker("soak")]
+        if soak:
+            config.hook.pytest_deselected(items=soak)
+            items[:] = [item for item in items if not item.get_closest_marker("soak")]
 
 
-#: What a node test's fixtures need made before its timer starts, by fixture name (the first one found wins).
+#: What a node test's fixtures need made before its timer starts, by fixture name, in the order they are made.
 _PREPARE = {
-    "ha_stage": "ha",
-    "berth_release": "installed",
-    "node_kube": "admin",
-    "node": "started_node",
     "node_images": "images",
+    "cluster": "started_cluster",
+    "node": "started_node",
+    "node_kube": "admin",
+    "berth_release": "installed",
+    "three_nodes": "three",
+    "ha_stage": "ha",
 }
 
 
@@ -221,11 +247,13 @@ _PREPARE = {
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Set the session's node tier up outside the test's timeout (pytest-timeout starts its timer inside this)."""
     names = getattr(item, "fixturenames", ())
-    wanted = next((method for fixture, method in _PREPARE.items() if fixture in names), None)
+    skipped = item.get_closest_marker("skip") is not None
+    wanted = [] if skipped else [method for fixture, method in _PREPARE.items() if fixture in names]
     if wanted and tier().missing() is None:
         started = time.monotonic()
-        with contextlib.suppress(Exception):  # the fixture raises it again, inside the test, as its error
-            getattr(tier(), wanted)()
+        for method in wanted:
+            with contextlib.suppress(Exception):  # the fixture raises it again, inside the test, as its error
+                getattr(tier(), method)()
         elapsed = time.monotonic() - started
         if elapsed > 1:
             item.user_properties.append(("node-tier set-up (s)", round(elapsed, 1)))
@@ -245,6 +273,16 @@ def node_images() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="session")
 def node() -> Node:
     return _checked().started_node()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    return _checked().started_cluster()
+
+
+@pytest.fixture(scope="session")
+def three_nodes() -> Cluster:
+    return _checked().three()
 
 
 @pytest.fixture(scope="session")

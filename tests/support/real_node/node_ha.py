@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 from support.kube import wait_until
-from support.node import Node, support_env
+from support.node import Cluster, Node, support_env
 from support.node_images import ETCD_REPOSITORY, ETCD_TAG
 from support.node_stage import CHART, EXAMPLES, GROUP_TOKEN, FleetStage, PodWatch, Release
 
@@ -114,10 +114,10 @@ def move_to_ha(release: Release, fleet: FleetStage) -> Move:
 class Replicas:
     """The coordinator's pods in HA mode, and the failures inflicted on them."""
 
-    def __init__(self, release: Release, node: Node | None = None) -> None:
+    def __init__(self, release: Release, cluster: Cluster | None = None) -> None:
         self.release = release
         self.kube = release.kube
-        self.node = node
+        self.cluster = cluster
 
     def pods(self) -> list[Obj]:
         items: list[Obj] = self.kube.get("pods", namespace="berth", selector=COORDINATOR)["items"]
@@ -173,20 +173,19 @@ class Replicas:
     def delete(self, pod: Obj) -> None:
         self.kube.kubectl("-n", "berth", "delete", "pod", pod["metadata"]["name"], "--wait=false")
 
-    def _ctr(self, *args: str) -> None:
-        assert self.node is not None
-        subprocess.run(
-            ["ctr", "--address", str(self.node.socket), "-n", "k8s.io", "tasks", *args], check=True, capture_output=True
-        )
+    def _ctr(self, pod: Obj, *args: str) -> None:
+        """``ctr tasks ARGS`` on the containerd of the pod's node."""
+        assert self.cluster is not None
+        self.cluster.node_of(pod).ctr_tasks(*args)
 
     def kill(self, pod: Obj) -> None:
-        self._ctr("kill", "--signal", "SIGKILL", self.container_id(pod))
+        self._ctr(pod, "kill", "--signal", "SIGKILL", self.container_id(pod))
 
     def freeze(self, pod: Obj) -> None:
-        self._ctr("pause", self.container_id(pod))
+        self._ctr(pod, "pause", self.container_id(pod))
 
     def thaw(self, pod: Obj) -> None:
-        self._ctr("resume", self.container_id(pod))
+        self._ctr(pod, "resume", self.container_id(pod))
 
 
 class FirstJoin:
@@ -246,7 +245,7 @@ class HaStage:
     replicas: Replicas
 
 
-def moved_to_ha(release: Release, node: Node) -> HaStage:
+def moved_to_ha(release: Release, cluster: Cluster) -> HaStage:
     """A fleet of example consumers committing every half second on the single-replica release, then the move."""
     kube = release.kube
     # The fleets of earlier tests gone first (their finalizers delete their groups): the move's before and after
@@ -265,4 +264,4 @@ def moved_to_ha(release: Release, node: Node) -> HaStage:
     fleet.ready_and_stable(FLEET_REPLICAS)
     wait_until(lambda: len(fleet.offsets()) == PARTITIONS, "every partition committed", timeout_s=60, every_s=1)
     move = move_to_ha(release, fleet)
-    return HaStage(release, fleet, move, Replicas(release, node))
+    return HaStage(release, fleet, move, Replicas(release, cluster))

@@ -32,11 +32,16 @@ class Commit:
     offsets: dict[tuple[str, int], int]
 
 
-def read_logs(stage: FleetStage, replicas: int) -> dict[str, list[tuple[float, str]]]:
-    """Each pod's log lines (stdout and stderr) as (time.time() of the line, text)."""
+def read_logs(
+    stage: FleetStage, replicas: int, *, skip: frozenset[str] = frozenset()
+) -> dict[str, list[tuple[float, str]]]:
+    """Each pod's log lines (stdout and stderr) as (time.time() of the line, text); ``skip``: pods whose logs cannot
+    be read (on a lost node: the kubelet that serves them is gone)."""
     logs = {}
     for ordinal in range(replicas):
         pod = f"{stage.name}-{ordinal}"
+        if pod in skip:
+            continue
         text = stage.kubectl("logs", pod, "--timestamps")
         lines: list[tuple[float, str]] = []
         for line in text.splitlines():

@@ -19,6 +19,10 @@ without a record (a run from before records) is reaped the same way when no live
 keeps the pid modulo 100,000). A node whose owner
 lives is never touched.
 
+A cluster (support.node) records its fabric (with the cluster's directories to remove) and each node (its own
+directory, nothing else): whichever record is reaped first ends the containers of every node under the directories
+it removes, so none is left running without its runc state.
+
 The helpers (:func:`remove_containers`, :func:`end_shims`, :func:`unmount_under`, :func:`remove_pod_logs`) are the
 ones ``Node.stop()`` uses on its own node.
 """
@@ -156,11 +160,16 @@ def reap(record: Record) -> None:
     kubelet_pods = workdir / "kubelet" / "pods"
     pod_uids = [p.name for p in kubelet_pods.iterdir()] if kubelet_pods.is_dir() else []
     _kill(_in_netns(record.netns) | _naming(workdir, *map(Path, record.remove)))
-    remove_containers(workdir / "runc")
-    end_shims(workdir / "containerd.sock")
+    # Every node's containers under the directories about to go (a cluster's nodes share one), whichever record
+    # is reaped first: with their runc state removed, they could never be found again.
+    for directory in (workdir, *map(Path, record.remove)):
+        for node_dir in (directory, *_subdirectories(directory, depth=2)):
+            remove_containers(node_dir / "runc")
+            end_shims(node_dir / "containerd.sock")
     unmount_under(workdir)
     run("ip", "netns", "delete", record.netns)
-    run("ip", "link", "delete", record.host_if)
+    if record.host_if:
+        run("ip", "link", "delete", record.host_if)
     remove_pod_logs(pod_uids)
     for directory in (workdir, *map(Path, record.remove)):
         shutil.rmtree(directory, ignore_errors=True)
@@ -168,6 +177,13 @@ def reap(record: Record) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the pieces
+
+
+def _subdirectories(directory: Path, depth: int) -> list[Path]:
+    if depth == 0 or not directory.is_dir():
+        return []
+    children = [child for child in directory.iterdir() if child.is_dir() and not child.is_symlink()]
+    return children + [found for child in children for found in _subdirectories(child, depth - 1)]
 
 
 def _pids() -> list[int]:

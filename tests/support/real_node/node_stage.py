@@ -127,7 +127,8 @@ def install_release(kube: Kube, chart: Path) -> Release:
 
 
 class PodWatch:
-    """When each pod of a namespace was last really gone, and every pod's restart count, from a watch."""
+    """When each pod of a namespace was last really gone (by name), and when each pod (by uid) was first seen being
+    deleted and first seen Ready, from a watch."""
 
     def __init__(self, kubeconfig: Path, namespace: str) -> None:
         self.client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
@@ -135,6 +136,9 @@ class PodWatch:
         self.namespace = namespace
         self.gone_at: dict[str, float] = {}
         self.deleting_at: dict[str, float] = {}
+        #: By pod uid (a pod recreated under its name is another pod): first seen deleting, first seen Ready.
+        self.uid_deleting_at: dict[str, float] = {}
+        self.uid_ready_at: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"pod-watch-{namespace}")
         self._thread.start()
@@ -152,8 +156,11 @@ class PodWatch:
                         self.gone_at[pod.metadata.name] = now
                     elif pod.metadata.deletion_timestamp is not None:
                         self.deleting_at.setdefault(pod.metadata.name, now)
+                        self.uid_deleting_at.setdefault(pod.metadata.uid, now)
                     else:
                         self.deleting_at.pop(pod.metadata.name, None)
+                        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+                            self.uid_ready_at.setdefault(pod.metadata.uid, now)
             except kubernetes.client.ApiException as error:
                 if error.status == 410:
                     version = ""

@@ -23,7 +23,9 @@ does (``planners.evidence``). This module owns what the operator makes of those 
   restart (or a rollout seen in progress) and closes at the first pass that finds the fleet quiet (every pod
   Ready, the group Stable with every instance id, no rollout in progress) a session timeout after its last restart
   and its last pod start (:func:`plan_restarts` says why). One Event per burst, not one per pod:
-  ``3 pods restarted statically (rollout), 0 rebalances``. A burst is a **rollout** when a pass saw the
+  ``3 pods restarted statically (rollout), 0 rebalances``. A burst is an **eviction** (``kubectl drain``, the
+  cluster autoscaler) when a pass saw one of its pods evicted through the Eviction API, and no rollout. A burst is a
+  **rollout** when a pass saw the
   StatefulSet rolling, or its update revision differs from the one recorded at the last quiet pass (a one-pod
   fleet's roll is over before a pass sees it in progress).
 - Counted while the operator follows the journal (from its end, when it starts; docs/operator.md): restarts during
@@ -186,6 +188,7 @@ def plan_restarts(
     last_started: datetime | None,
     settle: timedelta,
     now: datetime,
+    evicted: bool = False,
 ) -> RestartsPlan:
     """The ``restarts`` block after a pass that found ``activity`` and observed the workload at ``revision`` (the
     StatefulSet's update revision; None where there is none), ``rolling`` (a rollout in progress), ``quiet`` (every
@@ -195,7 +198,9 @@ def plan_restarts(
     must not wait for the group), and the coordinator lists a static member until its session expires. Within one
     session timeout (``settle``) of its pod starting, that member has rejoined or expired, and either is counted; so
     a burst ends once the fleet is quiet and ``settle`` has passed since the last restart counted and the last pod
-    started."""
+    started. ``evicted``: the pass saw a pod being evicted (its DisruptionTarget condition says the Eviction API:
+    a drain, the cluster autoscaler): it opens a burst too, and a burst that saw one and no rollout is an
+    ``eviction``."""
     before = status.get(RESTARTS)
     block: dict[str, Any] = dict(before) if isinstance(before, Mapping) else {}
     for key in ("static", "rebalancing", "expired", "rolls"):
@@ -206,7 +211,7 @@ def plan_restarts(
     ongoing = block.get("ongoing") if isinstance(block.get("ongoing"), Mapping) else None
     quiet_revision = block.get("revision") if isinstance(block.get("revision"), str) else None
     new_revision = revision is not None and quiet_revision is not None and revision != quiet_revision
-    if ongoing is None and (activity.restarts or rolling):
+    if ongoing is None and (activity.restarts or rolling or evicted):
         ongoing = {"since": format_time(now)}
     event = None
     rolls = 0
@@ -226,6 +231,7 @@ def plan_restarts(
             "rollout": bool(ongoing.get("rollout")) or rolling or new_revision,
             # The burst's expired members (at most MAX_EXPIRED_IDS): their return costs a rebalance they caused.
             "expiredIds": list(expired_ids[:MAX_EXPIRED_IDS]) or None,
+            "eviction": bool(ongoing.get("eviction")) or evicted,
         }
         settled_at = max(latest, last_started or latest) + settle
         if quiet and not rolling and now >= settled_at:
@@ -256,7 +262,7 @@ def _ended(burst: Mapping[str, Any], now: datetime) -> tuple[tuple[str, str, str
     restarts, static, rebalances = burst["restarts"], burst["static"], burst["rebalances"]
     if not restarts:
         return None, None
-    cause = "rollout" if burst["rollout"] else "restart"
+    cause = "rollout" if burst["rollout"] else "eviction" if burst.get("eviction") else "restart"
     started, latest = parse_time(burst["since"]), parse_time(burst["latest"])
     last = {
         "restarts": restarts,
@@ -275,7 +281,7 @@ def restart_message(last: Mapping[str, Any]) -> str:
     """``3 pods restarted statically (rollout), 0 rebalances``; a burst that cost rebalances says how many
     restarts were not static."""
     restarts, static, rebalances = last["restarts"], last["static"], last["rebalances"]
-    cause = " (rollout)" if last["cause"] == "rollout" else ""
+    cause = f" ({last['cause']})" if last["cause"] in ("rollout", "eviction") else ""
     rebalanced = f"{rebalances} rebalance{'' if rebalances == 1 else 's'}"
     if static == restarts:
         return f"{restarts} pod{'' if restarts == 1 else 's'} restarted statically{cause}, {rebalanced}"

@@ -7,8 +7,9 @@ so an operator that restarts anywhere resumes from status and observations alone
 
 - Departing ids (``status.departing``) are the ids at or beyond the desired size that may still be members: the
   StatefulSet's ordinals beyond it, pods that still exist, and ids the coordinator or the last pre-registration
-  still lists. They are recorded *before* anything shrinks; an id back within the desired size is dropped (a
-  scale back up cancels its departure: no leave for it).
+  still lists. They are recorded *before* anything shrinks; an id back within the desired size is not left (a
+  scale back up cancels its departure), and stays recorded until the StatefulSet covers it again
+  (:func:`recorded_departing`), so that no record of it is lost if the fleet shrinks again before it grew.
 - Expected members (``preRegister``) are set to the desired ids *before* the StatefulSet changes size: widened
   first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
@@ -17,8 +18,11 @@ so an operator that restarts anywhere resumes from status and observations alone
   (what it waits for is said as it is: a pod Terminating, a pod the controller has not deleted yet, or, under
   OrderedReady, a pod that is not Ready and so keeps the controller from deleting any):
   ONE batch leave by instance id for all of them — except that a pod stuck Terminating longer than its grace period
-  plus ``stuck_allowance`` (its node is likely gone) holds nobody any longer: it leaves with those already gone, a
-  Warning says so, and the departing pods still running leave in a later batch; :func:`record_scale_down` then
+  plus ``stuck_allowance`` (its node is likely gone) whose member the group no longer lists (its session expired:
+  it does not run as a member) holds nobody any longer: it leaves with those already gone, a Warning says so, and
+  the departing pods still running leave in a later batch. A stuck pod whose member is still listed may still run
+  (a node cut off from the API server, not from the coordinator): it is not left, and the wait says so, naming its
+  node (docs/failure-modes.md); :func:`record_scale_down` then
   writes ``lastScaleDown`` and clears the ids the coordinator no longer has (UNKNOWN_MEMBER_ID means already
   gone: fine). The leave names each departing pod's id and every member id the group lists as ``<pod>-<digits>``
   (Kafka Streams, Camel and others append a thread index to ``group.instance.id``); it never names an id of a pod
@@ -192,6 +196,8 @@ class ScalingObservation:
     ordered_ready: bool = True
     #: The group's generation (or epoch) as described, where the coordinator reports one.
     group_generation: int | None = None
+    #: Pods -> the node they were scheduled to (where known), to name it when a stuck pod is waited for.
+    nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +223,10 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     actions: list[Action] = []
 
     departing = departing_ids(obs, desired)
+    recorded = recorded_departing(obs, desired, departing)
     since = _departing_since(obs.status, departing, now)
-    if departing != obs.status.departing or since != obs.status.departing_since:
-        actions.append(PatchStatus({DEPARTING: list(departing), DEPARTING_SINCE: since}))
+    if recorded != obs.status.departing or since != obs.status.departing_since:
+        actions.append(PatchStatus({DEPARTING: list(recorded), DEPARTING_SINCE: since}))
 
     actions += _expected_members_actions(obs, desired)
 
@@ -235,8 +242,9 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
         if workload != desired or not obs.workload_settled:
             # Not before the shrink is in effect: a pod the StatefulSet still wants would be recreated and rejoin.
             waiting = f"waiting for the StatefulSet to reach {desired} replicas before {_ids(departing)} leave"
+            waiting += _blocked_by_unready(obs, departing)
         elif still_there and not stuck:
-            waiting = _waiting_for_pods(obs, still_there)
+            waiting = _waiting_for_pods(obs, still_there, now)
         elif obs.leave_on_scale_down or obs.deleting:
             # ONE leave once every departing pod is gone; a pod stuck Terminating past its allowance does not hold
             # the others back forever: the gone and the stuck leave now, any still running leave in a later batch.
@@ -286,11 +294,36 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
     return ScalingPlan(_merge_adjacent_patches(actions), waiting, foreign)
 
 
-def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str]) -> str:
+def _blocked_by_unready(obs: ScalingObservation, departing: Sequence[str]) -> str:
+    """Why an OrderedReady StatefulSet does not shrink, when a pod that stays is not Ready (with its node, where
+    known: a pod on a node that stopped reporting is never Ready again until the node is dealt with)."""
+    blocking = sorted_by_ordinal(obs.fleet_name, obs.unready - set(departing)) if obs.ordered_ready else ()
+    if not blocking:
+        return ""
+    where = ", ".join(f"{name} on node {obs.nodes[name]}" if obs.nodes.get(name) else name for name in blocking)
+    one = len(blocking) == 1
+    return f": it deletes no pod while {where} {'is' if one else 'are'} not Ready (podManagementPolicy OrderedReady)"
+
+
+def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str], now: datetime) -> str:
     """What the departing pods that still exist wait for, as it is."""
     pods = "pod" if len(still_there) == 1 else "pods"
+    listed = past_allowance(obs, still_there, now)
+    if listed:
+        where = "; ".join(f"{name} on node {obs.nodes.get(name) or 'unknown'}" for name in listed)
+        one = len(listed) == 1
+        return (
+            f"{where}: Terminating past {'its' if one else 'their'} grace period and the allowance, not confirmed"
+            f" gone (the node may be lost), and {'its member is' if one else 'their members are'} still in the"
+            f" group, so {'the pod' if one else 'they'} may still run: no member is removed until"
+            f" {'its pod is' if one else 'the pods are'} gone or {'its' if one else 'their'} session"
+            f" expire{'s' if one else ''} (docs/failure-modes.md: the out-of-service taint)"
+        )
     if any(name in obs.terminating for name in still_there):
-        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group"
+        where = ", ".join(f"{name} on node {obs.nodes[name]}" for name in still_there if obs.nodes.get(name))
+        return f"waiting for {pods} {_ids(still_there)} to terminate before they leave the group" + (
+            f" ({where})" if where else ""
+        )
     # Not deleted yet. Under OrderedReady the StatefulSet controller deletes one pod at a time, only once the one
     # before is gone, and none at all while a pod is not Ready.
     if obs.ordered_ready:
@@ -310,7 +343,7 @@ def _waiting_for_pods(obs: ScalingObservation, still_there: Sequence[str]) -> st
     return f"waiting for the StatefulSet to delete {pods} {_ids(still_there)} before they leave the group"
 
 
-def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
+def past_allowance(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
     """Departing pods still Terminating longer than their grace period plus the allowance, in ordinal order."""
     obs = observation
     return tuple(
@@ -320,6 +353,14 @@ def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: d
         and (deadline := obs.terminating.get(name)) is not None
         and now > deadline + obs.stuck_allowance
     )
+
+
+def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: datetime) -> tuple[str, ...]:
+    """The pods past their allowance that no longer hold the leave: those whose member the group does not list
+    (where the group was described), in ordinal order."""
+    obs = observation
+    listed = {pod_of_member(obs.fleet_name, member) for member in obs.group_members or ()}
+    return tuple(name for name in past_allowance(obs, departing, now) if name not in listed)
 
 
 def own_instance_ids(observation: ScalingObservation) -> frozenset[str]:
@@ -375,6 +416,25 @@ def _listed(obs: ScalingObservation, name: str) -> bool:
 def _within(obs: ScalingObservation, name: str, desired: int) -> bool:
     ordinal = ordinal_of(obs.fleet_name, name)
     return ordinal is not None and ordinal < desired
+
+
+def recorded_departing(observation: ScalingObservation, desired: int, departing: Sequence[str]) -> tuple[str, ...]:
+    """What ``status.departing`` records: the departing ids, and the ids a scale back up took off the list that no
+    lasting record of the fleet covers yet: the StatefulSet has not grown back to them (a pod of theirs that still
+    exists is no such record: the StatefulSet's controller deletes it). Dropped at once, such an id would be
+    nobody's if the operator stopped before the StatefulSet grew and the fleet was scaled down again meanwhile: a
+    member of its own left to its session timeout. Kept, it is not left (it is within the desired size), and it
+    goes once the StatefulSet covers it."""
+    obs = observation
+    workload = obs.workload_replicas or 0
+    cancelled = [
+        name
+        for name in obs.status.departing
+        if name not in departing
+        and (ordinal := ordinal_of(obs.fleet_name, name)) is not None
+        and workload <= ordinal < desired
+    ]
+    return tuple(sorted_by_ordinal(obs.fleet_name, {*departing, *cancelled}))
 
 
 def thread_member_ids(fleet_name: str, pods: Sequence[str], members: frozenset[str]) -> tuple[str, ...]:

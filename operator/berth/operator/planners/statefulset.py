@@ -18,6 +18,11 @@ resource"). Rules:
   bootstrap list, the security protocol, the group protocol, the SASL mechanism, its principal's credentials and
   TLS material through secretKeyRefs and Secret volumes); on KIP-848's consumer protocol no session timeout or
   heartbeat interval (they are the group's configs, set by the operator).
+- Pods are spread over nodes and zones by default: a template without ``topologySpreadConstraints`` gets two,
+  ``kubernetes.io/hostname`` and ``topology.kubernetes.io/zone``, each ``maxSkew: 1`` over the fleet's pods,
+  ``whenUnsatisfiable: ScheduleAnyway`` (a preference: a drain, a cordoned or a lost node never leaves a pod
+  Pending for it), so one node drained or lost takes as few of a fleet's members as the cluster allows. A template
+  that sets the field (``[]`` included) keeps its own, as given (docs/operator.md "Spread over nodes").
 - ``replicas`` is a parameter: the scaling planner owns the size, so applying a changed template never scales.
 - Per-pod volumes (``volumeClaimTemplates``, as given) come with their ``persistentVolumeClaimRetentionPolicy``
   (Retain unless the fleet says Delete); ``updateStrategy`` appears when the fleet sets one. A fleet without them
@@ -342,12 +347,31 @@ def _container_env(fleet: Fleet, member_env: Mapping[str, str]) -> list[dict[str
     return env
 
 
+#: The topology keys a fleet's pods are spread over when its template names none (nodes, then zones).
+SPREAD_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
+
+
+def default_spread(labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The topology spread constraints a fleet's pods get when its template sets none (module rules)."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": dict(labels)},
+        }
+        for key in SPREAD_KEYS
+    ]
+
+
 def _pod_template(fleet: Fleet, labels: Mapping[str, str], env: list[dict[str, Any]]) -> dict[str, Any]:
     template = copy.deepcopy(dict(fleet.spec.template))
     metadata = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     ours = {entry["name"] for entry in env}
     pod_spec = template["spec"]
+    if "topologySpreadConstraints" not in pod_spec:
+        pod_spec["topologySpreadConstraints"] = default_spread(labels)
     for kind in ("initContainers", "containers"):
         for container in pod_spec.get(kind) or []:
             kept = [entry for entry in container.get("env") or [] if entry.get("name") not in ours]

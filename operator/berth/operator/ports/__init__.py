@@ -67,6 +67,7 @@ from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.evidence import EvidenceEvent
 from berth.operator.planners.kafka_credentials import KafkaConnection
+from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.observations import (
     CoordinatorBounds,
     GroupDescription,
@@ -161,6 +162,9 @@ class WorkloadObservation:
     #: Pods whose container cannot be configured -> the kubelet's message (waiting, CreateContainerConfigError:
     #: a Secret or key its environment names is missing).
     config_errors: Mapping[str, str] = field(default_factory=dict)
+    #: Pods -> their node, and what the API server says of the node's reports for them (``planners.node_loss``);
+    #: scheduled pods only, none for a local fleet.
+    placements: Mapping[str, PodPlacement] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ def _plan(a: Admitted, view: WorkloadView, description: GroupDescription, *, del
             unready=observed.unready,
             ordered_ready=fleet.spec.pod_management_policy == "OrderedReady",
             group_generation=description.generation if kind.reports_generation and description.known else None,
+            nodes={pod: placement.node for pod, placement in observed.placements.items()},
         ),
         now=a.now(),
     )

@@ -10,7 +10,8 @@ Two halves, so that a cache of watched objects can replace the reads without tou
   (:func:`rolling_out`); claims that stay are those neither being deleted nor owned by a pod (``whenScaled:
   Delete`` makes a departing pod their owner), listed only when the StatefulSet has claim templates; each running
   pod's times (its containers' latest ``startedAt``, else its ``startTime``, else its creation; a restarted
-  container's ``finishedAt``).
+  container's ``finishedAt``); each scheduled pod's node and what shows its node stopped reporting for it
+  (:func:`placement`, read by ``planners.node_loss``).
 - :class:`ApiWorkloadObserver` reads them through the API (the StatefulSet by name, pods and claims by the
   StatefulSet's selector, which its controller copies onto both): a
   :class:`~berth.operator.ports.WorkloadObserver`, always fresh. ``kube.watch_cache.CachedWorkloadObserver``
@@ -27,6 +28,7 @@ import kubernetes
 from berth.operator.adapters.kube.calls import call_json, read_or_none
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.instances import ordinal_of
+from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.observations import PodTimes
 from berth.operator.ports import WorkloadObservation, WorkloadView
 from berth.operator.spec.names import APPLIED_HASH_ANNOTATION
@@ -64,9 +66,18 @@ def workload_view(
     }
     times = {pod["metadata"]["name"]: found for pod in running if (found := pod_times(pod)) is not None}
     config_errors = {pod["metadata"]["name"]: error for pod in running if (error := _config_error(pod)) is not None}
+    placements = {pod["metadata"]["name"]: where for pod in ours if (where := placement(pod)) is not None}
     if statefulset is None:
         observation = WorkloadObservation(
-            None, True, existing, ready, terminating, unready=unready, times=times, config_errors=config_errors
+            None,
+            True,
+            existing,
+            ready,
+            terminating,
+            unready=unready,
+            times=times,
+            config_errors=config_errors,
+            placements=placements,
         )
         return WorkloadView(observation, None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
@@ -78,7 +89,15 @@ def workload_view(
     replicas = int(statefulset["spec"].get("replicas") or 0)
     return WorkloadView(
         WorkloadObservation(
-            replicas, settled, existing, ready, terminating, unready=unready, times=times, config_errors=config_errors
+            replicas,
+            settled,
+            existing,
+            ready,
+            terminating,
+            unready=unready,
+            times=times,
+            config_errors=config_errors,
+            placements=placements,
         ),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
@@ -173,6 +192,28 @@ def pod_times(pod: Mapping[str, Any]) -> PodTimes | None:
     started = max((t for t in starts if t is not None), default=None) or parse_time(status.get("startTime"))
     ended = max((t for t in ends if t is not None), default=None)
     return PodTimes(created, started or created, ended if ended is not None and ended >= created else None)
+
+
+def placement(pod: Mapping[str, Any]) -> PodPlacement | None:
+    """The pod's node and the signs that the node stopped reporting for it; None for a pod not scheduled yet.
+
+    ``Ready`` False with ``ContainersReady`` True is written by the node lifecycle controller alone (when the node's
+    kubelet goes silent); a kubelet that finds a container unready turns both."""
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    if not node:
+        return None
+    conditions = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
+    ready, containers = conditions.get("Ready") or {}, conditions.get("ContainersReady") or {}
+    # (Readiness gates also keep Ready False with the containers ready: a pod that has them is not read this way.)
+    gated = bool((pod.get("spec") or {}).get("readinessGates"))
+    silent = not gated and ready.get("status") == "False" and containers.get("status") == "True"
+    disruption = conditions.get("DisruptionTarget") or {}
+    return PodPlacement(
+        node,
+        silent_since=parse_time(ready.get("lastTransitionTime")) if silent else None,
+        grace_ends=parse_time((pod.get("metadata") or {}).get("deletionTimestamp")),
+        disruption=str(disruption.get("reason") or "") or None if disruption.get("status") == "True" else None,
+    )
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

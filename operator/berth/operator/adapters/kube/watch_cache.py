@@ -83,15 +83,24 @@ def project_statefulset(obj: Mapping[str, Any]) -> Obj:
     }
 
 
+#: The pod conditions a pass reads: readiness, and what shows a node gone silent or a pod being disrupted
+#: (``observation.placement``).
+_CONDITIONS_KEPT = ("Ready", "ContainersReady", "DisruptionTarget")
+
+
 def project_pod(obj: Mapping[str, Any]) -> Obj:
-    """Readiness, the containers' start and end times (restarts, ``observation.pod_times``) and a container the
-    kubelet cannot configure (``observation._config_error``)."""
-    status = obj.get("status") or {}
+    """Readiness, the containers' start and end times (restarts, ``observation.pod_times``), a container the
+    kubelet cannot configure (``observation._config_error``), and the pod's node with the conditions that say its
+    node stopped reporting or Kubernetes is disrupting it (``observation.placement``)."""
+    status, spec = obj.get("status") or {}, obj.get("spec") or {}
     ready = [
-        {"type": "Ready", "status": c.get("status")} for c in status.get("conditions") or [] if c.get("type") == "Ready"
+        {key: c[key] for key in ("type", "status", "reason", "lastTransitionTime") if c.get(key) is not None}
+        for c in status.get("conditions") or []
+        if c.get("type") in _CONDITIONS_KEPT
     ]
     return {
         "metadata": project_metadata(obj),
+        "spec": {key: spec[key] for key in ("nodeName", "readinessGates") if spec.get(key)},
         "status": {
             "conditions": ready,
             "startTime": status.get("startTime"),

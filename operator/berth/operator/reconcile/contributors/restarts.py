@@ -19,6 +19,7 @@ from typing import Any
 from berth.operator.planners import restarts
 from berth.operator.planners.fleet_status import condition_status
 from berth.operator.planners.instances import instance_ids
+from berth.operator.planners.node_loss import EVICTION_API
 from berth.operator.planners.scaling import LAST_SCALE_DOWN
 from berth.operator.planners.status import READY
 from berth.operator.reconcile.admission import Admitted
@@ -40,6 +41,7 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
         rolling=view.rolling,
         quiet=quiet,
         last_started=view.last_started,
+        evicted=any(p.disruption == EVICTION_API for p in view.observation.placements.values()),
         settle=timedelta(milliseconds=timeout_ms if isinstance(timeout_ms, int) else DEFAULT_SETTLE_MS),
         now=a.now(),
     )
