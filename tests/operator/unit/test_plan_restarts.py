@@ -167,7 +167,7 @@ def test_pods_a_pass_saw_evicted_are_an_eviction() -> None:
     fleet.pass_(seconds(0))
     fleet.pass_(seconds(1), quiet=False, evicted=True)
     assert fleet.restarts["ongoing"]["eviction"] is True
-    fleet.pass_(seconds(4), GroupActivity(static=2), quiet=False, last_started=seconds(3))
+    fleet.pass_(seconds(4), GroupActivity(static=("orders-0", "orders-1")), quiet=False, last_started=seconds(3))
     fleet.pass_(seconds(30), last_started=seconds(3))
     assert fleet.events == [("Normal", RESTARTED, "2 pods restarted statically (eviction), 0 rebalances")]
     assert fleet.restarts["last"]["cause"] == "eviction"
