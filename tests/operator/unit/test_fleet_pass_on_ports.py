@@ -224,7 +224,8 @@ async def test_restarts_the_journal_told_of_are_counted_at_the_next_pass_and_kep
     await stage.converge(3)
     assert stage.status.status["restarts"]["static"] == 0
     # What the journal follower read: two of this fleet's pods back as themselves.
-    stage.memory.activity = GroupActivity(static=2)  # what the reconciler keeps for the group the fleet follows
+    # (what the reconciler keeps for the group the fleet follows)
+    stage.memory.activity = GroupActivity(static=("orders-0", "orders-2"))
 
     writes = stage.status.patch_status
 

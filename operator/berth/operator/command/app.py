@@ -281,7 +281,8 @@ def build_service(
     )
     bounds = OperatorSessionBounds(options.session_min_ms, options.session_max_ms)
     stuck = timedelta(seconds=options.stuck_terminating_s)
-    context = PassContext(ports, Settings(options.defaults, bounds, stuck, options.adoption))
+    stuck_group = timedelta(seconds=options.stuck_group_s)
+    context = PassContext(ports, Settings(options.defaults, bounds, stuck, options.adoption, stuck_group))
     reconciler = FleetReconciler(
         context,
         fleets,

@@ -66,12 +66,21 @@ def _fitting(parts: list[Announcement], limit: int) -> list[list[Announcement]]:
 
 
 def applied(
-    fleet: Fleet, planned: PlannedWorkload, *, statefulset: str, service: str, budget: str
+    fleet: Fleet,
+    planned: PlannedWorkload,
+    *,
+    statefulset: str,
+    service: str,
+    budget: str,
+    session_timeout_ms: int,
+    on_group: bool = False,
 ) -> list[Announcement]:
     """What applying the planned workload did (``ports.Applied`` values: created, updated, unchanged, deleted): one
-    announcement per reason (a new fleet's StatefulSet, Service and budget are one ``Created`` Event, not three)."""
+    announcement per reason (a new fleet's StatefulSet, Service and budget are one ``Created`` Event, not three).
+    The session timeout named is the one the pass decided: in the pods' environment, or (``on_group``: KIP-848's
+    consumer protocol) the group's config, which no pod carries."""
     name = fleet.name
-    timeout = planned.member_env.get("BERTH_SESSION_TIMEOUT_MS", "?")
+    timeout = f"{session_timeout_ms} ms" + (", on the group" if on_group else "")
     said: list[Announcement] = []
     if statefulset == "created":
         said.append(
@@ -79,14 +88,14 @@ def applied(
                 "Created",
                 f"created StatefulSet {name} at {planned.replicas} replicas"
                 f" ({planned.statefulset['spec']['podManagementPolicy']}, session timeout"
-                f" {timeout} ms); the scaling step sizes it next",
+                f" {timeout}); the scaling step sizes it next",
             )
         )
     elif statefulset == "updated":
         said.append(
             (
                 "Updated",
-                f"updated the pod template of StatefulSet {name} (session timeout {timeout} ms):"
+                f"updated the pod template of StatefulSet {name} (session timeout {timeout}):"
                 f" {describe_rollout(fleet.spec.stateful.update_strategy)}",
             )
         )

@@ -28,6 +28,7 @@ from berth.operator.reconcile.contributors import (
     rebalances,
     restarts,
     session_timeout,
+    stuck,
     volume_claims,
     workload,
 )
@@ -48,6 +49,7 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
     restarts.contribute,  # after ``workload``: a burst ends once the fleet is Ready and settled
     node_loss.contribute,  # after ``restarts``: it only brings the next due time forward
     volume_claims.contribute,  # after ``workload``: told once nothing departs
+    stuck.contribute,  # last: its next look is the earliest of its own and the others' (``again_at``)
 )
 
 
