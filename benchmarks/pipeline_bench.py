@@ -141,18 +141,16 @@ def same_summary(berth_out: Path, duckdb_out: Path) -> dict[str, Any]:
     return {"groups": len(ours), "groups_differing": len(differing), "first_differing": differing[:5]}
 
 
-def bench_size(events: int, data: Path, runs: int) -> dict[str, Any]:
+def bench_size(events: int, data: Path, runs: int, extras: bool = True) -> dict[str, Any]:
+    """One size: Berth beside both references, run by run; with ``extras``, the subset in Spark and a run with the
+    report too (``--no-extras`` leaves them out when the machine is too busy for them: the size then has neither)."""
     journal = journal_for(events, data)
     parquet, convert = parquet_for(events, journal, data)
     out = data / f"out-{events}"
     load_before = load_1m()
-    costs: dict[str, list[Cost]] = {
-        "berth": [],
-        "duckdb": [],
-        "duckdb_lambdas": [],
-        "duckdb_subset": [],
-        "spark_subset": [],
-    }
+    costs: dict[str, list[Cost]] = {"berth": [], "duckdb": [], "duckdb_lambdas": [], "duckdb_subset": []}
+    if extras:
+        costs["spark_subset"] = []
     for run in range(runs):
         progress(f"{events:,} events, run {run + 1} of {runs}")
         costs["berth"].append(run_checked(berth("--journal", str(parquet), "--out", str(out / "berth"), "--no-report")))
@@ -160,13 +158,20 @@ def bench_size(events: int, data: Path, runs: int) -> dict[str, Any]:
         lambdas = ("--journal", str(parquet), "--out", str(out / "duckdb-lambdas"), "--moved", "lambdas")
         costs["duckdb_lambdas"].append(run_checked(duckdb(*lambdas)))
         costs["duckdb_subset"].append(run_checked(duckdb("--journal", str(parquet), "--subset")))
-        costs["spark_subset"].append(
-            run_checked([PYTHON, "-m", "benchmarks.spark_subset", "--journal", str(parquet), "--master", MASTER])
-        )
+        if extras:
+            costs["spark_subset"].append(
+                run_checked([PYTHON, "-m", "benchmarks.spark_subset", "--journal", str(parquet), "--master", MASTER])
+            )
         progress("  " + ", ".join(f"{k} {v[-1].cpu_s:.1f} CPU-s in {v[-1].wall_s:.1f} s" for k, v in costs.items()))
-    with_report = run_checked(berth("--journal", str(parquet), "--out", str(out / "report")))
-    progress(f"  berth with the report: {with_report.cpu_s:.1f} CPU-s in {with_report.wall_s:.1f} s")
     cpu = {name: spread([c.cpu_s for c in runs_])["median"] for name, runs_ in costs.items()}
+    added: dict[str, Any] = {}
+    if extras:
+        with_report = run_checked(berth("--journal", str(parquet), "--out", str(out / "report")))
+        progress(f"  berth with the report: {with_report.cpu_s:.1f} CPU-s in {with_report.wall_s:.1f} s")
+        added = {
+            "berth_with_report": figures(with_report),
+            "cpu_ratio_subset": round(cpu["spark_subset"] / cpu["duckdb_subset"], 2),
+        }
     return {
         "events": events,
         "groups": max(1_000, events // EVENTS_PER_GROUP),
@@ -174,11 +179,10 @@ def bench_size(events: int, data: Path, runs: int) -> dict[str, Any]:
         "parquet_bytes": sum(f.stat().st_size for f in parquet.rglob("*.parquet")),
         "convert": convert,
         **{name: summarised(runs_) for name, runs_ in costs.items()},
-        "berth_with_report": figures(with_report),
+        **added,
         "reference": "joins",
         "cpu_ratio": round(cpu["berth"] / cpu["duckdb"], 2),
         "cpu_ratio_lambdas": round(cpu["berth"] / cpu["duckdb_lambdas"], 2),
-        "cpu_ratio_subset": round(cpu["spark_subset"] / cpu["duckdb_subset"], 2),
         "cpu_ratio_job_to_duckdb_subset": round(cpu["berth"] / cpu["duckdb_subset"], 1),
         "same_summary": same_summary(out / "berth", out / "duckdb"),
         "references_agree": same_summary(out / "duckdb", out / "duckdb-lambdas"),
@@ -253,12 +257,12 @@ def small_only(data: Path, runs: int) -> Result:
     )
 
 
-def sizes_only(data: Path, sizes: Sequence[int], runs: int) -> Result:
+def sizes_only(data: Path, sizes: Sequence[int], runs: int, extras: bool) -> Result:
     """``--only-sizes``: the given sizes measured again; the small journal's and the chart's sections, and sizes
     not measured now, kept from the saved results (a size measured against the first reference says so: it has no
     ``reference``)."""
     saved = json.loads((RESULTS / "pipeline.json").read_text())
-    measured = [bench_size(size, data, runs) for size in sizes]
+    measured = [bench_size(size, data, runs, extras) for size in sizes]
     kept = [r for r in saved["figures"].get("sizes", []) if r["events"] not in sizes]
     all_sizes = sorted([*kept, *measured], key=lambda r: r["events"])
     small = saved["figures"]["small_journal"]
@@ -326,6 +330,9 @@ def main(argv: Sequence[str] | None = None) -> Result:
         action="store_true",
         help="only --sizes, saved into results/pipeline.json beside the other sections",
     )
+    parser.add_argument(
+        "--no-extras", action="store_true", help="with --only-sizes: neither the subset in Spark nor the report run"
+    )
     args = parser.parse_args([] if argv is None else argv)
     args.data.mkdir(parents=True, exist_ok=True)
     # Every berth-analyze of the other sections maps the archive the small journal's first run wrote: none of
@@ -334,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
     if args.only_small:
         return small_only(args.data, args.runs)
     if args.only_sizes:
-        return sizes_only(args.data, [int(size) for size in args.sizes.split(",")], args.runs)
+        return sizes_only(args.data, [int(size) for size in args.sizes.split(",")], args.runs, not args.no_extras)
     small = bench_small(args.data, args.runs)
     chart = bench_chart(args.data, 1)
     sizes = [bench_size(int(size), args.data, args.runs) for size in args.sizes.split(",")]
