@@ -200,23 +200,26 @@ GROUP BY c.group_id
 """
 
 # Partitions moved as a DuckDB user would write it: one row per partition held (unnest), each assignment's rows
-# compared with the group's previous assignment's by hash (anti) joins, linear in the partitions held. Process slots
-# (assignments.py's rules) are worked out where a dynamic member arrived and another departed, from those members'
-# partitions only: which departed members' partitions each arrival took is a join of the two sets of rows.
+# compared with the group's previous assignment's by hash anti joins on integers, linear in the partitions held.
+# Each assignment is numbered (``aid``, its predecessor ``prev_aid``); a partition is a 64-bit key (the topic's hash
+# XOR the partition, as in Berth), a member its owner's hash, a (partition, slot) pair the key XOR the slot's hash.
+# Process slots (assignments.py's rules) are worked out where a dynamic member arrived and another departed, from
+# those members' partitions only: which departed members' partitions each arrival took is a join of the two sets.
 _MOVED_JOINS = (
     (
         "stored",
         """
 CREATE TEMP TABLE stored AS
-SELECT group_id, seq, lag(seq) OVER (PARTITION BY group_id ORDER BY seq) AS previous_seq
-FROM events WHERE type = 'assignment_stored'
+SELECT group_id, seq, aid, lag(aid) OVER (PARTITION BY group_id ORDER BY seq) AS prev_aid
+FROM (SELECT group_id, seq, row_number() OVER (ORDER BY group_id, seq) AS aid
+      FROM events WHERE type = 'assignment_stored')
 """,
     ),
     (
         "members",
         """
 CREATE TEMP TABLE members AS
-SELECT group_id, seq, s.previous_seq, coalesce(u.m.group_instance_id, u.m.member_id) AS owner,
+SELECT s.aid, s.prev_aid, hash(coalesce(u.m.group_instance_id, u.m.member_id)) AS oh,
     u.m.group_instance_id IS NULL AS dynamic, u.m.partitions AS partitions
 FROM (SELECT group_id, seq, unnest(assignments) AS m FROM events WHERE type = 'assignment_stored') u
 JOIN stored s USING (group_id, seq)
@@ -226,55 +229,51 @@ JOIN stored s USING (group_id, seq)
         "turnover",
         """
 CREATE TEMP TABLE arrived AS
-SELECT c.group_id, c.seq, c.owner, c.partitions FROM members c
-WHERE c.dynamic AND NOT EXISTS (
-    SELECT 1 FROM members p WHERE p.group_id = c.group_id AND p.seq = c.previous_seq AND p.owner = c.owner);
+SELECT c.aid, c.oh, c.partitions FROM members c
+WHERE c.dynamic AND NOT EXISTS (SELECT 1 FROM members p WHERE p.aid = c.prev_aid AND p.oh = c.oh);
 CREATE TEMP TABLE departed AS
-SELECT s.group_id, s.seq, p.owner, p.partitions FROM stored s
-JOIN members p ON p.group_id = s.group_id AND p.seq = s.previous_seq
-WHERE p.dynamic AND NOT EXISTS (
-    SELECT 1 FROM members c WHERE c.group_id = s.group_id AND c.seq = s.seq AND c.owner = p.owner);
+SELECT s.aid, p.oh, p.partitions FROM stored s JOIN members p ON p.aid = s.prev_aid
+WHERE p.dynamic AND NOT EXISTS (SELECT 1 FROM members c WHERE c.aid = s.aid AND c.oh = p.oh);
 CREATE TEMP TABLE turns AS
-SELECT group_id, seq, count(*) FILTER (WHERE arrival) AS arrivals, count(*) FILTER (WHERE NOT arrival) AS departures,
-    any_value(owner) FILTER (WHERE NOT arrival) AS only_departed
-FROM (SELECT group_id, seq, owner, true AS arrival FROM arrived
-      UNION ALL SELECT group_id, seq, owner, false FROM departed)
-GROUP BY group_id, seq HAVING arrivals > 0 AND departures > 0;
+SELECT aid, count(*) FILTER (WHERE arrival) AS arrivals, count(*) FILTER (WHERE NOT arrival) AS departures,
+    any_value(oh) FILTER (WHERE NOT arrival) AS only_departed
+FROM (SELECT aid, oh, true AS arrival FROM arrived UNION ALL SELECT aid, oh, false FROM departed)
+GROUP BY aid HAVING arrivals > 0 AND departures > 0;
 CREATE TEMP TABLE took AS
 WITH arrived_keys AS (
-    SELECT group_id, seq, owner, topic, unnest(numbers) AS partition FROM (
-        SELECT group_id, seq, owner, unnest(map_keys(partitions)) AS topic, unnest(map_values(partitions)) AS numbers
-        FROM arrived SEMI JOIN turns USING (group_id, seq))
+    SELECT aid, oh, xor(hash(topic), unnest(numbers)::UBIGINT) AS key FROM (
+        SELECT aid, oh, unnest(map_keys(partitions)) AS topic, unnest(map_values(partitions)) AS numbers
+        FROM arrived SEMI JOIN turns USING (aid))
 ), departed_keys AS (
-    SELECT group_id, seq, owner, topic, unnest(numbers) AS partition FROM (
-        SELECT group_id, seq, owner, unnest(map_keys(partitions)) AS topic, unnest(map_values(partitions)) AS numbers
-        FROM departed SEMI JOIN turns USING (group_id, seq))
+    SELECT aid, oh, xor(hash(topic), unnest(numbers)::UBIGINT) AS key FROM (
+        SELECT aid, oh, unnest(map_keys(partitions)) AS topic, unnest(map_values(partitions)) AS numbers
+        FROM departed SEMI JOIN turns USING (aid))
 )
-SELECT DISTINCT a.group_id, a.seq, a.owner AS arrival, d.owner AS departure
-FROM arrived_keys a JOIN departed_keys d USING (group_id, seq, topic, partition);
+SELECT DISTINCT a.aid, a.oh AS arrival, d.oh AS departure FROM arrived_keys a JOIN departed_keys d USING (aid, key);
 CREATE TEMP TABLE slots AS
 WITH sources AS (
-    SELECT group_id, seq, arrival, count(*) AS sources, any_value(departure) AS source FROM took GROUP BY ALL
+    SELECT aid, arrival, count(*) AS sources, any_value(departure) AS source FROM took GROUP BY ALL
 ), takers AS (
-    SELECT group_id, seq, departure, count(*) AS takers FROM took GROUP BY ALL
+    SELECT aid, departure, count(*) AS takers FROM took GROUP BY ALL
 )
-SELECT a.group_id, a.seq, a.owner,
+SELECT a.aid, a.oh,
     CASE WHEN t.arrivals = 1 AND t.departures = 1 THEN t.only_departed
          WHEN s.sources = 1 AND k.takers = 1 THEN s.source
-         ELSE a.owner END AS slot
-FROM arrived a JOIN turns t USING (group_id, seq)
-LEFT JOIN sources s ON s.group_id = a.group_id AND s.seq = a.seq AND s.arrival = a.owner
-LEFT JOIN takers k ON k.group_id = a.group_id AND k.seq = a.seq AND k.departure = s.source
+         ELSE a.oh END AS slot
+FROM arrived a JOIN turns t USING (aid)
+LEFT JOIN sources s ON s.aid = a.aid AND s.arrival = a.oh
+LEFT JOIN takers k ON k.aid = a.aid AND k.departure = s.source
 """,
     ),
     (
         "held",
         """
 CREATE TEMP TABLE held AS
-SELECT group_id, seq, previous_seq, owner, slot, topic, unnest(numbers) AS partition FROM (
-    SELECT m.group_id, m.seq, m.previous_seq, m.owner, coalesce(s.slot, m.owner) AS slot,
-        unnest(map_keys(m.partitions)) AS topic, unnest(map_values(m.partitions)) AS numbers
-    FROM members m LEFT JOIN slots s USING (group_id, seq, owner))
+SELECT aid, prev_aid, key, xor(key, oh) AS own_pair, xor(key, slot) AS slot_pair FROM (
+    SELECT aid, prev_aid, oh, slot, xor(hash(topic), unnest(numbers)::UBIGINT) AS key FROM (
+        SELECT m.aid, m.prev_aid, m.oh, coalesce(s.slot, m.oh) AS slot,
+            unnest(map_keys(m.partitions)) AS topic, unnest(map_values(m.partitions)) AS numbers
+        FROM members m LEFT JOIN slots s USING (aid, oh)))
 """,
     ),
     (
@@ -282,28 +281,20 @@ SELECT group_id, seq, previous_seq, owner, slot, topic, unnest(numbers) AS parti
         """
 CREATE TEMP TABLE moved AS
 WITH new_pairs AS (
-    SELECT group_id, count(*) AS new_pairs
-    FROM (SELECT DISTINCT group_id, seq, previous_seq, slot, topic, partition FROM held) c
-    WHERE NOT EXISTS (
-        SELECT 1 FROM held p WHERE p.group_id = c.group_id AND p.seq = c.previous_seq AND p.owner = c.slot
-            AND p.topic = c.topic AND p.partition = c.partition)
-    GROUP BY group_id
+    SELECT aid, count(*) AS new_pairs FROM (SELECT DISTINCT aid, prev_aid, slot_pair FROM held) c
+    WHERE NOT EXISTS (SELECT 1 FROM held p WHERE p.aid = c.prev_aid AND p.own_pair = c.slot_pair)
+    GROUP BY aid
 ), added AS (
-    SELECT group_id, count(*) AS added
-    FROM (SELECT DISTINCT group_id, seq, previous_seq, topic, partition FROM held) c
-    WHERE NOT EXISTS (
-        SELECT 1 FROM held p WHERE p.group_id = c.group_id AND p.seq = c.previous_seq
-            AND p.topic = c.topic AND p.partition = c.partition)
-    GROUP BY group_id
-), assignments AS (
-    SELECT group_id, count(*) AS assignments FROM stored GROUP BY group_id
+    SELECT aid, count(*) AS added FROM (SELECT DISTINCT aid, prev_aid, key FROM held) c
+    WHERE NOT EXISTS (SELECT 1 FROM held p WHERE p.aid = c.prev_aid AND p.key = c.key)
+    GROUP BY aid
 ), unknown AS (
-    SELECT group_id, count(*) AS unknown_assignments FROM members WHERE partitions IS NULL GROUP BY group_id
+    SELECT aid, count(*) AS unknown FROM members WHERE partitions IS NULL GROUP BY aid
 )
-SELECT group_id, assignments, coalesce(unknown_assignments, 0) AS unknown_assignments,
-    coalesce(new_pairs, 0) - coalesce(added, 0) AS partitions_moved
-FROM assignments LEFT JOIN new_pairs USING (group_id) LEFT JOIN added USING (group_id)
-LEFT JOIN unknown USING (group_id)
+SELECT group_id, count(*) AS assignments, coalesce(sum(unknown), 0) AS unknown_assignments,
+    coalesce(sum(new_pairs), 0) - coalesce(sum(added), 0) AS partitions_moved
+FROM stored LEFT JOIN new_pairs USING (aid) LEFT JOIN added USING (aid) LEFT JOIN unknown USING (aid)
+GROUP BY group_id
 """,
     ),
 )
