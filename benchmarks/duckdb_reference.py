@@ -200,7 +200,8 @@ GROUP BY c.group_id
 """
 
 # Partitions moved as a DuckDB user would write it: one row per partition held (unnest), each assignment's rows
-# compared with the group's previous assignment's by hash anti joins on integers, linear in the partitions held.
+# compared with the group's previous assignment's by plain hash anti joins (``ANTI JOIN``) on integers, linear in
+# the partitions held.
 # Each assignment is numbered (``aid``, its predecessor ``prev_aid``); a partition is a 64-bit key (the topic's hash
 # XOR the partition, as in Berth), a member its owner's hash, a (partition, slot) pair the key XOR the slot's hash.
 # Process slots (assignments.py's rules) are worked out where a dynamic member arrived and another departed, from
@@ -229,11 +230,12 @@ JOIN stored s USING (group_id, seq)
         "turnover",
         """
 CREATE TEMP TABLE arrived AS
-SELECT c.aid, c.oh, c.partitions FROM members c
-WHERE c.dynamic AND NOT EXISTS (SELECT 1 FROM members p WHERE p.aid = c.prev_aid AND p.oh = c.oh);
+SELECT c.aid, c.oh, c.partitions FROM members c ANTI JOIN members p ON p.aid = c.prev_aid AND p.oh = c.oh
+WHERE c.dynamic;
 CREATE TEMP TABLE departed AS
 SELECT s.aid, p.oh, p.partitions FROM stored s JOIN members p ON p.aid = s.prev_aid
-WHERE p.dynamic AND NOT EXISTS (SELECT 1 FROM members c WHERE c.aid = s.aid AND c.oh = p.oh);
+ANTI JOIN members c ON c.aid = s.aid AND c.oh = p.oh
+WHERE p.dynamic;
 CREATE TEMP TABLE turns AS
 SELECT aid, count(*) FILTER (WHERE arrival) AS arrivals, count(*) FILTER (WHERE NOT arrival) AS departures,
     any_value(oh) FILTER (WHERE NOT arrival) AS only_departed
@@ -281,13 +283,13 @@ SELECT aid, prev_aid, key, xor(key, oh) AS own_pair, xor(key, slot) AS slot_pair
         """
 CREATE TEMP TABLE moved AS
 WITH new_pairs AS (
-    SELECT aid, count(*) AS new_pairs FROM (SELECT DISTINCT aid, prev_aid, slot_pair FROM held) c
-    WHERE NOT EXISTS (SELECT 1 FROM held p WHERE p.aid = c.prev_aid AND p.own_pair = c.slot_pair)
-    GROUP BY aid
+    SELECT c.aid, count(*) AS new_pairs FROM (SELECT DISTINCT aid, prev_aid, slot_pair FROM held) c
+    ANTI JOIN held p ON p.aid = c.prev_aid AND p.own_pair = c.slot_pair
+    GROUP BY c.aid
 ), added AS (
-    SELECT aid, count(*) AS added FROM (SELECT DISTINCT aid, prev_aid, key FROM held) c
-    WHERE NOT EXISTS (SELECT 1 FROM held p WHERE p.aid = c.prev_aid AND p.key = c.key)
-    GROUP BY aid
+    SELECT c.aid, count(*) AS added FROM (SELECT DISTINCT aid, prev_aid, key FROM held) c
+    ANTI JOIN held p ON p.aid = c.prev_aid AND p.key = c.key
+    GROUP BY c.aid
 ), unknown AS (
     SELECT aid, count(*) AS unknown FROM members WHERE partitions IS NULL GROUP BY aid
 )
