@@ -9,7 +9,9 @@ and where its history and logs were kept.
 
 The results file accumulates over campaigns: ``runs``, ``violations`` (runs with one or more), ``operations_checked``,
 ``faults`` (how many runs had each fault kind, per topology), ``runs_per_hour`` (of the last campaign), and each
-campaign's summary (``campaigns``); runs with ``--bugs`` (the checker's own tests) are not counted there.
+campaign's summary (``campaigns``); runs with ``--bugs`` (the checker's own tests) are not counted there. The file
+is rewritten after every run (the campaign's own entry grows), so a campaign stopped half way keeps the runs it
+finished; one campaign at a time writes it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 async def campaign(args: argparse.Namespace) -> list[Outcome]:
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
     print(f"robustness: {args.runs} run(s) from seed {first}", flush=True)
+    keep = not args.no_record and not args.bugs
+    base: dict[str, Any] = json.loads(args.results.read_text()) if keep and args.results.exists() else {}
+    started = time.monotonic()
     outcomes: list[Outcome] = []
     fault_kinds = args.faults.split(",") if args.faults else None
     for i in range(args.runs):
@@ -62,11 +67,15 @@ async def campaign(args: argparse.Namespace) -> list[Outcome]:
             print(f"    VIOLATION {violation}", flush=True)
         if outcome.history:
             print(f"    history and logs: {Path(outcome.history).parent}", flush=True)
+        if keep:
+            data = record(base, outcomes, time.monotonic() - started, first)
+            args.results.write_text(json.dumps(data, indent=2) + "\n")
     return outcomes
 
 
-def record(path: Path, outcomes: list[Outcome], took_s: float, first_seed: int) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+def record(base: dict[str, Any], outcomes: list[Outcome], took_s: float, first_seed: int) -> dict[str, Any]:
+    """The record ``base`` (what earlier campaigns left) with this campaign's runs so far added."""
+    data = json.loads(json.dumps(base))
     runs = [o for o in outcomes if not o.bugs]
     faults_by: dict[str, Counter[str]] = {k: Counter(data.get("faults", {}).get(k, {})) for k in KINDS}
     for o in runs:
@@ -89,7 +98,6 @@ def record(path: Path, outcomes: list[Outcome], took_s: float, first_seed: int) 
             "failing_seeds": [o.seed for o in runs if not o.ok],
         }
     )
-    path.write_text(json.dumps(data, indent=2) + "\n")
     return data
 
 
@@ -115,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         f" {len(failed)} with violations ({', '.join(str(o.seed) for o in failed) or 'none'}), {took / 60:.1f} min",
         flush=True,
     )
-    if not args.no_record and not args.bugs and outcomes:
-        record(args.results, outcomes, took, outcomes[0].seed)
     return 1 if failed else 0
 
 

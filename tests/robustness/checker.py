@@ -8,8 +8,13 @@ many operations were checked. What it checks:
   shows state that was never durable" is caught: a read (or a success that changed nothing, or a refusal) that
   showed a value no acknowledged or indeterminate write explains, or a value that a later read contradicts;
 - **generations never go back** in a group: an answer that showed generation g, given after another had shown a
-  higher one had completed (joins, syncs, heartbeats and commits answered NONE);
-- **one owner per partition per generation**: the assignments handed out by syncs of one generation are disjoint
+  higher one had completed (joins, syncs, heartbeats and commits answered NONE) — within one incarnation of the
+  group. A group the plan keeps nothing of (no offsets, owner or expected members) is deleted once Empty at the
+  next expiry check (docs/api.md §12) and made again by the next join, from generation 1: a new dynamic member's
+  join answered generation 1, after the group had shown a generation, begins its next incarnation, and no member
+  id of an earlier one is answered NONE once that join completed;
+- **one owner per partition per generation** (of an incarnation): the assignments handed out by syncs of one
+  generation are disjoint
   (an owner is a static member's instance id, whatever its member id: a static member restarted within its session
   timeout takes its assignment over under a new member id, in the same generation; a dynamic member's member id);
 - **no rebalance of a fixed static group** (``plan.fixed_static``): once formed, its generation never changes,
@@ -103,8 +108,10 @@ def check(history: History, plan: Plan) -> Report:
         verdict = wgl.check(entries, model, SEARCH_BUDGET)
         if not verdict.ok:
             violations.append(_not_linearizable(kind, key, verdict))
-    violations += _generations_go_forward(ops)
-    violations += _assignments_disjoint(ops)
+    incarnations, stale = _incarnations(ops, plan)
+    violations += stale
+    violations += _generations_go_forward(ops, incarnations)
+    violations += _assignments_disjoint(ops, incarnations)
     violations += _fixed_static_groups_do_not_rebalance(ops, plan.fixed_static)
     violations += _old_member_ids_stay_out(ops)
     violations += _readiness_honest(plan.probes)
@@ -273,13 +280,62 @@ def _generation_seen(op: Op) -> int | None:
     return None
 
 
-def _generations_go_forward(ops: list[Op]) -> list[Violation]:
-    found = []
+def _deletable(group: str, plan: Plan) -> bool:
+    """Whether the group may be deleted by expiry during a run: it holds nothing the plan's loads keep."""
+    kept = plan.fixed_static | plan.admin_groups | plan.registers | set(plan.offset_keys)
+    return group not in kept
+
+
+def _incarnations(ops: list[Op], plan: Plan) -> tuple[dict[int, int], list[Violation]]:
+    """Each op that showed a generation -> the incarnation of its group it belongs to (0, 1, ...); and the answers
+    NONE to a member id of an earlier incarnation sent after the next one had begun (its first join completed)."""
+    of_op: dict[int, int] = {}
+    found: list[Violation] = []
     by_group: dict[str, list[tuple[Op, int]]] = defaultdict(list)
     for op in ops:
         if (generation := _generation_seen(op)) is not None:
             by_group[op.group].append((op, generation))
     for group, seen in by_group.items():
+        member_of: dict[str, int] = {}  # member id -> its incarnation
+        began: list[Op] = []  # the join that began each incarnation after the first
+        earliest_done: int | None = None  # the first completion among the current incarnation's ops
+        for op, generation in sorted(seen, key=lambda s: s[0].invoke_ns):
+            member = str(op.request.get("member_id") or "")
+            new_member = member not in member_of
+            if (
+                op.what == "join"
+                and generation == 1
+                and new_member
+                and not op.request.get("group_instance_id")
+                and _deletable(group, plan)
+                and earliest_done is not None
+                and earliest_done < op.invoke_ns
+            ):
+                began.append(op)
+                earliest_done = None
+            incarnation = member_of.setdefault(member, len(began)) if member else len(began)
+            of_op[op.index] = incarnation
+            if incarnation < len(began) and op.invoke_ns > began[incarnation].complete_ns:
+                found.append(
+                    Violation(
+                        "generation",
+                        f"group {group}: #{op.index} {op.what} by {op.process} answered NONE for member {member} of"
+                        f" an incarnation of the group that ended when #{began[incarnation].index} began the next",
+                        [began[incarnation].index, op.index],
+                    )
+                )
+            if incarnation == len(began) and (earliest_done is None or op.complete_ns < earliest_done):
+                earliest_done = op.complete_ns
+    return of_op, found[:20]
+
+
+def _generations_go_forward(ops: list[Op], incarnations: dict[int, int]) -> list[Violation]:
+    found = []
+    by_group: dict[tuple[str, int], list[tuple[Op, int]]] = defaultdict(list)
+    for op in ops:
+        if (generation := _generation_seen(op)) is not None:
+            by_group[(op.group, incarnations.get(op.index, 0))].append((op, generation))
+    for (group, _), seen in by_group.items():
         by_complete = sorted(seen, key=lambda s: s[0].complete_ns)
         highest: tuple[Op, int] | None = None
         k = 0
@@ -308,8 +364,8 @@ def _assigned(op: Op) -> set[tuple[str, int]]:
     return {(topic, p) for topic, partitions in decoded.get("partitions", {}).items() for p in partitions}
 
 
-def _assignments_disjoint(ops: list[Op]) -> list[Violation]:
-    owners: dict[tuple[str, int, str, int], tuple[str, Op]] = {}
+def _assignments_disjoint(ops: list[Op], incarnations: dict[int, int]) -> list[Violation]:
+    owners: dict[tuple[str, int, int, str, int], tuple[str, Op]] = {}
     found = []
     for op in ops:
         if op.what != "sync" or _code(op) != 0:
@@ -317,7 +373,7 @@ def _assignments_disjoint(ops: list[Op]) -> list[Violation]:
         member = op.request.get("group_instance_id") or op.request["member_id"]
         generation = int(op.request["generation_id"])
         for topic, partition in _assigned(op):
-            key = (op.group, generation, topic, partition)
+            key = (op.group, incarnations.get(op.index, 0), generation, topic, partition)
             other = owners.setdefault(key, (member, op))
             if other[0] != member:
                 found.append(

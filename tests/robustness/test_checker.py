@@ -224,3 +224,28 @@ def test_a_group_left_with_nothing_may_expire_between_two_operations() -> None:
     owned.op("a", "owner", "g", {"uid": "u1"}, {"error_code": 0, "owner": {"uid": "u1"}}, (0, 1), method="PUT")
     owned.op("r", "describe", "g", {}, {"error_code": 0, "group_state": "Dead", "owner": None}, (4, 5), method="GET")
     assert not check(owned.history, Plan(admin_groups={"g"})).ok  # an owned group never expires
+
+
+def join(c: Clock, member: str, generation: int, at: tuple[float, float]) -> None:
+    c.op(member, "join", "g", {"member_id": member}, {"error_code": 0, "generation_id": generation}, at)
+
+
+def test_a_group_deleted_once_empty_starts_again_from_generation_1() -> None:
+    """Found by seed 3017: dynamic members that all left while a replica took over; the Empty group (nothing kept)
+    was deleted by the expiry check, and the next join made it again in generation 1 — Kafka's behaviour too."""
+    c = Clock()
+    join(c, "m1", 6, (0, 1))
+    sync(c, "m1", 6, (0, 1), (1, 2))
+    join(c, "m2", 1, (10, 11))
+    sync(c, "m2", 1, (0, 1), (11, 12))
+    heartbeat(c, "m2", 1, 0, (12, 13))
+    assert check(c.history, Plan()).ok
+    heartbeat(c, "m1", 6, 0, (14, 15))  # the old incarnation's member answered after the new one began
+    assert [v.kind for v in check(c.history, Plan()).violations] == ["generation"]
+
+
+def test_a_group_the_plan_keeps_never_starts_again() -> None:
+    c = Clock()
+    join(c, "m1", 6, (0, 1))
+    join(c, "m2", 1, (10, 11))
+    assert [v.kind for v in check(c.history, offsets_plan()).violations] == ["generation"]
