@@ -9,8 +9,12 @@ reads a converted (Parquet) journal, as ``berth-analyze`` does, and writes ``sum
 so that the figures are for the same results, not merely similar queries. Rules:
 - Same models: restart gaps, dynamic restarts and rebalances avoided, rebalance durations, partitions moved by
   process slot (dynamic arrivals inherit a departed member's slot when the pairing is unambiguous), the advice
-  rule. Partitions are compared as ``(topic, partition)`` values here, as 64-bit hashes in Berth: equal results
-  unless two hashes collide (docs/pipeline.md puts that at ~1e-11 per pair of assignments).
+  rule. Partitions are compared as 64-bit keys (the topic's hash XOR the partition), as in Berth, though with
+  DuckDB's hash, not xxHash: equal results unless two keys collide (docs/pipeline.md puts that at ~1e-11 per pair
+  of assignments).
+- ``--moved joins`` (the default): partitions moved as an expert writes it, one row per partition held and hash
+  anti joins; ``--moved lambdas``: the first reference's nested list lambdas (quadratic in an assignment). Both
+  give the same summary; the benchmark checks it group by group.
 - Percentiles are exact (``restart_gap_p_ms`` is the ``ceil(p x n)``-th smallest gap), which is what Spark's
   ``percentile_approx`` returns at accuracy 10,000 for groups with fewer than 10,000 gaps.
 - ``--subset`` computes only what the issue's first measurement did (rebalances by group and cause, restart gaps,
