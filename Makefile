@@ -74,10 +74,14 @@ soak: install
 	$(BIN)/python -m benchmarks.reliability
 
 ## Randomized fault runs checked against the models (tests/robustness): RUNS runs from SEED (default: at random,
-## printed); the record accumulates in benchmarks/results/robustness.json. make test runs a fixed-seed few.
+## printed); the record accumulates in benchmarks/results/robustness.json. Then OPERATOR_RUNS scale-downs struck by
+## a leader fault of the operator's (benchmarks/operator_robustness.py; benchmarks/results/robustness_operator.json).
+## make test runs a fixed-seed few of each.
 RUNS ?= 100
+OPERATOR_RUNS ?= 50
 robustness: install
 	cd tests && ../$(BIN)/python -m robustness --runs $(RUNS) $(if $(SEED),--seed $(SEED))
+	$(BIN)/python -m benchmarks.operator_robustness --runs $(OPERATOR_RUNS) $(if $(SEED),--seed $(SEED))
 
 bench: install
 	$(BIN)/python -m benchmarks

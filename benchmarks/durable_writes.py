@@ -3,42 +3,25 @@
 Static replacements/s: 64 members of one group restart over and over; each restart rewrites the group record
 and is answered only once durable. Committed offsets/s: 64 clients commit 50 partitions per request. Group
 commit lets many writes share one transaction and one fsync. Goals: >= 2,000 replacements/s and >= 20,000
-partition offsets/s.
+partition offsets/s. Then the same load on the replicated store (etcd) and on SQLite side by side
+(``ha_writes``): HA / SQLite, with the writes per etcd transaction, the CPU per write of each party and the load.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from benchmarks.common import Coordinator, Result, cpu_seconds, pinned, progress, spread
+from benchmarks import ha_writes
+from benchmarks.common import Coordinator, Result, progress, spread
 from benchmarks.goals import GOALS
 from benchmarks.heartbeat import form_groups
+from benchmarks.writes_loadgen import CLIENTS, PARTITIONS_PER_COMMIT, load
 
-CLIENTS = 64
-PARTITIONS_PER_COMMIT = 50
 SECONDS = 8
 RUNS = 3
-
-
-def load(spec: dict[str, Any], server_pid: int) -> dict[str, Any]:
-    before = cpu_seconds(server_pid)
-    out = subprocess.run(
-        pinned([sys.executable, "-m", "benchmarks.writes_loadgen"], 1),
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=spec["seconds"] + 120,
-    )
-    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
-    result["server_cpu_s"] = cpu_seconds(server_pid) - before
-    return result
 
 
 def main() -> Result:
@@ -62,13 +45,15 @@ def main() -> Result:
             offsets.append(c["per_s"] * PARTITIONS_PER_COMMIT)
             progress(f"run {run + 1}: {r['per_s']:.0f} static replacements/s, {offsets[-1]:.0f} offsets/s")
     rep, off = spread(replacements), spread(offsets)
+    progress("the replicated store (etcd) and SQLite side by side")
+    ha = ha_writes.on_a_cluster_of_its_own(RUNS, SECONDS)
     return Result(
         name="durable_writes",
         title="Durable writes with 64 concurrent clients (fsync on)",
         command="python -m benchmarks durable_writes",
         goal=GOALS["durable_writes"],
         met=rep["median"] >= 2_000 and off["median"] >= 20_000,
-        summary=f"{rep['median']:.0f} replacements/s, {off['median']:.0f} partition offsets/s",
+        summary=f"{rep['median']:.0f} replacements/s, {off['median']:.0f} partition offsets/s; {ha_writes.summary(ha)}",
         figures={
             "static_replacements_per_s": rep,
             "coordinator_cpu_us_per_replacement": spread(cpu_per_replacement),
@@ -76,10 +61,13 @@ def main() -> Result:
             "clients": CLIENTS,
             "partitions_per_commit": PARTITIONS_PER_COMMIT,
             "group_members": CLIENTS,
+            "ha_side_by_side": ha,
         },
         note="Each replacement rewrites the 64-member group record (as Kafka does) and is answered only once "
         "durable. The coordinator is pinned to one core and CPU-bound here: coordinator_cpu_us_per_replacement is "
-        "its CPU (event loop and writer thread) per replacement.",
+        "its CPU (event loop and writer thread) per replacement. ha_side_by_side: the same load on the replicated "
+        "store (3 etcd members with fsync, one replica) and on SQLite, alternating, neither pinned "
+        "(benchmarks/ha_writes.py); its ratios are medians of per-run ratios.",
     )
 
 

@@ -12,9 +12,10 @@ their ``/readyz`` every second (the chart's readiness probe period) in the place
   stretch: under 10 s.
 - Rebalances: the static groups' rebalances started during all the failovers (journal ``rebalance_started`` and
   the members' own count). Goal: 0.
-- Throughput: ``writes_loadgen`` (64 connections: static replacements, and commits of 50 partitions) against the
-  SQLite coordinator and the active replica (directly, not through the Service stand-in), alternating, 3 runs each.
-  Reported as the ratio HA / SQLite.
+- Throughput: ``ha_writes.side_by_side`` (64 connections: static replacements, and commits of 50 partitions)
+  against the SQLite coordinator and the active replica (directly, not through the Service stand-in), alternating,
+  3 runs each. Reported as the ratio HA / SQLite, with the writes per etcd transaction, the CPU per write of the
+  coordinator, the etcd members and the load generator, and the load average of each run.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from typing import Any
 
 import aiohttp
 
+from benchmarks import ha_writes
 from benchmarks.common import Coordinator, Result, progress, spread
-from benchmarks.durable_writes import CLIENTS, PARTITIONS_PER_COMMIT, load
 from benchmarks.goals import GOALS
-from benchmarks.heartbeat import form_groups
 from berth.coordinator.client import CoordinatorAdmin, GroupMember, MemberConfig
 from berth.operator.local.etcd_cluster import EtcdCluster
 from berth.operator.local.replicas import Replicas, ServiceProxy
@@ -127,42 +127,17 @@ async def failovers(replicas: Replicas, service: ServiceProxy) -> dict[str, Any]
     }
 
 
-def throughput(replicas: Replicas, root: Path) -> dict[str, Any]:
-    figures: dict[str, dict[str, list[float]]] = {
-        "sqlite": {"replace": [], "commit": []},
-        "etcd": {"replace": [], "commit": []},
-    }
-    instances = [f"writes-0-{i}" for i in range(CLIENTS)]
+def throughput(replicas: Replicas, etcd: EtcdCluster, root: Path) -> dict[str, Any]:
     with Coordinator(root / "sqlite") as sqlite:
         active = replicas.active()
-        targets = {"sqlite": (sqlite.url, sqlite.pid), "etcd": (active.url, active.pid)}
-        for url, _ in targets.values():
-            asyncio.run(form_groups(url, 1, CLIENTS, prefix="writes"))
-        for run in range(THROUGHPUT_RUNS):
-            for name, (url, pid) in targets.items():
-                common = {"url": url, "connections": CLIENTS, "seconds": THROUGHPUT_SECONDS}
-                r = load({**common, "kind": "replace", "group": "writes-0", "instances": instances}, pid)
-                c = load(
-                    {**common, "kind": "commit", "group": f"simple-{name}-{run}", "partitions": PARTITIONS_PER_COMMIT},
-                    pid,
-                )
-                assert not r["errors"] and not c["errors"], (r, c)
-                figures[name]["replace"].append(r["per_s"])
-                figures[name]["commit"].append(c["per_s"] * PARTITIONS_PER_COMMIT)
-                offsets = c["per_s"] * PARTITIONS_PER_COMMIT
-                progress(f"run {run + 1} {name}: {r['per_s']:.0f} replacements/s, {offsets:.0f} offsets/s")
-    return {
-        "sqlite_replacements_per_s": spread(figures["sqlite"]["replace"]),
-        "etcd_replacements_per_s": spread(figures["etcd"]["replace"]),
-        "sqlite_offsets_per_s": spread(figures["sqlite"]["commit"]),
-        "etcd_offsets_per_s": spread(figures["etcd"]["commit"]),
-        "replacements_ratio": statistics.median(
-            e / s for e, s in zip(figures["etcd"]["replace"], figures["sqlite"]["replace"], strict=True)
-        ),
-        "offsets_ratio": statistics.median(
-            e / s for e, s in zip(figures["etcd"]["commit"], figures["sqlite"]["commit"], strict=True)
-        ),
-    }
+        return ha_writes.side_by_side(
+            ha_writes.Target(sqlite.url, sqlite.pid),
+            ha_writes.Target(active.url, active.pid),
+            etcd.endpoints,
+            [p.pid for p in etcd.processes if p is not None],
+            runs=THROUGHPUT_RUNS,
+            seconds=THROUGHPUT_SECONDS,
+        )
 
 
 def main() -> Result:
@@ -176,7 +151,7 @@ def main() -> Result:
             with replicas, ServiceProxy(lambda: replicas.processes) as service:
                 replicas.active()
                 failover = asyncio.run(failovers(replicas, service))
-                writes = throughput(replicas, root)
+                writes = throughput(replicas, etcd, root)
     kills = [r["first_join_s"] for r in failover["runs"] if r["kind"] == "kill"]
     steps = [r["first_join_s"] for r in failover["runs"] if r["kind"] == "step_down"]
     kill = spread(kills)
@@ -201,7 +176,7 @@ def main() -> Result:
         summary=(
             f"kill -9 -> first join {kill['median']:.1f} s (max {kill['max']:.1f} s) vs a 45 s session timeout;"
             f" step-down {statistics.median(steps):.1f} s; {rebalances} rebalances;"
-            f" writes {writes['replacements_ratio']:.2f}x / offsets {writes['offsets_ratio']:.2f}x of SQLite"
+            f" {ha_writes.summary(writes)}"
         ),
         figures=figures,
         note="Failover time = the lease TTL (5 s: the dead replica's lease must expire) + the standby's load + up to "

@@ -68,8 +68,9 @@ GOALS: dict[str, str] = {
         " on Berth's coordinator"
     ),
     "operator_takeover": (
-        "a standby takes over within the lease duration (+ one retry period) of the leader's death, and reconciles"
-        " within a second after that. Assumes controller-runtime's timings: lease 15 s, renew deadline 10 s, retry 2 s"
+        "the new leader's first write within 5 s of a graceful stop and of a reinstall (helm uninstall + install; from"
+        " the new replica's start), and within the lease duration + 5 s of a kill -9 or a freeze (issue 28). Assumes"
+        " the chart's timings, as controller-runtime's: lease 15 s, renew deadline 10 s, retry 2 s"
     ),
     "failover": (
         "replicated coordinator (chart's HA option: 3 etcd members with fsync, 2 replicas, 5 s lease, readiness every "

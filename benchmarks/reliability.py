@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks import stored_report
+from benchmarks import reliability_operator, stored_report
 from benchmarks.bounds_floods import BYSTANDER_RATE, BYSTANDER_SECONDS
 from benchmarks.common import RESULTS, ROOT
 
@@ -194,6 +194,7 @@ def render() -> str:
             "",
         ]
     lines += robustness_lines()
+    lines += reliability_operator.section()
     lines += [
         "## Storage faults",
         "",

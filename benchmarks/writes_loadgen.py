@@ -4,17 +4,41 @@ SPEC: {"url", "kind": "replace" | "commit", "group", "instances" (replace), "par
 "connections", "seconds"}. ``replace``: each connection restarts its own static member over and over (a join
 with an empty member id: a static replacement, one group-record write each). ``commit``: each connection
 commits ``partitions`` offsets per request to its own simple group. Prints one JSON line of counts.
+
+``load(spec, server_pid)`` runs it as a process pinned to core 1 and adds the server's CPU seconds meanwhile: how
+``durable_writes``, ``failover`` and ``ha_writes`` load a coordinator (64 connections, 50 partitions per commit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from typing import Any
 
+from benchmarks.common import cpu_seconds, pinned
 from benchmarks.fastclient import Connection
+
+CLIENTS = 64
+PARTITIONS_PER_COMMIT = 50
+
+
+def load(spec: dict[str, Any], server_pid: int) -> dict[str, Any]:
+    """Run the load generator with ``spec`` (pinned to core 1); its counts plus ``server_cpu_s``."""
+    before = cpu_seconds(server_pid)
+    out = subprocess.run(
+        pinned([sys.executable, "-m", "benchmarks.writes_loadgen"], 1),
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=spec["seconds"] + 120,
+    )
+    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    result["server_cpu_s"] = cpu_seconds(server_pid) - before
+    return result
 
 
 async def run(spec: dict[str, Any]) -> dict[str, Any]:

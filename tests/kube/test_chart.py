@@ -119,10 +119,13 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
     assert fresh.get("cf", "orders", namespace="berth") is not None  # fleets survive a CRD upgrade
 
     # helm uninstall removes the release's objects but keeps the tokens and TLS Secrets, the coordinator's volume
-    # claim and the CRD (with every fleet), as docs/install.md says.
+    # claim and the CRD (with every fleet), and the operator's ServiceAccount with the Lease's Role and RoleBinding
+    # (the stopping leader releases its Lease with them), as docs/install.md says.
     wait_until(lambda: fresh.get("pvc", "data-berth-coordinator-0", namespace="berth"), "the coordinator's claim")
     fresh.helm("uninstall", "berth", "-n", "berth")
     kept = {("Secret", "berth-coordinator-tokens"), ("Secret", "berth-coordinator-tls")}
+    kept |= {("ServiceAccount", "berth-operator"), ("Role", "berth-operator-lease")}
+    kept |= {("RoleBinding", "berth-operator-lease")}
     for kind, name, namespace in objects:
         present = wait_until(
             lambda k=kind, n=name, ns=namespace: (exists(fresh, k, n, ns) == ((k, n) in kept)) or None,
@@ -132,6 +135,8 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
         assert present
     assert exists(fresh, "pvc", "data-berth-coordinator-0", "berth")
     assert exists(fresh, "crd", CRD, None) and exists(fresh, "cf", "orders", "berth")
+    # Installed again (the CRD, changed above by kubectl, left alone), the release adopts what was kept.
+    assert "STATUS: deployed" in fresh.helm("install", "berth", str(CHART), "-n", "berth", "--skip-crds").stdout
 
 
 def test_install_md_names_the_crd_upgrade_step_the_test_runs() -> None:

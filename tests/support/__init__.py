@@ -4,10 +4,12 @@
   replicas on etcd), the clients tests talk to it with (``api``, ``rawhttp``), coordinators that misbehave on
   purpose (``hostile_endpoints``), and the operator's Kafka evidence without a pass (``evidence``);
 - ``control_plane``: a real Kubernetes control plane (``kube_cluster``, ``kube_fixtures``, ``kube``: kubectl and
-  helm as one identity each), the kubelet's part played for it (``fake_kubelet``), the real operator as a process
-  (``operator_process``) and one test's world on it (``fleet_stage``), an autoscaler's metrics server
+  helm as one identity each), the kubelet's part played for it (``fake_kubelet``; ``stage_controller``: kwok's job,
+  pods Running and Ready on simulated nodes with no process each, for the scale benchmarks), the real operator as a
+  process (``operator_process``) and one test's world on it (``fleet_stage``), an autoscaler's metrics server
   (``external_metrics``), the operator's /metrics read (``metrics_text``) and its RBAC needs read from its code
-  (``rbac_scan``);
+  (``rbac_scan``); the operator's replicas under leader faults (``leader_world``: on a private network of
+  ``netlab``, ``leader_campaign``: the randomized runs, ``leader_history``: the checker);
 - ``kafka_cluster``: a Kafka-protocol broker (``kafka_broker``: kfake, or a real cluster), a Strimzi-style
   authenticating listener in front of it (``kafka_auth_proxy``), real Kafka consumers (``kafka_consumers``), and the
   tier's fixtures and world (``kafka_fixtures``, ``kafka_stage``);

@@ -114,3 +114,18 @@ async def test_empty_answers_that_come_back_at_once_cannot_make_it_spin() -> Non
     held = Journal([*at_the_end, *[(7, set())] * 5, (8, {"orders"})])
     _, slept = await follow(held)
     assert slept == []
+
+
+async def test_once_it_found_the_end_every_fleet_on_the_coordinator_is_passed_again() -> None:
+    """Issue 28's campaign: a new leader's pass sent a batch leave, the group's rebalance completed, and only then did
+    the follower its pass started find the journal's end: nothing it read named the group again, and the fleet's
+    status said the group was rebalancing until the slow resync. The follower now asks for a pass of every fleet on
+    the coordinator once it follows (and again after the coordinator's journal went back)."""
+    following: list[str] = []
+    journal = Journal([*AT_THE_END, (9, {"orders"}), (3, set()), (3, set()), (3, set()), (4, set())])
+    with pytest.raises(asyncio.CancelledError):
+        await JournalFollower(
+            "http://c:9094", journal, lambda url, groups: asyncio.sleep(0), sleep=lambda s: asyncio.sleep(0),
+            on_following=following.append,
+        ).run()  # fmt: skip
+    assert following == ["http://c:9094", "http://c:9094"]  # at the start, and after the rewind to 3

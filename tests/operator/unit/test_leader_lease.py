@@ -5,6 +5,7 @@ the test moves."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -13,13 +14,16 @@ from pathlib import Path
 import kubernetes
 import pytest
 
+from berth.coordinator.daemon import failpoints
 from berth.operator.adapters.kube.calls import GatedApiClient
+from berth.operator.adapters.kube.lease import LeaseApi
 from berth.operator.adapters.leadership.gated import GatedCoordinatorPort
-from berth.operator.adapters.leadership.leader import LeaderElector, LeaderGate
+from berth.operator.adapters.leadership.leader import NO_RELEASE_BUG, LeaderElector, LeaderGate
 from berth.operator.adapters.leadership.leader_options import LeaderOptionsError
 from berth.operator.command.options import OptionsError, parse_options
 from berth.operator.planners.lease import (
     LeaseConflict,
+    LeaseLost,
     LeaseRecord,
     LeaseTiming,
     LeaseTimingError,
@@ -30,6 +34,7 @@ from berth.operator.planners.lease import (
     decide,
     observe,
     released,
+    write_bound_s,
 )
 from berth.operator.ports import NotLeading
 
@@ -44,11 +49,34 @@ def held_by(holder: str, version: str = "7") -> LeaseRecord:
 # --- the decisions ---------------------------------------------------------------------------------------------
 
 
-def test_a_missing_lease_is_created_by_the_first_candidate() -> None:
-    decision = decide("a", observe(None, None, 100.0), TIMING, now=100.0, wall=WALL)
+def test_a_missing_lease_is_created_once_it_was_seen_missing_for_a_lease_duration() -> None:
+    """It may have been deleted under a leader that has not noticed yet (issue 28: two leaders for 17 ms)."""
+    seen = observe(None, None, 100.0)
+    assert decide("a", seen, TIMING, now=100.0, wall=WALL) == Wait("")
+    seen = observe(seen, None, 110.0)
+    assert seen.seen_at == 100.0  # still missing: the wait goes on from the first look
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("")
+    decision = decide("a", seen, TIMING, now=115.0, wall=WALL)
     assert isinstance(decision, Write) and decision.create
     assert decision.record.holder == "a" and decision.record.transitions == 0
     assert decision.record.acquire_time == decision.record.renew_time == "2026-11-01T12:00:00.000000Z"
+    # Seen held, then missing: the wait starts again from the first look at the missing Lease.
+    seen = observe(observe(None, held_by("b"), 100.0), None, 112.0)
+    assert decide("a", seen, TIMING, now=126.9, wall=WALL) == Wait("")
+
+
+def test_a_lease_edited_to_a_shorter_duration_is_still_waited_for_the_candidates_own() -> None:
+    shortened = replace(held_by("b"), lease_duration_s=1, renew_time="2000-01-01T00:00:00.000000Z")
+    seen = observe(None, shortened, 100.0)
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b")
+    assert isinstance(decide("a", seen, TIMING, now=115.0, wall=WALL), Write)
+    longer = replace(held_by("b"), lease_duration_s=30)
+    assert decide("a", observe(None, longer, 100.0), TIMING, now=129.9, wall=WALL) == Wait("b")
+
+
+def test_the_write_bound_is_half_the_margin_between_the_renew_deadline_and_the_lease() -> None:
+    assert write_bound_s(TIMING) == 2.5
+    assert write_bound_s(LeaseTiming(4, 3, 0.5)) == 0.5
 
 
 def test_a_held_lease_is_waited_for_until_its_duration_passed_on_the_candidates_own_clock() -> None:
@@ -134,6 +162,8 @@ class MemoryLease:
     async def write(self, record: LeaseRecord, *, create: bool) -> LeaseRecord:
         if self.fail:
             raise ConnectionError("unreachable")
+        if not create and self.record is None:
+            raise LeaseLost("HTTP 404: not found")  # a replace of a Lease that was deleted
         current = None if self.record is None else self.record.resource_version
         if (create and self.record is not None) or (not create and record.resource_version != current):
             raise LeaseConflict("changed meanwhile")
@@ -194,6 +224,90 @@ async def test_a_leader_that_cannot_renew_closes_its_gate_at_the_renew_deadline_
     assert lost_at - acquired_at <= TIMING.renew_deadline_s + TIMING.retry_period_s < TIMING.lease_duration_s
     with pytest.raises(NotLeading):
         gate.check()
+
+
+async def test_a_deleted_lease_makes_no_second_leader() -> None:
+    """Issue 28 saw two leaders for 17 ms after ``kubectl delete lease``: the standby created the Lease at once while
+    the leader, whose renewal had failed, went on acting until its next renewal. Now the leader stops at the first
+    renewal that finds the Lease gone, and the standby waits a lease duration before it creates it again."""
+    lease, clock = MemoryLease(), Clock()
+    gate_a, gate_b, a_leading = LeaderGate(clock), LeaderGate(clock), []
+    a = elector(lease, clock, "a", gate_a, a_leading)
+    b = elector(lease, clock, "b", gate_b, [])
+    await a.acquire()
+    assert not await b._try_acquire()  # b sees a's Lease
+    lease.record = None  # deleted
+    deleted_at = clock.now
+    assert not await b._try_acquire()  # b sees none: it waits instead of creating it
+    await a.keep()  # a's next renewal finds it gone
+    assert not gate_a.leading and a_leading == [True, False]
+    a_stopped = clock.now
+    assert a_stopped - deleted_at <= TIMING.retry_period_s
+    while not await b._try_acquire():
+        clock.now += TIMING.retry_period_s
+    assert gate_b.leading and clock.now - deleted_at >= TIMING.lease_duration_s > a_stopped - deleted_at
+
+
+async def test_a_leader_whose_lease_is_refused_stops_at_once() -> None:
+    """``helm uninstall`` deletes the replica's rights before it stops: a renewal answered 401 or 403 cannot succeed
+    later, so the gate closes at once instead of at the renew deadline."""
+
+    class Refusing(MemoryLease):
+        refuse = False
+
+        async def write(self, record: LeaseRecord, *, create: bool) -> LeaseRecord:
+            if self.refuse:
+                raise LeaseLost("HTTP 403: forbidden")
+            return await super().write(record, create=create)
+
+    lease, clock = Refusing(), Clock()
+    gate = LeaderGate(clock)
+    a = elector(lease, clock, "a", gate, [])
+    await a.acquire()
+    lease.refuse = True
+    refused_at = clock.now
+    await a.keep()
+    assert not gate.leading and clock.now - refused_at <= TIMING.retry_period_s
+
+
+async def test_the_no_release_bug_switch_brings_back_issue_28s_leader() -> None:
+    """``bug.operator_no_release`` (tests only): the gate ignores the deadline and a stop leaves the Lease held."""
+    lease, clock = MemoryLease(), Clock()
+    gate = LeaderGate(clock)
+    a = elector(lease, clock, "a", gate, [])
+    await a.acquire()
+    failpoints.configure(f"{NO_RELEASE_BUG}=on")
+    try:
+        clock.now += 60
+        gate.check()  # no renewal for a minute, and the gate is open
+        await a.release()
+        assert lease.record is not None and lease.record.holder == "a"
+    finally:
+        failpoints.configure("")
+    gate.renewed(sent_at=clock.now - 60, renew_deadline_s=10)
+    with pytest.raises(NotLeading):
+        gate.check()
+
+
+async def test_a_stopping_leader_releases_the_lease_a_renewal_still_on_its_way_changed() -> None:
+    """The campaign found it: the keeper was cancelled while a renewal was on its way, the renewal landed, and the
+    release, sent with the resourceVersion before it, was refused (409) and left the Lease held."""
+    lease, clock = MemoryLease(), Clock()
+    gate = LeaderGate(clock)
+    a = elector(lease, clock, "a", gate, [])
+    await a.acquire()
+    assert lease.record is not None
+    lease.version += 1
+    lease.record = replace(lease.record, renew_time="later", resource_version=str(lease.version))  # landed late
+    await a.release()
+    assert lease.record.holder == "" and not gate.leading
+    # Taken by another meanwhile: nothing of ours to release, and nothing is written.
+    b = elector(lease, clock, "b", LeaderGate(clock), [])
+    lease.record = None
+    await b.acquire()
+    lease.record = replace(lease.record, holder="c", resource_version="77")
+    await b.release()
+    assert lease.record.holder == "c"
 
 
 async def test_a_frozen_leader_finds_its_gate_closed_the_moment_it_runs_again() -> None:
@@ -273,3 +387,17 @@ def test_the_kubernetes_client_sends_no_write_through_a_closed_gate(monkeypatch:
     gate.renewed(sent_at=gate.clock(), renew_deadline_s=10)
     client.call_api("PATCH", "/api/v1/namespaces/x/pods/p")
     assert sent == ["GET", "PATCH"]
+
+
+def test_the_leases_calls_are_made_once_and_their_connections_bounded() -> None:
+    """The campaign saw a leader lose its Lease after a partition of 1.7 s, shorter than its renew deadline: urllib3
+    retried a hung renewal three times, past the deadline, where the elector would have tried again at once."""
+    client = kubernetes.client.ApiClient(kubernetes.client.Configuration())
+    lease = LeaseApi(client, namespace="ops", name="berth-operator", timeout_s=1.5, write_bound_s=0.5)
+    try:
+        kw = client.rest_client.pool_manager.connection_pool_kw
+        assert kw["retries"] is False
+        assert (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 500) in kw["socket_options"]
+    finally:
+        lease.close()
+        client.close()

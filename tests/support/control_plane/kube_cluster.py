@@ -14,7 +14,9 @@ identities (a kubelet's, the scheduler's) with the plane's CA.
 The API server keeps an audit log of the requests of ``audited_groups``' members (by default every ServiceAccount of
 namespace ``berth``, where the tests and benchmarks install the chart whose identity the operator runs as): one
 line per request as it is received, with its verb, object, user and User-Agent (:meth:`ControlPlane.audit`), so a
-test or a benchmark counts exactly what the operator asked.
+test or a benchmark counts exactly what the operator asked. With ``audit_lease_writes``, writes to Leases are logged
+instead once answered, with the object sent and the answer's status (level Request, stage ResponseComplete): the
+history of who held a leader's Lease, and when each write took it (``support.leader_history``).
 
 ConfigMaps have no watch cache in this API server (``--watch-cache-sizes=configmaps#0``): their watches are served
 by etcd, so a test can make a watch expire as a long absence does in a real cluster (:meth:`ControlPlane.compact`
@@ -137,13 +139,19 @@ def kubeconfig_text(
     )
 
 
-def audit_policy(groups: tuple[str, ...]) -> str:
-    """Metadata of every request by a member of ``groups``, once, when it is received; nothing else."""
+def audit_policy(groups: tuple[str, ...], *, lease_writes: bool = False) -> str:
+    """Metadata of every request by a member of ``groups``, once, when it is received; nothing else. With
+    ``lease_writes``, a write to a Lease is logged once answered instead, with its object and the answer's status."""
     listed = ", ".join(json.dumps(group) for group in groups)
+    leases = (
+        f"- level: Request\n  userGroups: [{listed}]\n  verbs: [create, update, patch, delete]\n"
+        "  resources: [{group: coordination.k8s.io, resources: [leases]}]\n  omitStages: [RequestReceived]\n"
+    )
     return (
         "apiVersion: audit.k8s.io/v1\nkind: Policy\n"
-        "omitStages: [ResponseStarted, ResponseComplete, Panic]\n"
-        f"rules:\n- level: Metadata\n  userGroups: [{listed}]\n- level: None\n"
+        "omitStages: [ResponseStarted, Panic]\n"
+        f"rules:\n{leases if lease_writes else ''}"
+        f"- level: Metadata\n  userGroups: [{listed}]\n  omitStages: [ResponseComplete]\n- level: None\n"
     )
 
 
@@ -161,6 +169,8 @@ class ControlPlane:
     server: str = ""
     etcd_url: str = ""
     audited_groups: tuple[str, ...] = ("system:serviceaccounts:berth",)
+    #: Log writes to Leases once answered, with the object and the answer (see the module docstring).
+    audit_lease_writes: bool = False
 
     @property
     def audit_log(self) -> Path:
@@ -299,7 +309,7 @@ class ControlPlane:
 
     def _write_audit_policy(self) -> Path:
         path = self.workdir / "audit-policy.yaml"
-        path.write_text(audit_policy(self.audited_groups))
+        path.write_text(audit_policy(self.audited_groups, lease_writes=self.audit_lease_writes))
         return path
 
     def _wait_ready(self, timeout_s: float) -> None:

@@ -4,7 +4,9 @@ It runs with a kubeconfig holding a ServiceAccount token (``kubectl create token
 chart grants and nothing more; its output goes to a file the tests read (``log``), and ``forbidden()`` lists every
 line where the API server refused it something. Each process has a name of its own (``POD_NAME``, as the chart
 sets it), which its requests carry in their User-Agent: :meth:`requests` picks them out of the API server's audit
-log. :meth:`signal` sends it a signal (SIGKILL, SIGSTOP, SIGCONT) to play a crash or a freeze.
+log. :meth:`signal` sends it a signal (SIGKILL, SIGSTOP, SIGCONT) to play a crash or a freeze. ``prefix`` runs it
+through another command (``support.netlab``'s ``nsenter`` into a host of a private network), which must ``exec`` it:
+the process started is the operator itself.
 """
 
 from __future__ import annotations
@@ -26,8 +28,14 @@ _names = itertools.count(1)
 
 class OperatorProcess:
     def __init__(
-        self, kubeconfig: Path, log_path: Path, args: Sequence[str], env: dict[str, str] | None = None
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
+        self.prefix = list(prefix)
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.args = list(args)
@@ -37,20 +45,30 @@ class OperatorProcess:
         self.name = self.env.get("POD_NAME") or f"test-operator-{os.getpid()}-{next(_names)}"
         self.env["POD_NAME"] = self.name
 
-    def start(self) -> OperatorProcess:
+    def start(self, *, wait: bool = True) -> OperatorProcess:
         output = self.log_path.open("ab")
         environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.env}
         environment.pop("BERTH_TOKEN", None)
         self.process = subprocess.Popen(
-            [*COMMAND, *self.args], stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+            [*self.prefix, *COMMAND, *self.args],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
         )
         output.close()
+        if wait:
+            self.wait_started()
+        return self
+
+    def wait_started(self) -> None:
+        """Until it logged that it watches fleets (a standby does too); it must not have exited meanwhile."""
+        assert self.process is not None
         wait_until(
             lambda: "watching ConsumerFleets" in self.log() or self.process is None or self.process.poll() is not None,
             "the operator to start",
         )
         assert self.process.poll() is None, f"berth-operator exited at start:\n{self.log()}"
-        return self
 
     def requests(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Of an audit log's events, this process's requests (its User-Agent names it; with --leader-elect its

@@ -329,10 +329,19 @@ def replace_static_member_then_rebalance_or_complete_join(
             def on_persisted() -> None:
                 if group.members.get(new_member_id) is not new_member or group.state is not STABLE:
                     return  # the group moved on meanwhile; the parked join completes with that rebalance
+                # What the answer reveals besides the new member id: the generation and protocol (a Stable group
+                # got them from a durable write: it turns Stable once its assignment is), and the leader. Unless
+                # it is the member list or a leader replaced since the join (writes still in flight, maybe), all
+                # of it is durable with this write, and the answer need not wait for the group's later writes.
+                is_leader = group.is_leader(new_member_id)
+                reply = (
+                    core.reply
+                    if is_leader or (skip_assignment_supported and group.leader_id != current_leader)
+                    else core.reply_on_own_write
+                )
                 if skip_assignment_supported:
                     # KIP-814: a restarted static leader learns it leads, with the member list, but must not
                     # compute a new assignment.
-                    is_leader = group.is_leader(new_member_id)
                     response = msgspec.structs.replace(
                         current_generation_response(group, new_member_id, with_members=is_leader),
                         skip_assignment=is_leader,
@@ -349,7 +358,7 @@ def replace_static_member_then_rebalance_or_complete_join(
                     )
                 parked = group.take_join_ticket(new_member)
                 if parked is not None:
-                    core.reply(parked, response)
+                    reply(parked, response)
 
             def on_failed() -> None:
                 still_parked = new_member.join_ticket == ticket

@@ -144,6 +144,18 @@ class CoreState:
         else:
             fx.replies.append((ticket, response))
 
+    def reply_on_own_write(self, ticket: int, response: Response) -> None:
+        """Reply from a continuation with an answer that reveals nothing a later write of the group changes: it
+        goes out once the continued write is durable, not held for the group's writes handed over since (which a
+        busy group always has in flight: each of its replies would wait one transaction more)."""
+        self.reply(ticket, response)
+        fx = self._fx
+        assert fx is not None
+        if fx.own_write is None:
+            fx.own_write = {ticket}
+        else:
+            fx.own_write.add(ticket)
+
     def withdraw_reply(self, ticket: int) -> Response | None:
         """Take back a reply made earlier in this call (to hold it until the call's write is durable)."""
         if self._fx is None:
@@ -151,6 +163,8 @@ class CoreState:
         for i, (t, response) in enumerate(self._fx.replies):
             if t == ticket:
                 del self._fx.replies[i]
+                if self._fx.own_write:
+                    self._fx.own_write.discard(ticket)
                 return response
         return None
 

@@ -37,6 +37,8 @@ POINTS: dict[str, str] = {
     "journal.after_append": "the SQLite store writer, after the journal segments were appended, before the answers",
     "engine.parked": "a request (a JoinGroup or SyncGroup waiting for its rebalance) was parked",
     "load.record": "the coordinator's load (start, failover, a group's reload), at each record replayed",
+    "operator.before_leave": "the operator, before a batch leave is checked against the leader's gate and sent",
+    "operator.after_leave": "the operator, after the coordinator answered a batch leave, before anything is recorded",
     "bug.ack_failed_writes": "switch: answers gated on a write that failed are released as successes (issue 28 R1)",
     "bug.ignore_leader_key": "switch: the active replica does not watch its own leader key (issue 28 R2)",
     "bug.unguarded_first_start": "switch: a new prefix is claimed without a transaction (issue 28 R3)",

@@ -5,7 +5,10 @@ Rules it keeps:
 - A reply is released only once every write that touched its group and was handed to the writer before the
   reply is durable (docs/api.md §10: "a response is sent only after what it reveals is durable"). Groups are
   independent, so a group's replies never wait on another group's writes: a flood of writes in one group
-  does not slow the heartbeats of the others, and a group with nothing in flight is answered at once.
+  does not slow the heartbeats of the others, and a group with nothing in flight is answered at once. A reply the
+  core made in a write's continuation and marked ``own_write`` (it reveals nothing the group's later writes
+  change: a static member's replacement answered to a follower) goes out as that write is durable: in a busy
+  group the next transaction is always in flight, and waiting for it too would double every answer's wait.
 - Writes complete in submission order; each completion runs the core's continuation for that write.
 - With the system clock, one asyncio timer is armed at the core's next deadline. With the manual clock,
   time moves only in ``advance``, which fires due timers one by one and lets each one's work (writes,
@@ -224,7 +227,11 @@ class Engine:
 
     # ---------------------------------------------------------------------------------------- effects
 
-    def apply(self, fx: Effects) -> None:
+    def apply(self, fx: Effects, continued: int | None = None) -> None:
+        """Hand ``fx``'s writes to the writer and release or hold its replies; ``continued``: the offset of the write
+        whose continuation made ``fx`` (its ``own_write`` replies need no later write)."""
+        own_write = fx.own_write if continued is not None else None
+        durable_with = continued or 0
         for write in fx.writes:
             self._submitted += 1
             offset = self._submitted
@@ -242,6 +249,8 @@ class Engine:
             group = self._ticket_group.get(ticket)
             # A reply of unknown group (an admin call without one) waits for everything, to be safe.
             needed = self._submitted if group is None else self._group_last_write.get(group, 0)
+            if own_write is not None and ticket in own_write:
+                needed = min(needed, durable_with)
             if needed <= self._completed:
                 self._resolve(ticket, response)
             else:
@@ -265,7 +274,7 @@ class Engine:
             if not groups.isdisjoint(self._unloaded):
                 self.core.discard_write(token)  # its group is being reloaded: the store says what landed
             elif ok or failpoints.enabled("bug.ack_failed_writes"):
-                self.apply(self.core.on_write_done(token, ok, now))
+                self.apply(self.core.on_write_done(token, ok, now), self._completed)
             else:
                 self.core.discard_write(token)
                 self._unload(groups, self._completed, now)

@@ -7,7 +7,8 @@ https coordinators are verified against ``ca_file`` (else the system's CAs); eve
 (``coordinator_adapter.MAX_RESPONSE_BYTES``); the bounds are asked at most once per ``config_ttl_s`` per
 coordinator (they change only when it restarts with other settings); the token and Kafka credentials are handed
 to the clients and never appear in anything this module says. A Kafka connection not used for ``idle_ttl_s`` is
-closed (credentials rotate, fleets go away).
+closed (credentials rotate, fleets go away). With ``session_factory`` (the leader's gated session, ``gated``) each
+Berth coordinator's client sends through a session of that factory's, closed with the directory.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import aiohttp
 
 from berth.coordinator.client import BackoffPolicy, CoordinatorAdmin
 from berth.operator.adapters.coordinator_adapter import MAX_RESPONSE_BYTES, ClientCoordinatorPort
@@ -44,6 +47,8 @@ class Coordinators:
     #: 200 ms doubling to 1 s).
     retry_for_s: float = ADMIN_RETRY_FOR_S
     backoff: BackoffPolicy | None = None
+    session_factory: Callable[[], aiohttp.ClientSession] | None = None
+    _sessions: list[aiohttp.ClientSession] = field(default_factory=list, init=False)
     _ports: dict[str, ClientCoordinatorPort] = field(default_factory=dict, init=False)
     _kafka: dict[KafkaConnection, tuple[float, KafkaCoordinatorPort]] = field(default_factory=dict, init=False)
     _bounds: dict[str, tuple[float, CoordinatorBounds]] = field(default_factory=dict, init=False)
@@ -56,6 +61,9 @@ class Coordinators:
     def port(self, url: str) -> ClientCoordinatorPort:
         """Berth's coordinator at ``url`` (also the journal source the operator follows)."""
         if url not in self._ports:
+            session = self.session_factory() if self.session_factory is not None else None
+            if session is not None:
+                self._sessions.append(session)
             admin = CoordinatorAdmin(
                 url,
                 token=self.token,
@@ -64,6 +72,7 @@ class Coordinators:
                 backoff=self.backoff or BackoffPolicy(initial_ms=200, max_ms=1_000),
                 ca_file=self.ca_file,
                 max_response_bytes=MAX_RESPONSE_BYTES,
+                session=session,
             )
             self._ports[url] = ClientCoordinatorPort(admin)
         return self._ports[url]
@@ -95,3 +104,6 @@ class Coordinators:
         for _, kafka_port in self._kafka.values():
             await kafka_port.close()
         self._kafka.clear()
+        for session in self._sessions:
+            await session.close()
+        self._sessions.clear()

@@ -10,10 +10,13 @@ decided here alone (docs/architecture.md). Rules:
   in one namespace; in one namespace Kopf's resource and namespace scanning is off (a Role cannot grant it).
 - Kopf's bookkeeping goes into ``berth.dev/...`` annotations, never into status, which is the operator's alone;
   the finalizer is ``berth.dev/finalizer``.
-- The watch cache starts first and runs on standbys too (a takeover finds it warm); Kopf, and with it every
-  handler, the finalizer and every pass, starts only once this replica holds the Lease (``--leader-elect``).
-  Every write, Kopf's included, passes the leader's gate; a replica that loses the Lease calls ``on_lost``
-  (``berth-operator`` exits, and its restart waits as a standby) and releases the Lease when it stops gracefully.
+- The watch cache starts first and runs on standbys too (a takeover finds it warm); the election starts at once,
+  beside the cache's first lists (a standby's wait for a silent leader runs from its first look at the Lease);
+  Kopf, and with it every handler, the finalizer and every pass, starts only once this replica holds the Lease
+  (``--leader-elect``) and the cache has its first lists (or waited ``CACHE_SYNC_WAIT_S`` for them).
+  Every write, Kopf's included, passes the leader's gate, right before it is written, with how late the network may
+  deliver it bounded (``gated_http``); a replica that loses the Lease calls ``on_lost`` (``berth-operator`` exits,
+  and its restart waits as a standby) and releases the Lease when it stops gracefully.
 - Every client is created inside the operator's event loop and closed when it stops.
 """
 
@@ -52,13 +55,14 @@ from berth.operator.adapters.kube.observation import ApiWorkloadObserver
 from berth.operator.adapters.kube.secrets import SecretReader
 from berth.operator.adapters.kube.watch_cache import CachedWorkloadObserver, WatchCache
 from berth.operator.adapters.kube.workload import StatefulSetWorkload
-from berth.operator.adapters.leadership.gated import GatedCoordinators
+from berth.operator.adapters.leadership.gated import GatedCoordinators, gated_session
 from berth.operator.adapters.leadership.leader import LeaderGate, holding_the_lease
 from berth.operator.adapters.metrics import OperatorMetrics, serving
 from berth.operator.command.cli import version
 from berth.operator.command.options import OperatorOptions
 from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
+from berth.operator.planners.lease import write_bound_s
 from berth.operator.planners.pass_timing import PassTiming
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
@@ -185,7 +189,11 @@ def build_service(
     the objects fleets own are watched (``kube.watch_cache``) rather than read every pass; with ``gate``, every
     coordinator write passes it (Kubernetes writes pass it in ``api_client`` and ``api`` themselves)."""
     ca_file = options.coordinator_ca_file
-    coordinators = Coordinators(token=options.admin_token, ca_file=str(ca_file) if ca_file else None)
+    coordinators = Coordinators(
+        token=options.admin_token,
+        ca_file=str(ca_file) if ca_file else None,
+        session_factory=gated_session(gate, write_bound(options)) if gate is not None else None,
+    )
     directory: CoordinatorDirectory = GatedCoordinators(coordinators, gate) if gate is not None else coordinators
     interval = options.reconcile_interval_s
     advice = AdviceSource(
@@ -266,6 +274,12 @@ def build_service(
     return OperatorService(context, reconciler, coordinators, metrics, advice, cache, advice_watch)
 
 
+def write_bound(options: OperatorOptions) -> float | None:
+    """How late the network may deliver a leader's write (``planners.lease.write_bound_s``); None without election."""
+    election = options.leader_election
+    return write_bound_s(election.timing) if election is not None else None
+
+
 def poll_interval_s(options: OperatorOptions) -> float:
     """How often a converging pass or a deletion looks again while it waits on something quick."""
     return min(1.0, options.reconcile_interval_s)
@@ -300,14 +314,15 @@ async def run_operator(
     agent = user_agent(options)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(API_THREADS, thread_name_prefix="api"))
     identity.configuration.connection_pool_maxsize = API_THREADS
-    api_client = GatedApiClient(identity.configuration, user_agent=agent, gate=gate)
-    api = ApiSession(identity, user_agent=agent, gate=gate)
+    bound = write_bound(options)
+    api_client = GatedApiClient(identity.configuration, user_agent=agent, gate=gate, write_bound_s=bound)
+    api = ApiSession(identity, user_agent=agent, gate=gate, write_bound_s=bound)
     metrics = OperatorMetrics()
     service = build_service(options, api_client, api=api, gate=gate, metrics=metrics)
     registry = kopf.OperatorRegistry()
 
     def kopf_session() -> kopf.AiohttpSession:
-        session = new_session(identity, user_agent=agent, gate=gate)
+        session = new_session(identity, user_agent=agent, gate=gate, write_bound_s=bound)
         return kopf.AiohttpSession(server=api.server, aiohttp_session=session)
 
     register_activities(registry, kopf_session, service.reconciler.close)
@@ -315,9 +330,7 @@ async def run_operator(
     try:
         async with serving(metrics, options.metrics_port), serving_health(options.liveness_port):
             service.start_watching()
-            if service.cache is not None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(service.cache.wait_synced(), CACHE_SYNC_WAIT_S)
+            cache_synced = asyncio.get_running_loop().time() + CACHE_SYNC_WAIT_S
             async with contextlib.AsyncExitStack() as held:
                 if election is None:
                     metrics.leading(True)
@@ -329,6 +342,11 @@ async def run_operator(
                     )  # fmt: skip
                     if not await held.enter_async_context(lease):
                         return
+                if service.cache is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            service.cache.wait_synced(), max(0.0, cache_synced - asyncio.get_running_loop().time())
+                        )
                 await kopf.operator(
                     registry=registry,
                     settings=build_settings(options),

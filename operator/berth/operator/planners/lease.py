@@ -4,10 +4,16 @@ The Lease's spec is the record: ``holderIdentity``, ``leaseDurationSeconds``, ``
 ``leaseTransitions``; its ``resourceVersion`` makes every write conditional, so of two candidates racing for it one
 wins and the other is answered 409. Rules:
 
-- A candidate takes the Lease when there is none, when it names no holder (released), or when its holder has not
-  renewed it for ``leaseDurationSeconds`` — measured on the candidate's own monotonic clock from the moment the
-  candidate last saw the record change (:func:`observe`), never from ``renewTime``: two machines' clocks differ,
-  and a renewal it did not see could not have been made.
+- A candidate takes the Lease at once when it names no holder (released by a holder that stopped acting first);
+  when its holder has not renewed it for a lease duration; and when there is none once it has seen none for a lease
+  duration. Durations are measured on the candidate's own monotonic clock from the moment it last saw the record
+  change (:func:`observe`), never from ``renewTime``: two machines' clocks differ, and a renewal it did not see
+  could not have been made. The duration is the longer of the record's ``leaseDurationSeconds`` and the
+  candidate's own: a record edited to a shorter one does not shorten the wait.
+- A Lease that is missing may have been deleted under a leader that has not noticed yet (it notices at its next
+  renewal, or stops at its renew deadline when it cannot renew): creating it at once would make a second leader
+  (issue 28: two leaders for 17 ms after a deletion). So the first replica ever started also waits one lease
+  duration before it creates the Lease.
 - The holder renews every ``retry_period_s``; it may act only while the last renewal that succeeded was *sent*
   less than ``renew_deadline_s`` ago. The renew deadline is shorter than the lease duration, so a holder that
   cannot renew (partitioned, frozen, its API calls timing out) has stopped acting before anyone may take over
@@ -38,6 +44,12 @@ class LeaseConflict(Exception):
     """The Lease changed since it was read (409), or was created meanwhile: read it again."""
 
 
+class LeaseLost(Exception):
+    """A renewal the API server refused for good: the Lease is gone (404: deleted, perhaps already created again by
+    a candidate) or this replica may no longer write it (401, 403: its credentials or rights were removed). The
+    holder stops acting at once instead of at its renew deadline."""
+
+
 class LeaseTimingError(ValueError):
     """Lease timings that would let two replicas act at once, or never renew in time."""
 
@@ -58,6 +70,14 @@ def check_timing(timing: LeaseTiming) -> None:
             f" ({timing.renew_deadline_s:g} s), and the renew deadline shorter than the lease duration"
             f" ({timing.lease_duration_s:g} s): a leader must stop acting before another may take over"
         )
+
+
+def write_bound_s(timing: LeaseTiming) -> float:
+    """How late the network may deliver a write after the gate let it through (``TCP_USER_TIMEOUT`` on a gated
+    client's connections, ``gated_http``): half the margin between the renew deadline and the lease duration, so that
+    a write checked before its replica's renew deadline has landed, or been dropped, before any other replica may
+    take the Lease over."""
+    return (timing.lease_duration_s - timing.renew_deadline_s) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +134,8 @@ def _same(a: LeaseRecord | None, b: LeaseRecord | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Someone else holds the Lease; look again after the retry period."""
+    """Someone else holds the Lease ("": there is none yet, and none was seen for a lease duration); look again
+    after the retry period."""
 
     holder: str
 
@@ -134,11 +155,14 @@ def decide(me: str, observed: Observed, timing: LeaseTiming, *, now: float, wall
     record = observed.record
     stamp = format_micro_time(wall)
     duration = max(1, round(timing.lease_duration_s))
+    waited = now - observed.seen_at
     if record is None:
+        if waited < timing.lease_duration_s:
+            return Wait("")
         return Write(LeaseRecord(me, duration, stamp, stamp, 0), create=True, taking_from="")
     if record.holder == me:
         return Write(replace(record, renew_time=stamp, lease_duration_s=duration), create=False)
-    if record.holder and now - observed.seen_at < record.lease_duration_s:
+    if record.holder and waited < max(record.lease_duration_s, timing.lease_duration_s):
         return Wait(record.holder)
     taken = replace(
         record,

@@ -7,6 +7,10 @@ their activity (restarts, rebalances: ``planners.restarts``), to ``on_change``, 
 fleets holding those groups and runs a pass for them. Rules:
 
 - It starts at the journal's end: history is not replayed (the passes that started it saw what happened before).
+  Once it found the end (at its start, and again after a rewind) it calls ``on_following``, which passes every
+  fleet on that coordinator once more: what happened between those passes and the end it found is in no page it
+  will read (issue 28's campaign: a new leader's batch leave, then the group's rebalance completing before the
+  follower found the end, left the fleet's status rebalancing until the slow resync).
 - A failure (coordinator down, a 5xx) backs off 1, 2, 4 ... 30 s and is logged once per episode, and the follower
   resumes from its cursor: what happened meanwhile is in the pages it reads next. (The passes of fleets on a
   coordinator that is down fail and retry with their own backoff meanwhile.)
@@ -47,6 +51,7 @@ class JournalRewound(Exception):
 
 
 OnChange = Callable[[str, Mapping[str, GroupActivity]], Awaitable[None]]
+OnFollowing = Callable[[str], None]
 
 
 class JournalFollower:
@@ -58,10 +63,12 @@ class JournalFollower:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_following: OnFollowing = lambda url: None,
     ) -> None:
         self.url = url
         self.source = source
         self.on_change = on_change
+        self.on_following = on_following
         self.sleep = sleep
         self.clock = clock
         self.task: asyncio.Task[None] | None = None
@@ -86,6 +93,7 @@ class JournalFollower:
                     after = await self._end()
                     logger.info("following the journal of %s from event %d", self.url, after)
                     failures = self._answered(failures)
+                    self.on_following(self.url)
                 asked, started = after, self.clock()
                 after, groups = await self.source.journal_page(asked, PAGE, WAIT_MS)
                 if after < asked:

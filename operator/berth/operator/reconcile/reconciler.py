@@ -100,6 +100,12 @@ class FleetReconciler:
                 memory.activity = memory.activity + group_ids[memory.follows[1]]
                 self.poke(key)
 
+    def poke_url(self, url: str) -> None:
+        """A pass soon for every fleet following a group on ``url`` (its journal's follower just found the end)."""
+        for key, memory in list(self._memories.items()):
+            if memory.follows is not None and memory.follows[0] == url:
+                self.poke(key)
+
     def poke_advised(self, keys: Collection[str]) -> None:
         """A pass soon for every fleet whose session-timeout advice is among ``keys`` (the advice changed)."""
         for key, memory in list(self._memories.items()):
@@ -224,7 +230,7 @@ class FleetReconciler:
             return
         url = follows[0]
         if self.journal_source is not None and url not in self._followers:
-            follower = JournalFollower(url, self.journal_source(url), self.poke_groups)
+            follower = JournalFollower(url, self.journal_source(url), self.poke_groups, on_following=self.poke_url)
             self._followers[url] = follower
             follower.start()
 

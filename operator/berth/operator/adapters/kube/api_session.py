@@ -11,7 +11,8 @@ instead; the operator's own one-off calls keep the official client (``kube.calls
   log tells two replicas apart.
 - Writes pass a gate (:class:`~berth.operator.ports.WriteGate`): a replica that is not (or no longer) the leader
   sends no POST, PUT, PATCH or DELETE, whoever asks (Kopf's finalizer and annotation patches, Events, or the
-  operator's own code). Reads always pass.
+  operator's own code); checked when a request starts and again once connected, right before it is written, with
+  ``TCP_USER_TIMEOUT`` bounding how late the network may deliver it (``gated_http``). Reads always pass.
 - Streams are read as JSON lines of any length (a watch event carries a whole object; aiohttp's ``readline`` caps a
   line at its buffer size).
 """
@@ -26,8 +27,8 @@ from typing import Any
 import aiohttp
 import kubernetes
 
-from berth.operator.adapters.kube.calls import READ_METHODS
 from berth.operator.adapters.kube.identity import KubeIdentity
+from berth.operator.adapters.leadership.gated_http import READ_METHODS, bounded_connector, gated_request_class
 from berth.operator.ports import WriteGate
 
 #: Seconds to connect; a plain request gets ``REQUEST_TIMEOUT_S`` in all, a stream as long as the server keeps it.
@@ -73,11 +74,18 @@ def authorization(configuration: kubernetes.client.Configuration) -> str | None:
 class ApiSession:
     """One aiohttp session to the API server as the operator's identity (see the module docstring)."""
 
-    def __init__(self, identity: KubeIdentity, *, user_agent: str, gate: WriteGate | None = None) -> None:
+    def __init__(
+        self,
+        identity: KubeIdentity,
+        *,
+        user_agent: str,
+        gate: WriteGate | None = None,
+        write_bound_s: float | None = None,
+    ) -> None:
         self.configuration = identity.configuration
         self.server = str(self.configuration.host).rstrip("/")
         self.gate = gate
-        self.session = new_session(identity, user_agent=user_agent, gate=gate)
+        self.session = new_session(identity, user_agent=user_agent, gate=gate, write_bound_s=write_bound_s)
 
     async def close(self) -> None:
         await self.session.close()
@@ -120,7 +128,9 @@ async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     raise ApiStatusError(response.status, str(message)[:500] or str(response.reason))
 
 
-def new_session(identity: KubeIdentity, *, user_agent: str, gate: WriteGate | None) -> aiohttp.ClientSession:
+def new_session(
+    identity: KubeIdentity, *, user_agent: str, gate: WriteGate | None, write_bound_s: float | None = None
+) -> aiohttp.ClientSession:
     """A fresh aiohttp session as ``identity`` (Kopf closes the sessions it is given when it logs in again)."""
     configuration = identity.configuration
 
@@ -134,7 +144,8 @@ def new_session(identity: KubeIdentity, *, user_agent: str, gate: WriteGate | No
         return response
 
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, ssl=ssl_context(configuration) or True),
+        connector=bounded_connector(write_bound_s, limit=0, ssl=ssl_context(configuration) or True),
         headers={"User-Agent": user_agent},
         middlewares=(identify,),
+        request_class=gated_request_class(gate) if gate is not None else aiohttp.ClientRequest,
     )

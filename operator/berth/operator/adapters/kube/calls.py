@@ -4,8 +4,9 @@ Rules: calls run in a worker thread (``asyncio.to_thread``); answers are plain d
 API server sent), not the client's models, so a field the models do not know is never lost and a partial object
 never fails validation; every call carries a timeout, so a hung connection cannot hold a thread forever.
 :class:`GatedApiClient` is the official client whose writes pass a :class:`~berth.operator.ports.WriteGate` first
-(the leader's: a replica that does not hold the Lease sends none), checked on the thread that sends them, just
-before they go.
+(the leader's: a replica that does not hold the Lease sends none), checked when the call is made and again by the
+connection right before the request is written, with ``TCP_USER_TIMEOUT`` bounding how late the network may deliver
+it (``gated_http``).
 Non-2xx answers raise :class:`kubernetes.client.ApiException`; :func:`is_not_found` and :func:`api_error_text`
 help callers tell and say what happened. The adapters' port methods let none escape: :func:`port_errors` turns
 one into :class:`~berth.operator.ports.ApiCallFailed` with the API server's own words.
@@ -21,6 +22,7 @@ from typing import Any
 
 import kubernetes
 
+from berth.operator.adapters.leadership.gated_http import READ_METHODS, bound_connections, gate_connections
 from berth.operator.ports import ApiCallFailed, WriteGate
 
 #: (connect, read) seconds for one API call.
@@ -29,18 +31,27 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
 ApiException = kubernetes.client.ApiException
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class GatedApiClient(kubernetes.client.ApiClient):
-    """The official client, saying who it is (``user_agent``), its writes refused while ``gate`` says so."""
+    """The official client, saying who it is (``user_agent``), its writes refused while ``gate`` says so, its
+    connections' unacknowledged bytes dropped after ``write_bound_s``."""
 
     def __init__(
-        self, configuration: kubernetes.client.Configuration, *, user_agent: str, gate: WriteGate | None
+        self,
+        configuration: kubernetes.client.Configuration,
+        *,
+        user_agent: str,
+        gate: WriteGate | None,
+        write_bound_s: float | None = None,
     ) -> None:
         super().__init__(configuration)
         self.user_agent = user_agent
         self.gate = gate
+        if gate is not None:
+            gate_connections(self.rest_client.pool_manager, gate)
+        if write_bound_s is not None:
+            bound_connections(self.rest_client.pool_manager, write_bound_s)
 
     def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self.gate is not None and method.upper() not in READ_METHODS:

@@ -5,9 +5,14 @@ Rules:
 
 - Read, created and replaced by name only (RBAC: a Role in the operator's namespace, never the ClusterRole);
   replace carries the resourceVersion read, so a write after someone else's is answered 409
-  (:class:`LeaseConflict`), never applied.
+  (:class:`LeaseConflict`), never applied. A replace answered 404 (the Lease deleted), 401 or 403 (this replica's
+  credentials or rights gone, as ``helm uninstall`` leaves a replica that has not stopped yet) raises
+  :class:`LeaseLost`: retrying cannot renew it.
 - Calls run on a thread of their own, not the shared pool the fleets' calls use: a thousand passes queued there
-  must not hold a renewal back past the renew deadline. Each call is bounded by ``timeout_s``.
+  must not hold a renewal back past the renew deadline. Each call is bounded by ``timeout_s`` and made once:
+  urllib3 does not retry it (three attempts of a call that hangs would outlast the renew deadline, and a renewal
+  that could have succeeded after a short partition would come too late); the elector tries again every retry
+  period. With ``write_bound_s``, the connections carry ``TCP_USER_TIMEOUT`` as the gated clients' do.
 - The Event (reason ``LeaderElection``, on the Lease, as controller-runtime posts it) says which replica became
   the leader; posting it never fails the election.
 """
@@ -24,15 +29,29 @@ from typing import Any
 import kubernetes
 
 from berth.operator.adapters.kube.calls import ApiException, api_error_text, call_json_here, is_conflict, is_not_found
+from berth.operator.adapters.leadership.gated_http import bound_connections
 from berth.operator.planners.conditions import format_time
-from berth.operator.planners.lease import LeaseConflict, LeaseRecord
+from berth.operator.planners.lease import LeaseConflict, LeaseLost, LeaseRecord
 from berth.operator.spec.names import COMPONENT
 
 logger = logging.getLogger("berth.operator.leader")
 
 
 class LeaseApi:
-    def __init__(self, api_client: kubernetes.client.ApiClient, *, namespace: str, name: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        timeout_s: float,
+        write_bound_s: float | None = None,
+    ) -> None:
+        pool = api_client.rest_client.pool_manager
+        pool.connection_pool_kw["retries"] = False
+        if write_bound_s is not None:
+            bound_connections(pool, write_bound_s)
+        pool.clear()
         self.coordination = kubernetes.client.CoordinationV1Api(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.namespace = namespace
@@ -76,6 +95,8 @@ class LeaseApi:
         except ApiException as error:
             if is_conflict(error):
                 raise LeaseConflict(api_error_text(error)) from error
+            if not create and error.status in (401, 403, 404):
+                raise LeaseLost(f"writing Lease {self.namespace}/{self.name}: {api_error_text(error)}") from error
             raise RuntimeError(f"writing Lease {self.namespace}/{self.name}: {api_error_text(error)}") from error
         return LeaseRecord.from_lease(stored)
 

@@ -4,14 +4,25 @@ what it likes and changes nothing there.
 Kubernetes writes pass the same gate in the clients themselves (``kube.calls.GatedApiClient``, ``kube.api_session``);
 a coordinator's writes go through :class:`GatedCoordinators`, which the composition root puts in front of the
 directory of coordinator ports. Rules: every write method (claim, release, expected members, leave, delete, a
-group's session timeout) checks the gate right before it is sent and raises :class:`~berth.operator.ports.NotLeading`
-instead; reads (describe, config, lag, the journal) pass.
+group's session timeout) checks the gate before it starts and raises :class:`~berth.operator.ports.NotLeading`
+instead; reads (describe, config, lag, the journal) pass. A Berth coordinator's client also checks the gate again
+for each attempt, once connected and right before the request is written (:func:`gated_session`: the member
+library retries an unavailable coordinator for seconds, and a retry must not go out after the deadline); a Kafka
+fleet's calls are checked when they start (kafka-python's connections are its own).
+
+Failpoints (``berth.coordinator.daemon.failpoints``, tests only): ``operator.before_leave`` is hit before a batch
+leave is checked and sent, ``operator.after_leave`` once the coordinator answered it (a crash there leaves the
+leave done and nothing recorded; a stall before it freezes the operator's event loop at the step).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+import aiohttp
+
+from berth.coordinator.daemon import failpoints
+from berth.operator.adapters.leadership.gated_http import bounded_connector, gated_request_class
 from berth.operator.planners.coordinator_kind import CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.kafka_credentials import KafkaConnection
@@ -56,8 +67,11 @@ class GatedCoordinatorPort:
     async def leave_instances(
         self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
     ) -> Mapping[str, str]:
+        failpoints.hit("operator.before_leave")
         self.gate.check()
-        return await self.port.leave_instances(group_id, instance_ids, owner_uid=owner_uid)
+        left = await self.port.leave_instances(group_id, instance_ids, owner_uid=owner_uid)
+        failpoints.hit("operator.after_leave")
+        return left
 
     async def describe(self, group_id: str) -> GroupDescription:
         return await self.port.describe(group_id)
@@ -89,3 +103,17 @@ class GatedCoordinators:
     async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
         inner = port.port if isinstance(port, GatedCoordinatorPort) else port
         return await self.directory.bounds_of(inner)
+
+
+def gated_session(gate: WriteGate, write_bound_s: float | None) -> Callable[[], aiohttp.ClientSession]:
+    """A factory of aiohttp sessions for a coordinator's client: every write checks ``gate`` right before it is
+    written, every connection carries ``TCP_USER_TIMEOUT`` (``gated_http``)."""
+
+    def session() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=bounded_connector(write_bound_s),
+            request_class=gated_request_class(gate),
+            auto_decompress=False,
+        )
+
+    return session

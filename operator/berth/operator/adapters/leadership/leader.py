@@ -6,14 +6,17 @@ before another may take over (``planners.lease`` decides; this module keeps time
   (counted from when it was sent). A frozen or partitioned leader finds it closed the moment it runs again, before
   any write it had under way goes out.
 - :class:`LeaderElector` acquires the Lease (:meth:`~LeaderElector.acquire`: a standby looks every retry period),
-  renews it (:meth:`~LeaderElector.keep`: returns once leadership is lost: the Lease taken by another, or no
-  renewal for the renew deadline), and releases it on a graceful stop. It announces a new leader with an Event on
-  the Lease and logs who leads whenever that changes.
+  renews it (:meth:`~LeaderElector.keep`: returns once leadership is lost: the Lease taken by another, deleted, no
+  longer writable by this replica, or no renewal for the renew deadline), and releases it on a graceful stop. It
+  announces a new leader with an Event on the Lease and logs who leads whenever that changes.
 - What losing leadership does is the caller's (``berth-operator`` exits, as controller-runtime's managers do, and
   starts again as a standby): the gate is closed first, whatever the caller does next.
 - :func:`holding_the_lease` is how ``app`` runs the operator's work under the Lease: wait as a standby, keep it
   while the work runs, release it after. The Lease's calls get an API client of their own (not gated: a candidate
   must write the Lease to become the leader) on a thread of their own (``kube.lease``).
+- The failpoint switch ``bug.operator_no_release`` (``berth.coordinator.daemon.failpoints``; tests only) brings
+  back what issue 28 found, so that the robustness checker can be shown to report it: the gate stays open until the
+  elector learns that it lost (no deadline), and a graceful stop leaves the Lease held.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from typing import Protocol
 
 import kubernetes
 
+from berth.coordinator.daemon import failpoints
 from berth.operator.adapters.kube.identity import KubeIdentity
 from berth.operator.adapters.kube.lease import LeaseApi
 from berth.operator.adapters.leadership.leader_options import LeaderElection
 from berth.operator.planners.lease import (
     LeaseConflict,
+    LeaseLost,
     LeaseRecord,
     LeaseTiming,
     Observed,
@@ -43,10 +48,14 @@ from berth.operator.planners.lease import (
     observe,
     released,
     renewal,
+    write_bound_s,
 )
 from berth.operator.ports import NotLeading
 
 logger = logging.getLogger("berth.operator.leader")
+
+#: The failpoint switch that brings back issue 28's leader (no deadline on the gate, no release on a stop).
+NO_RELEASE_BUG = "bug.operator_no_release"
 
 
 class LeaseStore(Protocol):
@@ -68,6 +77,8 @@ class LeaderGate:
 
     @property
     def leading(self) -> bool:
+        if failpoints.enabled(NO_RELEASE_BUG):
+            return self.valid_until > -math.inf  # issue 28's gate: open until the elector noticed the loss
         return self.clock() < self.valid_until
 
     def check(self) -> None:
@@ -133,7 +144,15 @@ class LeaderElector:
         if isinstance(decision, Wait):
             if decision.holder != self._leader_seen:
                 self._leader_seen = decision.holder
-                logger.info("%s leads; this replica (%s) waits as a standby", decision.holder, self.identity)
+                if decision.holder:
+                    logger.info("%s leads; this replica (%s) waits as a standby", decision.holder, self.identity)
+                else:
+                    logger.info(
+                        "there is no leader's Lease: this replica (%s) creates it once it has seen none for %g s (a"
+                        " leader whose Lease was deleted has stopped acting by then)",
+                        self.identity,
+                        self.timing.lease_duration_s,
+                    )
             return False
         sent_at = self.clock()
         try:
@@ -169,6 +188,9 @@ class LeaderElector:
                     continue
                 self._lost("another replica holds the Lease now")
                 return
+            except LeaseLost as error:
+                self._lost(f"the Lease cannot be renewed any more ({error})")
+                return
             except Exception as error:
                 logger.warning("renewing the leader's Lease failed (%s); trying again", error)
                 continue
@@ -196,11 +218,24 @@ class LeaderElector:
         self.gate.close()
         self.record = None
         self.on_leading(False)
-        try:
-            await self.store.write(released(record, self.wall()), create=False)
-            logger.info("released the leader's Lease")
-        except Exception as error:
-            logger.warning("could not release the leader's Lease (%s): a standby takes over when it expires", error)
+        if failpoints.enabled(NO_RELEASE_BUG):
+            logger.warning("failpoint %s: the leader's Lease is left held", NO_RELEASE_BUG)
+            return
+        for _ in range(3):
+            try:
+                await self.store.write(released(record, self.wall()), create=False)
+                logger.info("released the leader's Lease")
+                return
+            except LeaseConflict:
+                # A renewal still on its way when the keeper was cancelled changed it: still ours, release that.
+                current = await self._read_quietly()
+                if current is None or current.holder != self.identity:
+                    return
+                record = current
+            except Exception as error:
+                logger.warning("could not release the leader's Lease (%s): a standby takes over when it expires", error)
+                return
+        logger.warning("could not release the leader's Lease (it kept changing): a standby takes over when it expires")
 
 
 @contextlib.asynccontextmanager
@@ -219,7 +254,11 @@ async def holding_the_lease(
     client = kubernetes.client.ApiClient(identity.configuration)
     client.user_agent = user_agent
     lease = LeaseApi(
-        client, namespace=election.namespace, name=election.lease, timeout_s=election.timing.renew_deadline_s / 2
+        client,
+        namespace=election.namespace,
+        name=election.lease,
+        timeout_s=election.timing.renew_deadline_s / 2,
+        write_bound_s=write_bound_s(election.timing),
     )
     elector = LeaderElector(lease, identity=election.identity, timing=election.timing, gate=gate, on_leading=on_leading)
     on_leading(False)
