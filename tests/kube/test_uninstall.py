@@ -120,7 +120,7 @@ def test_in_the_documented_order_the_fleets_go_with_their_groups_and_nothing_is_
     release.ready()
     assert release.group_exists(group)
 
-    first, _ = documented_commands("### Uninstall")
+    first, *_ = documented_commands("### Uninstall")  # then: releasing fleets left behind, their owner records
     delete_fleets, uninstall = first.strip().splitlines()
     assert delete_fleets.startswith("kubectl delete consumerfleets --all --all-namespaces --wait")
     # Run here for this release's namespace only (the session's other fleets are not ours to delete).
@@ -144,7 +144,7 @@ def test_fleets_left_behind_are_stuck_until_the_documented_commands_release_them
     assert release.kubectl("wait", "--for=delete", "cf/orders", "--timeout=5s", check=False).returncode != 0
     assert release.fleet()["metadata"]["finalizers"] == ["berth.dev/finalizer"]
 
-    _, release_them = documented_commands("### Uninstall")
+    _, release_them, *_ = documented_commands("### Uninstall")
     assert "finalizers" in release_them and "kubectl delete cf --all --all-namespaces" in release_them
     # The documented loop, for this namespace's fleets (the session's others are not ours to release).
     here = release_them.replace(" -A ", f" -n {release.name} ").replace("--all-namespaces", f"-n {release.name}")
@@ -187,7 +187,7 @@ def test_a_fleet_left_behind_and_created_again_takes_its_group_back_with_its_off
     # Left behind at the uninstall, and released as docs/install.md says.
     release.operator.stop()
     release.kube.helm("uninstall", release.name, "-n", release.name)
-    _, release_them = documented_commands("### Uninstall")
+    _, release_them, *_ = documented_commands("### Uninstall")
     here = release_them.replace(" -A ", f" -n {release.name} ").replace("--all-namespaces", f"-n {release.name}")
     run_documented(release.kube, here)
     wait_until(lambda: release.fleet() is None, "the fleet gone")

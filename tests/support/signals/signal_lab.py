@@ -131,6 +131,10 @@ class Events:
     def warning(self, reason: str, message: str) -> None:
         self.record.said.append(Said(self.now_ms(), "Warning", reason, message))
 
+    def flush(self) -> None:
+        """Nothing to post: each Event is kept as it is said (the API server's sink coalesces a pass's Events of one
+        type at its flush; the oracle reads them one by one)."""
+
 
 class NoAdvice:
     async def current(self) -> AdviceReading:

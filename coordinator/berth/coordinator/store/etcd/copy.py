@@ -224,8 +224,8 @@ def copied_refusal(data_dir: Path) -> str | None:
     marker = data_dir / COPIED_MARKER
     try:
         text = marker.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # never copied, or not a directory at all (the store says so, in its own words)
     try:
         record = json.loads(text)
         where = f"etcd prefix {record['etcd_prefix']} at {','.join(record['etcd_endpoints'])} on {record['copied_at']}"
