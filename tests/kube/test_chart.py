@@ -120,12 +120,13 @@ def test_install_upgrade_crd_upgrade_and_uninstall_on_a_fresh_cluster(fresh: Kub
 
     # helm uninstall removes the release's objects but keeps the tokens and TLS Secrets, the coordinator's volume
     # claim and the CRD (with every fleet), and the operator's ServiceAccount with the Lease's Role and RoleBinding
-    # (the stopping leader releases its Lease with them), as docs/install.md says.
+    # (the stopping leader releases its Lease with them), and the namespace of the owner records the install created
+    # (shared by every install: the records of fleets left behind stay valid), as docs/install.md says.
     wait_until(lambda: fresh.get("pvc", "data-berth-coordinator-0", namespace="berth"), "the coordinator's claim")
     fresh.helm("uninstall", "berth", "-n", "berth")
     kept = {("Secret", "berth-coordinator-tokens"), ("Secret", "berth-coordinator-tls")}
     kept |= {("ServiceAccount", "berth-operator"), ("Role", "berth-operator-lease")}
-    kept |= {("RoleBinding", "berth-operator-lease")}
+    kept |= {("RoleBinding", "berth-operator-lease"), ("Namespace", "berth-group-owners")}
     for kind, name, namespace in objects:
         present = wait_until(
             lambda k=kind, n=name, ns=namespace: (exists(fresh, k, n, ns) == ((k, n) in kept)) or None,
