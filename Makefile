@@ -62,6 +62,8 @@ demo: $(STAMP) java
 soak: install
 	BERTH_CRASH_ROUNDS=50 BERTH_CRASH_RESULTS=benchmarks/results/crash.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
+	BERTH_SIGNAL_HISTORIES=200 BERTH_SIGNAL_SEED=$(or $(SEED),3030) BERTH_SIGNAL_RESULTS=benchmarks/results/signals_berth.json \
+		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/signals/test_berth_histories.py
 	BERTH_HA_ROUNDS=20 BERTH_HA_RESULTS=benchmarks/results/ha_campaign.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
 	BERTH_NODE_HA_ROUNDS=5 BERTH_NODE_HA_RESULTS=benchmarks/results/ha_node.json \

@@ -39,15 +39,19 @@ GOALS: dict[str, str] = {
         "timeout (sessions restart at load, as Kafka's reload does; no heartbeat is needed to be ready)"
     ),
     "pipeline": (
-        "within 3x of DuckDB's CPU-seconds on 10M events for the same summary and advice (checked group by group); a "
-        "100-event journal to report.html in < 20 s. Both on 2 cores (local[2], DuckDB with 2 threads), from the same "
+        "within 5x of DuckDB's CPU-seconds on 10M events for the same summary and advice (checked group by group), "
+        "DuckDB's partitions moved written as an expert would (unnest and hash joins; 3x was the goal against a "
+        "first reference of nested list lambdas, quadratic in an assignment); a 100-event journal to report.html in "
+        "< 20 s. Both on 2 cores (local[2], DuckDB with 2 threads), from the same "
         "Parquet, fresh processes. No heartbeat or session timeout involved: synthetic journals of members "
         "heartbeating every 3 s with 10-60 s session timeouts"
     ),
     "kafka_consumer_protocol": (
-        "the removal and the release hand partitions back within seconds, against the broker's 45 s timeout. "
-        "Assumes Kafka's defaults for consumer-protocol groups (45 s session, 5 s heartbeat: survivors hear of a "
-        "removal on their next heartbeat), 6 partitions, confluent-kafka on group.protocol=consumer"
+        "the removal and the release hand partitions back within seconds, against the broker's 45 s timeout; through"
+        " the real operator (its defaults), pod gone -> survivors own every partition <= 6 s, every run (issue 31)."
+        " Assumes Kafka's defaults for consumer-protocol groups (45 s session, 5-15 s heartbeat bounds: the operator"
+        " sets the group's heartbeat to 5 s, and survivors hear of a removal on their next heartbeat), 6 partitions,"
+        " confluent-kafka on group.protocol=consumer"
     ),
     "static_restart": (
         "coordinator CPU per restart (join + sync) flat: at 10,000 members <= 1.5x that at 10; a bystander's "
@@ -61,8 +65,9 @@ GOALS: dict[str, str] = {
     "operator_scale": (
         "idle API requests per fleet ~0 (< 0.05/min per fleet at 1,000); a spec change at the StatefulSet in under a"
         " second with 1,000 fleets present (max of 10); each of 1,000 fleets with status within 60 s of its creation"
-        " (created by four kubectl calls at once), and every fleet passed within 60 s of an operator restart; idle CPU"
-        " near zero. Assumes pods Pending (no kubelet), the operator's defaults (10 min resync), fleets of one replica"
+        " (created by four kubectl calls at once), at most 8 API requests per new fleet and no pass 30 s after the last"
+        " status (issue 31), and every fleet passed within 60 s of an operator restart; idle CPU near zero. Assumes"
+        " pods Pending (no kubelet), the operator's defaults (10 min resync), fleets of one replica"
         " on Berth's coordinator"
     ),
     "operator_takeover": (

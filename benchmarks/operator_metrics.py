@@ -3,7 +3,7 @@ timers fire while it is scraped back to back.
 
 Side by side in one process: the exposition as it was before issue 22 (prometheus-client's registry, 45 series per
 fleet, rendered by an aiohttp handler on the event loop Kopf's handlers share: :class:`LegacyMetrics`, kept here as
-the baseline) and the operator's (``berth.operator.adapters.metrics``: 17 series per fleet, 10 when measured, before the
+the baseline) and the operator's (``berth.operator.adapters.metrics``: 20 series per fleet, 10 when measured, before the
 restart counters; each fleet's lines cached until it changes, served from a thread of its own). For 2,000 and
 10,000 fleets:
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +37,8 @@ from support.net import free_port
 from support.operator_process import OperatorProcess
 
 Obj = dict[str, Any]
+#: How long one ``kubectl create`` of a batch of fleets may take.
+CREATE_TIMEOUT_S = 1800.0
 
 
 @dataclass
@@ -114,7 +117,16 @@ def create_fleets(kube: Kube, namespace: str, count: int, *, batch: int = 250, a
         bodies = [
             fleet_body(f"f-{i:04d}", 1, f"{namespace}-f-{i:04d}") for i in range(start, min(count, start + batch))
         ]
-        kube.kubectl("create", "-n", namespace, "-f", "-", input="\n---\n".join(yaml.safe_dump(b) for b in bodies))
+        # Not kube.kubectl: its 3-minute guard is shorter than an API server as busy as a burst can make it.
+        subprocess.run(
+            [kube.kubectl_bin, "create", "-n", namespace, "-f", "-"],
+            input="\n---\n".join(yaml.safe_dump(b) for b in bodies),
+            capture_output=True,
+            text=True,
+            env=kube.env,
+            timeout=CREATE_TIMEOUT_S,
+            check=True,
+        )
 
     with ThreadPoolExecutor(at_once) as pool:
         list(pool.map(create, range(0, count, batch)))

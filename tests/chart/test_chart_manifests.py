@@ -120,8 +120,9 @@ def test_tokens_script_refuses_a_malformed_token_spec(kubectl_bin: str, bad: str
 @pytest.mark.parametrize("name", ["berth.yaml", "berth-namespaced.yaml"])
 def test_plain_manifests_are_accepted_by_a_real_api_server(name: str, kube: Kube) -> None:
     """``kubectl apply --dry-run=server`` of the file as a user would apply it (its objects may exist already). A
-    dry run creates no namespace, so the one the objects go into must exist."""
+    dry run creates no namespace, so the ones the objects go into must exist (the release's and the records')."""
     kube.create_namespace("berth")
+    kube.create_namespace("berth-group-owners")
     result = kube.kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / name), check=False)
     assert result.returncode == 0, result.stderr
 

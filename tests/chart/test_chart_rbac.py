@@ -202,7 +202,7 @@ def test_chart_grants_the_operator_exactly_what_its_code_needs(operator_scan: ob
     needed = needed_permissions(operator_scan)
     if scope == "namespace":
         needed -= KOPF_CLUSTER_ONLY
-    # analytics on (the advice and evidence ConfigMaps), TLS (the CA ConfigMaps, watched) and a namespace of Kafka
+    # analytics on (the advice and evidence ConfigMaps), TLS and a namespace of Kafka
     # fleets whose Secrets it reads: the widest set of grants.
     widest = {"scope": scope, "kafka": {"secretNamespaces": ["team-a"]}}
     granted = operator_grants({"operator": widest, "analytics": {"enabled": True}, **TLS})
@@ -215,11 +215,11 @@ PLAIN_HTTP = {"coordinator": {"tls": {"enabled": False}}}
 
 
 def test_default_install_grants_nothing_beyond_the_full_one() -> None:
-    """Without TLS and analytics the operator is given less (no CA to publish, no advice or Kafka evidence
-    ConfigMap), never something else; the default (TLS on) is within the full set."""
+    """Without analytics the operator is given less (no advice or Kafka evidence ConfigMap), never something else;
+    TLS adds nothing (the coordinator's CA travels in the pod template)."""
     full = operator_grants({"analytics": {"enabled": True}})
     plain = operator_grants(PLAIN_HTTP)
-    assert plain < full and operator_grants({}) <= full
+    assert plain < full and operator_grants({}) == plain
     assert full - plain == {("", "configmaps", verb) for verb in ("get", "list", "watch", "patch", "create")}
 
 
@@ -260,28 +260,38 @@ def test_a_cluster_wide_install_reads_secrets_only_in_the_namespaces_it_is_given
     assert secret_bindings({"operator": {"scope": "namespace"}}) == {("RoleBinding", "berth")}
 
 
-def test_tls_grants_configmaps_in_fleet_namespaces_and_nothing_else() -> None:
-    """With TLS (the default) the operator publishes the coordinator's CA in each fleet's namespace (a ConfigMap its
-    pods mount), and watches those ConfigMaps like the other objects fleets own."""
-    for tls in ({}, {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}):
-        docs = render(tls)
-        role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "berth-operator")
-        config_maps = [rule for rule in role["rules"] if "configmaps" in rule["resources"]]
-        assert config_maps == [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch"]}
-        ]
-        assert operator_grants(tls) - operator_grants(PLAIN_HTTP) == {
-            ("", "configmaps", "get"),
-            ("", "configmaps", "list"),
-            ("", "configmaps", "watch"),
-            ("", "configmaps", "patch"),
-            ("", "configmaps", "create"),
-        }
+def configmap_rules(values: dict[str, object]) -> list[tuple[str, str | None, dict[str, object]]]:
+    """(kind, namespace, rule) of every rule on ConfigMaps the operator is bound to."""
+    return [
+        (d["kind"], d["metadata"].get("namespace"), rule)
+        for d in render(values)
+        if d["kind"] in ("Role", "ClusterRole") and d["metadata"]["name"].startswith("berth-operator")
+        for rule in d.get("rules") or []
+        if "configmaps" in rule["resources"]
+    ]
+
+
+def test_configmaps_are_granted_only_in_the_release_namespace_by_name_and_never_cluster_wide() -> None:
+    """Issue 30: the operator read and wrote every ConfigMap of the cluster (get, list, watch, create, patch, for the
+    CA it published in fleet namespaces). Now the CA travels in the pod template: with TLS on or off, whatever the
+    scope, no ClusterRole names ConfigMaps; with analytics, a Role in the release namespace reads the advice and
+    the evidence journal by name (create alone cannot be limited to a name)."""
+    for values in ({}, {"coordinator": {"tls": {"enabled": True, "secretName": "coordinator-cert"}}}, PLAIN_HTTP):
+        assert configmap_rules(values) == []
+    for scope in ("cluster", "namespace"):
+        rules = configmap_rules({"operator": {"scope": scope}, "analytics": {"enabled": True}})
+        assert rules and {(kind, namespace) for kind, namespace, _ in rules} == {("Role", "berth")}
+        assert all(rule.get("resourceNames") or rule["verbs"] == ["create"] for _, _, rule in rules)
 
 
 def test_the_owner_records_of_kafka_groups_are_leases_in_one_namespace_and_nothing_more() -> None:
-    """get, create and delete on Leases, in the namespace the records are kept in (the release's, or a shared one)."""
-    for values, namespace in (({}, "berth"), ({"operator": {"groupOwners": {"namespace": "berth-owners"}}}, None)):
+    """get, create and delete on Leases, in the namespace the records are kept in (by default one every install of
+    the chart shares, created when missing and kept on uninstall; or the release's)."""
+    for values, namespace in (
+        ({}, "berth-group-owners"),
+        ({"operator": {"groupOwners": {"namespace": "berth-owners"}}}, None),
+        ({"operator": {"groupOwners": {"namespace": ""}}}, "berth"),
+    ):
         docs = render(values)
         role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "berth-operator-group-owners")
         assert role["metadata"]["namespace"] == (namespace or "berth-owners")

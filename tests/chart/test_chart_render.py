@@ -118,7 +118,7 @@ def check_defaults(docs: list[Obj]) -> None:
     assert arg_after(args, "--coordinator-url") == "https://berth-coordinator.berth:9094"
     assert "--namespace" not in args and "--advice-configmap" not in args
     assert (arg_after(args, "--max-fleets"), arg_after(args, "--max-fleets-per-namespace")) == ("2000", "500")
-    assert arg_after(args, "--group-owners-namespace") == NAMESPACE and "--adopt-groups" not in args
+    assert arg_after(args, "--group-owners-namespace") == "berth-group-owners" and "--adopt-groups" not in args
     coordinator = coordinator_args(docs)
     assert coordinator[0] == "berth-coordinator"
     # The coordinator's default host (127.0.0.1) would be unreachable from other pods.
@@ -558,13 +558,20 @@ def check_ha(docs: list[Obj]) -> None:
     args = coordinator["args"]
     assert "--data-dir" not in args and not any(m["mountPath"] == "/var/lib/berth" for m in coordinator["volumeMounts"])
     member_args = container(docs, "StatefulSet", "berth-etcd")["args"]
-    etcd_flag = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in member_args}
+    etcd_flag = {a.split("=", 1)[0]: [*a.split("=", 1), ""][1] for a in member_args}
     assert arg_after(args, "--etcd-max-txn-ops") == etcd_flag["--max-txn-ops"] == "131072"
     assert arg_after(args, "--etcd-max-request-bytes") == etcd_flag["--max-request-bytes"] == "16777216"
     members = [f"berth-etcd-{i}.berth-etcd.{NAMESPACE}.svc" for i in range(3)]
-    assert arg_after(args, "--etcd-endpoints") == ",".join(f"http://{m}:2379" for m in members)
-    assert etcd_flag["--initial-cluster"] == ",".join(f"berth-etcd-{i}=http://{m}:2380" for i, m in enumerate(members))
-    assert etcd_flag["--advertise-client-urls"] == f"http://$(POD_NAME).berth-etcd.{NAMESPACE}.svc:2379"
+    # Clients and peers over TLS, each with a certificate (tests/chart/test_chart_etcd_tls.py starts it for real).
+    assert arg_after(args, "--etcd-endpoints") == ",".join(f"https://{m}:2379" for m in members)
+    assert etcd_flag["--initial-cluster"] == ",".join(f"berth-etcd-{i}=https://{m}:2380" for i, m in enumerate(members))
+    assert etcd_flag["--advertise-client-urls"] == f"https://$(POD_NAME).berth-etcd.{NAMESPACE}.svc:2379"
+    assert {"--client-cert-auth", "--peer-client-cert-auth"} <= set(member_args)
+    assert (arg_after(args, "--etcd-ca-file"), arg_after(args, "--etcd-cert-file")) == (
+        "/etc/berth/etcd/ca.crt",
+        "/etc/berth/etcd/tls.crt",
+    )
+    assert one(docs, "Secret", "berth-etcd-tls") and one(docs, "Secret", "berth-etcd-client-tls")
     assert (arg_after(args, "--etcd-prefix"), arg_after(args, "--etcd-lease-ttl-s")) == ("/berth/", "5")
     assert arg_after(args, "--replica-name") == "$(POD_NAME)"
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in coordinator["env"]
@@ -848,9 +855,13 @@ def test_option_has_its_documented_effect(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_object_is_accepted_by_a_real_api_server(case: Case, kube: Kube) -> None:
     """Every rendered object passes the server's own validation (``--dry-run=server``: nothing is stored), under a
-    release and namespace of its own so that nothing collides with other tests' objects."""
+    release and namespace of its own so that nothing collides with other tests' objects. A dry run creates no
+    namespace, so the records' (``operator.groupOwners.namespace``, created by an install) must exist."""
     kube.create_namespace("render-check")
+    kube.create_namespace("berth-group-owners")
     docs = render(case.values, release="render-check", namespace="render-check")
+    # That namespace exists now: an install's lookup finds it and renders no Namespace (an offline render cannot).
+    docs = [d for d in docs if d["kind"] != "Namespace"]
     result = kube.dry_run([d for d in docs if (d["apiVersion"], d["kind"]) not in NOT_SERVED])
     assert result.returncode == 0, result.stderr
 
@@ -864,6 +875,9 @@ def test_every_object_is_labelled_and_placed(case: Case) -> None:
         assert labels["app.kubernetes.io/instance"] == "berth", name
         if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in doc["metadata"], name
+        elif doc["metadata"]["name"].endswith("-group-owners"):
+            # The owner records of Kafka groups: in the namespace every install shares (operator.groupOwners).
+            assert doc["metadata"]["namespace"] == "berth-group-owners", name
         else:
             assert doc["metadata"]["namespace"] == NAMESPACE, name
         assert len(doc["metadata"]["name"]) <= 63, name

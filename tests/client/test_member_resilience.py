@@ -86,7 +86,15 @@ async def test_member_survives_a_coordinator_restart_without_a_rebalance(
 
 async def test_commit_is_retried_with_backoff_while_the_disk_fails(api: Api, new_member: MemberFactory) -> None:
     sleep = RecordingSleep()
-    member = new_member("orders", "orders-0", backoff=recording_backoff(sleep, initial_ms=10, max_ms=80))
+    # Heartbeats far apart: the waits recorded are the commit's alone (a heartbeat answered
+    # COORDINATOR_NOT_AVAILABLE while the group is loaded again would start a doubling of its own in between).
+    member = new_member(
+        "orders",
+        "orders-0",
+        backoff=recording_backoff(sleep, initial_ms=10, max_ms=80),
+        session_timeout_ms=60_000,
+        heartbeat_interval_ms=20_000,
+    )
     await form_group(api, [member])
 
     await api.post("/v1/debug/store", {"fail_next": 5})

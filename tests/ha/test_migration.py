@@ -2,7 +2,8 @@
 would: stop the coordinator, ``berth-coordinator copy-to-etcd``, start the replicas on the prefix. Every group comes
 back as a restart brings it back (static member map, generation, assignments, offsets, expected members, owner,
 the journal with its seq numbers), and the members carry on without a rebalance. The copy refuses a running
-coordinator's data dir and a prefix that is not empty, changing nothing."""
+coordinator's data dir and a prefix that is not empty, changing nothing; the data dir it copied is refused by a
+coordinator afterwards unless told (``--serve-copied-data-dir``)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def copy_to_etcd(data_dir: Path, endpoints: str, prefix: str) -> subprocess.Comp
         text=True,
         timeout=120,
     )
+
+
+def serve(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``berth-coordinator --data-dir DIR``, to its end (it refuses a copied data dir: it must end by itself)."""
+    argv = [sys.executable, "-m", "berth.coordinator.command.main", "--data-dir", str(data_dir), "--port", "0"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
 async def test_a_single_replica_install_moves_to_etcd_without_losing_a_group(
@@ -85,6 +92,18 @@ async def test_a_single_replica_install_moves_to_etcd_without_losing_a_group(
     again = copy_to_etcd(data_dir, etcd_cluster.endpoints_flag, etcd_prefix)
     assert again.returncode == 2 and "is not empty" in again.stderr
     assert again.stderr.count("\n") == 1
+
+    # The copied data dir is not served again by mistake (a reinstall without coordinator.ha): one line naming the
+    # flag that serves it anyway, and nothing changed.
+    before = sorted((p.name, p.stat().st_size) for p in data_dir.iterdir())
+    served = serve(data_dir)
+    assert served.returncode == 2 and served.stderr.count("\n") == 1, served.stderr
+    assert f"was copied to etcd prefix {etcd_prefix}" in served.stderr and "--serve-copied-data-dir" in served.stderr
+    assert sorted((p.name, p.stat().st_size) for p in data_dir.iterdir()) == before
+    told = CoordinatorProcess(data_dir, "--serve-copied-data-dir").start()
+    async with aiohttp.ClientSession() as session:
+        assert (await Api(session, told.url).describe("orders"))["members"] == described["members"]
+    assert told.stop() == 0
 
     setup = ha(2)
     async with aiohttp.ClientSession() as session:

@@ -21,6 +21,8 @@ from support.operator_process import OperatorProcess
 CHART = REPO / "charts" / "berth"
 RELEASE = "berth"
 RELEASE_NAMESPACE = "berth"
+#: Where the chart keeps the owner records of Kafka groups by default (shared by every install in a cluster).
+GROUP_OWNERS_NAMESPACE = "berth-group-owners"
 OPERATOR_SA = "berth-operator"
 #: Forming a group should not wait out Kafka's 3 s initial delay.
 COORDINATOR_FLAGS = ("--group-initial-rebalance-delay-ms", "100")
@@ -191,7 +193,7 @@ def kafka_stage(
         args,
         bootstrap=kafka_bootstrap,
         topic=topic,
-        records_namespace=RELEASE_NAMESPACE,
+        records_namespace=GROUP_OWNERS_NAMESPACE,
     ) as stage:
         yield stage
 
@@ -224,6 +226,6 @@ def kip848_stage(
         bootstrap=kip848_bootstrap,
         topic=kip848_topic,
         metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
-        records_namespace=RELEASE_NAMESPACE,
+        records_namespace=GROUP_OWNERS_NAMESPACE,
     ) as stage:
         yield stage

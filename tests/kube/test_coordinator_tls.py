@@ -1,9 +1,9 @@
 """TLS between the operator, the fleets' pods and Berth's coordinator (issue 12, item 15, operator side), on the real
 API server: the operator verifies an https coordinator against ``--coordinator-ca-file`` and publishes that CA to
-the fleet's namespace (ConfigMap ``<fleet>-coordinator-ca``, owned by the fleet), whose pods mount it and verify
+the fleet's pods in their template (an annotation, mounted through the downward API), which mount it and verify
 with ``BERTH_CA_FILE``; against a CA the coordinator's certificate does not chain to, the fleet says TLS
 verification failed and not a byte of HTTP (so no token) is sent. The operator runs as the ServiceAccount of a
-chart release with ``coordinator.tls.enabled`` (the one that grants the ConfigMap writes)."""
+chart release with ``coordinator.tls.enabled`` (which grants it no ConfigMaps: the API server would refuse any)."""
 
 from __future__ import annotations
 
@@ -113,16 +113,19 @@ def test_fleets_on_an_https_coordinator_get_the_ca_and_their_members_verify_with
     finally:
         operator.stop()
     assert not operator.forbidden(), operator.log()
-    config_map = kube.get("configmap", "orders-coordinator-ca", namespace=namespace)
-    assert config_map["data"] == {"ca.crt": tls_world.ca.cert.read_text()}
-    fleet_uid = kube.get("cf", "orders", namespace=namespace)["metadata"]["uid"]
-    assert config_map["metadata"]["ownerReferences"][0]["uid"] == fleet_uid
-    pod = kube.get("pod", "orders-0", namespace=namespace)["spec"]
-    consumer = pod["containers"][0]
+    # The CA travels in the pod template (no ConfigMap written into the fleet's namespace: the chart grants none).
+    assert kube.get("configmap", "orders-coordinator-ca", namespace=namespace) is None
+    pod = kube.get("pod", "orders-0", namespace=namespace)
+    assert pod["metadata"]["annotations"]["berth.dev/coordinator-ca"] == tls_world.ca.cert.read_text()
+    consumer = pod["spec"]["containers"][0]
     assert {"name": "BERTH_CA_FILE", "value": "/etc/berth/coordinator-ca/ca.crt"} in consumer["env"]
-    assert {"name": "berth-coordinator-ca", "configMap": {"name": "orders-coordinator-ca", "defaultMode": 420}} in (
-        pod["volumes"]
-    )
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "berth-coordinator-ca")
+    assert volume["downwardAPI"]["items"] == [
+        {
+            "path": "ca.crt",
+            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['berth.dev/coordinator-ca']"},
+        }
+    ]
 
 
 class TlsListener:

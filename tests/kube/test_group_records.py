@@ -17,27 +17,28 @@ from berth.operator.planners.observations import GroupOwnerRef
 pytestmark = pytest.mark.kube
 
 CLUSTER = "kafka://kafka-0.kafka.data:9092"
+OWNERS = "berth-group-owners"  # where the chart grants its ServiceAccount the records (its default)
 
 
 async def test_of_fleets_claiming_one_group_at_once_exactly_one_wins_and_only_it_releases(
     operator_identity: Kube, kube: Kube
 ) -> None:
-    records = [LeaseGroupRecords(api_client(operator_identity.kubeconfig), "berth") for _ in range(8)]
+    records = [LeaseGroupRecords(api_client(operator_identity.kubeconfig), OWNERS) for _ in range(8)]
     group = f"records-{hashlib.sha256(str(id(records)).encode()).hexdigest()[:8]}"
     fleets = [GroupOwnerRef(f"team-{n}", "orders", f"uid-{n}") for n in range(8)]
     winners = await asyncio.gather(*(r.claim(CLUSTER, group, f) for r, f in zip(records, fleets, strict=True)))
     assert len({winner.uid for winner in winners}) == 1, winners  # every claimant sees the same owner
     (owner,) = set(winners)
-    lease = kube.get("lease", record_name(CLUSTER, group), namespace="berth")
+    lease = kube.get("lease", record_name(CLUSTER, group), namespace=OWNERS)
     assert lease["spec"]["holderIdentity"] == owner.uid
     assert lease["metadata"]["annotations"]["berth.dev/group-id"] == group
 
     other = next(f for f in fleets if f != owner)
     await records[0].release(CLUSTER, group, other.uid)
-    assert await LeaseGroupRecords(api_client(operator_identity.kubeconfig), "berth").owner(CLUSTER, group) == owner
+    assert await LeaseGroupRecords(api_client(operator_identity.kubeconfig), OWNERS).owner(CLUSTER, group) == owner
     await records[0].release(CLUSTER, group, owner.uid)
-    assert kube.get("lease", record_name(CLUSTER, group), namespace="berth") is None
-    fresh = LeaseGroupRecords(api_client(operator_identity.kubeconfig), "berth")
+    assert kube.get("lease", record_name(CLUSTER, group), namespace=OWNERS) is None
+    fresh = LeaseGroupRecords(api_client(operator_identity.kubeconfig), OWNERS)
     assert await fresh.owner(CLUSTER, group) is None
     assert await fresh.claim(CLUSTER, group, other) == other
 
@@ -53,11 +54,11 @@ async def test_a_lease_of_another_key_under_the_records_name_is_nobodys_to_take(
             "metadata": {"name": record_name(CLUSTER, group), "annotations": {"berth.dev/group-id": "something-else"}},
             "spec": {"holderIdentity": "someone"},
         },
-        namespace="berth",
+        namespace=OWNERS,
     )
-    records = LeaseGroupRecords(api_client(operator_identity.kubeconfig), "berth")
+    records = LeaseGroupRecords(api_client(operator_identity.kubeconfig), OWNERS)
     me = GroupOwnerRef("shop", "orders", "uid-me")
     owner = await records.claim(CLUSTER, group, me)
     assert owner != me and owner.uid == "someone" and owner.namespace == ""  # never judged stale, never ours
     await records.release(CLUSTER, group, me.uid)
-    assert kube.get("lease", record_name(CLUSTER, group), namespace="berth") is not None
+    assert kube.get("lease", record_name(CLUSTER, group), namespace=OWNERS) is not None

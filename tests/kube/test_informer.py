@@ -7,7 +7,9 @@ one in-process, as the cluster's admin, on ConfigMaps carrying the labels the op
   listing again, and misses nothing;
 - a watch resumed from a resourceVersion the server no longer has (after a long absence: etcd's history compacted
   past it, and the real server answers 410 Gone; ConfigMaps are not in this server's watch cache, so etcd answers
-  their watches) lists again, and what was deleted meanwhile is told as deleted.
+  their watches) lists again, and what was deleted meanwhile is told as deleted;
+- an official-client call sent on the same session (``ApiSession.call``, how the operator writes) goes out with
+  the content type the client itself would send, and the server accepts it.
 """
 
 from __future__ import annotations
@@ -116,3 +118,22 @@ async def test_a_watch_resumed_after_the_servers_window_lists_again_and_tells_wh
     finally:
         await informer.stop()
     assert seen.changes == [(None, "a"), (None, "b"), ("a", None), (None, "c")]
+
+
+async def test_official_client_calls_sent_on_the_session_create_and_patch_as_the_client_would(
+    kube: Kube, namespace: str, api: ApiSession
+) -> None:
+    """``ApiSession.call`` sends a create (no content type declared: JSON), a built-in object's patch with an object
+    body (declared JSON Patch: a strategic merge, as the client's REST layer sends it) and a custom object's merge
+    patch; the API server accepts each (it answers 415 to a body aiohttp would label ``text/plain``)."""
+    import kubernetes
+
+    client = kubernetes.client.ApiClient()
+    core = kubernetes.client.CoreV1Api(client)
+    created = await api.call(core.create_namespaced_config_map, namespace, config_map("called"))
+    assert created["data"] == {"k": "called"}
+    patched = await api.call(core.patch_namespaced_config_map, "called", namespace, {"data": {"more": "1"}})
+    assert patched["data"] == {"k": "called", "more": "1"}  # merged, not replaced
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        await api.call(core.create_namespaced_config_map, namespace, config_map("called"))
+    assert refused.value.status == 409

@@ -72,7 +72,11 @@ def test_a_consumer_protocol_fleet_scales_5_to_3_with_one_removal_restarts_witho
     # The session timeout is the group's config, sized within the broker's bounds; the pods get none.
     assert status["sessionTimeoutMs"] == 45_000
     assert "group.consumer.min.session.timeout.ms" in status["sessionTimeoutReason"]
-    assert group_configs(stage.bootstrap, name)["consumer.session.timeout.ms"] == "45000"
+    configs = group_configs(stage.bootstrap, name)
+    assert configs["consumer.session.timeout.ms"] == "45000"
+    # The heartbeat sized for fast notice within the broker's bounds: the operator's preferred 3 s raised to the
+    # broker's minimum (Kafka's default 5 s), not a third of the session (15 s): survivors hear of a removal sooner.
+    assert configs["consumer.heartbeat.interval.ms"] == "5000"
     assert stage.condition(name, "SessionTimeoutSufficient")["status"] == "True"
     env = {
         var["name"]: var for var in stage.get("statefulset", name)["spec"]["template"]["spec"]["containers"][0]["env"]

@@ -212,4 +212,4 @@ def test_a_fleet_authenticates_with_a_strimzi_tls_kafkauser_secret(strimzi_stage
     env = {e["name"]: e for e in spec["containers"][0]["env"]}
     assert env["BERTH_KAFKA_SSL_CERT_FILE"]["value"] == "/etc/berth/kafka/client/user.crt"
     assert env["BERTH_KAFKA_SSL_KEYSTORE_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "user.password"
-    assert {"name": "berth-kafka-client", "secret": {"secretName": TLS_USER, "defaultMode": 0o400}} in spec["volumes"]
+    assert {"name": "berth-kafka-client", "secret": {"secretName": TLS_USER, "defaultMode": 0o444}} in spec["volumes"]

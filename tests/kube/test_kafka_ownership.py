@@ -205,11 +205,19 @@ def test_two_operators_sharing_the_records_never_run_two_fleets_on_one_kafka_gro
     assert removals(stage, name) == [] and members_of(stage.bootstrap, name) == set(ids)
     assert committed_partitions(stage.bootstrap, name) == before
     assert {pod: kubelet.started.count(pod) for pod in ids} == starts
-    # Team A's fleet is still its group's: deleting it releases the record, so a later fleet may claim the group.
+    # Team A's fleet is still its group's: deleting it releases the record (no fleet owns the group any more), and
+    # the group it leaves keeps team A's offsets (Kafka fleets keep their group by default): in use, so a later
+    # fleet of another team is refused GroupInUse, no longer GroupOwned (issue 30: it took the group over).
     stage.kube.kubectl("delete", "cf", name, "-n", team_a, "--wait=true", "--timeout=90s")
+    assert committed_partitions(stage.bootstrap, name) == before
     stage.apply(kafka_fleet(name, 0, "kafka-python", stage.topic))
-    wait_until(lambda: stage.messages(name, "GroupClaimed"), "the group claimed once team A's fleet is gone")
+    wait_until(
+        lambda: stage.condition(name, "SpecValid").get("reason") == "GroupInUse",
+        "the later fleet refused: the group is in use (its offsets), owned by no fleet",
+    )
+    assert stage.messages(name, "GroupClaimed") == []
     stage.kubectl("delete", "cf", name, "--wait=true", "--timeout=60s")
+    assert committed_partitions(stage.bootstrap, name) == before
 
 
 def test_deleting_a_kafka_fleet_that_deletes_its_group_reports_the_deletion_not_a_failure(

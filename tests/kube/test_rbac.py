@@ -21,12 +21,19 @@ CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml"
 LEASE: frozenset[Permission] = frozenset(
     {("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}
 )
-#: The owner records of Kafka groups: Leases, in the records' namespace (the release's) only.
+#: The owner records of Kafka groups: Leases, in the records' namespace only (the chart's default, which every install
+#: shares).
 LEASES: frozenset[Permission] = frozenset(
     {("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
      ("coordination.k8s.io", "leases", "delete")}
 )  # fmt: skip
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+OWNERS = "berth-group-owners"
+#: The operator's own ConfigMaps (the advice, the Kafka evidence journal): in the release namespace, by name, with
+#: analytics only; none in any fleet's namespace (the coordinator's CA travels in the pod template).
+CONFIG_MAPS: frozenset[Permission] = frozenset(
+    {("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")}
+)
 #: Reading a Kafka fleet's Secrets: cluster-wide, granted per namespace only (operator.kafka.secretNamespaces).
 SECRETS: frozenset[Permission] = frozenset({("", "secrets", "get")})
 #: Resources the operator must not be able to touch beyond what its code needs, the sensitive ones included.
@@ -89,28 +96,32 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     user = "system:serviceaccount:berth:berth-operator"
     assert {(g, r) for g, r, _ in needed()} <= set(PROBED), "probe every resource the code needs"
     granted = allowed(kube, user, fleets)
-    # TLS is on by default: ConfigMaps get, create, patch, list and watch everywhere (the CA each fleet's pods
-    # mount, watched like the other objects fleets own); the Leases (the leader's, the owner records) only in the
-    # release namespace; without a RoleBinding in the namespace no Secret may be read there.
-    expected = needed() - LEASE - LEASES - SECRETS
+    # No ConfigMap anywhere (TLS on by default: the CA is in the pod template; no analytics); the Leases only in the
+    # release namespace (the leader's) and the records' namespace; without a RoleBinding in the namespace no Secret
+    # may be read there.
+    expected = needed() - LEASE - LEASES - SECRETS - CONFIG_MAPS
     assert granted - expected == set(), f"allowed without need: {sorted(granted - expected)}"
     assert expected - granted == set(), f"needed, denied: {sorted(expected - granted)}"
-    assert {p for p in allowed(kube, user, "berth") if p[1] == "leases"} == LEASES
+    assert {p for p in allowed(kube, user, OWNERS) if p[1] == "leases"} == LEASES
+    assert not {p for p in allowed(kube, user, "berth") if p[1] == "configmaps"}
     # The same answers through kubectl, as a person would ask.
     assert kube.can_i("patch", "consumerfleets.berth.dev/status", as_user=user, namespace=fleets)
+    assert not kube.can_i("list", "configmaps", as_user=user, namespace=fleets)
+    assert not kube.can_i("get", "configmaps", as_user=user, namespace="kube-system")
     # A Kafka fleet's own principal is read by name (spec.coordinator.kafka.credentialsSecretRef), and only in the
     # namespaces the operator is given (a RoleBinding to the chart's ClusterRole); never listed.
     assert not kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     grant_secret_reads(kube, fleets)
-    assert allowed(kube, user, fleets) == needed() - LEASE - LEASES
+    assert allowed(kube, user, fleets) == needed() - LEASE - LEASES - CONFIG_MAPS
     assert kube.can_i("get", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("get", "secrets", as_user=user, namespace="default")
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
     # Leader election: its own Lease in the release namespace (get, update; create, which a name cannot limit); the
-    # owner records of Kafka groups add get, create and delete on every Lease there.
-    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update", "delete"}
-    assert lease_verbs(kube, user, "berth", "another-lease") == {"get", "create", "delete"}
+    # owner records of Kafka groups: get, create and delete on every Lease of the records' namespace, nowhere else.
+    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update"}
+    assert lease_verbs(kube, user, "berth", "another-lease") == {"create"}
+    assert lease_verbs(kube, user, OWNERS, "berth-group-0123") == {"get", "create", "delete"}
     assert lease_verbs(kube, user, fleets, "berth-operator") == set()
 
 
@@ -118,10 +129,10 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
     kube.helm("install", "team", str(CHART), "-n", "team-a", "--create-namespace", "--set", "operator.scope=namespace")
     user = "system:serviceaccount:team-a:team-operator"
     not_leases = {p for p in allowed(kube, user, "team-a") if p[1] != "leases"}
-    assert not_leases == {p for p in needed() - KOPF_CLUSTER_ONLY if p[1] != "leases"}
-    assert {p for p in allowed(kube, user, "team-a") if p[1] == "leases"} == LEASES
-    # The leader's Lease: by name (get, update), and the owner records' Role (get, create, delete on any Lease).
-    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update", "delete"}
+    assert not_leases == {p for p in needed() - KOPF_CLUSTER_ONLY - CONFIG_MAPS if p[1] != "leases"}
+    # The leader's Lease: by name (get, update) and create; the owner records in the namespace every install shares.
+    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update"}
+    assert {p for p in allowed(kube, user, OWNERS) if p[1] == "leases"} == LEASES
     elsewhere = allowed(kube, user, "default")
     assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"
     for verb in ("list", "watch"):
@@ -129,7 +140,6 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
 
 
 def test_the_advice_configmap_is_readable_and_watchable_by_name_only(kube: Kube) -> None:
-    # Without TLS, whose CA ConfigMaps need get, create and patch everywhere.
     kube.helm(
         "install", "advised", str(CHART), "-n", "advised", "--create-namespace", "--set", "analytics.enabled=true",
         "--set", "coordinator.tls.enabled=false",
@@ -150,10 +160,10 @@ def test_the_advice_configmap_is_readable_and_watchable_by_name_only(kube: Kube)
     assert kube.can_i("get", "configmaps/advised-advice", as_user=user, namespace="advised")
 
 
-def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_and_nothing_more(kube: Kube) -> None:
-    """coordinator.tls.enabled: ConfigMaps get, create and patch in every namespace (the CA each fleet's pods mount),
-    and list and watch (the operator watches the ones it made, by their labels); never update or delete; everything
-    else as without TLS."""
+def test_with_tls_the_operator_is_given_no_configmap_in_any_fleet_namespace(kube: Kube) -> None:
+    """coordinator.tls.enabled with a certificate of one's own: the CA reaches the fleets' pods in their template, so
+    the operator may not read, list, watch or write a ConfigMap of any namespace (issue 30: it could do all of that
+    to every ConfigMap of the cluster); everything else as without TLS."""
     kube.helm(
         "install", "secure", str(CHART), "-n", "secure", "--create-namespace",
         "--set", "coordinator.tls.enabled=true", "--set", "coordinator.tls.secretName=coordinator-cert",
@@ -161,6 +171,7 @@ def test_with_tls_the_operator_may_publish_the_ca_configmap_in_fleet_namespaces_
     fleets = kube.create_namespace("rbac-tls-fleets")
     user = "system:serviceaccount:secure:secure-operator"
     granted = allowed(kube, user, fleets)
-    expected = needed() - LEASE - LEASES - SECRETS  # Secrets: per namespace granted (operator.kafka.secretNamespaces)
+    expected = needed() - LEASE - LEASES - SECRETS - CONFIG_MAPS  # Secrets: per namespace (kafka.secretNamespaces)
     assert granted == set(expected), f"differs: {sorted(granted ^ set(expected))}"
-    assert {v for g, r, v in granted if r == "configmaps"} == {"get", "create", "patch", "list", "watch"}
+    for namespace in (fleets, "secure", "kube-system"):
+        assert not {p for p in allowed(kube, user, namespace) if p[1] == "configmaps"}, namespace

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.coordinator import CoordinatorProcess, coordinator_get
+from support.coordinator import CoordinatorProcess, coordinator_get, coordinator_post
 from support.fake_kubelet import FakeKubelet, run_member
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN, MEMBER_TOKEN_SECRET, fleet_body, write_tokens
 from support.kube import Kube, wait_until
@@ -36,6 +36,17 @@ class Release:
     name: str  # the release, and its namespace, where the operator serves fleets
     operator: OperatorProcess
     coordinator: CoordinatorProcess
+
+    def install(self) -> None:
+        """``helm install`` of the release (namespace scope), as the fixture made it."""
+        self.kube.helm(
+            "install", self.name, str(CHART), "-n", self.name, "--create-namespace", "--set", "operator.scope=namespace"
+        )
+
+    def restart_operator(self) -> None:
+        """The operator of the release installed again (its ServiceAccount's token made anew)."""
+        identity = self.kube.as_service_account(self.name, f"{self.name}-operator")
+        self.operator = OperatorProcess(identity.kubeconfig, self.operator.log_path, self.operator.args).start()
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.kube.kubectl(*args, "-n", self.name, check=check)
@@ -76,10 +87,11 @@ def release(kube: Kube, tmp_path: Path) -> Iterator[Release]:
     args += ["--liveness-port", "0", "--metrics-port", "0", "--reconcile-interval-s", "2"]
     identity = kube.as_service_account(name, f"{name}-operator")
     operator = OperatorProcess(identity.kubeconfig, tmp_path / "operator.log", args).start()
+    release = Release(kube, name, operator, coordinator)
     try:
-        yield Release(kube, name, operator, coordinator)
+        yield release
     finally:
-        operator.stop()
+        release.operator.stop()
         kubelet.stop()
         coordinator.kill()
         kube.helm("uninstall", name, "-n", name, check=False)
@@ -140,3 +152,59 @@ def test_fleets_left_behind_are_stuck_until_the_documented_commands_release_them
     wait_until(lambda: release.fleet() is None, "the fleet gone")
     wait_until(lambda: release.kube.get("statefulset", "orders", namespace=release.name) is None, "its StatefulSet")
     assert release.group_exists(group)  # its group stays at the coordinator, as the docs say
+
+
+def committed_offsets(release: Release, group: str) -> dict[int, int]:
+    answer = coordinator_get(release.coordinator, f"/v1/groups/{group}/offsets?topic=orders", ADMIN_TOKEN)
+    return {p["partition_index"]: p["committed_offset"] for t in answer["topics"] for p in t["partitions"]}
+
+
+def test_a_fleet_left_behind_and_created_again_takes_its_group_back_with_its_offsets(release: Release) -> None:
+    """docs/install.md, "Fleets left behind", then the fleet created again with the chart installed again: its group
+    (recorded as the old fleet's, its offsets kept) was refused GroupInUse (issue 30). Now the new fleet of the same
+    namespace and name takes it back, as adopted, once the old members' sessions expired: one GroupReclaimed, the
+    group owned by the new uid, the offsets as they were."""
+    group = f"{release.name}-orders"
+    release.kube.apply(
+        fleet_body("orders", 2, group, sessionTimeout={"policy": "Fixed", "fixedMs": 6000}), namespace=release.name
+    )
+    release.ready()
+    described = coordinator_get(release.coordinator, f"/v1/groups/{group}", ADMIN_TOKEN)
+    member = described["members"][0]
+    commit = {
+        "member_id": member["member_id"],
+        "generation_id": described["generation_id"],
+        "group_instance_id": member["group_instance_id"],
+        "topics": [
+            {"name": "orders", "partitions": [{"partition_index": p, "committed_offset": 40 + p} for p in range(4)]}
+        ],
+    }
+    coordinator_post(release.coordinator, f"/v1/groups/{group}/offsets", commit, ADMIN_TOKEN)
+    offsets = committed_offsets(release, group)
+    assert offsets == {p: 40 + p for p in range(4)}
+    old_uid = release.fleet()["metadata"]["uid"]
+
+    # Left behind at the uninstall, and released as docs/install.md says.
+    release.operator.stop()
+    release.kube.helm("uninstall", release.name, "-n", release.name)
+    _, release_them = documented_commands("### Uninstall")
+    here = release_them.replace(" -A ", f" -n {release.name} ").replace("--all-namespaces", f"-n {release.name}")
+    run_documented(release.kube, here)
+    wait_until(lambda: release.fleet() is None, "the fleet gone")
+
+    # Installed again, the fleet created again (docs/install.md: "Created again").
+    release.install()
+    release.restart_operator()
+    release.kube.apply(
+        fleet_body("orders", 2, group, sessionTimeout={"policy": "Fixed", "fixedMs": 6000}), namespace=release.name
+    )
+    release.ready()
+    new_uid = release.fleet()["metadata"]["uid"]
+    assert new_uid != old_uid
+    events = release.kube.events(release.name, kind="ConsumerFleet", name="orders")
+    reclaimed = [e["message"] for e in events if e["reason"] == "GroupReclaimed"]
+    assert len(reclaimed) == 1 and old_uid in reclaimed[0] and "an earlier fleet of this name" in reclaimed[0]
+    assert [e for e in events if e["reason"] == "GroupInUse"] == []
+    owner = coordinator_get(release.coordinator, f"/v1/groups/{group}", ADMIN_TOKEN).get("owner") or {}
+    assert owner.get("uid") == new_uid
+    assert committed_offsets(release, group) == offsets

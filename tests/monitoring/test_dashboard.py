@@ -21,6 +21,7 @@ REQUIRED_PANELS = {
     "Fenced members",
     "Store write failures and readiness",
     "Journal bytes vs bound",
+    "Journal's oldest event",
     "HTTP answers by status",
     "Reconciles by outcome",
     "Batch leaves",
@@ -81,3 +82,38 @@ def test_the_panels_it_promises_are_there_laid_out_without_overlap() -> None:
             and b["y"] < a["y"] + a["h"]
         )
         assert not overlap, (a, b)
+
+
+#: The unit each kind of series is drawn in (Grafana's unit ids): bytes, seconds (durations, ages, quantiles of
+#: seconds), per second (a rate), or a plain number.
+UNITS = {
+    "bytes": {"bytes", "decbytes"},
+    "seconds": {"s"},
+    "per second": {"reqps", "ops", "cps"},
+    "number": {"short", "none"},
+}
+
+
+def kind_of(expr: str) -> str:
+    """What a query's values are, from the metric names it reads (the naming conventions the code keeps:
+    ``_bytes``, ``_seconds``, counters read through ``rate``)."""
+    if "_bytes" in expr:
+        return "bytes"
+    if "_seconds" in expr:
+        return "seconds"
+    if "rate(" in expr:
+        return "per second"
+    return "number"
+
+
+def test_every_panel_has_one_unit_on_its_one_axis() -> None:
+    """Issue 30: the journal panel put an age (seconds) among bytes. Every panel's queries are of one kind, drawn in
+    that kind's unit, and no override gives a series another unit (or another axis)."""
+    for panel in panels(dashboard()):
+        kinds = {kind_of(target["expr"]) for target in panel["targets"]}
+        assert len(kinds) == 1, f"{panel['title']}: queries of {sorted(kinds)}"
+        unit = panel["fieldConfig"]["defaults"].get("unit")
+        assert unit in UNITS[kinds.pop()], f"{panel['title']}: unit {unit}"
+        for override in panel["fieldConfig"].get("overrides") or []:
+            changed = {p["id"] for p in override.get("properties") or []}
+            assert not changed & {"unit", "custom.axisPlacement"}, f"{panel['title']}: {override}"

@@ -104,14 +104,14 @@ def test_a_fleets_counters_exist_at_zero_from_its_first_pass_until_it_is_release
         "berth_operator_scale_down_seconds_count 0.0",
     ):
         assert sample in text, sample
-    assert len([line for line in text.splitlines() if 'fleet="orders"' in line]) == metrics.series_per_fleet() == 17
+    assert len([line for line in text.splitlines() if 'fleet="orders"' in line]) == metrics.series_per_fleet() == 20
     metrics.forget("shop", "orders")
     assert 'fleet="orders"' not in metrics.exposition().decode()
     metrics.state("shop", "orders", ready=True, refused=False, departing=0)  # a fleet of that name again
     assert 'berth_operator_batch_leaves_total{fleet="orders",namespace="shop"} 0.0' in metrics.exposition().decode()
 
 
-def test_the_operators_exposition_parses_strictly_with_seventeen_series_per_fleet() -> None:
+def test_the_operators_exposition_parses_strictly_with_twenty_series_per_fleet() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     metrics = OperatorMetrics()
@@ -126,7 +126,7 @@ def test_the_operators_exposition_parses_strictly_with_seventeen_series_per_flee
     per_fleet = [
         sample for family in families.values() for sample in family.samples if sample.labels.get("fleet") == "orders"
     ]
-    assert len(per_fleet) == 17
+    assert len(per_fleet) == 20
     assert {s.labels["fleet"] for f in families.values() for s in f.samples if "fleet" in s.labels} == {
         "orders",
         'we"ird\\name',

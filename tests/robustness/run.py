@@ -117,7 +117,9 @@ async def run(
             await _finish(loads, 40.0)
             await _finish([watch, probe], 5.0)
             await _read_back(ctx, session)
-        report = check(history, plan)
+            report = check(history, plan)
+            if not report.ok:
+                await _keep_journal(ctx, session, workdir / "journal.jsonl")
     finally:
         await asyncio.to_thread(topology.stop)
         lab.delete()
@@ -140,12 +142,30 @@ async def run(
     return outcome
 
 
+async def _keep_journal(ctx: Context, session: aiohttp.ClientSession, path: Path) -> None:
+    """The coordinator's journal, as it stands after the run, beside a failed run's history: what the coordinator
+    did (each rebalance and its cause, expiries, loads) that the clients' answers do not say."""
+    after, lines = 0, []
+    try:
+        for _ in range(1_000):
+            async with session.get(f"{ctx.url}/v1/journal", params={"after": after, "limit": 1000}) as response:
+                page = await response.json()
+            events = page.get("events") or []
+            lines += [json.dumps(event) for event in events]
+            if not events or page.get("next", after) == after:
+                break
+            after = page["next"]
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        lines.append(json.dumps({"journal_read_failed": str(error)}))
+    await asyncio.to_thread(path.write_text, "\n".join(lines) + "\n")
+
+
 def _keep(target: Path, history: History, plan: Plan, workdir: Path) -> str:
     """The history, the plan and the processes' logs of a run, for a look afterwards; the history's path."""
     target.mkdir(parents=True, exist_ok=True)
     history.write(target / "history.jsonl")
     (target / "plan.json").write_text(json.dumps(dataclasses.asdict(plan), default=sorted))
-    for log in workdir.rglob("*.log"):
+    for log in [*workdir.rglob("*.log"), *workdir.glob("journal.jsonl")]:
         shutil.copy(log, target / log.name)
     return str(target / "history.jsonl")
 

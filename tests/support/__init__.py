@@ -15,6 +15,9 @@
   tier's fixtures and world (``kafka_fixtures``, ``kafka_stage``);
 - ``network``: ports (``net``), certificates made with openssl (``certs``), a proxy a test can cut (``tcp_proxy``);
 - ``real_node``: a real node on this machine (``node`` and the ``node_*`` modules: ``pytest -m node``);
+- ``signals``: the signal lab (``signal_lab``): the operator's real pass over generated histories of a simulated
+  StatefulSet (``signal_fleet``) against Berth's coordinator (``signal_berth``), and the oracle that checks what it
+  said against the coordinator's journal (``signal_oracle``);
 - ``tiers``: whether a tier runs: a missing tool skips it with one line, a failure under ``CI=true`` (``ci``).
 
 Every module is imported as ``support.<module>`` whatever its folder (this package's path holds the folders), so a
@@ -25,6 +28,6 @@ module can move between folders without its importers changing; module names are
 from pathlib import Path
 
 #: The folders, each searched for ``support.<module>`` after this one.
-FOLDERS = ("coordinators", "control_plane", "kafka_cluster", "network", "real_node", "tiers")
+FOLDERS = ("coordinators", "control_plane", "kafka_cluster", "network", "real_node", "signals", "tiers")
 
 __path__ = [*__path__, *(str(Path(__file__).parent / folder) for folder in FOLDERS)]

@@ -26,9 +26,51 @@ longest suffix ("-coordinator-tokens") within Kubernetes' 63-character label val
 {{- $name := include "berth.etcdName" . -}}
 {{- $urls := list -}}
 {{- range $i := until (int .Values.coordinator.ha.etcd.replicas) -}}
-{{- $urls = append $urls (printf "http://%s-%d.%s.%s.svc:2379" $name $i $name $.Release.Namespace) -}}
+{{- $urls = append $urls (printf "%s://%s-%d.%s.%s.svc:2379" (include "berth.etcdScheme" $) $name $i $name $.Release.Namespace) -}}
 {{- end -}}
 {{- join "," $urls -}}
+{{- end -}}
+
+{{/* http or https: the scheme of etcd's client and peer URLs (coordinator.ha.etcd.tls.enabled). */}}
+{{- define "berth.etcdScheme" -}}{{ if .Values.coordinator.ha.etcd.tls.enabled }}https{{ else }}http{{ end }}{{- end -}}
+
+{{/* The etcd members' certificate (serving and peer), and the client certificate of the coordinator and the copy Job
+(templates/coordinator-etcd-tls-secret.yaml). */}}
+{{- define "berth.etcdTlsSecretName" -}}{{ include "berth.etcdName" . }}-tls{{- end -}}
+{{- define "berth.etcdClientTlsSecretName" -}}{{ include "berth.etcdName" . }}-client-tls{{- end -}}
+
+{{/* Where the coordinator and the copy Job find the etcd client certificate, its key and etcd's CA. */}}
+{{- define "berth.etcdClientDir" -}}/etc/berth/etcd{{- end -}}
+
+{{/* The coordinator's flags for etcd's TLS (with coordinator.ha.etcd.tls.enabled), one list item a line. */}}
+{{- define "berth.etcdClientTlsArgs" -}}
+{{- if .Values.coordinator.ha.etcd.tls.enabled }}
+- --etcd-ca-file
+- {{ include "berth.etcdClientDir" . }}/ca.crt
+- --etcd-cert-file
+- {{ include "berth.etcdClientDir" . }}/tls.crt
+- --etcd-key-file
+- {{ include "berth.etcdClientDir" . }}/tls.key
+{{- end }}
+{{- end -}}
+
+{{/* The volume of the etcd client certificate (with coordinator.ha.etcd.tls.enabled). */}}
+{{- define "berth.etcdClientTlsVolume" -}}
+{{- if .Values.coordinator.ha.etcd.tls.enabled }}
+- name: etcd-client-tls
+  secret:
+    secretName: {{ include "berth.etcdClientTlsSecretName" . }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{/* Its mount (no subPath, like every certificate the chart mounts). */}}
+{{- define "berth.etcdClientTlsMount" -}}
+{{- if .Values.coordinator.ha.etcd.tls.enabled }}
+- name: etcd-client-tls
+  mountPath: {{ include "berth.etcdClientDir" . }}
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{/* The Secret with the coordinator's tokens file ("tokens.yaml") and the admin token ("admin-token"). */}}

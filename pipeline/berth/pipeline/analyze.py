@@ -1,4 +1,5 @@
-"""One analysis run: read the journal once, run every transform, write advice.json, summary.parquet, report.html.
+"""One analysis run: read the journal once, run every transform, write advice.json, summary.parquet, report.html
+(and headline.json, the report's cards as JSON).
 
 Owns the order of the stages and all output I/O (the transforms stay pure). Rules:
 - A JSON Lines journal is parsed once and cached (only ``ANALYSED_COLUMNS``): parsing dominates the run (see
@@ -40,6 +41,8 @@ from berth.pipeline.summary import group_summary
 
 ADVICE_FILE = "advice.json"
 SUMMARY_FILE = "summary.parquet"
+#: The report's cards as JSON (``report.headline``), written with the report.
+HEADLINE_FILE = "headline.json"
 REPORT_FILE = "report.html"
 MALFORMED_SAMPLES = 3
 
@@ -118,7 +121,7 @@ def analyze(
 
     if options.write_report:
         # Only here: the report needs matplotlib, which a --no-report run never loads.
-        from berth.pipeline.report import render_report
+        from berth.pipeline.report import headline, render_report
         from berth.pipeline.report_data import collect_report_data
 
         report = collect_report_data(
@@ -134,7 +137,8 @@ def analyze(
             advice_rows=advice_rows,
         )
         written.append(_write_text(render_report(report), options.out_dir, REPORT_FILE))
-        progress.say(f"wrote {REPORT_FILE}")
+        written.append(_write_text(json.dumps(headline(summary_rows)) + "\n", options.out_dir, HEADLINE_FILE))
+        progress.say(f"wrote {REPORT_FILE} and {HEADLINE_FILE}")
     results.unpersist()
     flagged.unpersist()
     return AnalysisResult(stats, len(summary_rows), len(advice_rows), tuple(written), advice_text)

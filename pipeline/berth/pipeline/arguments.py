@@ -179,4 +179,11 @@ def _add_spark_arguments(parser: argparse.ArgumentParser) -> None:
         "ones for a faster start; 'off' for none (default: $BERTH_CLASS_DATA, else ~/.cache/berth/class-data, "
         "i.e. under $XDG_CACHE_HOME when set)",
     )
+    parser.add_argument(
+        "--class-data-write",
+        choices=("first-run", "never"),
+        default="first-run",
+        help="'never': map the class-data archive if there is one, but never write it (writing it makes the first "
+        "run wait about a minute for its JVM at exit)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -11,7 +11,9 @@ Rules:
 - ``plan`` decides before the JVM starts: an archive with this run's name is used (``-XX:SharedArchiveFile``);
   without one, this run writes it (``-XX:ArchiveClassesAtExit``) if the folder is writable; a read-only folder
   (an image's, a locked-down home) or an earlier failed attempt only means running without, said in one line.
-  ``off`` (``--class-data off``, ``BERTH_CLASS_DATA=off``) turns all of it off.
+  ``off`` (``--class-data off``, ``BERTH_CLASS_DATA=off``) turns all of it off; ``--class-data-write never`` uses
+  an archive that exists and never writes one (``berth-demo``: writing it costs a first run about a minute after
+  its work is done, issue 30).
 - The JVM writes the archive when it exits, so a writing run waits for its JVM after the session stopped (a few
   seconds, once) and then renames the file into place: readers only ever see a whole archive. A JVM that wrote
   nothing leaves a ``.failed`` marker, so later runs do not pay for the attempt again; an attempt interrupted
@@ -128,8 +130,10 @@ def plan(
     jvm_options: str,
     driver_memory: str,
     pid: int,
+    write: bool = True,
 ) -> Plan:
-    """What this run does (module rules); ``directory`` ``off`` turns the archive off."""
+    """What this run does (module rules); ``directory`` ``off`` turns the archive off; ``write`` False uses an archive
+    that exists and never writes one (``--class-data-write never``: a run that must not wait for it at exit)."""
     if directory == OFF:
         return Plan("none", None, "class-data archive off")
     if java is None:
@@ -139,6 +143,13 @@ def plan(
         with contextlib.suppress(OSError):  # marks it used (module rules); a read-only folder's stays as it is
             os.utime(archive)
         return Plan("use", archive, f"class data from {archive}")
+    if not write:
+        return Plan(
+            "none",
+            None,
+            f"no class-data archive yet for Java {java.version} and Spark {spark_version}; not written by this run"
+            " (the next berth-analyze without --class-data-write never writes it, and the runs after it map it)",
+        )
     if os.path.exists(archive + FAILED):
         return Plan("none", None, f"class-data archive: an earlier run could not write {archive} ({FAILED} marker)")
     try:

@@ -164,7 +164,7 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
     size = journal_bytes(source)
     heap = driver_memory(args.driver_memory, size, source.format, memory_limit_bytes())
     read = "" if size is None else f" ({size / 2**20:,.1f} MiB of journal)"
-    archive = _class_data_plan(args.class_data, heap)
+    archive = _class_data_plan(args.class_data, heap, write=getattr(args, "class_data_write", "") != "never")
     progress.say(f"starting Spark{read}")
     if archive.action != "use" and archive.note:
         progress.say(archive.note)
@@ -188,7 +188,7 @@ def _session(args: argparse.Namespace, source: JournalSource, progress: Progress
             finish_writing(archive, jvm, CLASS_DATA_WRITE_TIMEOUT_S, progress.say)
 
 
-def _class_data_plan(directory: str | None, heap: str) -> Plan:
+def _class_data_plan(directory: str | None, heap: str, *, write: bool = True) -> Plan:
     """What this run does with the class-data archive; nothing when it starts no JVM of its own (spark-submit
     started it, or a session or gateway is already running in this process)."""
     from pyspark import SparkContext
@@ -209,6 +209,7 @@ def _class_data_plan(directory: str | None, heap: str) -> Plan:
         jvm_options=JVM_OPTIONS,
         driver_memory=heap,
         pid=os.getpid(),
+        write=write,
     )
 
 

@@ -99,6 +99,18 @@ def _cards(data: ReportData) -> str:
     return '<section class="cards">\n' + "\n".join(_card(*card) for card in cards) + "\n</section>"
 
 
+def headline(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the report's cards say of the journal in one JSON object (``headline.json`` beside the report, for a
+    program that prints a line of it, as ``berth-demo`` does): the rebalances, and those avoided, in the report's
+    words."""
+    costs = _RestartCosts(groups)
+    return {
+        "rebalances": _total(groups, "rebalances"),
+        "rebalances_avoided": costs.avoided_value(),
+        "rebalances_avoided_detail": costs.avoided_detail(),
+    }
+
+
 class _RestartCosts:
     """The journal's restarts and what they cost, as the summary measured them (restarts.py states the model)."""
 

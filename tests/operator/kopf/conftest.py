@@ -14,6 +14,7 @@ from kopf_controller import StatefulSetController
 from kopf_harness import NAMESPACE, OperatorFactory, OperatorThread, call_failed, running_coordinator
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.net import free_port
 
 #: Operators under test reconcile often, so that waits (timers, retries) stay short.
 RECONCILE_INTERVAL_S = "0.5"
@@ -84,8 +85,8 @@ async def start_operator(kubeconfig: Path) -> AsyncIterator[OperatorFactory]:
         argv: list[str] = [
             "--liveness-port",
             "0",
-            "--metrics-port",
-            "0",
+            "--metrics-port",  # the harness counts passes from the operator's own counters (``passes_over``)
+            str(free_port()),
             "--reconcile-interval-s",
             RECONCILE_INTERVAL_S,
             # A pass every second for every fleet, as a timer would: these tests are about what a pass does (and

@@ -16,7 +16,9 @@ server:
   again, older than the watcher's own write).
 
 A test can also make it answer chosen requests with 409 Conflict (:meth:`ApiServer.refuse`), e.g. the operator's
-status writes, a few times. Unlike a kmock reaction (``kmock['patch', ...] << 409``), which answers 409 *after* kmock
+status writes, a few times, and look at the world the moment a chosen request arrives, before it is answered
+(:meth:`ApiServer.on_request`: the operator waits for that answer, so whatever it did before sending the request is
+done). Unlike a kmock reaction (``kmock['patch', ...] << 409``), which answers 409 *after* kmock
 stored the write, a refusal stores nothing, as a real API server that answers 409 has written nothing.
 
 The resources the operator and Kopf use are declared so that discovery works.
@@ -72,6 +74,11 @@ class Refusal:
 class ApiServer(kmock.KubernetesEmulator):
     revision: int = 0
     refusals: list[Refusal] = attrs.field(factory=list)
+    observers: list[tuple[Callable[[kmock.Request], bool], Callable[[kmock.Request], None]]] = attrs.field(factory=list)
+
+    def on_request(self, matches: Callable[[kmock.Request], bool], then: Callable[[kmock.Request], None]) -> None:
+        """From now on, call ``then`` with each request ``matches`` accepts, as it arrives (before it is answered)."""
+        self.observers.append((matches, then))
 
     def refuse(self, matches: Callable[[kmock.Request], bool], *, times: int) -> Refusal:
         """From now on, answer the next ``times`` requests that ``matches`` accepts with 409 (see :class:`Refusal`)."""
@@ -127,6 +134,9 @@ class ApiServer(kmock.KubernetesEmulator):
             )
 
     async def _handle(self, request: kmock.Request) -> Any:
+        for matches, then in self.observers:
+            if matches(request):
+                then(request)
         self._maybe_refuse(request)
         if request.resource is not None and request.data is not None:
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from kopf_apiserver import EVENTS, FLEETS, STATEFULSETS, ApiServer
 from kopf_controller import StatefulSetController
 from support.api import Api
 from support.coordinator import CoordinatorProcess
+from support.kube import said
 
 from berth.operator.command.app import run_operator
 from berth.operator.command.options import parse_options
@@ -71,12 +73,15 @@ class OperatorThread:
             self.error = error
 
     async def start(self) -> OperatorThread:
+        RUNNING.append(self)
         self.thread.start()
         await until(lambda: self.ready_flag.is_set() or not self.thread.is_alive(), "the operator to start")
         assert self.thread.is_alive(), f"the operator exited at start: {self.error!r}"
         return self
 
     async def stop(self) -> None:
+        if self in RUNNING:
+            RUNNING.remove(self)
         self.stop_flag.set()
         await asyncio.to_thread(self.thread.join, 30)
         assert not self.thread.is_alive(), "the operator did not stop within 30 s"
@@ -84,6 +89,8 @@ class OperatorThread:
 
 
 OperatorFactory = Callable[..., Awaitable[OperatorThread]]
+#: The operators started and not stopped (each with its metrics on a port of its own: ``passes_over``).
+RUNNING: list[OperatorThread] = []
 
 
 async def until(predicate: Callable[[], T], what: str, timeout_s: float = 30.0, poll_s: float = 0.02) -> T:
@@ -136,17 +143,18 @@ def statefulset(server: ApiServer, name: str) -> dict[str, Any] | None:
 
 
 def events(server: ApiServer, fleet: str, reason: str | None = None) -> list[dict[str, Any]]:
-    """The Events posted about fleet ``fleet`` (optionally of one reason), oldest first."""
+    """What the Events posted about fleet ``fleet`` say (optionally of one reason), oldest first: one entry per thing
+    said (``support.kube.said``: a pass's Events of one type are coalesced into one)."""
     found = []
     for (resource, namespace, _), stored_event in list(server.objects.items()):
         if resource != EVENTS or namespace != NAMESPACE or stored_event.deleted:
             continue
         event = stored_event.raw
         involved = event.get("involvedObject") or {}
-        about_fleet = involved.get("kind") == "ConsumerFleet" and involved.get("name") == fleet
-        if about_fleet and (reason is None or event.get("reason") == reason):
+        if involved.get("kind") == "ConsumerFleet" and involved.get("name") == fleet:
             found.append(dict(event))
-    return sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))
+    ordered = sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))
+    return [part for event in ordered for part in said(event) if reason is None or part["reason"] == reason]
 
 
 def messages(server: ApiServer, fleet: str, reason: str) -> list[str]:
@@ -169,17 +177,37 @@ def accepted(server: ApiServer, requests: list[tuple[int, Any]]) -> list[tuple[i
     return [(position, body) for position, body in requests if position not in refused]
 
 
-async def passes_after(
-    server: ApiServer, fleet: str, position: int, passes: int = 3, *, timeout_s: float = 30.0
-) -> None:
-    """Wait until the operator has started ``passes`` more reconcile passes on ``fleet`` after request ``position``
-    of the log (each pass begins by reading the fleet), so a later duplicate action would have shown."""
-    path = f"/consumerfleets/{fleet}"
-    await until(
-        lambda: len([at for at, _ in requests_to(server, "GET", path) if at > position]) >= passes,
-        f"{passes} more passes over {fleet}",
-        timeout_s,
-    )
+def sizes_after_creation(controller: StatefulSetController, name: str) -> list[int]:
+    """The sizes the controller saw the StatefulSet at, after the 0 it is created at: a pass that creates it and
+    scales it at once may scale it before the controller's next tick sees it at 0, and then it saw no 0."""
+    seen = controller.sizes_seen.get(name, [])
+    return seen[1:] if seen[:1] == [0] else seen
+
+
+def passes_over(fleet: str) -> float:
+    """How many passes the running operators have run over ``fleet``, whatever their outcome (their own counters,
+    ``berth_operator_reconciles_total``: a pass reads the fleet from a cache, so the request log does not show it)."""
+    total = 0.0
+    for operator in RUNNING:
+        url = f"http://127.0.0.1:{operator.options.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        for line in text.splitlines():
+            if line.startswith("berth_operator_reconciles_total{") and f'fleet="{fleet}"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def passes_after(fleet: str, passes: int = 3, *, timeout_s: float = 30.0) -> None:
+    """Wait until the operators have run ``passes`` more reconcile passes over ``fleet`` from now, so a later
+    duplicate action would have shown."""
+    start = await asyncio.to_thread(passes_over, fleet)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while (done := await asyncio.to_thread(passes_over, fleet) - start) < passes:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"gave up after {timeout_s:.0f} s waiting for {passes} more passes over {fleet}")
+        await asyncio.sleep(0.1)
+    assert done >= passes
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -344,9 +372,9 @@ async def assert_left_once(apiserver: ApiServer, session: aiohttp.ClientSession,
     """
     last = await until(lambda: fleet_status(apiserver, "orders").get("lastScaleDown"), "lastScaleDown")
     assert isinstance(last, dict), last
-    recorded = accepted(apiserver, scale_down_writes(apiserver))
+    assert accepted(apiserver, scale_down_writes(apiserver)), scale_down_writes(apiserver)
     # A second leave, if any, would come from a later pass: let a few run before counting.
-    await passes_after(apiserver, "orders", recorded[0][0])
+    await passes_after("orders")
     assert last["removed"] == ["orders-3", "orders-4"], last
     assert last["results"] == {"orders-3": "NONE", "orders-4": "NONE"}, last
     assert fleet_status(apiserver, "orders")["departing"] == [], fleet_status(apiserver, "orders")

@@ -4,7 +4,7 @@ docs/architecture.md pins them, pre-registers the members, grows the StatefulSet
 from __future__ import annotations
 
 import aiohttp
-from kopf_apiserver import DISRUPTION_BUDGETS, SERVICES, ApiServer
+from kopf_apiserver import DISRUPTION_BUDGETS, FLEETS, SERVICES, ApiServer
 from kopf_controller import StatefulSetController
 from kopf_harness import (
     OperatorFactory,
@@ -14,6 +14,7 @@ from kopf_harness import (
     fleet_status,
     join_static_members,
     messages,
+    requests_to,
     statefulset,
     stored,
     until,
@@ -127,3 +128,23 @@ async def test_create_makes_the_statefulset_service_and_member_environment(
 
 async def _described(api: Api) -> bool:
     return (await api.describe("orders"))["group_state"] == "Stable"
+
+
+async def test_a_new_fleet_is_patched_once_its_finalizer_and_its_label_together(
+    apiserver: ApiServer,
+    controller: StatefulSetController,
+    coordinator: CoordinatorProcess,
+    start_operator: OperatorFactory,
+) -> None:
+    """Kopf's finalizer and the fleet's own label go out in one patch of the fleet (issue 31: a new fleet's
+    requests), and nothing else patches the fleet's metadata (no last-handled configuration is stored)."""
+    await start_operator("--coordinator-url", coordinator.url)
+    await create_fleet(apiserver, fleet_body("orders", 1))
+    await until(lambda: fleet_status(apiserver, "orders").get("selector"), "status")
+    await until(lambda: statefulset(apiserver, "orders")["spec"]["replicas"] == 1, "size 1")
+    stored_fleet = stored(apiserver, FLEETS, "orders") or {}
+    assert stored_fleet["metadata"]["finalizers"] == ["berth.dev/finalizer"]
+    assert stored_fleet["metadata"]["labels"]["berth.dev/fleet"] == "orders"
+    patches = requests_to(apiserver, "PATCH", "/consumerfleets/orders")
+    assert len(patches) == 1, patches
+    assert not any(key.startswith("berth.dev/") for key in stored_fleet["metadata"].get("annotations") or {})

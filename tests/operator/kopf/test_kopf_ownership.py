@@ -71,7 +71,7 @@ async def test_a_fleet_whose_group_another_fleet_owns_is_refused_and_sends_nothi
     assert "belongs to fleet team-a/orders" in refused["message"], refused
     assert (condition(apiserver, "orders", "Ready") or {})["reason"] == "GroupOwned"
     await until(lambda: messages(apiserver, "orders", "GroupOwned"), "the Warning Event")
-    await passes_after(apiserver, "orders", len(list(apiserver)), passes=3)
+    await passes_after("orders", passes=3)
     assert requests_to(apiserver, "POST", "/statefulsets") == []  # nothing created for it either
 
     await delete_fleet(apiserver, "orders")

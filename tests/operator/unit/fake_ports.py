@@ -21,6 +21,7 @@ from berth.operator.planners.observations import (
     GroupMember,
     GroupOwnerRef,
     GroupProtocol,
+    PartitionLag,
 )
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.planners.statefulset import PlannedWorkload
@@ -77,6 +78,10 @@ class InMemoryCoordinator:
         self.leaves: list[tuple[str, tuple[str, ...]]] = []
         self.owners: dict[str, GroupOwnerRef] = {}
         self.owner_uids: list[str | None] = []  # the owner every write named, in order
+        #: Groups -> partitions with a committed offset (consumers stopped, their progress kept): read by group_lag.
+        self.committed: dict[str, int] = {}
+        #: Groups that do not exist (described as GROUP_ID_NOT_FOUND while they have no member).
+        self.absent: set[str] = set()
 
     @property
     def kind(self) -> CoordinatorKind:
@@ -95,7 +100,7 @@ class InMemoryCoordinator:
         recorded = self.owners.get(group_id)
         if recorded is not None and recorded.uid != owner.uid:
             raise GroupOwned(group_id, recorded)
-        if recorded is None and self.members.get(group_id) and not adopt:
+        if recorded is None and (self.members.get(group_id) or self.committed.get(group_id)) and not adopt:
             raise GroupOwned(group_id, None)
         self.owners[group_id] = owner
 
@@ -127,6 +132,8 @@ class InMemoryCoordinator:
 
     async def describe(self, group_id: str) -> GroupDescription:
         members = tuple(GroupMember(f"{i}-id", i) for i in sorted(self.members.get(group_id, ())))
+        if group_id in self.absent and not members:
+            return GroupDescription(group_id, "Dead", -1, None, (), exists=False)  # Kafka's GROUP_ID_NOT_FOUND
         return GroupDescription(
             group_id, "Stable" if members else "Empty", 1, None, members, self.owners.get(group_id), self.protocol
         )
@@ -135,7 +142,8 @@ class InMemoryCoordinator:
         self.owner_uids.append(owner_uid)
         if self.members.get(group_id):
             return "NON_EMPTY_GROUP"
-        return "NONE" if self.members.pop(group_id, None) is not None else "GROUP_ID_NOT_FOUND"
+        known = self.members.pop(group_id, None) is not None
+        return "NONE" if self.committed.pop(group_id, None) is not None or known else "GROUP_ID_NOT_FOUND"
 
     async def set_group_session_timeout(
         self, group_id: str, session_timeout_ms: int, heartbeat_interval_ms: int
@@ -143,7 +151,9 @@ class InMemoryCoordinator:
         self.group_timeouts[group_id] = (session_timeout_ms, heartbeat_interval_ms)
 
     async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
-        return None
+        if group_id not in self.committed:
+            return None
+        return GroupLag(tuple(PartitionLag("orders", p, 5, 5) for p in range(self.committed[group_id])))
 
 
 class InMemoryRecords:
@@ -190,14 +200,20 @@ class OneCoordinator:
 
 
 class RecordedEvents:
+    """Every Event said, as it is said (each pass's flush counted)."""
+
     def __init__(self) -> None:
         self.said: list[tuple[str, str, str]] = []  # (Normal|Warning, reason, message)
+        self.flushes = 0
 
     def info(self, reason: str, message: str) -> None:
         self.said.append(("Normal", reason, message))
 
     def warning(self, reason: str, message: str) -> None:
         self.said.append(("Warning", reason, message))
+
+    def flush(self) -> None:
+        self.flushes += 1
 
     def reasons(self) -> list[str]:
         return [reason for _, reason, _ in self.said]

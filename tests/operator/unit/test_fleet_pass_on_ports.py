@@ -224,7 +224,8 @@ async def test_restarts_the_journal_told_of_are_counted_at_the_next_pass_and_kep
     await stage.converge(3)
     assert stage.status.status["restarts"]["static"] == 0
     # What the journal follower read: two of this fleet's pods back as themselves.
-    stage.memory.activity = GroupActivity(static=2)  # what the reconciler keeps for the group the fleet follows
+    # (what the reconciler keeps for the group the fleet follows)
+    stage.memory.activity = GroupActivity(static=("orders-0", "orders-2"))
 
     writes = stage.status.patch_status
 
@@ -331,10 +332,11 @@ async def test_a_pass_that_fails_after_sizing_still_records_the_session_timeout_
     await stage.converge(1)
     stage.status.status.pop("sessionTimeoutMs")  # as if written by a version that did not record it
 
-    async def refuse(labels: Mapping[str, str]) -> None:
+    async def refuse(replicas: int) -> None:
         raise ApiCallFailed("HTTP 500: etcdserver: request timed out")
 
-    stage.status.label = refuse  # type: ignore[method-assign]  # sized and mirrored; labelling the fleet fails
+    stage.body["spec"]["replicas"] = 2
+    stage.workload.scale = refuse  # type: ignore[method-assign]  # sized and pre-registered; the scale fails
     with pytest.raises(RetryLater, match="etcdserver"):
         await stage.run()
     applied = stage.workload.planned

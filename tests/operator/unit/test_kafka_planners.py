@@ -242,11 +242,41 @@ def test_a_strimzi_tls_user_secret_is_mounted_whole_and_named_by_file(fleet_body
     assert env["BERTH_KAFKA_SSL_KEYSTORE_FILE"]["value"] == "/etc/berth/kafka/client/user.p12"
     assert env["BERTH_KAFKA_SSL_KEYSTORE_PASSWORD"]["valueFrom"]["secretKeyRef"]["optional"] is True
     spec = planned.statefulset["spec"]["template"]["spec"]
-    assert {"name": "berth-kafka-client", "secret": {"secretName": "orders-app", "defaultMode": 0o400}} in spec[
+    # No fsGroup in the template: files every user of the pod can read (they belong to root).
+    assert {"name": "berth-kafka-client", "secret": {"secretName": "orders-app", "defaultMode": 0o444}} in spec[
         "volumes"
     ]
     mounts = spec["containers"][0]["volumeMounts"]
     assert {"name": "berth-kafka-client", "mountPath": "/etc/berth/kafka/client", "readOnly": True} in mounts
+    # The kubelet keeps a failing consumer's last lines as its termination message (where a key it cannot read says so).
+    assert spec["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert "securityContext" not in spec  # the operator adds no fsGroup
+
+
+def test_a_client_certificate_is_readable_by_the_pods_fs_group_and_the_template_is_respected(
+    fleet_body: FleetBody,
+) -> None:
+    body = fleet_body(
+        spec={
+            "coordinator": {"kafka": {"securityProtocol": "SSL", "clientCertificateSecretRef": {"name": "orders-app"}}}
+        }
+    )
+    security = {"runAsNonRoot": True, "runAsUser": 65534, "fsGroup": 2000}
+    body["spec"]["template"]["spec"]["securityContext"] = dict(security)
+    body["spec"]["template"]["spec"]["containers"][0]["terminationMessagePolicy"] = "File"
+    planned = plan_statefulset(
+        parse_fleet(body),
+        operator_defaults=OperatorDefaults(kafka=KafkaDefaults("k:9093")),
+        session_timeout_ms=45_000,
+        replicas=1,
+    )
+    spec = planned.statefulset["spec"]["template"]["spec"]
+    # With an fsGroup the kubelet gives the files to that group: owner and group may read, nobody else.
+    assert {"name": "berth-kafka-client", "secret": {"secretName": "orders-app", "defaultMode": 0o440}} in spec[
+        "volumes"
+    ]
+    assert spec["securityContext"] == security
+    assert spec["containers"][0]["terminationMessagePolicy"] == "File"
 
 
 def test_a_client_certificate_needs_a_protocol_with_tls(fleet_body: FleetBody) -> None:

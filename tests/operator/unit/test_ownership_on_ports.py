@@ -245,3 +245,91 @@ async def test_two_fleets_whose_volume_claims_would_share_names_are_refused_the_
     assert stage.workload.planned is None
     first = Stage(older, InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now, claims=lambda key: index.get(key, []))
     assert not (await first.run()).refused
+
+
+async def test_an_empty_kafka_group_with_committed_offsets_is_in_use_and_an_adopted_one_is_never_deleted(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    """Issue 30: team A's consumers all stopped, their offsets kept (an Empty group); another namespace's fleet with
+    deleteGroupOnDelete claimed it and its deletion deleted the offsets (6 committed partitions -> GroupIdNotFound).
+    Now it is in use, refused without adoption; adopted, the deletion keeps it: the fleet did not create it."""
+    records = InMemoryRecords()
+    stage = kafka_stage(fleet_body, now, records, replicas=0, deleteGroupOnDelete=True)
+    stage.coordinator.committed["orders"] = 6
+
+    refused = await stage.run()
+
+    assert refused.refused and stage.condition("SpecValid")["reason"] == "GroupInUse"
+    assert records.records == {}
+    stage.workload.replicas = 0
+    assert await stage.finalize() is None
+    assert stage.coordinator.committed == {"orders": 6}
+
+    adopting = kafka_stage(fleet_body, now, records, replicas=0, deleteGroupOnDelete=True)
+    adopting.coordinator.committed["orders"] = 6
+    adopting.with_settings(adoption=AdoptionPolicy((parse_adoption_rule("shop=orders"),)))
+    await adopting.run()
+    assert records.records == {(KAFKA_IDENTITY, "orders"): GroupOwnerRef("shop", "orders", adopting.uid)}
+    assert any(reason == "GroupClaimed" and "(adopted: it was in use)" in m for _, reason, m in adopting.events.said)
+    assert await adopting.finalize() is None
+    assert adopting.coordinator.committed == {"orders": 6}  # kept: not deleted
+    assert "a fleet deletes only a Kafka group it created" in adopting.events.said[-1][2]
+    assert records.records == {}
+
+
+async def test_a_kafka_fleet_that_created_its_group_deletes_it_as_its_spec_says(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    records = InMemoryRecords()
+    stage = kafka_stage(fleet_body, now, records, replicas=0, deleteGroupOnDelete=True)
+    stage.coordinator.absent.add("orders")
+    await stage.run()  # the group does not exist yet: the fleet creates it
+    stage.coordinator.absent.clear()
+    assert stage.status.status["ownedGroups"] == [{"coordinator": KAFKA_IDENTITY, "groupId": "orders", "created": True}]
+    stage.coordinator.committed["orders"] = 6  # its consumers committed, then the fleet is deleted
+    assert await stage.finalize() is None
+    assert stage.coordinator.committed == {}
+    assert "left and deleted group orders" in stage.events.said[-1][2]
+
+
+async def test_a_fleet_created_again_after_it_was_left_behind_takes_its_group_back_with_the_offsets(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    """docs/install.md, "Fleets left behind": a fleet deleted without the operator leaves its group recorded as its
+    own, with offsets. Created again (same namespace and name, another uid), the fleet was refused GroupInUse (issue
+    30); it takes the group back, as adopted, once the old members are gone. Another name needs the administrator."""
+    for kind in (BERTH, KAFKA_CLASSIC):
+        earlier = GroupOwnerRef("shop", "orders", "uid-of-the-fleet-left-behind")
+        records = InMemoryRecords()
+        stage = (
+            Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+            if kind is BERTH
+            else kafka_stage(fleet_body, now, records)
+        )
+        if kind is BERTH:
+            stage.coordinator.owners["orders"] = earlier
+        else:
+            await records.claim(KAFKA_IDENTITY, "orders", earlier)
+        stage.coordinator.committed["orders"] = 6
+        stage.coordinator.members["orders"] = {"orders-0"}  # the old pods' members, before their sessions expire
+        stage.with_ports(fleets=Fleets(fleet_body()))  # shop/orders is the new fleet (another uid)
+        assert (await stage.run()).refused
+        refused = stage.condition("SpecValid")
+        assert refused["reason"] == "GroupOwned" and "an earlier fleet shop/orders" in refused["message"], refused
+        assert "takes it back, with its offsets, once they are gone" in refused["message"]
+
+        stage.coordinator.members["orders"] = set()  # expired
+        result = await stage.run()
+        assert not result.refused, (kind, stage.status.status)
+        (reclaimed,) = [m for _, reason, m in stage.events.said if reason == "GroupReclaimed"]
+        assert "an earlier fleet of this name" in reclaimed
+        claimed = [m for _, reason, m in stage.events.said if reason == "GroupClaimed"]
+        assert claimed and "(adopted: it was in use)" in claimed[-1]
+        assert stage.coordinator.committed == {"orders": 6}
+
+    # A stale owner of another name, with offsets: the group is in use, and that is the administrator's call.
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    stage.coordinator.owners["orders"] = GroupOwnerRef("shop", "payments", "uid-gone")
+    stage.coordinator.committed["orders"] = 6
+    stage.with_ports(fleets=Fleets(fleet_body()))
+    assert (await stage.run()).refused and stage.condition("SpecValid")["reason"] == "GroupInUse"

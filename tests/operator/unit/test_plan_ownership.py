@@ -23,8 +23,10 @@ from berth.operator.planners.ownership import (
     adopt_group_notes,
     foreign_report,
     group_owned_message,
+    in_use_on_kafka,
     is_stale,
     may_adopt,
+    may_delete,
     owned_groups,
     owned_patch,
     owner_name,
@@ -99,12 +101,39 @@ def test_a_fleet_this_operator_already_ran_on_the_group_adopts_it_on_upgrade(fle
 
 
 def test_kafka_records_a_group_in_use_is_claimed_only_with_adoption_and_anothers_never() -> None:
-    assert record_decision(None, described(None), ME, adopt=False) == RecordDecision(create=True)
-    assert record_decision(None, described(None, state="Empty"), ME, adopt=False) == RecordDecision(create=True)
-    assert record_decision(None, described(None, "orders-0"), ME, adopt=False) == RecordDecision(refuse=True)
-    assert record_decision(None, described(None, "orders-0"), ME, adopt=True) == RecordDecision(create=True)
-    assert record_decision(ME, described(None, "orders-0"), ME, adopt=False) == RecordDecision()
-    assert record_decision(OTHER, described(None), ME, adopt=True) == RecordDecision(refuse=True, owner=OTHER)
+    assert record_decision(None, False, ME, adopt=False) == RecordDecision(create=True)
+    assert record_decision(None, True, ME, adopt=False) == RecordDecision(refuse=True)
+    assert record_decision(None, True, ME, adopt=True) == RecordDecision(create=True)
+    assert record_decision(ME, True, ME, adopt=False) == RecordDecision()
+    assert record_decision(OTHER, False, ME, adopt=True) == RecordDecision(refuse=True, owner=OTHER)
+
+
+def test_a_kafka_group_is_in_use_with_members_or_with_committed_offsets_as_at_berths_coordinator() -> None:
+    assert in_use_on_kafka(described(None, "orders-0"), committed_offsets=False)
+    # Its consumers all stopped, their offsets kept: in use (issue 30: it was claimed and its offsets deleted).
+    assert in_use_on_kafka(described(None, state="Empty"), committed_offsets=True)
+    assert not in_use_on_kafka(described(None, state="Empty"), committed_offsets=False)
+    gone = GroupDescription("orders", "Dead", -1, None, (), exists=False)
+    assert not in_use_on_kafka(gone, committed_offsets=True)
+
+
+def test_a_kafka_group_is_deleted_only_by_the_fleet_that_created_it() -> None:
+    claim = OwnedGroup("kafka://k:9092", "orders")
+    created = {"ownedGroups": [{"coordinator": "kafka://k:9092", "groupId": "orders", "created": True}]}
+    adopted = {"ownedGroups": [{"coordinator": "kafka://k:9092", "groupId": "orders"}]}
+    assert may_delete(created, claim, records_owners=False)
+    assert not may_delete(adopted, claim, records_owners=False)  # adopted, or claimed before this was recorded
+    assert not may_delete({}, claim, records_owners=False)
+    assert not may_delete(created, OwnedGroup("kafka://k:9092", "payments"), records_owners=False)
+    assert may_delete({}, claim, records_owners=True)  # Berth's coordinator: its owner record rules there
+    # The flag is kept in status however the claims change, and is no part of a claim's identity.
+    assert owned_groups(created) == (claim,) and owned_groups(created)[0].created
+    assert released_patch(owned_groups(created), []) == {}
+    assert owned_patch(owned_groups(created), OwnedGroup("kafka://k:9092", "payments"))["ownedGroups"][0] == {
+        "coordinator": "kafka://k:9092",
+        "groupId": "orders",
+        "created": True,
+    }
 
 
 def test_an_owner_is_stale_only_when_its_namespace_and_name_hold_no_fleet_of_its_uid() -> None:

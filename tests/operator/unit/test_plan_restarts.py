@@ -10,6 +10,7 @@ from berth.operator.planners.restarts import (
     NOTHING,
     RESTARTED,
     GroupActivity,
+    Rebalance,
     RestartsPlan,
     activity_by_group,
     plan_restarts,
@@ -17,7 +18,7 @@ from berth.operator.planners.restarts import (
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SETTLE = timedelta(seconds=20)
-STATIC = GroupActivity(static=1)
+STATIC = GroupActivity(static=("orders-0",))
 
 
 def replaced(group: str, instance: str, *, rebalance: bool = False) -> dict[str, Any]:
@@ -37,10 +38,15 @@ def test_a_page_is_counted_per_group_and_every_group_of_the_page_is_named() -> N
         {"group_id": "payments", "type": "member_joined", "group_instance_id": "payments-0", "static": True},
     ]
     assert activity_by_group(events) == {
-        "orders": GroupActivity(static=2, rebalancing=1, expired=1, rebalances=1),
+        "orders": GroupActivity(
+            static=("orders-2", "orders-1"),
+            rebalancing=("orders-0",),
+            expired=("orders-3",),
+            rebalances=(Rebalance("static_replacement", "orders-0"),),
+        ),
         "payments": NOTHING,
     }
-    assert GroupActivity(static=2, rebalancing=1, expired=1).restarts == 4
+    assert activity_by_group(events)["orders"].restarts == 4
 
 
 class Fleet:
@@ -148,7 +154,7 @@ def test_the_revision_is_recorded_only_once_pods_have_settled() -> None:
 def test_pods_restarted_outside_a_rollout_are_a_restart() -> None:
     fleet = Fleet()
     fleet.pass_(seconds(0))
-    fleet.pass_(seconds(4), GroupActivity(static=2), quiet=False, last_started=seconds(3))
+    fleet.pass_(seconds(4), GroupActivity(static=("orders-0", "orders-1")), quiet=False, last_started=seconds(3))
     fleet.pass_(seconds(30), last_started=seconds(3))
     assert fleet.events == [("Normal", RESTARTED, "2 pods restarted statically, 0 rebalances")]
     assert (fleet.restarts["last"]["cause"], fleet.rolls) == ("restart", 0)
@@ -161,7 +167,7 @@ def test_pods_a_pass_saw_evicted_are_an_eviction() -> None:
     fleet.pass_(seconds(0))
     fleet.pass_(seconds(1), quiet=False, evicted=True)
     assert fleet.restarts["ongoing"]["eviction"] is True
-    fleet.pass_(seconds(4), GroupActivity(static=2), quiet=False, last_started=seconds(3))
+    fleet.pass_(seconds(4), GroupActivity(static=("orders-0", "orders-1")), quiet=False, last_started=seconds(3))
     fleet.pass_(seconds(30), last_started=seconds(3))
     assert fleet.events == [("Normal", RESTARTED, "2 pods restarted statically (eviction), 0 rebalances")]
     assert fleet.restarts["last"]["cause"] == "eviction"
@@ -170,7 +176,13 @@ def test_pods_a_pass_saw_evicted_are_an_eviction() -> None:
 def test_a_burst_that_cost_rebalances_is_a_warning_saying_how_many_restarts_were_not_static() -> None:
     fleet = Fleet()
     fleet.pass_(seconds(0))
-    fleet.pass_(seconds(2), GroupActivity(static=2, expired=1, rebalances=2), quiet=False)
+    restarts = GroupActivity(
+        static=("orders-0", "orders-1"),
+        expired=("orders-2",),
+        # orders-2's expiry, and its return afterwards.
+        rebalances=(Rebalance("member_expired", "orders-2"), Rebalance("new_member", "orders-2")),
+    )
+    fleet.pass_(seconds(2), restarts, quiet=False)
     fleet.pass_(seconds(40))
     assert fleet.events == [
         (

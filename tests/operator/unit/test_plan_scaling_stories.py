@@ -70,7 +70,7 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
         (
             PatchStatus({"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
             ScaleWorkload(3),
         ),
         waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
@@ -95,15 +95,17 @@ def test_scale_down_5_to_3_records_narrows_shrinks_waits_then_leaves_once(now: d
     assert plan == ScalingPlan((leave,))
     assert plan.done
 
-    # 4. The driver records the answer; an id the coordinator no longer knew had already left: fine.
+    # 4. The driver records the answer; an id the coordinator no longer knew had already left: fine, it departs no
+    # longer, but this leave did not remove it.
     record = record_scale_down(leave, {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"}, now=gone_at)
     assert record == PatchStatus(
         {
             "departing": [],
             "departingSince": None,
             "lastScaleDown": {
-                "removed": list(ids(3, 4)),
+                "removed": list(ids(3)),
                 "results": {"orders-3": "NONE", "orders-4": "UNKNOWN_MEMBER_ID"},
+                "expiring": None,
                 "seconds": 41,
                 "at": "2026-03-01T12:00:41Z",
                 # Counted once the group settles (rebalances_since_leave), never asserted here.
@@ -124,7 +126,7 @@ def test_scale_up_3_to_5_widens_expected_members_before_growing(now: datetime) -
         (
             PatchStatus({"expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2, 3, 4)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}, durable=False),
             ScaleWorkload(5),
         )
     )
@@ -144,7 +146,7 @@ def test_scaling_back_up_before_the_pods_are_gone_cancels_the_departures(now: da
         (
             PatchStatus({"departing": list(ids(3, 4)), "departingSince": None, "expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2, 3, 4)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2, 3, 4))}, durable=False),
             ScaleWorkload(5),
         )
     )
@@ -181,7 +183,7 @@ def test_a_partial_scale_back_keeps_the_remaining_departures_and_when_they_began
             # the record is as it was.
             PatchStatus({"expectedMembers": None}),
             PutExpectedMembers(ids(0, 1, 2)),
-            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+            PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
             ScaleWorkload(3),
         ),
         waiting="waiting for the StatefulSet to reach 3 replicas before orders-3, orders-4 leave",
@@ -243,7 +245,7 @@ def test_an_operator_restarted_after_recording_but_before_shrinking_resumes_the_
     assert plan.actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
         ScaleWorkload(3),
     )
 
@@ -259,7 +261,7 @@ def test_a_crash_between_changing_expected_members_and_recording_them_puts_them_
     assert plan_scaling(observe(3, 3, pods(0, 1, 2), crashed), now=now).actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
     )
 
 
@@ -274,11 +276,17 @@ def test_an_id_whose_leave_failed_stays_departing_and_is_left_again(now: datetim
     assert plan_scaling(observe(3, 3, pods(0, 1, 2), status), now=now).actions == (BatchLeave(ids(4), T0),)
 
 
-def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_told(now: datetime) -> None:
+def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_told_or_said_removed(
+    now: datetime,
+) -> None:
+    """Issue 30: ``lastScaleDown.removed`` listed the departed ids though nothing was removed, and once they were no
+    longer departing, the group's members that were the fleet's own departed pods passed for foreign ones."""
     status = {"departing": list(ids(3, 4)), "departingSince": T0, "expectedMembers": list(ids(0, 1, 2))}
+    group = frozenset(ids(0, 1, 2, 3))  # orders-4's session already expired; orders-3's has not
 
     plan = plan_scaling(
-        observe(3, 3, pods(0, 1, 2), status, leave_on_scale_down=False), now=now + timedelta(seconds=30)
+        observe(3, 3, pods(0, 1, 2), status, leave_on_scale_down=False, group_members=group),
+        now=now + timedelta(seconds=30),
     )
 
     assert plan == ScalingPlan(
@@ -288,17 +296,47 @@ def test_without_leave_on_scale_down_the_departure_is_recorded_but_nobody_is_tol
                     "departing": [],
                     "departingSince": None,
                     "lastScaleDown": {
-                        "removed": list(ids(3, 4)),
+                        "removed": [],
                         "results": {},
                         "seconds": 30,
                         "at": "2026-03-01T12:00:30Z",
                         "fromGeneration": None,
                         "rebalances": None,
+                        "expiring": list(ids(3)),
                     },
                 }
             ),
         )
     )
+    # orders-3 stays the fleet's own while the group keeps it: not foreign, and not departing (or left) again.
+    status = patched(status, plan.actions)
+    later = plan_scaling(observe(3, 3, pods(0, 1, 2), status, leave_on_scale_down=False, group_members=group), now=now)
+    assert later == ScalingPlan(())
+    # Once its session expired the group lets it go, and so does lastScaleDown.expiring.
+    gone = observe(3, 3, pods(0, 1, 2), status, leave_on_scale_down=False, group_members=frozenset(ids(0, 1, 2)))
+    assert plan_scaling(gone, now=now).actions == (PatchStatus({"lastScaleDown": {"expiring": None}}),)
+
+
+def test_a_fleet_scaled_back_over_what_it_left_to_expire_takes_it_back(now: datetime) -> None:
+    status = {
+        "departing": [],
+        "expectedMembers": list(ids(0, 1, 2)),
+        "lastScaleDown": {"removed": [], "expiring": list(ids(3, 4))},
+    }
+    group = frozenset(ids(0, 1, 2, 3, 4))
+    plan = plan_scaling(
+        observe(4, 4, pods(0, 1, 2, 3), status, leave_on_scale_down=False, group_members=group), now=now
+    )
+    last = plan.actions[-1]
+    assert isinstance(last, PatchStatus) and last.patch["lastScaleDown"] == {"expiring": list(ids(4))}
+    assert plan.foreign_members == ()
+    # A second scale-down without a leave keeps what the first left to expire, while the group lists it.
+    status = {"departing": list(ids(2)), "departingSince": T0, **{k: v for k, v in status.items() if k != "departing"}}
+    plan = plan_scaling(observe(2, 2, pods(0, 1), status, leave_on_scale_down=False, group_members=group), now=now)
+    record = next(a for a in plan.actions if isinstance(a, PatchStatus) and "lastScaleDown" in a.patch)
+    assert record.patch["lastScaleDown"]["expiring"] == list(ids(3, 4, 2))
+    assert record.patch["lastScaleDown"]["removed"] == []
+    assert plan.foreign_members == ()
 
 
 def test_without_pre_registration_a_leftover_list_is_cleared_once_and_never_put(now: datetime) -> None:
@@ -307,7 +345,7 @@ def test_without_pre_registration_a_leftover_list_is_cleared_once_and_never_put(
     assert plan.actions == (
         PatchStatus({"expectedMembers": None}),
         ClearExpectedMembers(),
-        PatchStatus({"expectedMembers": []}),
+        PatchStatus({"expectedMembers": []}, durable=False),
         ScaleWorkload(5),
     )
     status = patched({}, plan.actions)
@@ -351,7 +389,7 @@ def test_a_new_fleet_pre_registers_all_members_before_its_first_pod(now: datetim
     assert plan_scaling(observe(3, 0, frozenset(), {}), now=now).actions == (
         PatchStatus({"expectedMembers": None}),
         PutExpectedMembers(ids(0, 1, 2)),
-        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}),
+        PatchStatus({"expectedMembers": list(ids(0, 1, 2))}, durable=False),
         ScaleWorkload(3),
     )
 
@@ -368,7 +406,7 @@ def test_deletion_scales_to_zero_then_leaves_everyone_then_deletes_the_group(
         (
             PatchStatus({"departing": list(everyone), "departingSince": T0, "expectedMembers": None}),
             ClearExpectedMembers(),
-            PatchStatus({"expectedMembers": []}),
+            PatchStatus({"expectedMembers": []}, durable=False),
             ScaleWorkload(0),
         ),
         waiting=f"waiting for the StatefulSet to reach 0 replicas before {', '.join(everyone)} leave",

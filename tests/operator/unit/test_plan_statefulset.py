@@ -30,8 +30,7 @@ DEFAULTS = OperatorDefaults(coordinator_url="http://berth-coordinator.berth:9094
 
 def manifests(planned: PlannedWorkload) -> list[dict[str, Any]]:
     budget = [planned.disruption_budget] if planned.disruption_budget is not None else []
-    ca = [planned.ca_config_map] if planned.ca_config_map is not None else []
-    return [planned.statefulset, planned.service, *budget, *ca]
+    return [planned.statefulset, planned.service, *budget]
 
 
 def assert_matches_golden(name: str, planned: PlannedWorkload) -> None:
@@ -285,10 +284,11 @@ def test_without_any_coordinator_url_planning_fails_on_that_field(fleet_body: Fl
 CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
 
-def test_a_fleet_on_an_https_coordinator_gets_the_operators_ca_published_mounted_and_named(
+def test_a_fleet_on_an_https_coordinator_gets_the_operators_ca_in_its_template_mounted_and_named(
     fleet_body: FleetBody,
 ) -> None:
-    """The CA ConfigMap (owned by the fleet), its volume in every container and BERTH_CA_FILE (docs/operator.md)."""
+    """The CA in the template's annotation, a downward-API volume of it in every container and BERTH_CA_FILE
+    (docs/operator.md): nothing is written into the fleet's namespace for it (no ConfigMap, so no ConfigMap access)."""
     body = fleet_body()
     body["spec"]["template"]["spec"]["initContainers"] = [{"name": "wait", "image": "busybox:1.36"}]
     defaults = OperatorDefaults(coordinator_url="https://berth-coordinator.berth:9094")
@@ -296,21 +296,25 @@ def test_a_fleet_on_an_https_coordinator_gets_the_operators_ca_published_mounted
         parse_fleet(body), operator_defaults=defaults, session_timeout_ms=45_000, replicas=3, coordinator_ca=CA_PEM
     )
     assert_matches_golden("orders-tls", planned)
-    assert planned.ca_config_map is not None
-    assert planned.ca_config_map["metadata"]["name"] == "orders-coordinator-ca"
-    assert planned.ca_config_map["data"] == {"ca.crt": CA_PEM}
-    assert planned.ca_config_map["metadata"]["ownerReferences"][0]["kind"] == "ConsumerFleet"
+    template = planned.statefulset["spec"]["template"]
+    assert template["metadata"]["annotations"]["berth.dev/coordinator-ca"] == CA_PEM
+    assert {
+        "name": "berth-coordinator-ca",
+        "downwardAPI": {
+            "items": [{"path": "ca.crt", "fieldRef": {"fieldPath": "metadata.annotations['berth.dev/coordinator-ca']"}}]
+        },
+    } in template["spec"]["volumes"]
     for kind in ("containers", "initContainers"):
-        container = planned.statefulset["spec"]["template"]["spec"][kind][0]
+        container = template["spec"][kind][0]
         assert {"name": "BERTH_CA_FILE", "value": "/etc/berth/coordinator-ca/ca.crt"} in container["env"]
         assert {"name": "berth-coordinator-ca", "mountPath": "/etc/berth/coordinator-ca", "readOnly": True} in (
             container["volumeMounts"]
         )
-    # A rotated CA changes the ConfigMap only: the pods keep their template (and pick the new file up).
+    # A rotated CA is a new template: the pods roll once, with their static identities.
     rotated = plan_statefulset(
         parse_fleet(body), operator_defaults=defaults, session_timeout_ms=45_000, replicas=3, coordinator_ca="other"
     )
-    assert rotated.statefulset == planned.statefulset
+    assert rotated.statefulset["spec"]["template"]["metadata"]["annotations"]["berth.dev/coordinator-ca"] == "other"
 
 
 def test_no_ca_is_published_on_http_or_without_a_ca_of_the_operators_own(fleet_body: FleetBody) -> None:
@@ -321,14 +325,17 @@ def test_no_ca_is_published_on_http_or_without_a_ca_of_the_operators_own(fleet_b
         replicas=1,
         coordinator_ca=CA_PEM,
     )
-    assert plain.ca_config_map is None and "BERTH_CA_FILE" not in {e["name"] for e in env_of(plain)}
+    assert "BERTH_CA_FILE" not in {e["name"] for e in env_of(plain)}
+    assert "berth.dev/coordinator-ca" not in (
+        plain.statefulset["spec"]["template"]["metadata"].get("annotations") or {}
+    )
     system = plan_statefulset(
         parse_fleet(fleet_body()),
         operator_defaults=OperatorDefaults(coordinator_url="https://berth-coordinator.berth:9094"),
         session_timeout_ms=45_000,
         replicas=1,
     )
-    assert system.ca_config_map is None and "volumes" not in system.statefulset["spec"]["template"]["spec"]
+    assert "volumes" not in system.statefulset["spec"]["template"]["spec"]
 
 
 def test_pods_are_spread_over_nodes_and_zones_unless_the_template_says_otherwise(fleet_body: FleetBody) -> None:

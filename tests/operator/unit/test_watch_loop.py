@@ -1,5 +1,6 @@
 """What makes a fleet's next pass: the queue passes run from (``reconcile.queue``), when a fleet is next due on its
-own (``planners.pass_timing``), and the informer's events turned into changes (``kube.informer``)."""
+own (``planners.pass_timing``), the informer's events turned into changes (``kube.informer``) and those changes
+filtered by what a pass reads (``kube.watch_cache``, ``planners.pokes``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import pytest
 
 from berth.operator.adapters.kube.informer import Gone, Informer, WatchedResource, matches, parse_selector
-from berth.operator.adapters.kube.watch_cache import SELECTOR, WatchCache, project_pod
+from berth.operator.adapters.kube.watch_cache import SELECTOR, STATEFULSETS, WatchCache, project_pod
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in, spread
+from berth.operator.planners.pokes import wants_pass
 from berth.operator.reconcile.queue import PassQueue
 
 TIMING = PassTiming(poll_s=1, settle_s=60, interval_s=10, resync_s=600, backoff_cap_s=60)
@@ -208,15 +210,33 @@ def test_events_keep_the_store_and_tell_only_changes_of_what_the_operator_reads(
         informer.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
 
 
+def statefulset(version: str, **status: Any) -> dict[str, Any]:
+    """Fleet orders' StatefulSet (one replica), as its controller reports it (``status``)."""
+    return {
+        "metadata": {
+            "name": "orders",
+            "namespace": "shop",
+            "resourceVersion": version,
+            "generation": 1,
+            "labels": LABELS,
+            "annotations": {"berth.dev/applied-hash": "h1"},
+        },
+        "spec": {"replicas": 1, "selector": {"matchLabels": LABELS}, "updateStrategy": {"type": "RollingUpdate"}},
+        "status": {"observedGeneration": 1, "updateRevision": "r1", "currentRevision": "r1", **status},
+    }
+
+
 def watched_shop() -> tuple[WatchCache, list[tuple[str, str]]]:
-    """A watch cache of namespace shop with no I/O (writes and events are handed in), and the fleets it pokes."""
+    """A watch cache of namespace shop with no I/O (writes and events are handed in), fleet orders' StatefulSet in
+    it, and the fleets it pokes."""
     poked: list[tuple[str, str]] = []
     cache = WatchCache(
         None,  # type: ignore[arg-type]
         namespace="shop",
-        config_maps=False,
         on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
     )
+    cache.informers[STATEFULSETS].handle({"type": "ADDED", "object": statefulset("1")})
+    poked.clear()
     return cache, poked
 
 
@@ -259,3 +279,46 @@ def test_a_writes_answer_never_replaces_a_newer_version_and_older_events_leave_i
     assert poked == []
     informer.handle({"type": "MODIFIED", "object": pod("orders-0", "24", ready="False")})  # newer: taken
     assert ready() == "False" and poked == [("shop", "orders")]
+
+
+def test_an_owned_objects_change_pokes_its_fleet_only_when_it_changes_what_a_pass_reads() -> None:
+    """controller-runtime's predicates: a pass reads pods only through the fleet's workload view, and a StatefulSet
+    through the view and as applied; a change of anything else pokes nobody."""
+    cache, poked = watched_shop()
+    sts, pods = cache.informers[STATEFULSETS], cache.informers[PODS]
+    pods.handle({"type": "ADDED", "object": pod("orders-0", "10", ready="False")})  # a pod appears: the view moves
+    assert poked == [("shop", "orders")]
+    poked.clear()
+    scheduled = pod("orders-0", "11", ready="False")
+    scheduled["status"]["containerStatuses"] = [{"state": {"waiting": {"reason": "ContainerCreating"}}}]
+    pods.handle({"type": "MODIFIED", "object": scheduled})  # kept (what the operator reads), but no view change
+    assert poked == []
+    pods.handle({"type": "MODIFIED", "object": pod("orders-0", "12")})  # Ready: the view moves
+    assert poked == [("shop", "orders")]
+    poked.clear()
+    sts.handle({"type": "MODIFIED", "object": statefulset("2", replicas=1, availableReplicas=1)})  # counts: unread
+    assert poked == []
+    sts.handle({"type": "MODIFIED", "object": statefulset("3", updateRevision="r2")})  # a new revision: read
+    assert poked == [("shop", "orders")]
+    poked.clear()
+    relabelled = statefulset("4", updateRevision="r2")
+    relabelled["metadata"]["annotations"] = {"berth.dev/applied-hash": "h1", "team": "a"}
+    sts.handle({"type": "MODIFIED", "object": relabelled})  # its metadata as applied: read by the apply
+    assert poked == [("shop", "orders")]
+    poked.clear()
+    sts.handle({"type": "DELETED", "object": relabelled})
+    assert poked == [("shop", "orders")]
+    poked.clear()
+    pods.handle({"type": "MODIFIED", "object": pod("orders-0", "13", ready="False")})  # no StatefulSet: not its pod
+    assert poked == []
+
+
+def test_a_fleets_change_asks_for_a_pass_only_for_what_a_pass_reads_of_it() -> None:
+    fleet = {"metadata": {"name": "orders", "generation": 3, "annotations": {}}, "status": {"conditions": []}}
+    assert wants_pass(fleet, None)  # never passed by this operator: created, or found at its start
+    assert wants_pass(fleet, 2)  # its spec changed
+    assert not wants_pass(fleet, 3)  # its status, its finalizer, its label: the operator's own
+    paused = {**fleet, "metadata": {**fleet["metadata"], "annotations": {"berth.dev/paused": "true"}}}
+    assert wants_pass(paused, 3)  # paused, and no pass has said so yet
+    shown = {**paused, "status": {"conditions": [{"type": "Paused", "status": "True"}]}}
+    assert not wants_pass(shown, 3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.operator.adapters.kube.observation import workload_view
+from berth.operator.adapters.kube.watch_cache import project_pod
 
 LABELS = {"app.kubernetes.io/name": "berth-consumer", "berth.dev/fleet": "orders"}
 
@@ -111,3 +112,30 @@ def test_a_rolling_update_is_in_progress_until_its_pods_down_to_the_partition_ar
     assert not rolling(rollout(partitioned, replicas=3, updated=1))  # ordinals below the partition stay
     assert not rolling(rollout({"type": "OnDelete"}, replicas=3, updated=0))  # only deletions replace pods
     assert workload_view("orders", rollout(None, replicas=3, updated=1), [], []).revision == "orders-r2"
+
+
+def test_a_container_that_last_failed_gives_its_termination_message_and_one_that_succeeded_none() -> None:
+    crashed = pod("orders-0", ready=False)
+    librdkafka = 'cimpl.KafkaException: KafkaError{code=_INVALID_ARG,val=-186,str="Failed to create consumer: x"}'
+    crashed["status"]["containerStatuses"] = [
+        {
+            "name": "consumer",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": librdkafka}},
+        }
+    ]
+    completed = pod("orders-1", ready=False)
+    completed["status"]["containerStatuses"] = [
+        {"name": "consumer", "lastState": {"terminated": {"exitCode": 0, "message": "bye"}}}
+    ]
+    silent = pod("orders-2", ready=False)
+    silent["status"]["containerStatuses"] = [{"name": "consumer", "state": {"terminated": {"exitCode": 137}}}]
+    pods = [crashed, completed, silent]
+    view = workload_view("orders", statefulset(replicas=3, generation=1, observed=1), pods, [])
+    assert view.observation.crashes == {"orders-0": librdkafka}
+    # The watch cache keeps what that takes of a pod (the node tier found it dropped): the same answer from it.
+    cached = workload_view(
+        "orders", statefulset(replicas=3, generation=1, observed=1), [project_pod(p) for p in pods], []
+    )
+    assert cached.observation.crashes == {"orders-0": librdkafka}
+    assert project_pod(completed)["status"]["containerStatuses"][0]["lastState"]["terminated"] == {"finishedAt": None}

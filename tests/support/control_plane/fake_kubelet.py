@@ -6,7 +6,8 @@ like a kubelet on node ``fake-node``:
 - binds each new pod to the node (``pods/binding``), starts its member process
   (``python -m berth.operator.local.member``) with the environment its first container declares — ``value``,
   ``fieldRef`` (``metadata.name``, ``metadata.namespace``) and ``secretKeyRef`` (``optional`` ones left out when
-  the key is missing) resolved as a kubelet would, and its ``configMap`` and ``secret`` volumes written to a
+  the key is missing) resolved as a kubelet would, and its ``configMap``, ``secret`` and ``downwardAPI``
+  (annotations, labels) volumes written to a
   directory of the pod's (a variable naming a file under the mount path names the same file there) — then reports
   it Running and Ready through ``pods/status``;
 - when a pod's environment names a Secret (or key) that does not exist, leaves it Pending with its container
@@ -325,13 +326,19 @@ class FakeKubelet:
     def _mounted(self, pod: Any, env: dict[str, str]) -> dict[str, str]:
         """The first container's configMap and secret volumes, written under the log directory (a secret volume's
         ``items`` as their paths); paths in ``env`` moved there."""
-        volumes = {v.name: v for v in pod.spec.volumes or [] if v.config_map is not None or v.secret is not None}
+        volumes = {
+            v.name: v
+            for v in pod.spec.volumes or []
+            if v.config_map is not None or v.secret is not None or v.downward_api is not None
+        }
         for mount in pod.spec.containers[0].volume_mounts or []:
             source = volumes.get(mount.name)
             if source is None:
                 continue
             files: dict[str, bytes]
-            if source.config_map is not None:
+            if source.downward_api is not None:
+                files = self._downward(pod, source.downward_api.items or [])
+            elif source.config_map is not None:
                 data = self.core.read_namespaced_config_map(source.config_map.name, self.namespace).data or {}
                 files = {key: value.encode() for key, value in data.items()}
             else:
@@ -346,6 +353,21 @@ class FakeKubelet:
             prefix = mount.mount_path.rstrip("/") + "/"
             env = {k: str(directory) + "/" + v[len(prefix) :] if v.startswith(prefix) else v for k, v in env.items()}
         return env
+
+    @staticmethod
+    def _downward(pod: Any, items: list[Any]) -> dict[str, bytes]:
+        """A downward-API volume's files of the pod's annotations and labels (``metadata.annotations['KEY']``), as
+        the kubelet writes them."""
+        found: dict[str, bytes] = {}
+        for item in items:
+            field = item.field_ref.field_path if item.field_ref is not None else ""
+            for prefix, source in (
+                ("metadata.annotations", pod.metadata.annotations),
+                ("metadata.labels", pod.metadata.labels),
+            ):
+                if field.startswith(prefix + "['") and field.endswith("']"):
+                    found[item.path] = str((source or {}).get(field[len(prefix) + 2 : -2], "")).encode()
+        return found
 
     def _report_ready(self, name: str) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

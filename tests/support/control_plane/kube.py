@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -179,10 +180,12 @@ class Kube:
         return answers
 
     def events(self, namespace: str, *, kind: str, name: str) -> list[Obj]:
+        """What the Events about the object say, oldest first: one entry per thing said (:func:`said`)."""
         found = self.get(
             "events", namespace=namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
         )
-        return sorted(found["items"], key=lambda event: event.get("lastTimestamp") or event.get("eventTime") or "")
+        ordered = sorted(found["items"], key=lambda event: event.get("lastTimestamp") or event.get("eventTime") or "")
+        return [part for event in ordered for part in said(event)]
 
 
 def _ns(namespace: str | None) -> list[str]:
@@ -191,6 +194,20 @@ def _ns(namespace: str | None) -> list[str]:
 
 #: How long a kubectl or helm call may take unless it sets its own ``--timeout``.
 COMMAND_TIMEOUT_S = 180.0
+
+
+#: Where a coalesced Event's message starts another part: "; " and the next part's reason.
+_NEXT_PART = re.compile(r"; (?=[A-Z][A-Za-z0-9]*: )")
+
+
+def said(event: Obj) -> list[Obj]:
+    """What one Event says, as Events of their own: itself, or, where the operator coalesced what one pass said into
+    one Event (its message ``Reason: message; Reason: message``, named for the first), each part with its reason."""
+    reason, message = str(event.get("reason") or ""), str(event.get("message") or "")
+    if not message.startswith(f"{reason}: "):
+        return [event]
+    parts = [part.partition(": ") for part in _NEXT_PART.split(message)]
+    return [{**event, "reason": part_reason, "message": part_message} for part_reason, _, part_message in parts]
 
 
 def _subprocess_timeout(args: Sequence[str]) -> float:

@@ -208,3 +208,39 @@ def _read(connection: socket.socket, count: int) -> bytes:
             raise ConnectionError("closed")
         data += chunk
     return data
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m support.kafka_auth_proxy --upstream HOST:PORT --cert F --key F [--client-ca F]``: a front serving
+    TLS (mutual with ``--client-ca``) in a process of its own (the node tier runs it in the node's network
+    namespace); it prints ``listening HOST:PORT``, then ``authenticated WHO`` and ``refused WHY`` as they happen."""
+    import argparse
+    import sys
+    import time
+
+    parser = argparse.ArgumentParser(prog="kafka_auth_proxy")
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--client-ca")
+    args = parser.parse_args(argv)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.cert, args.key)
+    if args.client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(args.client_ca)
+    host, port = args.upstream.rsplit(":", 1)
+    proxy = KafkaAuthProxy((host, int(port)), tls=context).start()
+    print(f"listening {proxy.bootstrap}", flush=True)
+    told = [0, 0]
+    while True:
+        for index, (kind, said) in enumerate((("authenticated", proxy.authenticated), ("refused", proxy.refused))):
+            for line in said[told[index] :]:
+                print(f"{kind} {line}", flush=True)
+            told[index] = len(said)
+        sys.stdout.flush()
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()

@@ -179,12 +179,12 @@ def operated_namespace(
     bootstrap: str,
     topic: str,
     metrics_url: str = "",
-    records_namespace: str = "berth",
+    records_namespace: str = "berth-group-owners",
 ) -> Iterator[KafkaStage]:
     """``berth-operator --namespace NAMESPACE --group-owners-namespace RECORDS_NAMESPACE --evidence-dir ... ARGS`` as
     ``identity`` (the chart's ServiceAccount; its owner records of Kafka groups are Leases where the chart's Role
-    grants them, the release namespace) and a fake kubelet running the example consumers for the namespace's pods;
-    stopped afterwards, and the operator must have been refused nothing by the API server."""
+    grants them, the chart's default ``berth-group-owners``) and a fake kubelet running the example consumers for
+    the namespace's pods; stopped afterwards, and the operator must have been refused nothing by the API server."""
     evidence = directory / "evidence"
     full = [
         *("--namespace", namespace, "--group-owners-namespace", records_namespace),

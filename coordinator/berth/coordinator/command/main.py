@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where the SQLite store and journal live (required, unless --etcd-endpoints)",
     )
+    p.add_argument(
+        copy_command.SERVE_COPIED_FLAG,
+        action="store_true",
+        help="serve a data dir that copy-to-etcd copied (by default refused: the replicas on etcd moved on from it)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=_positive, default=9094, help="port of the API; 0 picks a free port")
     p.add_argument(
@@ -532,6 +537,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             journal, leadership = open_replicated(config.replication, config.store)
         else:
             assert config.data_dir is not None
+            copied = copy_command.copied_refusal(config.data_dir)
+            if copied is not None and not args.serve_copied_data_dir:
+                fail(copied)
             store = SqliteStore(config.data_dir, config.store)
             journal, leadership = store, sole_leadership(store)
     except StoreError as exc:

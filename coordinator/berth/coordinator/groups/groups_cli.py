@@ -21,6 +21,10 @@ Owns the command line (``main``). Rules:
   groups of a describe that exist) is still printed before the error. Notes that are not errors (a dry run changed
   nothing) go to stderr, so stdout stays the result.
 - A closed stdout (``berth-groups list | head``) ends the command quietly (exit status 141).
+- Every network call is one attempt bounded by ``--timeout`` (default :data:`DEFAULT_TIMEOUT_S`; kafka-python's
+  bootstrap too): a coordinator or cluster that does not answer (a blackholed address, a listener that accepts and
+  says nothing) is exit 6 after at most that long, a refused connection at once; never a hang, and no retry to
+  wait out (run the command again).
 - ``--bootstrap-server HOST:PORT`` reads a Kafka cluster's groups instead (``list`` and ``describe`` with the
   LAG column, as ``kafka-consumer-groups.sh``; ``groups_kafka``); the commands that change a group stay Berth's.
 """
@@ -62,6 +66,10 @@ from berth.coordinator.protocol import DescribeResponse, Error
 
 PROG = "berth-groups"
 DESCRIBE_CONCURRENCY = 8  # groups described at once by describe --all-groups
+#: --timeout's default: an unreachable coordinator or cluster is exit 6 within 10 s of starting, the process's own
+#: start included (about a second; more on a busy machine).
+DEFAULT_TIMEOUT_S = 6.0
+MAX_TIMEOUT_S = 3600.0
 DRY_RUN_NOTE = f"{PROG}: dry run, nothing changed: add --execute to commit these offsets"
 TOKEN_IN_ARGV_WARNING = (
     f"{PROG}: warning: --token shows the token to every user of this machine (ps, /proc); "
@@ -223,6 +231,7 @@ async def run(args: argparse.Namespace) -> Outcome:
         url,
         token=_token(args),
         request_timeout_s=args.timeout,
+        attempts=1,  # one attempt per call, within --timeout: a command never waits for a coordinator longer
         ca_file=args.ca_file or os.environ.get(ENV_CA_FILE) or None,
         max_response_bytes=args.max_response_bytes,
     )
@@ -526,7 +535,13 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         help="with --bootstrap-server: client properties for a secured cluster (security.protocol, sasl.*, ssl.*)",
     )
     parser.add_argument("--output", "-o", choices=["table", "json"], default=default("table"), help="output format")
-    parser.add_argument("--timeout", type=float, default=default(10.0), help="seconds per request (default 10)")
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=default(DEFAULT_TIMEOUT_S),
+        help=f"the longest one call waits for the coordinator or cluster (one attempt): an unreachable one is exit 6"
+        f" after at most this long (default {DEFAULT_TIMEOUT_S:g})",
+    )
     parser.add_argument(
         "--max-response-bytes",
         type=_positive,
@@ -534,6 +549,16 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         default=default(DEFAULT_MAX_RESPONSE_BYTES),
         help=f"refuse answers larger than this (default {DEFAULT_MAX_RESPONSE_BYTES})",
     )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+    return value
 
 
 def _offset(text: str) -> int:

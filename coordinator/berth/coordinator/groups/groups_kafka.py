@@ -82,7 +82,10 @@ def admin_settings(bootstrap: str, properties: Mapping[str, str], timeout_s: flo
     settings: dict[str, Any] = {
         "bootstrap_servers": [b.strip() for b in bootstrap.split(",") if b.strip()],
         "client_id": "berth-groups",
+        # Both bounded by --timeout: kafka-python waits 30 s to bootstrap by default (an unreachable cluster hung
+        # the command that long), then each request its own timeout.
         "request_timeout_ms": int(timeout_s * 1000),
+        "bootstrap_timeout_ms": int(timeout_s * 1000),
         "security_protocol": properties.get("security.protocol", "PLAINTEXT"),
     }
     if properties.get("sasl.mechanism"):

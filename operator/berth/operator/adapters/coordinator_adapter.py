@@ -28,6 +28,7 @@ from typing import TypeVar
 import aiohttp
 
 from berth.coordinator.client import CoordinatorAdmin
+from berth.coordinator.client.encoding import EncodingError, decode_assignment
 from berth.coordinator.client.errors import (
     AuthorizationError,
     BerthClientError,
@@ -152,7 +153,10 @@ class ClientCoordinatorPort:
             state=described.state,
             generation=described.generation_id,
             leader=described.leader,
-            members=tuple(GroupMember(m.member_id, m.group_instance_id) for m in described.members),
+            members=tuple(
+                GroupMember(m.member_id, m.group_instance_id, assignment=_partitions(m.member_assignment))
+                for m in described.members
+            ),
             owner=_owner(described.owner),
         )
 
@@ -240,6 +244,17 @@ def _cause_chain(error: BaseException) -> list[BaseException]:
         chain.append(current)
         current = current.__cause__ or current.__context__
     return chain
+
+
+def _partitions(raw: bytes) -> tuple[str, ...]:
+    """A member's assignment as ``topic:partition`` names (the member library's encoding, docs/formats.md); an
+    assignment in another encoding (a client of its own) shows no partitions rather than failing the describe."""
+    try:
+        assignment = decode_assignment(raw)
+    except EncodingError:
+        return ()
+    named = assignment.partitions.items()
+    return tuple(f"{topic}:{partition}" for topic, partitions in named for partition in partitions)
 
 
 def _owner(owner: GroupOwner | None) -> GroupOwnerRef | None:

@@ -9,9 +9,10 @@ off Kopf's event loop and bounded:
 - **Rendered once per change.** Each fleet's lines are rendered when a scrape finds the fleet changed since its last
   render (a version number per fleet), so a scrape of 10,000 idle fleets joins cached strings instead of formatting
   450,000 samples (what prometheus-client's registry did on the loop: 13.8 s, during which no handler ran).
-- **Bounded per fleet.** 17 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
+- **Bounded per fleet.** 20 series per fleet: the reconcile outcomes (5), batch leaves, members left, static
   restarts, rolls, departing members, ready, refused, and a Kafka fleet's lag (total, largest partition), unreleased
-  and fencing instance ids and stale instances released (0 for other fleets) — labelled by the fleet (namespace,
+  and fencing instance ids and stale instances released (0 for other fleets), and the group's ownership (unowned
+  partitions, idle Ready pods, stuck) — labelled by the fleet (namespace,
   name) only, never by instance id, group or URL, and removed when the fleet is released. The two latency
   histograms (leave delay, scale-down duration) are the operator's, not per fleet: the dashboard reads them summed
   over fleets (``sum by (le)``), and per fleet they were 28 of the 45 series a fleet cost. No ``_created`` series.
@@ -100,6 +101,23 @@ RELEASED = Family(
     "counter",
     "Stale members removed so a restarted pod could rejoin (spec.coordinator.kafka.releaseStaleInstances)",
 )
+UNOWNED = Family(
+    "berth_operator_fleet_unowned_partitions",
+    "gauge",
+    "Partitions of the fleet's group's topics that no member owns (status.stuck; known partitions: Kafka's committed"
+    " ones and every assigned one)",
+)
+IDLE = Family(
+    "berth_operator_fleet_idle_ready_pods",
+    "gauge",
+    "Ready pods of the fleet that own no partition while another member owns two or more",
+)
+STUCK = Family(
+    "berth_operator_fleet_group_stuck",
+    "gauge",
+    "1 while the fleet's GroupStuck condition is True: partitions unowned, or Ready pods idle while others own"
+    " several, for longer than --stuck-group-s",
+)
 #: The per-fleet families, in exposition order.
 FLEET_FAMILIES = (
     RECONCILES,
@@ -115,6 +133,9 @@ FLEET_FAMILIES = (
     UNRELEASED,
     FENCING,
     RELEASED,
+    UNOWNED,
+    IDLE,
+    STUCK,
 )
 LEAVE_DELAY = Family(
     "berth_operator_leave_delay_seconds",
@@ -169,6 +190,9 @@ class _Fleet:
     unreleased: int = 0
     fencing: int = 0
     released: int = 0
+    unowned: int = 0
+    idle: int = 0
+    stuck: int = 0
     version: int = 0
     rendered: tuple[int, tuple[str, ...]] | None = None  # (version, one block per family)
 
@@ -190,6 +214,9 @@ class _Fleet:
             self.unreleased,
             self.fencing,
             self.released,
+            self.unowned,
+            self.idle,
+            self.stuck,
         )
         singles = tuple(
             f"{family.name}{{{self.labels}}} {_number(value)}\n"
@@ -284,6 +311,15 @@ class OperatorMetrics:
             record = self._fleet(namespace, fleet)
             record.unreleased, record.fencing = unreleased, fencing
             record.released += released
+
+    def ownership(self, namespace: str, fleet: str, *, unowned: int, idle: int, stuck: bool) -> None:
+        with self._lock:
+            values = (unowned, idle, 1 if stuck else 0)
+            record = self._fleets.get((namespace, fleet))
+            if record is not None and (record.unowned, record.idle, record.stuck) == values:
+                return
+            record = self._fleet(namespace, fleet)
+            record.unowned, record.idle, record.stuck = values
 
     def leading(self, leading: bool) -> None:
         with self._lock:

@@ -81,6 +81,7 @@ class OperatorOptions:
     trusted_coordinators: tuple[str, ...] = ()
     #: Seconds a departing pod may stay Terminating past its grace period before its id leaves anyway.
     stuck_terminating_s: float = 120.0
+    stuck_group_s: float = 300.0
     #: Follow each Berth coordinator's journal, so status follows a group within ~1 s (else: the timer's pace).
     follow_journal: bool = True
     max_replicas: int = 1_000  # the largest spec.replicas acted on
@@ -238,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
         " anyway, with a Warning Event (default 120)",
     )
     parser.add_argument(
+        "--stuck-group-s",
+        type=float,
+        default=300.0,
+        help="how long partitions of a fleet's group may have no owner, or Ready pods own nothing while another member"
+        " owns several, before the fleet's GroupStuck condition is True, with a Warning Event (default 300)",
+    )
+    parser.add_argument(
         "--follow-journal",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -372,6 +380,8 @@ def parse_options(
         raise OptionsError(f"--max-replicas: {args.max_replicas} is outside 1..10000 (the CRD's maximum)")
     if not 0 <= args.stuck_terminating_s <= 86_400:
         raise OptionsError(f"--stuck-terminating-s: {args.stuck_terminating_s} is outside 0..86400")
+    if not 1 <= args.stuck_group_s <= 86_400:
+        raise OptionsError(f"--stuck-group-s: {args.stuck_group_s} is outside 1..86400")
     if args.namespace is not None and not args.namespace:
         raise OptionsError("--namespace: must not be empty")
     operator_namespace = _own_namespace(environ, service_account_namespace_file)
@@ -408,6 +418,7 @@ def parse_options(
         max_fleets=args.max_fleets,
         max_fleets_per_namespace=args.max_fleets_per_namespace,
         stuck_terminating_s=args.stuck_terminating_s,
+        stuck_group_s=args.stuck_group_s,
         follow_journal=args.follow_journal,
         max_replicas=args.max_replicas,
         metrics_port=args.metrics_port,

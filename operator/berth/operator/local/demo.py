@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from berth.coordinator.client import CoordinatorAdmin
+from berth.coordinator.formats.advice import AdviceError, read_advice
 from berth.operator.adapters.coordinators import Coordinators
 from berth.operator.command.cli import HelpFormatter, add_version, quiet_on_closed_pipe
 from berth.operator.local.coordinator_process import CoordinatorProcess
@@ -258,7 +259,9 @@ def print_table(rows: Sequence[Row], session_timeout_ms: int) -> None:
 
 
 def pipeline_arguments(data_dir: Path, out: Path, heartbeat_interval_ms: int) -> list[str]:
-    """``berth-analyze``'s arguments for the demo's journal: the advice adds the heartbeat the members ran with."""
+    """``berth-analyze``'s arguments for the demo's journal: the advice adds the heartbeat the members ran with; the
+    class-data archive is used when there is one, never written (writing it made the first demo wait about 74 s for
+    Spark's JVM after the report was written: issue 30)."""
     return [
         "--journal",
         str(data_dir / "journal"),
@@ -266,14 +269,51 @@ def pipeline_arguments(data_dir: Path, out: Path, heartbeat_interval_ms: int) ->
         str(out),
         "--heartbeat-interval-ms",
         str(heartbeat_interval_ms),
+        "--class-data-write",
+        "never",
     ]
 
 
-def run_pipeline_report(data_dir: Path, say: Any, heartbeat_interval_ms: int) -> bool:
-    """Run berth-analyze on the demo's journal; whether it wrote a report (then the directory is kept)."""
+def in_short(out: Path, rows: Sequence[Row], session_timeout_ms: int) -> list[str]:
+    """The demo's last three lines: the rebalances avoided (the report's card, ``headline.json``), the scale-down's
+    saving (the demo's own clock: every partition owned again after the departed processes exited, against the
+    session timeout a static member's departure waits for without the batch leave) and the advice
+    (``advice.json``). A line whose source is missing says so."""
+    lines = []
+    try:
+        head = json.loads((out / "headline.json").read_text())
+        lines.append(f"rebalances avoided: {head['rebalances_avoided']} ({head['rebalances_avoided_detail']})")
+    except (OSError, ValueError, KeyError, TypeError):
+        lines.append("rebalances avoided: not in the report (no headline.json)")
+    down = next((row for row in rows if row.scenario == "scale_down"), None)
+    if down is not None:
+        saved = session_timeout_ms / 1000 - down.seconds_to_reassignment
+        lines.append(
+            f"the scale-down: every partition owned {down.seconds_to_reassignment:.1f} s after the departed processes"
+            f" exited, {saved:.1f} s sooner than the {session_timeout_ms / 1000:g} s session timeout without the"
+            " batch leave"
+        )
+    try:
+        advice = read_advice((out / "advice.json").read_text())
+    except (OSError, AdviceError):
+        lines.append("the advice: none (no advice.json)")
+    else:
+        advised = [
+            f"group {group}: session timeout {entry.advised_session_timeout_ms / 1000:g} s from {entry.samples}"
+            f" restart gap{'s' if entry.samples != 1 else ''}"
+            f" ({'confident' if entry.confident else 'not confident yet'})"
+            for group, entry in sorted(advice.groups.items())
+        ]
+        lines.append("the advice: " + ("; ".join(advised) if advised else "none (no restart gap to size it from)"))
+    return lines
+
+
+def run_pipeline_report(data_dir: Path, say: Any, heartbeat_interval_ms: int) -> tuple[bool, Path | None]:
+    """Run berth-analyze on the demo's journal: whether it ran (then the directory is kept), and the folder of its
+    report (None when it failed or did not run)."""
     if importlib.util.find_spec("pyspark") is None:  # look, don't import: Spark is optional
         say("the Spark pipeline is not installed: skipping its report (pip install 'berth[pipeline]')")
-        return False
+        return False, None
     # This interpreter, not whatever berth-analyze PATH finds: the demo may run from a venv nobody activated.
     analyze = [sys.executable, "-m", "berth.pipeline.main"]
     out = data_dir.parent / "analysis"
@@ -284,9 +324,9 @@ def run_pipeline_report(data_dir: Path, say: Any, heartbeat_interval_ms: int) ->
     result = subprocess.run([*analyze, *arguments], check=False)
     if result.returncode == 0:
         say(f"report: {out / 'report.html'}  (advice: {out / 'advice.json'})")
-    else:
-        say(f"the pipeline failed (exit {result.returncode}); the journal is in {data_dir / 'journal'}")
-    return True
+        return True, out
+    say(f"the pipeline failed (exit {result.returncode}); the journal is in {data_dir / 'journal'}")
+    return True, None
 
 
 DESCRIPTION = (
@@ -338,7 +378,11 @@ async def amain(args: argparse.Namespace) -> list[Row]:
         else:
             print_table(rows, args.session_timeout_ms)
             if not args.no_report:
-                keep = run_pipeline_report(data_dir, demo.say, demo.heartbeat_interval_ms)
+                keep, out = run_pipeline_report(data_dir, demo.say, demo.heartbeat_interval_ms)
+                if out is not None:
+                    print("\nIn short, from the report:")
+                    for line in in_short(out, rows, args.session_timeout_ms):
+                        print(f"  {line}")
     finally:
         if temporary and not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -93,7 +93,6 @@ class InMemoryStatus:
 
     def __init__(self, status: dict[str, Any] | None = None) -> None:
         self.status: dict[str, Any] = status if status is not None else {}
-        self.labels: dict[str, str] = {}
 
     async def patch_status(self, patch: Mapping[str, Any]) -> Mapping[str, Any]:
         merged = merge_patch(self.status, patch)
@@ -101,12 +100,9 @@ class InMemoryStatus:
         self.status.update(copy.deepcopy(merged))
         return copy.deepcopy(self.status)
 
-    async def label(self, labels: Mapping[str, str]) -> None:
-        self.labels.update(labels)
-
 
 class PrintedEvents:
-    """An :class:`~berth.operator.ports.EventSink` that says each Event as a line."""
+    """An :class:`~berth.operator.ports.EventSink` that says each Event as a line, at once."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
@@ -116,6 +112,9 @@ class PrintedEvents:
 
     def warning(self, reason: str, message: str) -> None:
         self.say(f"WARNING {reason}: {message}")
+
+    def flush(self) -> None:
+        """Nothing held: each line was said at once."""
 
 
 @dataclass

@@ -13,6 +13,9 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
   or the pod started before the old member was last seen), it is measured between the last describe that showed
   the old member id and the first that shows the new one, which over-estimates a restart by up to one
   observation interval. Events carry generation -1 (classic Kafka groups have none to give).
+- A rebalance seen comes right after the member event that caused it (the first member that came or went in the
+  same describe), as in the coordinator's journal; with no member change seen, its cause is ``unknown`` and it names
+  nobody.
 - Events are the coordinator journal's (``berth.coordinator.formats.journal``, declared once for the core, this
   module and the pipeline), marked ``source: operator``; they carry no ``seq``: the journal that stores them
   numbers them. Their ``group_id`` is the group's advice key (``planners.advice.group_key``:
@@ -75,7 +78,7 @@ def observe_group(
     group = key
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
     events: list[EvidenceEvent] = []
-    causes: list[RebalanceCause] = []
+    causes: list[tuple[RebalanceCause, int]] = []  # each cause seen, and where its event is in ``events``
     if state.observed:
         for instance_id, member_id in sorted(current.items()):
             before = state.members.get(instance_id)
@@ -83,8 +86,8 @@ def observe_group(
                 joined = _event(
                     group, now_ms, EventType.MEMBER_JOINED, instance_id, member_id, static=True, client_id=""
                 )
+                causes.append((RebalanceCause.NEW_MEMBER, len(events)))
                 events.append(joined)
-                causes.append(RebalanceCause.NEW_MEMBER)
             elif before.member_id != member_id:
                 events.append(
                     _event(
@@ -103,12 +106,14 @@ def observe_group(
                 expired = _event(
                     group, now_ms, EventType.MEMBER_EXPIRED, instance_id, before.member_id, phase=ExpiryPhase.SESSION
                 )
+                causes.append((RebalanceCause.MEMBER_EXPIRED, len(events)))
                 events.append(expired)
-                causes.append(RebalanceCause.MEMBER_EXPIRED)
     rebalancing = description.state in REBALANCING
     if rebalancing and not state.rebalancing and state.observed:
-        cause = causes[0] if causes else ObservedCause.UNKNOWN
-        events.append(_group_event(group, now_ms, EventType.REBALANCE_STARTED, cause=cause))
+        # Right after the event of its first cause, as the coordinator writes it (``planners.restarts`` attributes
+        # a rebalance to the member event before it); at the end when no member change was seen.
+        cause, at = causes[0] if causes else (ObservedCause.UNKNOWN, len(events) - 1)
+        events.insert(at + 1, _group_event(group, now_ms, EventType.REBALANCE_STARTED, cause=cause))
     members = {instance_id: Seen(member_id, now_ms) for instance_id, member_id in current.items()}
     return EvidenceState(members, rebalancing, True), events
 

@@ -15,9 +15,10 @@ Rules:
 - TLS: the CA bundle as ``BERTH_KAFKA_SSL_CA_PEM`` (a secretKeyRef, as before) and as a file,
   ``/etc/berth/kafka/ca/ca.crt`` (``BERTH_KAFKA_SSL_CA_FILE``); a client certificate's Secret is mounted whole at
   ``/etc/berth/kafka/client`` (certificate, key, and Strimzi's ``user.p12``/``user.password`` for Java keystores),
-  read-only, mode 0400, named by ``BERTH_KAFKA_SSL_CERT_FILE``, ``BERTH_KAFKA_SSL_KEY_FILE``,
-  ``BERTH_KAFKA_SSL_KEYSTORE_FILE`` (and ``BERTH_KAFKA_SSL_KEYSTORE_PASSWORD``, an optional secretKeyRef).
-  Whole-directory mounts, so a rotated certificate reaches running pods without a restart.
+  read-only, in a mode the container's user can read (``planners.pod_credentials``: 0440 with the pod's
+  ``fsGroup``, else 0444; the fleet's ``securityContext`` as it is), named by ``BERTH_KAFKA_SSL_CERT_FILE``,
+  ``BERTH_KAFKA_SSL_KEY_FILE``, ``BERTH_KAFKA_SSL_KEYSTORE_FILE`` (and ``BERTH_KAFKA_SSL_KEYSTORE_PASSWORD``, an
+  optional secretKeyRef). Whole-directory mounts, so a rotated certificate reaches running pods without a restart.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.operator.planners.coordinator_target import KafkaTarget
+from berth.operator.planners.pod_credentials import secret_mode
 from berth.operator.spec.fleet import Fleet, GroupProtocolName
 
 ENV_KAFKA_BOOTSTRAP_SERVERS = "BERTH_KAFKA_BOOTSTRAP_SERVERS"
@@ -111,7 +113,7 @@ def with_kafka_tls(template: dict[str, Any], target: KafkaTarget) -> dict[str, A
         volumes.append({"name": CA_VOLUME, "secret": {"secretName": target.ca.name, "items": items}})
         mounts.append({"name": CA_VOLUME, "mountPath": CA_DIR, "readOnly": True})
     if target.client_certificate is not None:
-        secret = {"secretName": target.client_certificate.name, "defaultMode": 0o400}
+        secret = {"secretName": target.client_certificate.name, "defaultMode": secret_mode(template)}
         volumes.append({"name": CLIENT_VOLUME, "secret": secret})
         mounts.append({"name": CLIENT_VOLUME, "mountPath": CLIENT_DIR, "readOnly": True})
     if not volumes:

@@ -23,6 +23,9 @@ class ConsumerProtocolBounds:
     max_session_timeout_ms: int = 60_000
     min_heartbeat_interval_ms: int = 5_000
     max_heartbeat_interval_ms: int = 15_000
+    #: The cluster's finalized ``group.version`` (ApiVersions v3+; 0: not finalized, and consumer-protocol groups
+    #: are not enabled); None: not read (``planners.kafka_features``).
+    group_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,14 +6,19 @@ owner, in the operator's own records (``ports.GroupRecords``: one object per (cl
 so two fleets cannot both win). The operator acts on a group only once it is recorded as its fleet's. Rules:
 
 - **Claim** (:func:`plan_claim`, :func:`record_decision`): a group that does not exist, or is vacant, is claimed; a
-  group *in use* and owned by nobody (members, or at Berth's coordinator committed offsets too) is claimed only when
+  group *in use* and owned by nobody (members or committed offsets, on Kafka as at Berth's coordinator:
+  :func:`in_use_on_kafka`) is claimed only when
   the administrator's :class:`AdoptionPolicy` (``--adopt-groups``) lists the fleet's namespace and the group, or when
   this operator already ran the fleet on that group before owners were recorded (its status names the group and
   its workload: the upgrade path). Another fleet's group is never claimed — unless that fleet no longer exists
-  (:func:`is_stale`: the owner's namespace and name hold no fleet of its uid), which makes the record reclaimable.
+  (:func:`is_stale`: the owner's namespace and name hold no fleet of its uid), which makes the record reclaimable;
+  reclaimed from an earlier fleet of the claimant's own namespace and name (:func:`is_predecessor`: deleted without
+  the operator and created again), a group in use is taken back as if adopted.
 - ``spec.coordinator.adoptGroup`` is deprecated: a spec field any namespace editor controls grants nothing; a fleet
   that sets it gets a condition saying so (:func:`adopt_group_notes`).
-- A deletion never claims: :func:`owns` says whether the leave, the delete or the release may be sent at all.
+- A deletion never claims: :func:`owns` says whether the leave, the delete or the release may be sent at all. On
+  Kafka a fleet deletes only a group it created (:func:`may_delete`: the group did not exist when it was claimed,
+  ``created`` in its claim in status); one it adopted, or claimed in an earlier version, is kept with its offsets.
 - Every write to Berth's coordinator after the claim carries the fleet's uid (``Berth-Owner-Uid``), so a group that
   changed hands in between is refused by the coordinator, not changed; on Kafka the record is checked every pass.
 - Messages name the owning fleet only when the record has the shape of Kubernetes names; anything else is "another
@@ -28,7 +33,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from berth.operator.planners.conditions import Condition
@@ -122,11 +127,22 @@ def ran_on_group(status: Mapping[str, Any] | None, group_id: str) -> bool:
     return bool(status.get("selector")) and status.get("groupId") == group_id
 
 
-def in_use_on_kafka(description: GroupDescription) -> bool:
-    """A Kafka group is in use while it has members. An Empty group keeps only committed offsets, which any consumer
-    the cluster's ACLs admit may read and commit; what the operator must never do to them is delete them, and it
-    deletes a group only when every member it had was the fleet's own (``planners.scaling``)."""
-    return bool(description.members)
+def in_use_on_kafka(description: GroupDescription, *, committed_offsets: bool) -> bool:
+    """A Kafka group is in use while it has members or committed offsets, as at Berth's coordinator: an Empty group
+    whose consumers are all stopped still holds their progress, which a fleet that took it over could delete
+    (``committed_offsets``: the group has at least one, as the cluster answered; asked only of a group that exists
+    with no member and no record)."""
+    return bool(description.members) or (description.exists and committed_offsets)
+
+
+def may_delete(status: Mapping[str, Any] | None, claimed: OwnedGroup, *, records_owners: bool) -> bool:
+    """Whether a deletion may delete the fleet's group (besides spec.deleteGroupOnDelete and foreign members): where
+    the coordinator records owners (Berth's) its record rules; on Kafka only a group the fleet created, which its
+    claim says (the group did not exist when the fleet claimed it). A claim made before this was recorded (an
+    operator upgrade) counts as not created: the group is kept."""
+    if records_owners:
+        return True
+    return any(group == claimed and group.created for group in owned_groups(status))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,16 +155,21 @@ class RecordDecision:
     owner: GroupOwnerRef | None = None
 
 
-def record_decision(
-    recorded: GroupOwnerRef | None, description: GroupDescription, me: GroupOwnerRef, *, adopt: bool
-) -> RecordDecision:
+def record_decision(recorded: GroupOwnerRef | None, in_use: bool, me: GroupOwnerRef, *, adopt: bool) -> RecordDecision:
     """The claim on the operator's record of a group, from what is recorded (a stale owner already removed) and
-    what the group looks like."""
+    whether the group is in use (:func:`in_use_on_kafka`)."""
     if recorded is not None:
         return RecordDecision() if recorded.uid == me.uid else RecordDecision(refuse=True, owner=recorded)
-    if in_use_on_kafka(description) and not adopt:
+    if in_use and not adopt:
         return RecordDecision(refuse=True)
     return RecordDecision(create=True)
+
+
+def is_predecessor(owner: GroupOwnerRef, me: GroupOwnerRef) -> bool:
+    """Whether ``owner`` is an earlier fleet of the claimant's namespace and name (another uid): the fleet deleted
+    without the operator (docs/install.md, "Fleets left behind") and created again. A stale record of it is taken
+    back with the group's offsets, as an adoption: only that namespace's editors could have made either fleet."""
+    return owner.namespace == me.namespace and owner.name == me.name and owner.uid != me.uid
 
 
 def is_stale(owner: GroupOwnerRef, found_uid: str | None) -> bool:
@@ -171,8 +192,22 @@ def owner_name(owner: GroupOwnerRef | None) -> str:
     return "another fleet"
 
 
-def group_owned_message(group_id: str, endpoint: str, owner: GroupOwnerRef | None, *, adopt_group: bool = False) -> str:
-    """Why the fleet is refused: the group is another fleet's, or in use by nobody's and not the fleet's to adopt."""
+def group_owned_message(
+    group_id: str,
+    endpoint: str,
+    owner: GroupOwnerRef | None,
+    *,
+    adopt_group: bool = False,
+    me: GroupOwnerRef | None = None,
+) -> str:
+    """Why the fleet is refused: the group is another fleet's (an earlier fleet of its own name: :func:`is_predecessor`,
+    whose members are still in the group), or in use by nobody's and not the fleet's to adopt."""
+    if owner is not None and me is not None and is_predecessor(owner, me) and has_kubernetes_names(owner):
+        return (
+            f"group {group_id} on {endpoint} belongs to an earlier fleet {owner.fleet} (uid {owner.uid}), deleted"
+            " without the operator, whose members are still in the group: this fleet takes it back, with its offsets,"
+            " once they are gone (their session timeout after their pods went)"
+        )
     if owner is None:
         deprecated = " (spec.coordinator.adoptGroup is deprecated and grants nothing)" if adopt_group else ""
         return (
@@ -209,13 +244,19 @@ def adopt_group_notes(fleet: Fleet, status: Mapping[str, Any]) -> tuple[Conditio
 
 @dataclass(frozen=True, slots=True, order=True)
 class OwnedGroup:
-    """One claim a fleet holds: a group on a coordinator (its canonical identity, ``CoordinatorTarget.identity``)."""
+    """One claim a fleet holds: a group on a coordinator (its canonical identity, ``CoordinatorTarget.identity``);
+    ``created``: on a coordinator that records no owners (Kafka), the group did not exist when the fleet claimed it
+    (not part of the claim's identity: the same claim, whatever it says)."""
 
     coordinator: str
     group_id: str
+    created: bool = field(default=False, compare=False)
 
-    def as_status(self) -> dict[str, str]:
-        return {"coordinator": self.coordinator, "groupId": self.group_id}
+    def as_status(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"coordinator": self.coordinator, "groupId": self.group_id}
+        if self.created:
+            found["created"] = True
+        return found
 
 
 def owned_groups(status: Mapping[str, Any] | None) -> tuple[OwnedGroup, ...]:
@@ -227,7 +268,7 @@ def owned_groups(status: Mapping[str, Any] | None) -> tuple[OwnedGroup, ...]:
             and isinstance(entry.get("coordinator"), str)
             and isinstance(entry.get("groupId"), str)
         ):
-            found.append(OwnedGroup(entry["coordinator"], entry["groupId"]))
+            found.append(OwnedGroup(entry["coordinator"], entry["groupId"], created=entry.get("created") is True))
     return tuple(dict.fromkeys(found))
 
 

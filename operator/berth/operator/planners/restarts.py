@@ -4,10 +4,20 @@ A pod that restarts and rejoins as itself within its session timeout costs no re
 (``static_member_replaced`` with ``rebalance: false``, docs/formats.md), and on Kafka the operator's own evidence
 does (``planners.evidence``). This module owns what the operator makes of those events:
 
-- :class:`GroupActivity`: one group's membership activity in a stretch of events — static restarts without a
-  rebalance, restarts that caused one, static members that expired (their restart outlasted the session timeout),
-  rebalances started. :func:`activity_by_group` counts a page of events (every group of the page appears, with zero
-  counts when nothing of interest happened to it, so the page still says which groups changed).
+- :class:`GroupActivity`: one group's membership activity in a stretch of events, by instance id — static restarts
+  without a rebalance, restarts that caused one, static members that expired (their restart outlasted the session
+  timeout), and the rebalances started, each attributed to the member event right before it (the coordinator writes
+  a rebalance right after the event that caused it; the Kafka evidence does the same). :func:`activity_by_group`
+  reads a page of events (every group of the page appears, with nothing in it when nothing of interest happened to
+  it, so the page still says which groups changed).
+- Only the fleet's own pods restart (:meth:`GroupActivity.of`): a member back as itself is a restart of one of
+  the fleet's ids (exact pod names: a thread-suffixed member of a pod is not counted again), an expiry only of a pod
+  that stays (within ``spec.replicas``, not departing): a departed pod's member expiring (``leaveOnScaleDown:
+  false``) is no restart.
+- A burst is charged only the rebalances its restarts caused (:func:`charged`): a restarted member's return with
+  new metadata, its expiry, and its rejoin after expiring — never a scale-up's new member, a scale-down's leave, a
+  departed pod's expiry, or a rebalance whose cause no event names (an Event that blamed restarts for a scale's
+  rebalances taught people to ignore it).
 - ``status.restarts`` (:func:`plan_restarts`): running totals (``static``, ``rebalancing``, ``expired``,
   ``rolls``), the burst in progress (``ongoing``) and the last one (``last``). A **burst** opens with the first
   restart (or a rollout seen in progress) and closes at the first pass that finds the fleet quiet (every pod
@@ -26,28 +36,40 @@ Pure: the previous block, the activity and what the pass observed in; the patch,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from berth.coordinator.formats.journal import EventType
+from berth.coordinator.formats.journal import EventType, RebalanceCause
 from berth.operator.planners.conditions import format_time, parse_time
 
 #: The key of ``status`` this planner owns.
 RESTARTS = "restarts"
 #: The Event posted when a burst ends.
 RESTARTED = "Restarted"
+#: The expired members a burst remembers (their rejoin is a rebalance the burst caused); beyond it, not charged.
+MAX_EXPIRED_IDS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    """A rebalance the group started: its ``cause``, and the instance id of the member event right before it in the
+    journal (the event that caused it: the coordinator writes a rebalance right after its cause), None when none
+    names one (a page began with it, the cause is the group's own, or the operator saw no member change)."""
+
+    cause: str
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupActivity:
-    """What happened to one group's members in a stretch of the journal."""
+    """What happened to one group's members in a stretch of the journal, by instance id (one entry per event)."""
 
-    static: int = 0  # static members back under a new member id without a rebalance
-    rebalancing: int = 0  # static members back under a new member id whose return started a rebalance
-    expired: int = 0  # static members whose session expired (gone longer than the session timeout)
-    rebalances: int = 0  # rebalances started, whatever the cause
+    static: tuple[str, ...] = ()  # static members back under a new member id without a rebalance
+    rebalancing: tuple[str, ...] = ()  # static members back under a new member id whose return started a rebalance
+    expired: tuple[str, ...] = ()  # static members whose session expired (gone longer than the session timeout)
+    rebalances: tuple[Rebalance, ...] = ()  # rebalances started, whatever the cause, with the member that caused it
 
     def __add__(self, other: GroupActivity) -> GroupActivity:
         return GroupActivity(
@@ -60,30 +82,88 @@ class GroupActivity:
     @property
     def restarts(self) -> int:
         """Restarts of any kind: back as itself (with or without a rebalance), or expired meanwhile."""
-        return self.static + self.rebalancing + self.expired
+        return len(self.static) + len(self.rebalancing) + len(self.expired)
+
+    def of(self, own: Container[str], staying: Container[str]) -> GroupActivity:
+        """The restarts of the fleet's pods only: a member back as itself when it is one of the fleet's ``own`` ids
+        (its pods that stay, depart or were left to expire: a process replaced is a restart whatever the pod's
+        fate), an expiry only when the pod is ``staying`` (a departed pod's member expiring is no restart).
+        Rebalances are kept, for :func:`charged` to attribute."""
+        return GroupActivity(
+            tuple(i for i in self.static if i in own),
+            tuple(i for i in self.rebalancing if i in own),
+            tuple(i for i in self.expired if i in staying),
+            self.rebalances,
+        )
 
 
 NOTHING = GroupActivity()
 
+#: The causes a static member's return with new metadata starts a rebalance with (``rebalance: true``).
+RETURN_CAUSES = frozenset(
+    {RebalanceCause.STATIC_REPLACEMENT, RebalanceCause.LEADER_REJOIN, RebalanceCause.METADATA_CHANGE}
+)
+#: Which member event causes a rebalance of which cause (the event that comes right before it).
+_CAUSED_BY: dict[str, frozenset[RebalanceCause]] = {
+    EventType.STATIC_MEMBER_REPLACED: RETURN_CAUSES,
+    EventType.MEMBER_EXPIRED: frozenset({RebalanceCause.MEMBER_EXPIRED}),
+    EventType.MEMBER_JOINED: frozenset({RebalanceCause.NEW_MEMBER}),
+    EventType.MEMBER_LEFT: frozenset({RebalanceCause.MEMBER_LEFT}),
+}
+
 
 def activity_by_group(events: Iterable[Mapping[str, Any]]) -> dict[str, GroupActivity]:
-    """Each group the events mention, with its activity (zero counts when nothing of interest happened to it)."""
+    """Each group the events mention, with its activity (zero counts when nothing of interest happened to it, so
+    the page still says which groups changed); each rebalance attributed to the member event right before it in
+    its group, when that event is of the kind that causes it."""
     found: dict[str, GroupActivity] = {}
+    previous: dict[str, Mapping[str, Any]] = {}
     for event in events:
         group = str(event.get("group_id"))
-        found[group] = found.get(group, NOTHING) + _activity_of(event)
+        found[group] = found.get(group, NOTHING) + _activity_of(event, previous.get(group))
+        previous[group] = event
     return found
 
 
-def _activity_of(event: Mapping[str, Any]) -> GroupActivity:
+def _activity_of(event: Mapping[str, Any], previous: Mapping[str, Any] | None) -> GroupActivity:
     kind = event.get("type")
-    if kind == EventType.STATIC_MEMBER_REPLACED:
-        return GroupActivity(rebalancing=1) if event.get("rebalance") else GroupActivity(static=1)
-    if kind == EventType.MEMBER_EXPIRED and event.get("group_instance_id") and event.get("phase") == "session":
-        return GroupActivity(expired=1)
+    instance_id = event.get("group_instance_id")
+    if kind == EventType.STATIC_MEMBER_REPLACED and isinstance(instance_id, str):
+        return (
+            GroupActivity(rebalancing=(instance_id,))
+            if event.get("rebalance")
+            else GroupActivity(static=(instance_id,))
+        )
+    if kind == EventType.MEMBER_EXPIRED and isinstance(instance_id, str) and event.get("phase") == "session":
+        return GroupActivity(expired=(instance_id,))
     if kind == EventType.REBALANCE_STARTED:
-        return GroupActivity(rebalances=1)
+        cause = str(event.get("cause"))
+        by = None
+        if previous is not None and cause in _CAUSED_BY.get(str(previous.get("type")), frozenset()):
+            by = previous.get("group_instance_id")
+        return GroupActivity(rebalances=(Rebalance(cause, by if isinstance(by, str) else None),))
     return NOTHING
+
+
+def charged(activity: GroupActivity, expired_before: Container[str]) -> int:
+    """The rebalances ``activity``'s restarts caused (``activity`` holds only the restarts counted: see
+    :meth:`GroupActivity.of`): the return of a restarted member with new metadata, the expiry of one, and the
+    rejoin of one that expired (here or earlier in the burst: ``expired_before``). Never a rebalance caused by
+    anything else (a scale-up's new member, a scale-down's leave, a departed pod's expiry), nor one whose cause is
+    not known."""
+    returned, expired = set(activity.rebalancing), set(activity.expired)
+    count = 0
+    for rebalance in activity.rebalances:
+        by = rebalance.instance_id
+        if by is None:
+            continue
+        if (
+            (rebalance.cause in RETURN_CAUSES and by in returned)
+            or (rebalance.cause == RebalanceCause.MEMBER_EXPIRED and by in expired)
+            or (rebalance.cause == RebalanceCause.NEW_MEMBER and (by in expired or by in expired_before))
+        ):
+            count += 1
+    return count
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +205,9 @@ def plan_restarts(
     block: dict[str, Any] = dict(before) if isinstance(before, Mapping) else {}
     for key in ("static", "rebalancing", "expired", "rolls"):
         block[key] = _count(block.get(key))
-    block["static"] += activity.static
-    block["rebalancing"] += activity.rebalancing
-    block["expired"] += activity.expired
+    block["static"] += len(activity.static)
+    block["rebalancing"] += len(activity.rebalancing)
+    block["expired"] += len(activity.expired)
     ongoing = block.get("ongoing") if isinstance(block.get("ongoing"), Mapping) else None
     quiet_revision = block.get("revision") if isinstance(block.get("revision"), str) else None
     new_revision = revision is not None and quiet_revision is not None and revision != quiet_revision
@@ -140,13 +220,17 @@ def plan_restarts(
         latest = parse_time(ongoing.get("latest")) or parse_time(since) or now
         if activity.restarts:
             latest = now
+        expired_before = _ids(ongoing.get("expiredIds"))
+        expired_ids = (*expired_before, *(i for i in activity.expired if i not in expired_before))
         ongoing = {
             "restarts": _count(ongoing.get("restarts")) + activity.restarts,
-            "static": _count(ongoing.get("static")) + activity.static,
-            "rebalances": _count(ongoing.get("rebalances")) + activity.rebalances,
+            "static": _count(ongoing.get("static")) + len(activity.static),
+            "rebalances": _count(ongoing.get("rebalances")) + charged(activity, expired_before),
             "since": since,
             "latest": format_time(latest),
             "rollout": bool(ongoing.get("rollout")) or rolling or new_revision,
+            # The burst's expired members (at most MAX_EXPIRED_IDS): their return costs a rebalance they caused.
+            "expiredIds": list(expired_ids[:MAX_EXPIRED_IDS]) or None,
             "eviction": bool(ongoing.get("eviction")) or evicted,
         }
         settled_at = max(latest, last_started or latest) + settle
@@ -169,7 +253,7 @@ def plan_restarts(
         due = settled_at if quiet and not rolling and settled_at > now else now + settle
     elif quiet and revision is not None and block.get("revision") != revision and last_started is not None:
         due = last_started + settle
-    return RestartsPlan({RESTARTS: block}, event, activity.static, rolls, due)
+    return RestartsPlan({RESTARTS: block}, event, len(activity.static), rolls, due)
 
 
 def _ended(burst: Mapping[str, Any], now: datetime) -> tuple[tuple[str, str, str] | None, dict[str, Any] | None]:
@@ -205,6 +289,10 @@ def restart_message(last: Mapping[str, Any]) -> str:
         f"{restarts} pod restart{'' if restarts == 1 else 's'}{cause}: {static} static, {restarts - static} not"
         f" (back after the session timeout, or changed): {rebalanced}"
     )
+
+
+def _ids(value: object) -> tuple[str, ...]:
+    return tuple(str(i) for i in value) if isinstance(value, list) else ()
 
 
 def _count(value: object) -> int:

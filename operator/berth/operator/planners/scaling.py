@@ -13,7 +13,8 @@ so an operator that restarts anywhere resumes from status and observations alone
 - Expected members (``preRegister``) are set to the desired ids *before* the StatefulSet changes size: widened
   first on a scale-up (one rebalance for k new pods), narrowed first on a scale-down (no rebalance waits for a
   pod that is going away). The recorded list is forgotten (null) before the coordinator's is changed, so that a
-  crash between the change and its record makes the next plan put it again instead of trusting a stale record.
+  crash between the change and its record makes the next plan put it again instead of trusting a stale record;
+  the new list is recorded with the pass's next status write (a record nothing after it depends on).
 - The leave comes only once the StatefulSet's controller acts on the new size and none of the departing pods exists
   (what it waits for is said as it is: a pod Terminating, a pod the controller has not deleted yet, or, under
   OrderedReady, a pod that is not Ready and so keeps the controller from deleting any):
@@ -33,6 +34,10 @@ so an operator that restarts anywhere resumes from status and observations alone
   the group lists beyond those (another team's consumer named ``<fleet>-7``, a dynamic member, or one of the
   fleet's own whose record was lost) is *foreign* (:func:`foreign_members`): it is never left, and its session
   expires on its own if it was the fleet's.
+- ``leaveOnScaleDown: false``: no leave; once the departing pods are gone ``lastScaleDown`` says so with
+  ``removed: []`` (nobody was removed) and ``expiring``: the ids the group still lists, which it keeps until their
+  session timeout. Those stay the fleet's own (:func:`own_instance_ids`: never foreign, never departing again) until
+  the group no longer lists them or the fleet scales back over them, when ``expiring`` forgets them.
 - A coordinator whose kind does not pre-register (Kafka) gets no expected-members actions at all.
 - Deletion scales to zero, clears the expected members, leaves everyone it created (whatever ``leaveOnScaleDown``
   says: a group with members cannot be deleted) and deletes the group when ``delete_group`` says so and no foreign
@@ -64,9 +69,11 @@ LAST_SCALE_DOWN = "lastScaleDown"
 
 @dataclass(frozen=True, slots=True)
 class PatchStatus:
-    """Merge ``patch`` into the fleet's ``.status`` now (durably, before the next action)."""
+    """Merge ``patch`` into the fleet's ``.status``: now, durably, before the next action (``durable``); or, for a
+    record of what the actions before did that nothing after depends on, with the pass's next status write."""
 
     patch: Mapping[str, Any]
+    durable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,9 @@ class BatchLeave:
     #: The group's generation (epoch) when the leave was planned, where the coordinator reports one: the
     #: rebalances it costs are counted from it (:func:`rebalances_since_leave`), not assumed.
     from_generation: int | None = None
+    #: The ids the previous ``lastScaleDown.results`` names: the new record says nothing of them (a merge patch
+    #: would keep them otherwise). Bookkeeping: not part of what the leave is (not compared).
+    forget: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def member_ids(self) -> tuple[str, ...]:
@@ -133,6 +143,11 @@ class ScalingStatus:
     departing_since: str | None = None
     expected_members: tuple[str, ...] | None = None  # None: never set (or unknown)
     last_removed: tuple[str, ...] = ()  # the ids the last batch leave removed (lastScaleDown.removed)
+    #: The ids the last scale-down left to expire (``leaveOnScaleDown: false``) that the group still listed
+    #: (lastScaleDown.expiring): still the fleet's own members until the group lets them go.
+    expiring: tuple[str, ...] = ()
+    #: The ids the last scale-down's results name (lastScaleDown.results).
+    last_results: tuple[str, ...] = ()
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> ScalingStatus:
@@ -140,11 +155,14 @@ class ScalingStatus:
         expected = status.get(EXPECTED_MEMBERS)
         last = status.get(LAST_SCALE_DOWN)
         removed = last.get("removed") if isinstance(last, Mapping) else None
+        expiring = last.get("expiring") if isinstance(last, Mapping) else None
         return cls(
             departing=tuple(status.get(DEPARTING) or ()),
             departing_since=status.get(DEPARTING_SINCE),
             expected_members=None if expected is None else tuple(expected),
             last_removed=tuple(str(name) for name in removed or ()),
+            expiring=tuple(str(name) for name in expiring or ()) if isinstance(expiring, list) else (),
+            last_results=tuple(str(name) for name in results) if isinstance(results := _results(last), Mapping) else (),
         )
 
 
@@ -244,13 +262,27 @@ def plan_scaling(observation: ScalingObservation, *, now: datetime) -> ScalingPl
                     stuck=stuck,
                     later=tuple(still_there),
                     from_generation=obs.group_generation,
+                    forget=obs.status.last_results,
                 )
             )
             if still_there:
                 waiting = f"waiting for {_ids(still_there)} to terminate before they leave the group too"
         else:
-            # No leave: their sessions expire on their own; record the scale-down all the same.
-            actions.append(PatchStatus(_scale_down_record(departing, departing, {}, since, now)))
+            # No leave: their sessions expire on their own. Recorded all the same, removing nobody: the ids the group
+            # still lists are left to expire, and stay the fleet's own (never foreign) until it lets them go.
+            earlier = [n for n in obs.status.expiring if n not in departing and not _within(obs, n, desired)]
+            listed = [name for name in (*earlier, *departing) if _listed(obs, name)]
+            record = _scale_down_record(
+                departing, departing, {}, since, now, removed=(), forget=obs.status.last_results
+            )
+            record[LAST_SCALE_DOWN] |= {"expiring": listed or None}
+            actions.append(PatchStatus(record))
+    elif obs.status.expiring and not obs.deleting:
+        # What a scale-down left to expire, once the group has let it go (or the fleet took it back) is not
+        # listed any more.
+        still = [name for name in obs.status.expiring if _listed(obs, name) and not _within(obs, name, desired)]
+        if tuple(still) != obs.status.expiring:
+            actions.append(PatchStatus({LAST_SCALE_DOWN: {"expiring": still or None}}))
 
     if obs.deleting and waiting is None:
         if not obs.workload_settled:
@@ -336,12 +368,13 @@ def stuck_pods(observation: ScalingObservation, departing: Sequence[str], now: d
 
 def own_instance_ids(observation: ScalingObservation) -> frozenset[str]:
     """The ids this fleet created, from its own records only: the ordinals its StatefulSet has, its pods that exist
-    (the workload adapter lists only pods of the fleet's StatefulSet), and the ids status holds as departing or
-    pre-registered (written by the operator while they were the fleet's). Never the group's member list."""
+    (the workload adapter lists only pods of the fleet's StatefulSet), and the ids status holds as departing,
+    pre-registered or left to expire (written by the operator while they were the fleet's). Never the group's
+    member list."""
     obs = observation
     own: set[str] = set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
     own |= obs.existing_pods | set(obs.status.departing) | set(obs.status.expected_members or ())
-    return frozenset(own)
+    return frozenset(own | set(obs.status.expiring))
 
 
 def foreign_members(observation: ScalingObservation) -> tuple[str, ...]:
@@ -364,11 +397,28 @@ def departing_ids(observation: ScalingObservation, desired: int) -> tuple[str, .
     candidates: set[str] = set(own_instance_ids(obs))
     # A pod that already left while stuck Terminating is on its way out: it does not depart (and leave) again.
     candidates -= {name for name in obs.status.last_removed if name in obs.terminating} - set(obs.group_members or ())
+    if not (obs.leave_on_scale_down or obs.deleting):
+        # Left to expire by an earlier scale-down: departed already (one whose pod exists again, or that the
+        # StatefulSet has again, departs anew).
+        again = obs.existing_pods | set(instance_ids(obs.fleet_name, obs.workload_replicas or 0))
+        candidates -= set(obs.status.expiring) - again
     return tuple(
         name
         for name in sorted_by_ordinal(obs.fleet_name, candidates)
         if (ordinal := ordinal_of(obs.fleet_name, name)) is not None and ordinal >= desired
     )
+
+
+def _listed(obs: ScalingObservation, name: str) -> bool:
+    """Whether the group lists ``name`` (or a thread of it) as a member; True when the group was not asked."""
+    if obs.group_members is None:
+        return True
+    return name in obs.group_members or any(pod_of_member(obs.fleet_name, m) == name for m in obs.group_members)
+
+
+def _within(obs: ScalingObservation, name: str, desired: int) -> bool:
+    ordinal = ordinal_of(obs.fleet_name, name)
+    return ordinal is not None and ordinal < desired
 
 
 def recorded_departing(observation: ScalingObservation, desired: int, departing: Sequence[str]) -> tuple[str, ...]:
@@ -421,9 +471,22 @@ def record_scale_down(leave: BatchLeave, results: Mapping[str, str], *, now: dat
             if member == name or member.rpartition("-")[0] == name
         )
     )
+    # Removed by this leave: a pod of which the group let go of a member (NONE); UNKNOWN_MEMBER_ID alone means it
+    # was not a member any more (never joined, expired, already left): gone, but not removed by this leave.
+    removed = tuple(
+        name
+        for name in left
+        if any(
+            answered[member] == "NONE"
+            for member in leave.member_ids
+            if member == name or member.rpartition("-")[0] == name
+        )
+    )
     departing = (*leave.instance_ids, *leave.later)
-    record = _scale_down_record(departing, left, answered, leave.departing_since, now)
-    if leave.from_generation is not None and left and not leave.everyone:
+    record = _scale_down_record(
+        departing, left, answered, leave.departing_since, now, removed=removed, forget=leave.forget
+    )
+    if leave.from_generation is not None and removed and not leave.everyone:
         record[LAST_SCALE_DOWN]["fromGeneration"] = leave.from_generation
     return PatchStatus(record)
 
@@ -442,16 +505,27 @@ def rebalances_since_leave(status: Mapping[str, Any] | None, *, state: str, gene
 
 
 def _scale_down_record(
-    departing: Sequence[str], removed: Sequence[str], results: Mapping[str, str], since: str | None, now: datetime
+    departing: Sequence[str],
+    gone: Sequence[str],
+    results: Mapping[str, str],
+    since: str | None,
+    now: datetime,
+    *,
+    removed: Sequence[str],
+    forget: Sequence[str] = (),
 ) -> dict[str, Any]:
-    remaining = [name for name in departing if name not in removed]
+    """The status patch of a scale-down's end: ``departing`` without the ids ``gone`` from the group, and
+    ``lastScaleDown`` (``removed``: the ids this leave removed) replaced whole (a merge patch merges objects: what the
+    previous record said and this one does not, its ``results`` of other ids and its ``expiring``, is nulled)."""
+    remaining = [name for name in departing if name not in gone]
     at = format_time(now)
     return {
         DEPARTING: remaining,
         DEPARTING_SINCE: since if remaining else None,
         LAST_SCALE_DOWN: {
             "removed": list(removed),
-            "results": dict(results),
+            "results": {**dict.fromkeys(forget), **results},
+            "expiring": None,
             # Whole seconds: departingSince has second precision (metav1.Time).
             "seconds": _seconds_between(since, at),
             "at": at,
@@ -460,6 +534,10 @@ def _scale_down_record(
             "rebalances": None,
         },
     }
+
+
+def _results(last: object) -> object:
+    return last.get("results") if isinstance(last, Mapping) else None
 
 
 def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Action]:
@@ -471,8 +549,13 @@ def _expected_members_actions(obs: ScalingObservation, desired: int) -> list[Act
     # Unknown (None) is reconciled too: a list left behind by an earlier preRegister would hold up rebalances.
     put: Action = PutExpectedMembers(target) if target else ClearExpectedMembers()
     # Forget the recorded list before changing it: after a crash between the change and its record, status would
-    # otherwise claim an old list that may come back as the target, and the coordinator's list would go stale.
-    return [PatchStatus({EXPECTED_MEMBERS: None}), put, PatchStatus({EXPECTED_MEMBERS: list(target)})]
+    # otherwise claim an old list that may come back as the target, and the coordinator's list would go stale. The
+    # record after the change need not be durable at once: lost, it is unknown (null), and the next plan puts again.
+    return [
+        PatchStatus({EXPECTED_MEMBERS: None}),
+        put,
+        PatchStatus({EXPECTED_MEMBERS: list(target)}, durable=False),
+    ]
 
 
 def _merge_adjacent_patches(actions: Sequence[Action]) -> tuple[Action, ...]:
@@ -481,7 +564,7 @@ def _merge_adjacent_patches(actions: Sequence[Action]) -> tuple[Action, ...]:
     for action in actions:
         previous = merged[-1] if merged else None
         if isinstance(action, PatchStatus) and isinstance(previous, PatchStatus):
-            merged[-1] = PatchStatus({**previous.patch, **action.patch})
+            merged[-1] = PatchStatus({**previous.patch, **action.patch}, durable=previous.durable or action.durable)
         else:
             merged.append(action)
     return tuple(merged)

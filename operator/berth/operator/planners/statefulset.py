@@ -17,7 +17,10 @@ resource"). Rules:
 - A fleet on Kafka gets ``BERTH_KAFKA_*`` instead of ``BERTH_COORDINATOR_URL`` (``planners.kafka_pods``: the
   bootstrap list, the security protocol, the group protocol, the SASL mechanism, its principal's credentials and
   TLS material through secretKeyRefs and Secret volumes); on KIP-848's consumer protocol no session timeout or
-  heartbeat interval (they are the group's configs, set by the operator).
+  heartbeat interval (they are the group's configs, set by the operator). A fleet with a client certificate has it
+  mounted in a mode its user can read and its containers keep their failing log's tail as their termination
+  message (``planners.pod_credentials``; a change of the template that rolls such fleets once on the upgrade that
+  brought it, from the 0400 before, which a non-root user could not read).
 - Pods are spread over nodes and zones by default: a template without ``topologySpreadConstraints`` gets two,
   ``kubernetes.io/hostname`` and ``topology.kubernetes.io/zone``, each ``maxSkew: 1`` over the fleet's pods,
   ``whenUnsatisfiable: ScheduleAnyway`` (a preference: a drain, a cordoned or a lost node never leaves a pod
@@ -31,11 +34,13 @@ resource"). Rules:
 - The PodDisruptionBudget is ``planners.disruption_budget``'s; it carries the same metadata and selects the pods.
 - TLS to Berth's coordinator: when the operator verifies coordinators against a CA of its own
   (``--coordinator-ca-file``, passed here as ``coordinator_ca``, the PEM text) and the fleet's coordinator URL is
-  https, the CA (public data) is published in the fleet's namespace as ConfigMap ``<fleet>-coordinator-ca`` (key
-  ``ca.crt``, owned by the fleet like the rest), mounted read-only at ``/etc/berth/coordinator-ca`` in every
-  container, and ``BERTH_CA_FILE`` names it (the member library verifies against it). A whole-directory mount,
-  not a subPath, so a rotated CA reaches running pods without a restart; the pod template, and so its hash, does
-  not depend on the CA's content. Without a CA (the system's CAs) or on http, none of this is planned.
+  https, the CA (public data) travels in the pod template itself, as the annotation ``berth.dev/coordinator-ca``,
+  and a downward-API volume makes it the file ``/etc/berth/coordinator-ca/ca.crt`` in every container, which
+  ``BERTH_CA_FILE`` names (the member library verifies against it). No object is written into the fleet's
+  namespace for it, so the operator needs no access to ConfigMaps there (issue 30: it had get, list, watch,
+  create and patch on every ConfigMap of the cluster for the ConfigMap this replaced). A rotated CA changes the
+  template: the fleet's pods roll once, with their static identities (no rebalance). Without a CA (the system's
+  CAs) or on http, none of this is planned.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from berth.operator.planners.kafka_pods import (
     kafka_secret_env,
     with_kafka_tls,
 )
+from berth.operator.planners.pod_credentials import with_failure_messages
 from berth.operator.planners.sizing import heartbeat_interval_ms
 from berth.operator.spec.fleet import Fleet, OperatorDefaults, SpecError
 from berth.operator.spec.stateful import UpdateStrategy, UpdateStrategyType
@@ -90,6 +96,8 @@ ENV_CA_FILE = "BERTH_CA_FILE"
 COORDINATOR_CA_VOLUME = "berth-coordinator-ca"
 COORDINATOR_CA_DIR = "/etc/berth/coordinator-ca"
 COORDINATOR_CA_KEY = "ca.crt"
+#: The pod template's annotation carrying the coordinator's CA (PEM), which the CA volume projects as a file.
+COORDINATOR_CA_ANNOTATION = "berth.dev/coordinator-ca"
 
 #: The optional StatefulSet fields an update may change (besides the template and ``replicas``), with the values
 #: Kubernetes gives them when they are left out: an update whose plan drops one puts this back. The claim
@@ -113,7 +121,6 @@ class PlannedWorkload:
     #: The plain-valued BERTH_* variables every member gets (not its instance id, not the token).
     member_env: Mapping[str, str]
     #: The ConfigMap publishing the coordinator's CA in the fleet's namespace; None: no CA to publish.
-    ca_config_map: dict[str, Any] | None = None
 
     @property
     def replicas(self) -> int:
@@ -157,16 +164,12 @@ def plan_statefulset(
     template = _pod_template(fleet, labels, env)
     if isinstance(target, KafkaTarget):
         template = with_kafka_tls(template, target)
-    ca_config_map = None
+        if target.client_certificate is not None:
+            template = with_failure_messages(template)
     if publishes_ca:
+        assert coordinator_ca is not None
         env.append({"name": ENV_CA_FILE, "value": f"{COORDINATOR_CA_DIR}/{COORDINATOR_CA_KEY}"})
-        template = _with_coordinator_ca(_pod_template(fleet, labels, env), ca_config_map_name(fleet.name))
-        ca_config_map = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {**_owned_metadata(fleet, labels), "name": ca_config_map_name(fleet.name)},
-            "data": {COORDINATOR_CA_KEY: coordinator_ca},
-        }
+        template = _with_coordinator_ca(_pod_template(fleet, labels, env), coordinator_ca)
     return PlannedWorkload(
         statefulset={
             "apiVersion": "apps/v1",
@@ -198,19 +201,20 @@ def plan_statefulset(
         disruption_budget=plan_disruption_budget(fleet, metadata=_owned_metadata(fleet, labels), pod_labels=labels),
         selector=selector_string(labels),
         member_env=member_env,
-        ca_config_map=ca_config_map,
     )
 
 
-def ca_config_map_name(fleet_name: str) -> str:
-    """The ConfigMap publishing the coordinator's CA in the fleet's namespace."""
-    return f"{fleet_name}-coordinator-ca"
-
-
-def _with_coordinator_ca(template: dict[str, Any], config_map: str) -> dict[str, Any]:
-    """The CA ConfigMap as a volume, mounted read-only in every container (replacing entries of the same name)."""
+def _with_coordinator_ca(template: dict[str, Any], ca_pem: str) -> dict[str, Any]:
+    """The CA as the template's annotation and a downward-API volume of it, mounted read-only in every container
+    (replacing entries of the same name)."""
+    metadata = template.setdefault("metadata", {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), COORDINATOR_CA_ANNOTATION: ca_pem}
     pod_spec = template["spec"]
-    volume = {"name": COORDINATOR_CA_VOLUME, "configMap": {"name": config_map}}
+    field_path = f"metadata.annotations['{COORDINATOR_CA_ANNOTATION}']"
+    volume = {
+        "name": COORDINATOR_CA_VOLUME,
+        "downwardAPI": {"items": [{"path": COORDINATOR_CA_KEY, "fieldRef": {"fieldPath": field_path}}]},
+    }
     volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != COORDINATOR_CA_VOLUME]
     pod_spec["volumes"] = [*volumes, volume]
     mount = {"name": COORDINATOR_CA_VOLUME, "mountPath": COORDINATOR_CA_DIR, "readOnly": True}

@@ -162,6 +162,9 @@ class WorkloadObservation:
     #: Pods whose container cannot be configured -> the kubelet's message (waiting, CreateContainerConfigError:
     #: a Secret or key its environment names is missing).
     config_errors: Mapping[str, str] = field(default_factory=dict)
+    #: Running pods whose container last ended in failure -> the kubelet's termination message of it (non-empty
+    #: only; ``planners.pod_credentials`` asks the kubelet to keep a failing log's tail there).
+    crashes: Mapping[str, str] = field(default_factory=dict)
     #: Pods -> their node, and what the API server says of the node's reports for them (``planners.node_loss``);
     #: scheduled pods only, none for a local fleet.
     placements: Mapping[str, PodPlacement] = field(default_factory=dict)
@@ -233,17 +236,19 @@ class StatusPort(Protocol):
         stored afterwards."""
         ...
 
-    async def label(self, labels: Mapping[str, str]) -> None:
-        """Merge ``labels`` into the fleet's own labels (the ConsumerFleet's ``metadata.labels``)."""
-        ...
-
 
 class EventSink(Protocol):
-    """Where the pass reports what it did, in words a person understands (Kubernetes Events, demo lines)."""
+    """Where the pass reports what it did, in words a person understands (Kubernetes Events, demo lines). A sink
+    may hold what it is told until :meth:`flush` (Kubernetes Events: a pass's Events of one type are posted as one,
+    ``planners.announcements.coalesced``); a pass flushes its sink once, however it ends."""
 
     def info(self, reason: str, message: str) -> None: ...
 
     def warning(self, reason: str, message: str) -> None: ...
+
+    def flush(self) -> None:
+        """Post what was said since the last flush (nothing to do for a sink that posts at once)."""
+        ...
 
 
 class CoordinatorPort(Protocol):
@@ -373,8 +378,10 @@ class ClaimsIndex(Protocol):
 
 
 class FleetReader(Protocol):
-    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The fleet as stored now; None when it is gone."""
+    async def read(self, namespace: str, name: str, *, seen: str | None = None) -> dict[str, Any] | None:
+        """The fleet as stored now; None when it is gone. ``seen``: a resourceVersion of it the caller has seen
+        (its watch delivered it): the answer may come from a cache that holds that version or a newer one, and
+        everything this operator wrote; None: read from the source itself."""
         ...
 
 
@@ -411,5 +418,7 @@ class PassMetrics(Protocol):
     def lag(self, namespace: str, fleet: str, *, total: int, max_partition: int) -> None: ...
 
     def conflicts(self, namespace: str, fleet: str, *, unreleased: int, fencing: int, released: int = 0) -> None: ...
+
+    def ownership(self, namespace: str, fleet: str, *, unowned: int, idle: int, stuck: bool) -> None: ...
 
     def forget(self, namespace: str, fleet: str) -> None: ...

@@ -6,7 +6,9 @@ In the order of the pass:
    (``planners.admission``, the index through ``ports.ClaimsIndex``); a refusal costs nothing;
 2. :func:`connect`: the coordinator's port, for a Kafka fleet made of its own principal's Secrets (read by name
    in its namespace, checked by ``planners.kafka_credentials``);
-3. :func:`admit_group`: the coordinator's session bounds (the first thing asked of it), the group described and
+3. :func:`admit_group`: the coordinator's session bounds (the first thing asked of it; a consumer-protocol fleet is
+   refused there when the Kafka cluster's finalized ``group.version`` does not enable the protocol:
+   ``planners.kafka_features``), the group described and
    its kind decided (``planners.coordinator_kind.kind_of_group``: a group the operator does not manage is
    refused), and the group claimed for the fleet, at the coordinator where the kind records owners and in the
    operator's own records where it does not (``reconcile.ownership``: refused ``GroupOwned`` or ``GroupInUse``, and
@@ -34,6 +36,7 @@ from berth.operator.planners.kafka_credentials import (
     secrets_needed,
     secrets_not_readable,
 )
+from berth.operator.planners.kafka_features import consumer_protocol_refusal
 from berth.operator.planners.observations import CoordinatorBounds, GroupDescription
 from berth.operator.planners.ownership import OwnedGroup
 from berth.operator.ports import ClaimsIndex, CoordinatorPort, NotPermitted, WorkloadPort
@@ -127,6 +130,9 @@ async def admit_group(
     """The coordinator's bounds, the group's kind, and the claim (raises ``GroupOwned``, ``UnmanagedGroup``,
     ``Refusal``, ``CoordinatorUnavailable``): the fleet admitted, on its group and its workload."""
     bounds = await scope.ports.coordinators.bounds_of(connected.coordinator)
+    refusal = consumer_protocol_refusal(declared_protocol(fleet), bounds, target)
+    if refusal is not None:
+        raise refusal
     group, description = await look_up_group(connected, fleet, target)
     await ownership.claim(scope, fleet, group, description)
     await ownership.settle(scope, fleet, OwnedGroup(target.identity, fleet.spec.group_id), connected.coordinator)

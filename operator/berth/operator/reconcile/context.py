@@ -88,6 +88,9 @@ class Settings:
     stuck_allowance: timedelta = timedelta(minutes=2)
     #: Which groups in use fleets may take over (--adopt-groups).
     adoption: AdoptionPolicy = field(default_factory=AdoptionPolicy)
+    #: How long partitions may go unowned, or Ready pods idle while others own several, before the group is stuck
+    #: (--stuck-group-s; ``planners.stuck_group``).
+    stuck_group: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ Owns nothing but the mapping from actions to port calls (``ports`` documents it)
 worth. Called by the scaling step (``reconcile.scaling``) only, so the operator, ``berth-demo`` and Kafka fleets
 scale exactly the same way. Rules:
 
-- Actions run in the plan's order; a status patch is written before the next action starts (it may be what a
-  restarted operator resumes from).
+- Actions run in the plan's order; a durable status patch is written before the next action starts (it may be what
+  a restarted operator resumes from); a record of what was done that nothing after depends on
+  (``PatchStatus.durable`` False) is sent with the pass's next status write (``FleetRecord.defer``).
 - A failed action stops the plan: nothing after it runs; the next reconcile plans again from observations.
 - Every coordinator write carries ``owner_uid`` (the fleet's uid where the coordinator's kind records owners, so a
   group that is another fleet's refuses it: ``ports.GroupOwned``); ``ReleaseGroup`` lets go of the fleet's claim
@@ -45,7 +46,10 @@ async def execute_plan(plan: ScalingPlan, a: Admitted, on_leave: LeaveListener |
     patch_status, owner_uid = a.record.write_changes, a.group.kind.owner_uid(a.record.uid)
     for action in plan.actions:
         if isinstance(action, PatchStatus):
-            await patch_status(action.patch)
+            if action.durable:
+                await patch_status(action.patch)
+            else:
+                a.record.defer_changes(action.patch)
         elif isinstance(action, PutExpectedMembers):
             await coordinator.put_expected_members(group_id, action.instance_ids, owner_uid=owner_uid)
             events.info("PreRegistered", f"expected members of group {group_id}: {_ids(action.instance_ids)}")

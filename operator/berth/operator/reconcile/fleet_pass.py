@@ -18,6 +18,9 @@ A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets 
    feature: members, restarts, lag, volume claims, pause, ownership, Kafka evidence, the workload and the group
    ...) into one status write.
 
+What a pass says goes to its fleet's Events sink, flushed once when the pass ends however it ends (Kubernetes
+Events: what one pass said is posted as at most one Event per type, ``planners.announcements.coalesced``).
+
 Every step may end the pass (``reconcile.endings``): a :class:`~berth.operator.planners.fleet_status.Refusal` (or
 ``GroupOwned``) becomes SpecValid=False and a Warning Event; a coordinator that cannot be asked is recorded
 (CoordinatorReachable=False) and re-raised, and nothing after the failed call runs, so nothing is recorded as
@@ -72,10 +75,14 @@ class FleetPass:
             return await self._reporting_failures(self._steps())
         finally:
             await self._flush_deferred()
+            self.scope.record.events.flush()
 
     async def finalize(self) -> str | None:
         """One step of the deletion: None once the fleet may be released, else what it still waits for."""
-        return await self._reporting_failures(self._finalize())
+        try:
+            return await self._reporting_failures(self._finalize())
+        finally:
+            self.scope.record.events.flush()
 
     async def _flush_deferred(self) -> None:
         """What the pass deferred (``FleetRecord.defer``: the session timeout it applied) written however the pass
@@ -118,7 +125,11 @@ class FleetPass:
             return replace(mirrored, waiting=waiting, advised_by=key, again_at=scope.record.again_at)
         except GroupOwned as owned:
             message = group_owned_message(
-                fleet.spec.group_id, str(target), owned.owner, adopt_group=fleet.spec.coordinator.adopt_group
+                fleet.spec.group_id,
+                str(target),
+                owned.owner,
+                adopt_group=fleet.spec.coordinator.adopt_group,
+                me=GroupOwnerRef(fleet.namespace, fleet.name, scope.record.uid),
             )
             return await endings.refuse(scope, Refusal(refusal_reason(owned.owner), message))
         except Refusal as refusal:
@@ -172,7 +183,8 @@ class FleetPass:
             raise RetryLater(str(error)) from error
         if plan.done:
             await ownership.release_all(scope, also=current)
-            record.events.info("Finalized", announcements.finalized(fleet, plan, a.group.kind))
+            said = announcements.finalized(fleet, plan, a.group.kind, created=scaling.kept_or_created(a))
+            record.events.info("Finalized", said)
             return None
         return plan.waiting
 

@@ -30,12 +30,17 @@ class FleetMemory:
     evidence: EvidenceState = field(default_factory=EvidenceState)
     #: ``contributors.lag``: why the lag could not be read, as last logged (once, not once per pass).
     lag_problem: str | None = None
+    #: ``contributors.lag`` writes, ``contributors.stuck`` reads: the partitions the last lag read measured (the
+    #: group's committed partitions of its topics, where the coordinator keeps a partition log), as ``topic:N``.
+    known_partitions: frozenset[str] = frozenset()
     #: ``contributors.restarts``: what the journal (or the evidence) said of the group since the last pass that
     #: counted it (the reconciler adds the journal follower's pages for the group the fleet follows).
     activity: GroupActivity = NOTHING
     #: The reconciler: the (coordinator URL, group id) whose journal status follows, and the advice key that sizes
-    #: the fleet, as its last pass said; its failures in a row and since when it waits (monotonic seconds).
+    #: the fleet, as its last pass said; its failures in a row and since when it waits (monotonic seconds); the
+    #: generation its last pass started from (``planners.pokes``: a change of anything else asks for no pass).
     follows: tuple[str, str] | None = None
     advised_by: str | None = None
     failures: int = 0
     waiting_since: float | None = None
+    generation: int | None = None

@@ -6,11 +6,14 @@ the operator keeps the record itself (``ports.GroupRecords``, consulted here for
 are ``planners.ownership``'s. Rules:
 
 - :func:`claim` (the admission step): nothing else is sent for a fleet before its group is recorded as its own; a
-  group in use by nobody's fleet is claimed only with the administrator's adoption (``--adopt-groups``) or on the
-  upgrade path; a group whose recorded owner no longer exists (checked against the API server: its namespace and
-  name hold no fleet of its uid) and that has no members (a fleet of another cluster sharing the coordinator would
-  look gone here) is reclaimed, with an Event; otherwise the fleet is refused (``GroupOwned``, raised
-  for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim is written into ``status.ownedGroups``.
+  group in use by nobody's fleet (on Kafka: members, or committed offsets, read once when there is no record) is
+  claimed only with the administrator's adoption (``--adopt-groups``) or on the upgrade path; a group whose
+  recorded owner no longer exists (checked against the API server: its namespace and name hold no fleet of its
+  uid) and that has no members (a fleet of another cluster sharing the coordinator would look gone here) is
+  reclaimed, with an Event, and taken back as adopted when that owner was an earlier fleet of the same namespace
+  and name (docs/install.md, "Fleets left behind": deleted without the operator, created again); otherwise the
+  fleet is refused (``GroupOwned``, raised for the pass to turn into ``GroupOwned`` or ``GroupInUse``). Each claim
+  is written into ``status.ownedGroups`` with the pass's next status write (``FleetRecord.defer``).
 - :func:`settle` (every pass after the claim): a claim status holds besides the current group is released once none
   of the fleet's members is in that group any more (its pods moved to the new group), at once beyond
   ``MAX_OWNED_GROUPS``; a coordinator that cannot be asked keeps the claim for a later pass.
@@ -32,7 +35,10 @@ from berth.operator.planners.fleet_status import Refusal
 from berth.operator.planners.instances import pod_of_member
 from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import (
+    ClaimGroup,
     OwnedGroup,
+    in_use_on_kafka,
+    is_predecessor,
     is_stale,
     may_adopt,
     owned_groups,
@@ -77,11 +83,15 @@ async def claim(scope: Scope, fleet: Fleet, group: AdmittedGroup, description: G
         group.group_id,
         may_adopt(scope.settings.adoption, fleet, record.status),
     )
+    created = False
     if group.kind.records_owners:
         await _claim_at_coordinator(scope, asked, group.coordinator, description)
     else:
-        await _claim_in_records(scope, asked, description)
-    await record.write(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id)))
+        created = await _claim_in_records(scope, asked, group.coordinator, description)
+    # Deferred (sent with the pass's next write or its last, however it ends): a claim lost to a crash before then is
+    # recorded by the next pass, which claims the group again; only a groupId edited in that window leaves the old
+    # group the fleet's at the coordinator until the fleet is gone (the next claimant then reclaims it as stale).
+    record.defer(owned_patch(owned_groups(record.status), OwnedGroup(asked.identity, asked.group_id, created=created)))
 
 
 async def _claim_at_coordinator(
@@ -97,11 +107,16 @@ async def _claim_at_coordinator(
             raise
         await coordinator.release_group(asked.group_id, owned.owner.uid)
         _reclaimed(scope.record, asked, owned.owner)
+        planned = ClaimGroup(asked.me, adopt=planned.adopt or is_predecessor(owned.owner, asked.me))
         await coordinator.claim_group(asked.group_id, asked.me, adopt=planned.adopt)
     _claimed(scope.record, asked, adopted=planned.adopt and description.state != "Dead")
 
 
-async def _claim_in_records(scope: Scope, asked: Claim, description: GroupDescription) -> None:
+async def _claim_in_records(
+    scope: Scope, asked: Claim, coordinator: CoordinatorPort, description: GroupDescription
+) -> bool:
+    """The claim in the operator's records; whether this claim created the record of a group that did not exist
+    (the fleet creates it: a deletion may delete it, ``planners.ownership.may_delete``)."""
     records = scope.ports.records
     identity, group_id = asked.identity, asked.group_id
     if records is None:
@@ -111,18 +126,34 @@ async def _claim_in_records(scope: Scope, asked: Claim, description: GroupDescri
             " POD_NAMESPACE or --group-owners-namespace), and Kafka keeps none, so nothing is sent for this fleet",
         )
     recorded = await records.owner(identity, group_id)
+    adopt = asked.adopt
     if recorded is not None and recorded.uid != asked.me.uid and await owner_is_gone(scope, recorded, description):
         await records.release(identity, group_id, recorded.uid)
         _reclaimed(scope.record, asked, recorded)
+        adopt = adopt or is_predecessor(recorded, asked.me)
         recorded = None
-    decision = record_decision(recorded, description, asked.me, adopt=asked.adopt)
+    in_use = recorded is None and in_use_on_kafka(
+        description, committed_offsets=await _has_committed_offsets(coordinator, group_id, description)
+    )
+    decision = record_decision(recorded, in_use, asked.me, adopt=adopt)
     if decision.refuse:
         raise GroupOwned(group_id, decision.owner)
-    if decision.create:
-        winner = await records.claim(identity, group_id, asked.me)
-        if winner.uid != asked.me.uid:
-            raise GroupOwned(group_id, winner)
-        _claimed(scope.record, asked, adopted=bool(description.members))
+    if not decision.create:
+        return False
+    winner = await records.claim(identity, group_id, asked.me)
+    if winner.uid != asked.me.uid:
+        raise GroupOwned(group_id, winner)
+    _claimed(scope.record, asked, adopted=in_use)
+    return not description.exists
+
+
+async def _has_committed_offsets(coordinator: CoordinatorPort, group_id: str, description: GroupDescription) -> bool:
+    """Whether a group that exists with no member holds committed offsets (its consumers stopped, their progress
+    kept); asked only there (a claim of an unrecorded group: once per fleet), never of a group with members or none."""
+    if description.members or not description.exists:
+        return False
+    lag = await coordinator.group_lag(group_id, description)
+    return lag is not None and any(partition.committed is not None for partition in lag.partitions)
 
 
 async def owner_is_gone(scope: Scope, owner: GroupOwnerRef, description: GroupDescription) -> bool:
@@ -146,10 +177,11 @@ def _claimed(record: FleetRecord, asked: Claim, *, adopted: bool) -> None:
 
 
 def _reclaimed(record: FleetRecord, asked: Claim, owner: GroupOwnerRef) -> None:
+    earlier = " (an earlier fleet of this name: the group is taken back with its offsets)"
     record.events.info(
         "GroupReclaimed",
         f"group {asked.group_id} on {asked.where} was recorded as {owner_name(owner)}'s (uid {owner.uid}), which no"
-        " longer exists: that claim was released",
+        f" longer exists: that claim was released{earlier if is_predecessor(owner, asked.me) else ''}",
     )
 
 
@@ -178,7 +210,7 @@ async def settle(scope: Scope, fleet: Fleet, current: OwnedGroup, coordinator: C
             continue
         released.append(old)
     record.claims_kept = tuple(kept)
-    await record.write(released_patch(held, released))
+    record.defer(released_patch(held, released))  # a release lost to a crash is released again: nothing of ours
 
 
 async def _port_for(

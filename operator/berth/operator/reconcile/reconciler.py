@@ -1,15 +1,19 @@
 """``FleetReconciler``: runs reconcile passes for fleets when something changed, one at a time per fleet, each from a
-fresh read of the fleet.
+read of the fleet at least as new as the change that asked for it.
 
-A pass is asked for (:meth:`poke`) by whatever sees a change: Kopf's handlers (a fleet created, its spec changed,
-every fleet when the operator starts), the watch cache (an object a fleet owns changed), the journal follower (its
-group changed at the coordinator). Nothing polls: after a pass, the fleet is next due only when
-``planners.pass_timing`` says (a slow resync, a wait's backstop, a retry's backoff). Rules:
+A pass is asked for (:meth:`poke`) by whatever sees a change: Kopf's watch of the fleets (:meth:`fleet_seen`: a
+fleet created, its spec changed, every fleet when the operator starts, as ``planners.pokes`` filters them), the
+watch cache (an object a fleet owns changed in what a pass reads), the journal follower (its group changed at the
+coordinator). Nothing polls: after a pass, the fleet is next due only when ``planners.pass_timing`` says (a slow
+resync, a wait's backstop, a retry's backoff). Rules:
 
 - Passes go through a :class:`~berth.operator.reconcile.queue.PassQueue`: pokes coalesce (a burst is one pass, a
   poke during a pass one more pass after it) and at most ``workers`` passes run at once.
 - One pass per fleet at a time (an asyncio lock per namespace/name, shared with the finalizer), and every pass
-  starts by reading the fleet from the API server, so it sees every status write of the pass before it.
+  starts by reading the fleet at least as new as the last version Kopf's watch delivered (``FleetReader.read``'s
+  ``seen``: from a cache that holds it, else from the API server), with every status write of the passes before
+  it. A fleet Kopf's watch has not delivered yet, and one whose last pass failed (a write that timed out may have
+  been applied), is read from the API server.
 - A fleet that is gone is forgotten (its memory, ``reconcile.memory``, with it); one being deleted is left to
   :meth:`finalize` (Kopf's finalizer handler), which forgets it once released.
 - Passes start once Kopf has handed over the claims index (:meth:`attach`, from its first handler call); pokes
@@ -31,8 +35,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in
+from berth.operator.planners.pokes import wants_pass
 from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import ClaimsIndex, CoordinatorUnavailable, FleetReader, JournalSource, NotLeading
 from berth.operator.reconcile.context import PassContext, PassResult, RetryLater
@@ -78,6 +84,10 @@ class FleetReconciler:
         #: What the operator remembers of each fleet (``reconcile.memory``), forgotten with it.
         self._memories: dict[FleetKey, FleetMemory] = {}
         self._claims: ClaimsIndex | None = None  # the claims index (Kopf's is live: any handler's index serves)
+        #: Per fleet, the last resourceVersion Kopf's watch delivered (a pass reads the fleet at least that new).
+        self._delivered: dict[FleetKey, str] = {}
+        #: Fleets whose next read goes to the API server (their last pass failed).
+        self._fresh: set[FleetKey] = set()
         self.queue: PassQueue[FleetKey] = PassQueue(self._queued_pass, workers=workers, clock=clock)
 
     # ---------------------------------------------------------------------------------------------- asking
@@ -91,6 +101,18 @@ class FleetReconciler:
     def poke(self, key: FleetKey, delay_s: float = 0.0) -> None:
         """A pass for ``key`` within ``delay_s`` (sooner if one was due sooner)."""
         self.queue.due(key, delay_s)
+
+    def fleet_seen(self, key: FleetKey, body: Mapping[str, Any]) -> None:
+        """A fleet as Kopf's watch delivered it: its version remembered, and a pass asked for when the change is one
+        a pass reads (``planners.pokes``: never passed yet, its spec, its pause)."""
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._delivered[key] = str(version)
+        memory = self._memories.get(key)
+        uid = _uid(body)
+        passed = None if memory is None or (memory.uid and memory.uid != uid) else memory.generation
+        if wants_pass(body, passed):
+            self.poke(key)
 
     async def poke_groups(self, url: str, group_ids: Mapping[str, GroupActivity]) -> None:
         """A pass soon for every fleet following one of ``group_ids`` on ``url``; what the journal said of their
@@ -142,9 +164,11 @@ class FleetReconciler:
             logger.warning("fleet %s: pass stopped: %s", key, error)
             return None
         except (CoordinatorUnavailable, RetryLater) as error:
+            self._fresh.add(key)
             return self._failed(key, f"{error}")
         except Exception:
             logger.exception("fleet %s: a pass failed", key)
+            self._fresh.add(key)
             return self._failed(key, "an unexpected error (logged above)")
         if result is None:
             return None
@@ -178,7 +202,9 @@ class FleetReconciler:
         return delay
 
     async def _pass(self, key: FleetKey, claims: ClaimsIndex) -> PassResult | None:
-        body = await self.fleets.read(key.namespace, key.name)
+        seen = None if key in self._fresh else self._delivered.get(key)
+        body = await self.fleets.read(key.namespace, key.name, seen=seen)
+        self._fresh.discard(key)
         if body is None:
             self._forget(key)
             return None
@@ -186,6 +212,8 @@ class FleetReconciler:
             self._deleting(key)
             return None
         memory = self.memory(key, _uid(body))
+        generation = (body.get("metadata") or {}).get("generation")
+        memory.generation = generation if isinstance(generation, int) else None
         try:
             result = await FleetPass(self.context, body, claims, memory).run()
         except NotLeading:
@@ -218,6 +246,8 @@ class FleetReconciler:
         """The fleet is gone: no pass for it, and nothing remembered of it."""
         self.queue.forget(key)
         self._memories.pop(key, None)
+        self._delivered.pop(key, None)
+        self._fresh.discard(key)
         metrics = self.context.ports.metrics
         if metrics is not None:
             metrics.forget(key.namespace, key.name)

@@ -1,13 +1,15 @@
 """One fleet as a reconcile pass knows it: who it is, its status as last stored, and where its status and Events go.
 
-Rules: a status write goes out at once (:meth:`FleetRecord.write`) and the pass continues from the status the
-API server returns, so a pass (or an operator restarted anywhere) plans from what is stored; an empty patch writes
-nothing, nor does a patch that would change nothing (:meth:`FleetRecord.write_changes`: every write is a watch event
-for every client). What no step that cannot be taken back depends on (the session timeout chosen, what the pass
-saw of the workload and the group) is deferred (:meth:`FleetRecord.defer`): seen in ``status`` at once, sent with
-the pass's next write or its last (:meth:`FleetRecord.flush`, however the pass ends); only a pass killed before
-then leaves it to the next pass to decide again. So a fleet's first pass writes its status three times (the
-claim, the pre-registration, what it saw), not six.
+Rules: a status write goes out at once (:meth:`FleetRecord.write_changes`) and the pass continues from the status
+the API server returns, so a pass (or an operator restarted anywhere) plans from what is stored; a patch that would
+change nothing stored, where nothing pending touches it either, writes nothing (every write is a watch event for
+every client). What no step that cannot be taken back depends on (the claim recorded, the session timeout chosen,
+the expected members recorded after the coordinator has them, what the pass saw of the workload and the group) is
+deferred (:meth:`FleetRecord.defer`): seen in ``status`` at once, sent with the pass's next write or its last
+(:meth:`FleetRecord.flush`, however the pass ends); only a pass killed before then leaves it to the next pass to
+decide again. So a fleet's first pass writes its status once: what must be durable before a step that cannot be
+taken back (departing ids before the StatefulSet shrinks, a forgotten list of expected members before the
+coordinator's changes, a leave's record) is what writes before the end.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from berth.operator.reconcile.context import Ports
 class FleetRecord:
     def __init__(self, ports: Ports, body: Mapping[str, Any]) -> None:
         self.body = body  # as read when the pass started (its status is superseded by ``status``)
-        self.status: dict[str, Any] = dict(body.get("status") or {})
+        #: The status as the API server last answered (or as read), and as the pass sees it (with what it deferred).
+        self.stored: dict[str, Any] = dict(body.get("status") or {})
+        self.status: dict[str, Any] = dict(self.stored)
         self.events = ports.events_for(body)
         self.status_port = ports.status_for(body)
         metadata = body.get("metadata") or {}
@@ -50,8 +54,12 @@ class FleetRecord:
             await self.flush()
 
     async def write_changes(self, patch: Mapping[str, Any]) -> None:
-        """Write only the entries of ``patch`` that would change the status."""
-        await self.write(fleet_status.only_changes(self.status, patch))
+        """``patch`` durable now: written (with whatever was deferred) unless it would change nothing stored and
+        nothing deferred touches it; only its entries that change the status are sent."""
+        pending_keys = {key for deferred in self._deferred for key in deferred}
+        if fleet_status.only_changes(self.stored, patch) or pending_keys & patch.keys():
+            await self.write(fleet_status.only_changes(self.status, patch) or {})
+            await self.flush()
 
     def defer(self, patch: Mapping[str, Any]) -> None:
         """``patch`` (a merge patch) seen in ``status`` at once, sent with the next write or :meth:`flush`."""
@@ -66,8 +74,11 @@ class FleetRecord:
     async def flush(self) -> None:
         """What was deferred, written now (nothing when nothing is)."""
         while self._deferred:
-            self.status = dict(await self.status_port.patch_status(self._deferred[0]))
+            self.stored = dict(await self.status_port.patch_status(self._deferred[0]))
             self._deferred.pop(0)
+            self.status = self.stored
+            for deferred in self._deferred:  # what is still to send, as the pass already sees it
+                self.status = fleet_status.merge_patch(self.status, deferred)
 
     def _pending(self, patch: Mapping[str, Any]) -> None:
         """``patch`` after what is pending: in the last pending patch where one merge patch says both exactly."""

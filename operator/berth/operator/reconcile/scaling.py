@@ -18,6 +18,7 @@ from datetime import datetime
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.coordinator_kind import deletes_group
 from berth.operator.planners.observations import GroupDescription
+from berth.operator.planners.ownership import OwnedGroup, may_delete
 from berth.operator.planners.scaling import BatchLeave, ScalingObservation, ScalingPlan, ScalingStatus, plan_scaling
 from berth.operator.ports import WorkloadView
 from berth.operator.reconcile import evidence_journal
@@ -54,7 +55,7 @@ def _plan(a: Admitted, view: WorkloadView, description: GroupDescription, *, del
             group_members=description.static_instance_ids(),
             dynamic_members=tuple(m.member_id for m in description.members if m.group_instance_id is None),
             kind=kind,
-            delete_group=deletes_group(fleet, kind),
+            delete_group=deletes_group(fleet, kind) and kept_or_created(a),
             terminating=observed.terminating,
             stuck_allowance=a.settings.stuck_allowance,
             unready=observed.unready,
@@ -64,6 +65,13 @@ def _plan(a: Admitted, view: WorkloadView, description: GroupDescription, *, del
         ),
         now=a.now(),
     )
+
+
+def kept_or_created(a: Admitted) -> bool:
+    """Whether the deletion may delete the group, as far as ownership goes (``planners.ownership.may_delete``: on
+    Kafka only a group the fleet created)."""
+    claimed = OwnedGroup(a.group.target.identity, a.group.group_id)
+    return may_delete(a.record.status, claimed, records_owners=a.group.kind.records_owners)
 
 
 def _leave_listener(a: Admitted, planned_at: datetime) -> LeaveListener:

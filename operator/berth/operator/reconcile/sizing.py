@@ -91,6 +91,8 @@ async def size_and_apply(a: Admitted, coordinator_bounds: CoordinatorBounds, *, 
         statefulset=applied.statefulset,
         service=applied.service,
         budget=applied.disruption_budget,
+        session_timeout_ms=choice.ms,
+        on_group=on_group,
     )
     for reason, message in said:
         record.events.info(reason, message)

@@ -20,7 +20,6 @@ from berth.operator.reconcile.context import PassResult
 from berth.operator.reconcile.contributors import (
     evidence,
     kind,
-    label,
     lag,
     members,
     node_loss,
@@ -29,6 +28,7 @@ from berth.operator.reconcile.contributors import (
     rebalances,
     restarts,
     session_timeout,
+    stuck,
     volume_claims,
     workload,
 )
@@ -46,10 +46,10 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
     lag.contribute,
     workload.contribute,
     rebalances.contribute,
-    label.contribute,
     restarts.contribute,  # after ``workload``: a burst ends once the fleet is Ready and settled
     node_loss.contribute,  # after ``restarts``: it only brings the next due time forward
     volume_claims.contribute,  # after ``workload``: told once nothing departs
+    stuck.contribute,  # last: its next look is the earliest of its own and the others' (``again_at``)
 )
 
 

@@ -12,6 +12,12 @@ Rules:
   is never served as a store that lost groups. Run again after deleting the prefix.
 - At the end the prefix is loaded back and compared with what was read: counts of groups, members, offsets,
   expected-members lists, and the journal's first and last seq. Exit 0 and one summary line, or 2.
+- etcd over TLS takes the server's flags: ``--etcd-ca-file``, and ``--etcd-cert-file`` with ``--etcd-key-file`` for
+  an etcd that requires client certificates (the chart's).
+- Once the copy is checked it writes :data:`COPIED_MARKER` into the data dir (where, when, what): a coordinator
+  started on that data dir refuses to serve it (:func:`copied_refusal`) unless given ``--serve-copied-data-dir``,
+  since the replicas on etcd have moved on from it (a reinstall without ``coordinator.ha`` would otherwise serve the
+  older state silently). Moving back is a fresh data dir, or the marker removed on purpose.
 - Before anything else it waits up to ``--etcd-wait-s`` for etcd to answer (:func:`wait_for_etcd`): a copy Job
   started together with etcd's members (the chart's) would otherwise find their names not yet resolvable, fail,
   and leave its retries' logs to be told apart.
@@ -39,6 +45,7 @@ from berth.coordinator.store.etcd.config import (
     CHART_MAX_TXN_OPS,
     DEFAULT_PREFIX,
     DEFAULT_TIMEOUT_S,
+    ReplicationConfig,
 )
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import SCHEMA
@@ -47,6 +54,11 @@ from berth.coordinator.store.etcd.txn import Built, Limits, build, fitting
 from berth.coordinator.store.sqlite_store import SqliteStore
 
 COMMAND = "copy-to-etcd"
+#: Written into the data dir once a copy is done and checked: the file that makes ``berth-coordinator --data-dir``
+#: refuse that data dir (its state is older than etcd's from the moment a replica serves the prefix).
+COPIED_MARKER = "COPIED-TO-ETCD"
+#: The server's flag that serves a copied data dir anyway.
+SERVE_COPIED_FLAG = "--serve-copied-data-dir"
 #: Journal lines per transaction of the copy (one chunk key each).
 JOURNAL_LINES_PER_TXN = 5_000
 #: How long the copy waits for etcd to answer at first, and how often it asks meanwhile.
@@ -184,6 +196,48 @@ def copy_sqlite_to_etcd(source: SqliteStore, target: EtcdStore, say: Callable[[s
     return copied
 
 
+def mark_copied(data_dir: Path, endpoints: Sequence[str], prefix: str, copied: Tally) -> None:
+    """Write :data:`COPIED_MARKER` into ``data_dir`` (durably: written aside, fsynced, renamed)."""
+    marker = data_dir / COPIED_MARKER
+    record = {
+        "copied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "etcd_endpoints": list(endpoints),
+        "etcd_prefix": prefix,
+        "copied": str(copied),
+    }
+    aside = marker.with_suffix(".tmp")
+    with open(aside, "w", encoding="utf-8") as file:
+        file.write(json.dumps(record) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(aside, marker)
+    directory = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def copied_refusal(data_dir: Path) -> str | None:
+    """Why ``data_dir`` must not be served (it was copied to etcd), in one sentence naming the flag; None when it
+    was never copied."""
+    marker = data_dir / COPIED_MARKER
+    try:
+        text = marker.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(text)
+        where = f"etcd prefix {record['etcd_prefix']} at {','.join(record['etcd_endpoints'])} on {record['copied_at']}"
+    except (ValueError, KeyError, TypeError):
+        where = "etcd"
+    return (
+        f"the data dir {data_dir} was copied to {where} ({marker.name}): the replicas on etcd have served since, so"
+        f" this state is older than theirs; run the replicas (--etcd-endpoints), or pass {SERVE_COPIED_FLAG} to"
+        " serve this data dir anyway"
+    )
+
+
 def _copy_journal_chunk(
     target: EtcdStore, lines: list[tuple[int, str]], index: JournalIndex, commit: Callable[[Built], None]
 ) -> JournalIndex:
@@ -222,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--etcd-max-request-bytes", type=int, default=CHART_MAX_REQUEST_BYTES, help="etcd's --max-request-bytes"
     )
+    p.add_argument("--etcd-ca-file", type=Path, default=None, help="verify https etcd endpoints against this CA")
+    p.add_argument("--etcd-cert-file", type=Path, default=None, help="client certificate for etcd (PEM)")
+    p.add_argument("--etcd-key-file", type=Path, default=None, help="the key of --etcd-cert-file (PEM)")
     p.add_argument("--journal-retention-bytes", type=int, default=256 * 2**20, help="as the coordinator's; 0: none")
     p.add_argument("--journal-retention-ms", type=int, default=7 * 86_400_000, help="as the coordinator's; 0: none")
     return p
@@ -239,9 +296,14 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         journal_retention_bytes=args.journal_retention_bytes or None,
         journal_retention_ms=args.journal_retention_ms or None,
     )
+    if (args.etcd_cert_file is None) != (args.etcd_key_file is None):
+        _fail("--etcd-cert-file and --etcd-key-file go together")
+    tls = ReplicationConfig(
+        tuple(endpoints), ca_file=args.etcd_ca_file, cert_file=args.etcd_cert_file, key_file=args.etcd_key_file
+    )
     try:
         target = EtcdStore(
-            EtcdClient(endpoints, timeout_s=args.etcd_timeout_s),
+            EtcdClient(endpoints, timeout_s=args.etcd_timeout_s, ssl_context=tls.ssl_context()),
             args.etcd_prefix,
             config,
             Limits(args.etcd_max_txn_ops, args.etcd_max_request_bytes),
@@ -249,7 +311,8 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         wait_for_etcd(target.client, target.keys.prefix, args.etcd_wait_s, say=lambda line: print(line, flush=True))
         with SqliteStore(args.data_dir, config) as source:
             copied = copy_sqlite_to_etcd(source, target, say=lambda line: print(line, flush=True))
-    except (StoreError, ValueError) as exc:
+            mark_copied(args.data_dir, endpoints, args.etcd_prefix, copied)
+    except (StoreError, ValueError, OSError) as exc:
         _fail(str(exc))
     except EtcdError as exc:
         _fail(f"etcd: {exc} (the prefix may hold a partial copy: delete it and copy again)")

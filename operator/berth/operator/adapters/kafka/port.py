@@ -86,7 +86,8 @@ class KafkaCoordinatorPort:
 
     async def get_config(self) -> CoordinatorBounds:
         bounds = await self._call(
-            "reading the brokers' group session-timeout bounds (Cluster DESCRIBE_CONFIGS)", wire.session_bounds
+            "reading the brokers' group session-timeout bounds (Cluster DESCRIBE_CONFIGS) and finalized features",
+            wire.session_bounds,
         )
         consumer = bounds.consumer
         return CoordinatorBounds(
@@ -99,6 +100,7 @@ class KafkaCoordinatorPort:
                 consumer[wire.CONSUMER_MAX_SESSION],
                 consumer[wire.CONSUMER_MIN_HEARTBEAT],
                 consumer[wire.CONSUMER_MAX_HEARTBEAT],
+                group_version=bounds.group_version,
             ),
         )
 

@@ -11,6 +11,8 @@ Every function takes a connected ``KafkaAdminClient`` and returns plain values. 
   request removes a KIP-848 consumer-protocol member by instance id (Kafka >= 4.0, KAFKA-18188).
 - A group is described once per look (``kafka_groups.describe_group``: ConsumerGroupDescribe, then the classic
   DescribeGroups v4+), never by listing the cluster's groups.
+- The cluster's finalized ``group.version`` is read with the session bounds (``describe_features``: ApiVersions
+  v3+ on a broker), so a consumer-protocol fleet is checked against it (``planners.kafka_features``).
 - Session bounds come from DescribeConfigs on a broker: ``group.min/max.session.timeout.ms`` for classic groups,
   ``group.consumer.min/max.session.timeout.ms`` and ``group.consumer.min/max.heartbeat.interval.ms`` for
   consumer-protocol groups (Kafka's defaults when a broker lists none). A consumer-protocol group's session
@@ -58,6 +60,8 @@ CONSUMER_DEFAULTS = {
 #: A consumer-protocol group's own configs (KIP-848 group configs).
 GROUP_SESSION = "consumer.session.timeout.ms"
 GROUP_HEARTBEAT = "consumer.heartbeat.interval.ms"
+#: The finalized feature that enables consumer-protocol groups (KIP-848, Kafka 4.x).
+GROUP_VERSION_FEATURE = "group.version"
 #: The reason a removal carries to brokers that take one (LeaveGroup v5+, KIP-800).
 LEAVE_REASON = "berth-operator: the fleet's pods for these instance ids are gone (scale-down or deletion)"
 
@@ -67,6 +71,8 @@ class Bounds:
     min_session_ms: int
     max_session_ms: int
     consumer: Mapping[str, int]  # the group.consumer.* bounds by name
+    #: The cluster's finalized group.version (0: not finalized; KIP-848 groups need 1).
+    group_version: int = 0
 
 
 def connect(connection: KafkaConnection, *, timeout_ms: int) -> KafkaAdminClient:
@@ -140,7 +146,20 @@ def session_bounds(admin: KafkaAdminClient) -> Bounds:
         name: int(configs[name]["value"]) if configs.get(name, {}).get("value") is not None else default
         for name, default in CONSUMER_DEFAULTS.items()
     }
-    return Bounds(int(configs[MIN_SESSION]["value"]), int(configs[MAX_SESSION]["value"]), consumer)
+    return Bounds(
+        int(configs[MIN_SESSION]["value"]), int(configs[MAX_SESSION]["value"]), consumer, finalized_group_version(admin)
+    )
+
+
+def finalized_group_version(admin: KafkaAdminClient) -> int:
+    """The cluster's finalized ``group.version`` max level, from a broker's ApiVersions v3+ answer (no ACL needed);
+    0 when it finalizes none (not enabled) or predates feature levels (a broker before 2.7 has no such groups)."""
+    try:
+        features: Mapping[str, Mapping[str, Any]] = admin.describe_features()
+    except errors.UnsupportedVersionError:
+        return 0
+    finalized = features.get(GROUP_VERSION_FEATURE, {}).get("finalized")
+    return int(finalized[1]) if finalized else 0
 
 
 def group_timeouts(admin: KafkaAdminClient, group_id: str) -> tuple[int | None, int | None]:

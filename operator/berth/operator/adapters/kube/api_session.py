@@ -15,18 +15,26 @@ instead; the operator's own one-off calls keep the official client (``kube.calls
   ``TCP_USER_TIMEOUT`` bounding how late the network may deliver it (``gated_http``). Reads always pass.
 - Streams are read as JSON lines of any length (a watch event carries a whole object; aiohttp's ``readline`` caps a
   line at its buffer size).
+- :meth:`ApiSession.call` sends an official-client method's request (``apps.create_namespaced_stateful_set``...)
+  on this session: the client's own serializer builds its method, path, query and body (so the call site names
+  the method, as tests/chart's RBAC scan reads it), sent with the content type the client's REST layer would send
+  (:func:`content_type`), and an error status is the client's ``ApiException``, as the client itself would raise
+  it. The operator's client sends its calls here (``calls.GatedApiClient.send_on``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import kubernetes
 
+from berth.operator.adapters.kube.calls import REQUEST_TIMEOUT
 from berth.operator.adapters.kube.identity import KubeIdentity
 from berth.operator.adapters.leadership.gated_http import READ_METHODS, bounded_connector, gated_request_class
 from berth.operator.ports import WriteGate
@@ -72,7 +80,8 @@ def authorization(configuration: kubernetes.client.Configuration) -> str | None:
 
 
 class ApiSession:
-    """One aiohttp session to the API server as the operator's identity (see the module docstring)."""
+    """One aiohttp session to the API server as the operator's identity (see the module docstring); a
+    :class:`~berth.operator.adapters.kube.calls.Sender`."""
 
     def __init__(
         self,
@@ -100,6 +109,29 @@ class ApiSession:
             raise ValueError(f"GET {path}: the API server answered {type(body).__name__}")
         return body
 
+    async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The official-client ``method(*args, **kwargs)``, sent on this session; the answer as a dict. Raises the
+        client's ``ApiException`` for an error status (``_request_timeout`` and ``_preload_content`` are this
+        session's business and ignored)."""
+        http_method, url, headers, body, _ = _serialized(method, args, kwargs)
+        if url.startswith("/"):
+            url = self.server + url
+        # The session says who sends it and with which token (refreshed per request), as for every other request.
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "user-agent")}
+        if body is not None:
+            headers["Content-Type"] = content_type(headers.get("Content-Type"), body)
+        connect, read = REQUEST_TIMEOUT
+        timeout = aiohttp.ClientTimeout(total=connect + read, sock_connect=connect)
+        data = None if body is None else json.dumps(body)
+        async with self.session.request(http_method, url, headers=headers, data=data, timeout=timeout) as response:
+            text = await response.text()
+            if response.status >= 400:
+                raise kubernetes.client.ApiException(status=response.status, reason=response.reason, body=text)
+        answer = json.loads(text or "{}")
+        if not isinstance(answer, dict):
+            raise ValueError(f"{getattr(method, '__name__', 'call')}: the API server answered {type(answer).__name__}")
+        return answer
+
     async def stream(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> AsyncIterator[dict[str, Any]]:
         """``GET path?params`` as a stream of JSON objects, one per line, until the server ends it (or
         ``timeout_s`` passes: a connection that went silent is not waited on for ever)."""
@@ -115,6 +147,43 @@ class ApiSession:
                         yield json.loads(line)
             if buffer.strip():
                 yield json.loads(buffer)
+
+
+def content_type(declared: str | None, body: object) -> str:
+    """The ``Content-Type`` of a request with a JSON ``body``, as the official client's REST layer sends it: JSON when
+    the method declares none (a create), and a strategic merge patch where a built-in object's patch declares a JSON
+    Patch but the body is an object, not a list of operations (aiohttp would send ``text/plain``: the API server
+    answers 415)."""
+    if not declared:
+        return "application/json"
+    if declared == "application/json-patch+json" and not isinstance(body, list):
+        return "application/strategic-merge-patch+json"
+    return declared
+
+
+def _serialized(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``(method, url, headers, body, post_params)`` of an official-client call, from the client's own serializer
+    (``_<method>_serialize``, which every generated API method has)."""
+    serialize, names = _serializer(method)
+    params: dict[str, Any] = dict.fromkeys(names)
+    params.update(zip(names, args, strict=False))
+    params.update((key, value) for key, value in kwargs.items() if key in params)
+    return tuple(serialize(**params))
+
+
+def _serializer(method: Callable[..., Any]) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    api: object = getattr(method, "__self__", None)
+    serialize = getattr(api, f"_{getattr(method, '__name__', '')}_serialize", None)
+    if serialize is None:
+        raise TypeError(f"{method!r} is not a method of a kubernetes client API")
+    api_class: type = type(api)
+    return serialize, _parameters(api_class, method.__name__)
+
+
+@functools.cache
+def _parameters(api_class: type, name: str) -> tuple[str, ...]:
+    """The serializer's parameters, in order (its positional ones first, as the method's)."""
+    return tuple(inspect.signature(getattr(api_class, f"_{name}_serialize")).parameters)[1:]  # without self
 
 
 async def raise_for_status(response: aiohttp.ClientResponse) -> None:

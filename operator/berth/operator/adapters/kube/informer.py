@@ -21,6 +21,9 @@ Rules:
   arrives. A watch delivers an object's versions in order, so until the written version comes, what comes is
   older and leaves the written one kept; a version the watch brought already (or a newer one since) is not
   replaced by the write's answer, which is then the older. No resourceVersion is compared, only matched.
+- :meth:`Informer.holds` says whether what is kept of an object is a given version or newer (the version was
+  kept, or brought by the watch before what is kept now): a reader that knows a version from elsewhere (Kopf's
+  watch) serves the cache only once it holds that version.
 """
 
 from __future__ import annotations
@@ -124,6 +127,15 @@ class Informer:
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.objects.get((namespace, name))
+
+    def holds(self, namespace: str, name: str, version: str) -> bool:
+        """Whether what is kept of the object is ``version`` or newer: the version of a write's answer kept, or one
+        the watch (or a list) brought, which what is kept now comes after (an object's versions come in order)."""
+        key = (namespace, name)
+        if key not in self.objects:
+            return False
+        awaited = self._awaited.get(key)
+        return version in self._versions.get(key, ()) or (awaited is not None and awaited[0] == version)
 
     def start(self) -> None:
         if self._task is None:

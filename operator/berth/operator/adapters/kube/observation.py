@@ -7,7 +7,8 @@ Two halves, so that a cache of watched objects can replace the reads without tou
   not only by the API's selector; terminating pods count as existing until they are gone (with when their grace
   period ends), and running pods not Ready are named; the StatefulSet is settled once its controller reports
   having observed its generation, and rolling while it still has pods to move to its update revision
-  (:func:`rolling_out`); claims that stay are those neither being deleted nor owned by a pod (``whenScaled:
+  (:func:`rolling_out`); a container that last ended in failure, with the kubelet's termination message; claims
+  that stay are those neither being deleted nor owned by a pod (``whenScaled:
   Delete`` makes a departing pod their owner), listed only when the StatefulSet has claim templates; each running
   pod's times (its containers' latest ``startedAt``, else its ``startTime``, else its creation; a restarted
   container's ``finishedAt``); each scheduled pod's node and what shows its node stopped reporting for it
@@ -66,6 +67,7 @@ def workload_view(
     }
     times = {pod["metadata"]["name"]: found for pod in running if (found := pod_times(pod)) is not None}
     config_errors = {pod["metadata"]["name"]: error for pod in running if (error := _config_error(pod)) is not None}
+    crashes = {pod["metadata"]["name"]: said for pod in running if (said := _crash_message(pod))}
     placements = {pod["metadata"]["name"]: where for pod in ours if (where := placement(pod)) is not None}
     if statefulset is None:
         observation = WorkloadObservation(
@@ -77,6 +79,7 @@ def workload_view(
             unready=unready,
             times=times,
             config_errors=config_errors,
+            crashes=crashes,
             placements=placements,
         )
         return WorkloadView(observation, None, len(running))
@@ -97,6 +100,7 @@ def workload_view(
             unready=unready,
             times=times,
             config_errors=config_errors,
+            crashes=crashes,
             placements=placements,
         ),
         (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
@@ -176,6 +180,18 @@ def _config_error(pod: Mapping[str, Any]) -> str | None:
         if waiting.get("reason") == "CreateContainerConfigError":
             return str(waiting.get("message") or "")
     return None
+
+
+def _crash_message(pod: Mapping[str, Any]) -> str:
+    """The termination message of the pod's container that last ended in failure (a non-zero exit code), now or
+    before its restart; '' when none did or the kubelet kept no message."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        for state in (container.get("state"), container.get("lastState")):
+            terminated = (state or {}).get("terminated") or {}
+            if terminated.get("exitCode") not in (None, 0) and terminated.get("message"):
+                return str(terminated["message"])
+    return ""
 
 
 def pod_times(pod: Mapping[str, Any]) -> PodTimes | None:

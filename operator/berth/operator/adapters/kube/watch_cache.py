@@ -1,14 +1,19 @@
 """``WatchCache``: the objects fleets own, watched instead of read every pass, and a change to one pokes its fleet.
 
 One :class:`~berth.operator.adapters.kube.informer.Informer` per kind the operator reads — StatefulSets, pods, Services,
-PodDisruptionBudgets, per-pod volume claims and (with ``--coordinator-ca-file``) the CA ConfigMaps — in the watched
+PodDisruptionBudgets and per-pod volume claims (no ConfigMaps: the operator writes none for fleets) — in the watched
 namespace (or all), filtered server-side by the labels every one of them carries (``app.kubernetes.io/name=
 berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
 
 - A change to an object, as the operator reads it (``project_*``: the fields it uses, with every label and
   annotation, because patches are built from them), pokes the fleet its ``berth.dev/fleet`` label names
-  (``on_fleet_change``); so a StatefulSet scaled or deleted out of band, a pod gone, a budget removed reach the
-  fleet's pass within a moment, with no polling.
+  (``on_fleet_change``) when it changes what a pass reads (controller-runtime's predicates): pods and claims are
+  read only through the fleet's workload view (``observation.workload_view``), so a change of one pokes only when
+  that view changes (a pod scheduled, a container waiting for its image: nobody); a StatefulSet through the view
+  and, outside its status, as applied (its metadata and spec); Services, budgets and ConfigMaps as they are kept.
+  So a StatefulSet scaled or deleted out of band, a pod gone or Ready, a budget removed reach the fleet's pass
+  within a moment, with no polling, and a status update of the StatefulSet's controller that changes nothing the
+  pass uses (its replica counts) pokes nobody.
 - Reads are served from the cache only once its informer has listed everything (``synced``); before, the caller
   reads through the API. Objects handed out are the cache's own: read them, never change them.
 - What the operator itself creates or patches is kept as the API server answered it (``wrote``): a pass reads
@@ -25,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from berth.operator.adapters.kube.api_session import ApiSession
 from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource
@@ -90,8 +95,9 @@ _CONDITIONS_KEPT = ("Ready", "ContainersReady", "DisruptionTarget")
 
 def project_pod(obj: Mapping[str, Any]) -> Obj:
     """Readiness, the containers' start and end times (restarts, ``observation.pod_times``), a container the
-    kubelet cannot configure (``observation._config_error``), and the pod's node with the conditions that say its
-    node stopped reporting or Kubernetes is disrupting it (``observation.placement``)."""
+    kubelet cannot configure (``observation._config_error``), one that failed, with its termination message
+    (``observation._crash_message``), and the pod's node with the conditions that say its node stopped reporting
+    or Kubernetes is disrupting it (``observation.placement``)."""
     status, spec = obj.get("status") or {}, obj.get("spec") or {}
     ready = [
         {key: c[key] for key in ("type", "status", "reason", "lastTransitionTime") if c.get(key) is not None}
@@ -117,9 +123,22 @@ def _project_container(container: Mapping[str, Any]) -> Obj:
         "state": {
             "running": {"startedAt": (state.get("running") or {}).get("startedAt")},
             "waiting": {"reason": waiting.get("reason"), "message": waiting.get("message")},
+            "terminated": _failed(state.get("terminated") or {}),
         },
-        "lastState": {"terminated": {"finishedAt": (last.get("terminated") or {}).get("finishedAt")}},
+        "lastState": {
+            "terminated": {
+                "finishedAt": (last.get("terminated") or {}).get("finishedAt"),
+                **_failed(last.get("terminated") or {}),
+            }
+        },
     }
+
+
+def _failed(terminated: Mapping[str, Any]) -> Obj:
+    """A container's end when it failed: its exit code and the kubelet's termination message
+    (``observation._crash_message``: why a Kafka consumer exits on its credentials); nothing of a clean end."""
+    code = terminated.get("exitCode")
+    return {"exitCode": code, "message": terminated.get("message")} if code not in (None, 0) else {}
 
 
 def project_owned(obj: Mapping[str, Any]) -> Obj:
@@ -137,6 +156,22 @@ PROJECTIONS: dict[WatchedResource, Callable[[Obj], Obj]] = {
 }
 
 FleetChanged = Callable[[str, str], None]
+#: Kinds a pass reads through the fleet's workload view (a StatefulSet also as applied: :func:`_as_applied`).
+VIEWED = (STATEFULSETS, PODS, CLAIMS)
+
+
+def _before(resource: WatchedResource, key: Key, old: Obj | None, new: Obj | None) -> Obj | Literal["cached"] | None:
+    """The StatefulSet :meth:`WatchCache.view` shows fleet ``key`` with as it was before the change ``old`` ->
+    ``new``: ``old`` for a change of the fleet's own StatefulSet, else the cached one."""
+    changed = old if old is not None else new
+    if resource is STATEFULSETS and changed is not None and changed["metadata"].get("name") == key[1]:
+        return old
+    return "cached"
+
+
+def _as_applied(statefulset: Obj | None) -> Obj | None:
+    """A StatefulSet but its status (which a pass reads only through the view)."""
+    return None if statefulset is None else {key: value for key, value in statefulset.items() if key != "status"}
 
 
 def fleet_of(obj: Mapping[str, Any] | None) -> Key | None:
@@ -159,12 +194,11 @@ class WatchCache:
         api: ApiSession,
         *,
         namespace: str | None,
-        config_maps: bool,
         on_fleet_change: FleetChanged,
         on_relist: Callable[[str, str], None] | None = None,
     ) -> None:
         self.on_fleet_change = on_fleet_change
-        resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS, *([CONFIG_MAPS] if config_maps else [])]
+        resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS]
         #: resource -> fleet (namespace, name) -> object name -> object
         self._by_fleet: dict[WatchedResource, dict[Key, dict[str, Obj]]] = {r: {} for r in resources}
         self.informers = {
@@ -204,6 +238,19 @@ class WatchCache:
     def size(self) -> int:
         return sum(len(informer.objects) for informer in self.informers.values())
 
+    def view(self, namespace: str, name: str, statefulset: Obj | Literal["cached"] | None = "cached") -> WorkloadView:
+        """The fleet's workload as the cache holds it, interpreted as a pass reads it (``from_cache``); with
+        ``statefulset`` in place of the cached one."""
+        if statefulset == "cached":
+            statefulset = self.object(STATEFULSETS, namespace, name)
+        pods: list[Obj] = []
+        claims: list[Obj] = []
+        if statefulset is not None:
+            pods = self.fleet_objects(PODS, namespace, name)
+            if has_claim_templates(statefulset):
+                claims = self.fleet_objects(CLAIMS, namespace, name)
+        return dataclasses.replace(workload_view(name, statefulset, pods, claims), from_cache=True)
+
     def wrote(self, resource: WatchedResource, obj: Obj) -> None:
         """An object the operator has just created or changed, as the API server answered: kept as if watched, so
         the pass goes on from what it wrote without reading it back, and the watch event of that very write is no
@@ -226,8 +273,19 @@ class WatchCache:
         return fleets
 
     def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
+        viewed = resource in VIEWED
+
         def changed(old: Obj | None, new: Obj | None) -> None:
-            for namespace, fleet in self._index(resource, old, new):
+            keys = {key for key in (fleet_of(old), fleet_of(new)) if key is not None}
+            # The informer keeps the new object already: a StatefulSet's view before is made with the old one.
+            before = (
+                {key: self.view(*key, statefulset=_before(resource, key, old, new)) for key in keys} if viewed else {}
+            )
+            self._index(resource, old, new)
+            for namespace, fleet in keys:
+                applied = resource is STATEFULSETS and _as_applied(old) != _as_applied(new)
+                if viewed and not applied and self.view(namespace, fleet) == before[(namespace, fleet)]:
+                    continue  # nothing a pass reads changed
                 self.on_fleet_change(namespace, fleet)
 
         return changed
@@ -267,12 +325,4 @@ class CachedWorkloadObserver:
     async def observe(self, *, fresh: bool = False) -> WorkloadView:
         if fresh or not self.cache.synced(STATEFULSETS, PODS, CLAIMS):
             return await self.api.observe(fresh=True)
-        statefulset = self.cache.object(STATEFULSETS, self.namespace, self.name)
-        pods: Iterable[Obj] = ()
-        claims: Iterable[Obj] = ()
-        if statefulset is not None:
-            pods = self.cache.fleet_objects(PODS, self.namespace, self.name)
-            if has_claim_templates(statefulset):
-                claims = self.cache.fleet_objects(CLAIMS, self.namespace, self.name)
-        view = workload_view(self.name, statefulset, list(pods), list(claims))
-        return dataclasses.replace(view, from_cache=True)
+        return self.cache.view(self.namespace, self.name)

@@ -17,10 +17,8 @@ per-pod volume claims. Rules:
   (``berth.dev/claim-templates-hash``; none recorded means none), and a plan with other templates is refused
   (:class:`WorkloadRejected`) before anything is written, instead of an update the API server would refuse.
 - The PodDisruptionBudget is ``kube.disruption_budget``'s (deleted when the fleet turns it off).
-- The coordinator's CA ConfigMap (``<fleet>-coordinator-ca``, when planned: TLS with the operator's own CA) is
-  applied first, the same create-or-patch way, so the pods find it when they start. It is never deleted by the
-  operator (its owner reference lets the garbage collector remove it with the fleet): the chart grants ConfigMaps
-  get, create and patch only, and only when the coordinator has TLS.
+- Nothing else is written into the fleet's namespace: the coordinator's CA travels in the pod template
+  (``planners.statefulset``), so the operator has no access to ConfigMaps there.
 - An object with the fleet's name that the fleet does not control is never touched: :class:`NotOurs`.
 - Observation is the ``observer``'s (``kube.observation``: through the API by default; ``kube.watch_cache``'s
   watched objects instead). With a ``cache``, the objects applied are read from it too (once it is synced), and
@@ -56,7 +54,6 @@ from berth.operator.adapters.kube.owned_objects import (
     stamped,
 )
 from berth.operator.adapters.kube.watch_cache import (
-    CONFIG_MAPS,
     SERVICES,
     STATEFULSETS,
     WatchCache,
@@ -127,8 +124,6 @@ class StatefulSetWorkload:
 
     async def _apply(self, planned: PlannedWorkload) -> ApplyResult:
         try:
-            if planned.ca_config_map is not None:
-                await self._ensure_ca_config_map(planned.ca_config_map)
             statefulset = await self._ensure_statefulset(planned.statefulset)
             service = await self._ensure_service(planned.service)
             budget = await self.disruption_budget.ensure(planned.disruption_budget)
@@ -246,27 +241,4 @@ class StatefulSetWorkload:
                 {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]}
                 for key in ("selector", "publishNotReadyAddresses")
             ],
-        )
-
-    async def _ensure_ca_config_map(self, planned: Mapping[str, Any]) -> Applied:
-        name = planned["metadata"]["name"]
-
-        async def fetch() -> dict[str, Any] | None:
-            return await read_or_none(self.core.read_namespaced_config_map, name, self.namespace)
-
-        return await ensure_owned(
-            "ConfigMap",
-            planned,
-            self.fleet_uid,
-            read=lambda: read_cached(self.cache, CONFIG_MAPS, self.namespace, name, fetch),
-            reread=fetch,
-            create=lambda body: written(
-                self.cache, CONFIG_MAPS, call_json(self.core.create_namespaced_config_map, self.namespace, body)
-            ),
-            patch=lambda ops: written(
-                self.cache,
-                CONFIG_MAPS,
-                call_json(self.core.patch_namespaced_config_map, name, self.namespace, ops, _content_type=JSON_PATCH),
-            ),
-            changes=lambda plan: [{"op": "add", "path": "/data", "value": plan["data"]}],
         )

@@ -11,9 +11,9 @@ end (``contributors.base``: the interface and its rules; ``reconcile.status``: t
 - ``lag``: a Kafka group's lag;
 - ``workload``: the workload and the group as seen, Ready and SpecValid, the coordinator answering again;
 - ``rebalances``: the rebalances the last scale-down cost, once the group settled;
-- ``label``: the fleet's own label, so ``-l berth.dev/fleet=NAME`` lists it with its objects;
 - ``restarts``: static restarts and rolls counted, one Event per burst;
-- ``volume_claims``: claims of pods gone that are kept, told once a scale-down is over.
+- ``volume_claims``: claims of pods gone that are kept, told once a scale-down is over;
+- ``stuck``: partitions nobody owns, or Ready pods idle while others own several, for longer than a threshold.
 
 A new feature adds a module here and one line to ``reconcile.status.CONTRIBUTORS``.
 """

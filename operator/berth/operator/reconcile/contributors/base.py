@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from berth.operator.planners.announcements import Said
 from berth.operator.planners.conditions import Condition, merge_conditions
 from berth.operator.planners.fleet_status import merge_patch
 from berth.operator.planners.observations import GroupDescription
@@ -28,9 +29,6 @@ from berth.operator.planners.scaling import ScalingPlan
 from berth.operator.ports import WorkloadView
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.sizing import Sized
-
-#: An Event: its type ("Normal" or "Warning"), its reason and its message.
-Said = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
     a.memory.lag_problem = None
     if lag is None:
         return NOTHING
+    a.memory.known_partitions = frozenset(f"{p.topic}:{p.partition}" for p in lag.partitions)
     shown = lag_status(lag)
     if a.ports.metrics is not None:
         a.ports.metrics.lag(record.namespace, record.name, total=shown["total"], max_partition=shown["maxPartition"])

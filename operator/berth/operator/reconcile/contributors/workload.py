@@ -1,24 +1,31 @@
 """The workload contributor: the workload and the group as the pass saw them (``planners.fleet_status.view_patch``:
 replicas, Ready and the pods not ready, the group, SpecValid=True and CoordinatorReachable=True), and what their
-changes are worth saying once written: pods the token Secret keeps from starting (a Warning Event when Ready's
-reason becomes it), a fleet accepted after a refusal, a coordinator answering again.
+changes are worth saying once written: pods the token Secret keeps from starting, or that exit on their Kafka
+credentials (``planners.pod_credentials``; a Warning Event when Ready's reason becomes either), a fleet accepted
+after a refusal, a coordinator answering again.
 """
 
 from __future__ import annotations
 
-from berth.operator.planners import fleet_status
+from berth.operator.planners import fleet_status, pod_credentials
+from berth.operator.planners.announcements import Said
 from berth.operator.planners.instances import instance_ids
 from berth.operator.planners.status import COORDINATOR_REACHABLE, READY
 from berth.operator.ports import WorkloadView
 from berth.operator.reconcile.admission import Admitted
-from berth.operator.reconcile.contributors.base import Contribution, Draft, Said, Seen
+from berth.operator.reconcile.contributors.base import Contribution, Draft, Seen
 from berth.operator.spec.fleet import Fleet
 
 
 async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
     fleet, view, before = a.fleet, seen.view, draft.before
     not_ready = _not_ready(fleet, view)
-    blocked = fleet_status.token_secret_blocked(fleet, view.observation.config_errors.values()) if not_ready else None
+    blocked = (
+        fleet_status.token_secret_blocked(fleet, view.observation.config_errors.values())
+        or pod_credentials.credentials_failing(fleet, view.observation.crashes)
+        if not_ready
+        else None
+    )
     patch = fleet_status.view_patch(
         fleet_name=fleet.name,
         group_id=fleet.spec.group_id,

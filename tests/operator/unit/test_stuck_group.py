@@ -1,0 +1,74 @@
+"""``planners.stuck_group``: a group is stuck when partitions have no owner, or Ready pods own none while a member
+owns several, for longer than the threshold; a fleet larger than its partition count is not stuck; a situation that
+clears starts its clock again; the clock survives in status (a restarted operator goes on counting)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from berth.operator.planners.observations import GroupDescription, GroupMember
+from berth.operator.planners.stuck_group import judge
+
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+THRESHOLD = timedelta(seconds=60)
+SIX = [f"orders:{n}" for n in range(6)]
+
+
+def group(**assigned: list[int]) -> GroupDescription:
+    members = tuple(
+        GroupMember(f"m-{name}", name.replace("_", "-"), assignment=tuple(f"orders:{p}" for p in partitions))
+        for name, partitions in assigned.items()
+    )
+    return GroupDescription("orders", "Stable", 3, None, members)
+
+
+def test_partitions_without_an_owner_make_the_group_stuck_once_the_threshold_passes() -> None:
+    described = group(orders_0=[0, 1], orders_1=[2, 3])  # 4 and 5: nobody's
+    first = judge(described, SIX, {"orders-0", "orders-1"}, None, now=T0, threshold=THRESHOLD)
+    assert first.unowned == ("orders:4", "orders:5") and not first.stuck
+    assert first.condition.status == "False" and first.again_at == T0 + THRESHOLD
+    assert first.status is not None and first.status["unownedSince"] == "2026-11-28T12:00:00Z"
+
+    later = judge(described, SIX, {"orders-0", "orders-1"}, first.status, now=T0 + THRESHOLD, threshold=THRESHOLD)
+    assert later.stuck and later.again_at is None
+    assert (later.condition.status, later.condition.reason) == ("True", "PartitionsUnowned")
+    assert "orders:4, orders:5" in later.condition.message and "?" not in later.condition.message
+
+
+def test_ready_pods_owning_nothing_while_another_owns_several_is_stuck() -> None:
+    described = group(orders_0=[0, 1, 2, 3, 4, 5])
+    ready = {"orders-0", "orders-1", "orders-2"}
+    first = judge(described, SIX, ready, None, now=T0, threshold=THRESHOLD)
+    assert first.idle == ("orders-1", "orders-2") and first.busiest == 6 and not first.stuck
+    later = judge(described, SIX, ready, first.status, now=T0 + timedelta(seconds=61), threshold=THRESHOLD)
+    assert later.stuck and later.condition.reason == "ReadyPodsIdle"
+    assert "orders-1, orders-2" in later.condition.message and "owns 6" in later.condition.message
+
+
+def test_a_fleet_larger_than_its_partition_count_is_not_stuck() -> None:
+    described = group(**{f"orders_{n}": [n] for n in range(6)}, orders_6=[], orders_7=[])
+    ready = {f"orders-{n}" for n in range(8)}
+    for seconds in (0, 600, 3600):
+        verdict = judge(described, SIX, ready, None, now=T0 + timedelta(seconds=seconds), threshold=THRESHOLD)
+        assert (verdict.unowned, verdict.idle, verdict.stuck) == ((), (), False)
+        assert verdict.condition.reason == "PartitionsOwned" and verdict.status is None
+
+
+def test_a_situation_that_clears_starts_its_clock_again() -> None:
+    stuck_at = judge(group(orders_0=[0, 1, 2, 3]), SIX, {"orders-0"}, None, now=T0, threshold=THRESHOLD)
+    cleared = judge(
+        group(orders_0=[0, 1, 2], orders_1=[3, 4, 5]), SIX, set(), stuck_at.status, now=T0, threshold=THRESHOLD
+    )
+    assert cleared.status is None and not cleared.stuck
+    again = judge(
+        group(orders_0=[0, 1, 2, 3]), SIX, {"orders-0"}, cleared.status, now=T0 + THRESHOLD, threshold=THRESHOLD
+    )
+    assert not again.stuck and again.status is not None and again.status["unownedSince"] == "2026-11-28T12:01:00Z"
+
+
+def test_a_group_without_members_is_unknown_unless_partitions_are_known() -> None:
+    empty = GroupDescription("orders", "Empty", 3, None, ())
+    assert judge(empty, (), set(), None, now=T0, threshold=THRESHOLD).condition.status == "Unknown"
+    # Every consumer gone and the partitions known (Kafka's committed ones): nobody owns them.
+    verdict = judge(empty, SIX, set(), {"unownedSince": "2026-11-28T11:00:00Z"}, now=T0, threshold=THRESHOLD)
+    assert verdict.stuck and verdict.unowned == tuple(SIX)
