@@ -16,6 +16,11 @@ like a kubelet on node ``fake-node``:
   stops its process with SIGTERM, a static member's "pod gone" (it does not leave the group), then confirms the
   deletion (grace period 0). :meth:`hold` keeps chosen pods Terminating until :meth:`release`.
 
+A pod is the object with its UID, not its name: a StatefulSet's replacement pod has the name of the one it replaces,
+and the watch can still be telling of the old one (a deletion and the grace-0 update it makes are two events) when
+the replacement exists. So, as a kubelet does, the deletion is confirmed with a UID precondition (it can only delete
+the pod it was about, never the replacement), and a process is stopped only by events of the pod it runs for.
+
 Each member's JSON lines (``assigned`` after every rebalance, ``fatal``) are kept per pod (:meth:`lines`).
 ``program`` chooses another command for a pod (or None to leave it Pending): ``run_member`` (Berth's member
 library) by default, ``support.kafka_consumers.program_for_pod`` for the example Kafka consumers a pod's container
@@ -89,12 +94,13 @@ class FakeKubelet:
         self.log_dir = log_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._uids: dict[str, str] = {}  # pod name -> the UID of the pod its process in ``processes`` runs for
         self.started: list[str] = []  # pod names in the order their members started (restarts repeat a name)
         self._held: set[str] = set()
         self._run_once: set[str] = set()
         self.finished: dict[str, int] = {}  # pods that ran once -> their exit status
         self.gone_at: dict[str, float] = {}  # pod -> when its deletion was last confirmed (time.time())
-        self._terminating: set[str] = set()
+        self._terminating: dict[str, str] = {}  # pod name -> UID of the Terminating pod of that name
         self._blocked: dict[str, Any] = {}  # pods whose environment cannot be built yet -> the pod, to retry
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -127,9 +133,9 @@ class FakeKubelet:
         with self._lock:
             released = set(names) if names else set(self._held)
             self._held -= released
-            now = released & self._terminating
-        for name in now:
-            self._confirm_deletion(name)
+            now = {name: self._terminating[name] for name in released if name in self._terminating}
+        for name, uid in now.items():
+            self._confirm_deletion(name, uid)
 
     def kill(self, name: str) -> None:
         """The pod's process dies at once (SIGKILL, as in a crash or an OOM kill); the pod object is left alone."""
@@ -189,27 +195,33 @@ class FakeKubelet:
                 return
 
     def _on_pod(self, kind: str, pod: Any) -> None:
-        name = pod.metadata.name
+        name, uid = pod.metadata.name, pod.metadata.uid
         if kind == "DELETED" or pod.metadata.deletion_timestamp is not None:
             with self._lock:
-                self._blocked.pop(name, None)
+                if name in self._blocked and self._blocked[name].metadata.uid == uid:
+                    del self._blocked[name]
         if kind == "DELETED":
-            self._stop_member(name, signal.SIGTERM)
+            self._stop_member(name, signal.SIGTERM, uid)
             return
         if pod.metadata.deletion_timestamp is not None:
-            self._stop_member(name, signal.SIGTERM)
+            self._stop_member(name, signal.SIGTERM, uid)
             with self._lock:
-                self._terminating.add(name)
+                self._terminating[name] = uid
                 held = name in self._held
             if not held:
-                self._confirm_deletion(name)
+                self._confirm_deletion(name, uid)
             return
         if pod.spec.node_name is None:
             self._bind(name)
             return
         with self._lock:
-            if name in self.processes or name in self.finished:
+            if name in self.finished:
                 return
+            running = self._uids.get(name) if name in self.processes else None
+        if running == uid:
+            return
+        if running is not None:  # the process of an earlier pod of this name, whose deletion the watch skipped
+            self._stop_member(name, signal.SIGTERM, running)
         if self._start_member(pod):
             self._report_ready(name)
 
@@ -244,6 +256,7 @@ class FakeKubelet:
         process = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
         with self._lock:
             self.processes[name] = process
+            self._uids[name] = pod.metadata.uid
             self.started.append(name)
             if pod.spec.restart_policy == "Never":
                 self._run_once.add(name)
@@ -257,6 +270,7 @@ class FakeKubelet:
             }
             for name in exited:
                 del self.processes[name]
+                self._uids.pop(name, None)
                 self.finished[name] = exited[name]
         for name, code in exited.items():
             phase = "Succeeded" if code == 0 else "Failed"
@@ -365,9 +379,13 @@ class FakeKubelet:
         with contextlib.suppress(kubernetes.client.ApiException):  # deleted meanwhile
             self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
 
-    def _stop_member(self, name: str, sig: signal.Signals) -> None:
+    def _stop_member(self, name: str, sig: signal.Signals, uid: str | None = None) -> None:
+        """Stop the process of pod ``name`` (only if it runs for the pod with ``uid``, when one is given)."""
         with self._lock:
+            if uid is not None and self._uids.get(name) != uid:
+                return
             process = self.processes.pop(name, None)
+            self._uids.pop(name, None)
         if process is None or process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -378,9 +396,19 @@ class FakeKubelet:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def _confirm_deletion(self, name: str) -> None:
+    def _confirm_deletion(self, name: str, uid: str) -> None:
+        """Delete the pod ``name`` whose UID is ``uid`` at once, as its kubelet does once its containers stopped; a
+        later pod of the same name (a StatefulSet's replacement) is not this one and stays."""
         with self._lock:
-            self._terminating.discard(name)
-        with contextlib.suppress(kubernetes.client.ApiException):  # already gone
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+            if self._terminating.get(name) == uid:
+                del self._terminating[name]
+        options = kubernetes.client.V1DeleteOptions(
+            grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=uid)
+        )
+        try:
+            self.core.delete_namespaced_pod(name, self.namespace, body=options)
+        except kubernetes.client.ApiException as error:
+            if error.status == 409:  # the UID precondition failed: the name is another pod's by now
+                return
+            # otherwise already gone
         self.gone_at[name] = time.time()

@@ -10,8 +10,9 @@ pods of every namespace that carry ``selector`` (a label selector) and, like kwo
 - reports a bound pod Running and Ready: phase ``Running``, ``PodScheduled``/``Initialized``/``ContainersReady``/
   ``Ready`` True, ``startTime``, a ``podIP`` and one ``containerStatuses`` entry per container, running and ready
   (``pods/status``) — what the StatefulSet controller and the operator read;
-- honours deletions: a pod marked for deletion is confirmed gone (grace period 0), as its kubelet would once its
-  containers stopped.
+- honours deletions: a pod marked for deletion is confirmed gone (grace period 0, with its UID as precondition, so
+  a StatefulSet's replacement of the same name is never the one deleted), as its kubelet would once its containers
+  stopped.
 
 The members themselves are played elsewhere (a load generator, one static member per pod, against Berth's
 coordinator): nothing runs here. ``plan`` is the pure part (a pod's state -> the one step it needs); the watch and
@@ -205,8 +206,11 @@ class StageController:
                     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                     status = {"status": running_status(pod, now)}
                     self.core.patch_namespaced_pod_status(name, namespace, status, _preload_content=False)
-                else:
-                    self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _preload_content=False)
+                else:  # this pod only (its UID): a late step must not delete a replacement of the same name
+                    options = kubernetes.client.V1DeleteOptions(
+                        grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=pod.metadata.uid)
+                    )
+                    self.core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False)
                 with self._lock:
                     self.steps[step] += 1
         finally:
