@@ -267,6 +267,9 @@ def test_an_hpa_on_the_fleets_lag_scales_it_through_the_scale_subresource(
     # Its pods never run a consumer (the kubelet knows no such program): nothing drains the lag while it scales.
     fleet["spec"]["template"]["spec"]["containers"][0]["args"] = ["exec python /app/not-started.py"]
     stage.apply(fleet)
+    # The group is the fleet's before offsets are set on it: a group with committed offsets and no owner is in use
+    # by consumers no fleet owns, and a claim after them is refused (GroupInUse).
+    wait_until(lambda: stage.condition(name, "SpecValid").get("status") == "True", "the group claimed", timeout_s=60)
     admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap.split(","), client_id="berth-tests")
     try:
         partitions = [TopicPartition(stage.topic, p) for p in range(6)]

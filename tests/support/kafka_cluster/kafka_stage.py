@@ -121,11 +121,16 @@ class KafkaStage:
         return [event for path in sorted(self.evidence_dir.glob("segment-*.jsonl")) for event in read_lines(path)]
 
     def metric(self, family: str, fleet: str) -> float | None:
-        """The operator's ``family`` sample for ``fleet`` (in this stage's namespace) on its /metrics; None: none."""
+        """The operator's ``family`` sample for ``fleet`` (in this stage's namespace) on its /metrics; None: none, or
+        the endpoint not listening yet (a test run alone may ask before the operator's start-up got that far)."""
+        import urllib.error
         import urllib.request
 
-        with urllib.request.urlopen(self.metrics_url, timeout=10) as answer:
-            text = answer.read().decode()
+        try:
+            with urllib.request.urlopen(self.metrics_url, timeout=10) as answer:
+                text = answer.read().decode()
+        except urllib.error.URLError:
+            return None
         wanted = {"namespace": self.namespace, "fleet": fleet}
         for line in text.splitlines():
             found = re.fullmatch(rf"{re.escape(family)}\{{(.*)\}} (\S+)", line)
