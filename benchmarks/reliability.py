@@ -85,6 +85,21 @@ TRACK_RECORD = [
 ]
 
 
+#: Runs the checker failed whose cause is not yet known: the seed, what it reported, what was tried.
+OPEN_FINDINGS = {
+    3054: "SQLite, faults SIGSTOP 3.5 s, 57 ms of delay, a restart with the wall clock +1h: the fixed static group"
+    " lib-0 rebalanced once (every member told REBALANCE_IN_PROGRESS about 2.5 s after the skewed coordinator"
+    " loaded, all rejoining with their own member ids: none was removed). Not reproduced in 5 reruns of the seed;"
+    " failed runs now keep the coordinator's journal (the rebalance's cause) beside their history.",
+}
+#: Reports the checker was wrong about, fixed in the checker (each with a test in tests/robustness/test_checker.py).
+CHECKER_FIXES = [
+    "seed 3017: a dynamic group left by all its members while a replica took over was deleted by the expiry check"
+    " and made again from generation 1 (as Kafka does); the checker now checks generations and assignments per"
+    " incarnation of such a group (`test_a_group_deleted_once_empty_starts_again_from_generation_1`).",
+]
+
+
 def robustness_lines() -> list[str]:
     lines = [
         "## Guarantees checked against recorded histories (`make robustness`)",
@@ -127,6 +142,14 @@ def robustness_lines() -> list[str]:
             f"**{record['violations']} runs with violations**; about {record.get('runs_per_hour')} runs per hour.",
             "",
         ]
+        failing = sorted({seed for c in record.get("campaigns", []) for seed in c.get("failing_seeds", [])})
+        if failing:
+            lines += ["Open findings (a run with violations whose cause is not yet known or fixed):", ""]
+            lines += [f"- seed {seed}: {OPEN_FINDINGS.get(seed, 'not yet looked at')}" for seed in failing]
+            lines += [""]
+    lines += ["Reports that were the checker's mistake, fixed in the checker:", ""]
+    lines += [f"- {fix}" for fix in CHECKER_FIXES]
+    lines += [""]
     lines += [
         "### Track record",
         "",
