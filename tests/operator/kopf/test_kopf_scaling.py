@@ -90,7 +90,9 @@ async def test_scale_up_widens_the_expected_members_before_the_statefulset_grows
     assert expected_at_growth == [ALL]
     # Recorded in status too, with the pass's status write (nothing after the widening depends on that record).
     await until(lambda: fleet_status(apiserver, "orders").get("expectedMembers") == ALL, "the record")
-    assert messages(apiserver, "orders", "PreRegistered")[-1] == f"expected members of group orders: {', '.join(ALL)}"
+    # Events are posted in the background, after the pass's status write: wait for this one.
+    said = f"expected members of group orders: {', '.join(ALL)}"
+    await until(lambda: messages(apiserver, "orders", "PreRegistered")[-1:] == [said], "the PreRegistered Event")
     await until(lambda: len(controller.pods("orders")) == 5, "5 pods")
     assert sizes_after_creation(controller, "orders") == [3, 5]
 
