@@ -136,7 +136,7 @@ class EtcdStore:
         """Several range requests answered at one revision: (key-values, count) of each."""
         if failpoints.enabled("bug.unguarded_first_start"):  # the reads one by one, as before issue 28 ...
             answers = [self.client.call("/v3/kv/range", ranges[0])]
-            time.sleep(0.3)  # ... with the window between them as wide as a slow pod's (so that a test sees it)
+            time.sleep(1.5)  # ... the window between them widened (so that a test sees it on a quiet machine too)
             answers += [self.client.call("/v3/kv/range", body) for body in ranges[1:]]
         else:
             answer = self.client.txn([], [{"request_range": body} for body in ranges])
