@@ -23,13 +23,12 @@ from kafka.admin import KafkaAdminClient
 from support.kafka_broker import HOW_TO_GET_KIP848, KafkaBroker, find_kfake
 from support.kube_fixtures import unavailable
 from support.signal_fleet import SimFleet
-from support.signal_lab import Events, NoAdvice, OneCoordinator, Record
+from support.signal_lab import Events, InMemoryRecords, NoAdvice, OneCoordinator, Record
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import GroupOwnerRef
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.reconcile.context import PassContext, Ports, Settings
 from berth.operator.reconcile.fleet_pass import FleetPass
@@ -66,20 +65,6 @@ def set_group_version(bootstrap: str, level: int) -> None:
         admin.close()
 
 
-class Records:
-    def __init__(self) -> None:
-        self.records: dict[tuple[str, str], GroupOwnerRef] = {}
-
-    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
-        return self.records.get((coordinator, group_id))
-
-    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
-        return self.records.setdefault((coordinator, group_id), owner)
-
-    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
-        self.records.pop((coordinator, group_id), None)
-
-
 class NoProcesses:
     def start(self, instance_id: str, env: Mapping[str, str]) -> None:
         return None
@@ -95,7 +80,7 @@ class Stage:
         self.port = port
         self.fleet = SimFleet(name, NoProcesses())
         self.status = InMemoryStatus()
-        self.records = Records()
+        self.records = InMemoryRecords()
         self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
         self.body: dict[str, Any] = {
             "apiVersion": "berth.dev/v1alpha1",

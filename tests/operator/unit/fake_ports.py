@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from support.signal_lab import InMemoryRecords
+
 from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.advice import AdviceReading
 from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
@@ -154,24 +156,6 @@ class InMemoryCoordinator:
         if group_id not in self.committed:
             return None
         return GroupLag(tuple(PartitionLag("orders", p, 5, 5) for p in range(self.committed[group_id])))
-
-
-class InMemoryRecords:
-    """GroupRecords in a dict: the first claim of a key wins, a release by another uid changes nothing."""
-
-    def __init__(self) -> None:
-        self.records: dict[tuple[str, str], GroupOwnerRef] = {}
-
-    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
-        return self.records.get((coordinator, group_id))
-
-    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
-        return self.records.setdefault((coordinator, group_id), owner)
-
-    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
-        recorded = self.records.get((coordinator, group_id))
-        if recorded is not None and recorded.uid == owner_uid:
-            del self.records[(coordinator, group_id)]
 
 
 class Fleets:

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from fake_ports import InMemoryCoordinator, InMemoryRecords, NamesFleet, RecordedEvents, Secrets, pass_context
+from fake_ports import InMemoryCoordinator, NamesFleet, RecordedEvents, Secrets, pass_context
+from support.signal_lab import InMemoryRecords
 
 from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.claims import ClaimKey, GroupClaim, ListedClaims

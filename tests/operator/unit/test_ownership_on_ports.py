@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from fake_ports import Fleets, InMemoryCoordinator, InMemoryRecords
+from fake_ports import Fleets, InMemoryCoordinator
+from support.signal_lab import InMemoryRecords
 from test_fleet_pass_on_ports import (
     BERTH_DEFAULTS,
     KAFKA_DEFAULTS,

@@ -25,6 +25,21 @@ def journal(*events: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"group_id": "orders", "type": kind, **fields} for kind, fields in events]
 
 
+def restarts_pass(status: dict[str, Any], taken: Any, at: datetime) -> tuple[dict[str, Any], Any]:
+    """One pass of the restarts planner (a quiet, settled fleet): the status it leaves, and its Event or None."""
+    plan = plan_restarts(
+        status,
+        taken,
+        revision=None,
+        rolling=False,
+        quiet=True,
+        last_started=None,
+        settle=timedelta(seconds=30),
+        now=at,
+    )
+    return {"restarts": {k: v for k, v in plan.patch["restarts"].items() if v is not None}}, plan.event
+
+
 def test_a_restart_burst_is_not_charged_with_the_rebalances_of_a_scale_within_its_quiet_window() -> None:
     """The review's history: orders-1 deleted (back as itself, no rebalance), then within the quiet window a scale
     3 -> 2 -> 4 -> 3. Before: ``1 pod restarted statically, 3 rebalances``."""
@@ -43,18 +58,8 @@ def test_a_restart_burst_is_not_charged_with_the_rebalances_of_a_scale_within_it
     status: dict[str, Any] = {}
     ended = None
     for at, taken in ((T0, activity), (T0 + timedelta(minutes=5), NOTHING)):
-        plan = plan_restarts(
-            status,
-            taken,
-            revision=None,
-            rolling=False,
-            quiet=True,
-            last_started=None,
-            settle=timedelta(seconds=30),
-            now=at,
-        )
-        status = {"restarts": {k: v for k, v in plan.patch["restarts"].items() if v is not None}}
-        ended = plan.event or ended
+        status, event = restarts_pass(status, taken, at)
+        ended = event or ended
     assert ended == ("Normal", "Restarted", "1 pod restarted statically, 0 rebalances")
 
 
@@ -75,18 +80,8 @@ def test_the_rebalances_a_restart_did_cause_are_still_charged_to_it() -> None:
     said = []
     for at, page_seen in ((T0, page), (T0 + timedelta(seconds=5), later), (T0 + timedelta(minutes=5), [])):
         taken = activity_by_group(page_seen).get("orders", NOTHING).of(staying, staying)
-        plan = plan_restarts(
-            status,
-            taken,
-            revision=None,
-            rolling=False,
-            quiet=True,
-            last_started=None,
-            settle=timedelta(seconds=30),
-            now=at,
-        )
-        status = {"restarts": {k: v for k, v in plan.patch["restarts"].items() if v is not None}}
-        said += [plan.event] if plan.event else []
+        status, event = restarts_pass(status, taken, at)
+        said += [event] if event else []
     assert said == [
         (
             "Warning",

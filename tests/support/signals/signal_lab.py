@@ -32,7 +32,7 @@ from berth.operator.planners.advice import AdviceReading
 from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.observations import CoordinatorBounds
+from berth.operator.planners.observations import CoordinatorBounds, GroupOwnerRef
 from berth.operator.planners.restarts import GroupActivity
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorPort, GroupRecords
@@ -134,6 +134,24 @@ class Events:
     def flush(self) -> None:
         """Nothing to post: each Event is kept as it is said (the API server's sink coalesces a pass's Events of one
         type at its flush; the oracle reads them one by one)."""
+
+
+class InMemoryRecords:
+    """GroupRecords in a dict: the first claim of a key wins, a release by another uid changes nothing."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], GroupOwnerRef] = {}
+
+    async def owner(self, coordinator: str, group_id: str) -> GroupOwnerRef | None:
+        return self.records.get((coordinator, group_id))
+
+    async def claim(self, coordinator: str, group_id: str, owner: GroupOwnerRef) -> GroupOwnerRef:
+        return self.records.setdefault((coordinator, group_id), owner)
+
+    async def release(self, coordinator: str, group_id: str, owner_uid: str) -> None:
+        recorded = self.records.get((coordinator, group_id))
+        if recorded is not None and recorded.uid == owner_uid:
+            del self.records[(coordinator, group_id)]
 
 
 class NoAdvice:

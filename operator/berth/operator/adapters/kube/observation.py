@@ -69,41 +69,32 @@ def workload_view(
     config_errors = {pod["metadata"]["name"]: error for pod in running if (error := _config_error(pod)) is not None}
     crashes = {pod["metadata"]["name"]: said for pod in running if (said := _crash_message(pod))}
     placements = {pod["metadata"]["name"]: where for pod in ours if (where := placement(pod)) is not None}
+    replicas: int | None = None
+    settled = True
+    if statefulset is not None:
+        observed = (statefulset.get("status") or {}).get("observedGeneration")
+        generation = statefulset.get("metadata", {}).get("generation")
+        # The controller has acted on the current spec once it reports having observed its generation.
+        settled = generation is None or (observed is not None and observed >= generation)
+        replicas = int(statefulset["spec"].get("replicas") or 0)
+    observation = WorkloadObservation(
+        replicas,
+        settled,
+        existing,
+        ready,
+        terminating,
+        unready=unready,
+        times=times,
+        config_errors=config_errors,
+        crashes=crashes,
+        placements=placements,
+    )
     if statefulset is None:
-        observation = WorkloadObservation(
-            None,
-            True,
-            existing,
-            ready,
-            terminating,
-            unready=unready,
-            times=times,
-            config_errors=config_errors,
-            crashes=crashes,
-            placements=placements,
-        )
         return WorkloadView(observation, None, len(running))
     staying = _staying(claims) if has_claim_templates(statefulset) else frozenset()
-    metadata = statefulset.get("metadata", {})
-    observed = (statefulset.get("status") or {}).get("observedGeneration")
-    generation = metadata.get("generation")
-    # The controller has acted on the current spec once it reports having observed its generation.
-    settled = generation is None or (observed is not None and observed >= generation)
-    replicas = int(statefulset["spec"].get("replicas") or 0)
     return WorkloadView(
-        WorkloadObservation(
-            replicas,
-            settled,
-            existing,
-            ready,
-            terminating,
-            unready=unready,
-            times=times,
-            config_errors=config_errors,
-            crashes=crashes,
-            placements=placements,
-        ),
-        (metadata.get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
+        observation,
+        (statefulset.get("metadata", {}).get("annotations") or {}).get(APPLIED_HASH_ANNOTATION),
         len(running),
         staying,
         revision=(statefulset.get("status") or {}).get("updateRevision"),
