@@ -6,7 +6,8 @@ fault that exposes it: a checker that passes everything would pass these runs to
 - R2 ``bug.ignore_leader_key``: the leader key deleted while the active replica's clients cannot reach it: it keeps
   answering the probes' reads from the old term's memory while the new term acknowledges commits;
 - R3 ``bug.unguarded_first_start``: replicas started together on an empty prefix, the prefix checked in separate
-  reads: one of them exits ("not a Berth store");
+  reads with the other replica's campaign between them (the first replica waits for it, the other starts 2 s after
+  it, so that the window is met on a quiet machine too): the first exits ("not a Berth store");
 - R4 ``bug.ready_while_refused``: etcd out of space, readiness stays 200 while every commit is refused.
 
 A bug's consequence depends on the schedule, so each case gets up to three seeds to show it (it took one in the

@@ -8,7 +8,8 @@
 
 Clients reach either through a ``TcpProxy`` on this machine whose ``delay_s`` a fault may raise (this kernel has no
 ``netem``). ``processes`` lists the coordinator processes (what the probes watch), ``bugs`` is the
-``BERTH_FAILPOINTS`` every coordinator starts with (the checker's own tests re-introduce fixed bugs with it).
+``BERTH_FAILPOINTS`` the coordinators start with (the checker's own tests re-introduce fixed bugs with it; a race
+between replicas is put back in the first replica only, the others starting after it).
 """
 
 from __future__ import annotations
@@ -103,17 +104,18 @@ class Replicated:
             places=[Place(h.ip, tuple(h.argv())) for h in self.etcd_hosts],
         )
         self.hosts = [lab.host(f"replica{i}") for i in range(replicas)]
-        env: Mapping[str, str] = {"BERTH_FAILPOINTS": bugs} if bugs else {}
         self._processes = [
             CoordinatorProcess(
                 workdir / f"replica{i}",
                 *coordinator_flags(host),
                 etcd=EtcdTarget(self.etcd.endpoints_flag, "/berth/", f"replica{i}", LEASE_TTL_S),
                 prefix=host.argv(),
-                env=env,
+                env=_replica_env(bugs, i),
             )
             for i, host in enumerate(self.hosts)
         ]
+        #: A race between replicas put back (``FIRST_REPLICA_BUGS``) needs the others a little behind the first.
+        self.stagger_s = 2.0 if any(bug in bugs for bug in FIRST_REPLICA_BUGS) else 0.0
         self.service = ServiceProxy(lambda: self._processes)
         self.proxy: TcpProxy | None = None
 
@@ -132,7 +134,9 @@ class Replicated:
         self.etcd.start()
         failed: list[str] = []
         with ThreadPoolExecutor(len(self._processes)) as pool:
-            for process, error in zip(self._processes, pool.map(_start_reporting, self._processes), strict=True):
+            delays = [i * self.stagger_s for i in range(len(self._processes))]
+            starts = pool.map(_start_reporting, self._processes, delays)
+            for process, error in zip(self._processes, starts, strict=True):
                 if error:
                     failed.append(f"{process.etcd.name if process.etcd else 'a replica'} failed to start: {error}")
                     process.start()
@@ -168,7 +172,20 @@ class Replicated:
         self.etcd.stop()
 
 
-def _start_reporting(process: CoordinatorProcess) -> str:
+#: Switches that put back a race between replicas: set on the first replica only, whose check then waits for the
+#: others' campaign (``bug.unguarded_first_start``); the others start ``stagger_s`` later, as a slower pod would.
+FIRST_REPLICA_BUGS = ("bug.unguarded_first_start",)
+
+
+def _replica_env(bugs: str, index: int) -> Mapping[str, str]:
+    """``BERTH_FAILPOINTS`` for replica ``index``: every switch, less those meant for the first replica only."""
+    if index:
+        bugs = ";".join(b for b in bugs.split(";") if b.partition("=")[0] not in FIRST_REPLICA_BUGS)
+    return {"BERTH_FAILPOINTS": bugs} if bugs else {}
+
+
+def _start_reporting(process: CoordinatorProcess, delay_s: float = 0.0) -> str:
+    time.sleep(delay_s)
     try:
         process.start()
     except RuntimeError as exc:
