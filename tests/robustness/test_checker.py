@@ -138,8 +138,10 @@ def assignment(*partitions: int) -> str:
     return base64.b64encode(json.dumps({"version": 1, "partitions": {"t": list(partitions)}}).encode()).decode()
 
 
-def sync(c: Clock, member: str, generation: int, parts: tuple[int, ...], at: tuple[float, float]) -> None:
-    request = {"member_id": member, "generation_id": generation}
+def sync(
+    c: Clock, member: str, generation: int, parts: tuple[int, ...], at: tuple[float, float], instance: str | None = None
+) -> None:
+    request = {"member_id": member, "generation_id": generation, "group_instance_id": instance}
     c.op(member, "sync", "g", request, {"error_code": 0, "assignment": assignment(*parts)}, at)
 
 
@@ -249,3 +251,33 @@ def test_a_group_the_plan_keeps_never_starts_again() -> None:
     join(c, "m1", 6, (0, 1))
     join(c, "m2", 1, (10, 11))
     assert [v.kind for v in check(c.history, offsets_plan()).violations] == ["generation"]
+
+
+def static_join(c: Clock, process: str, instance: str, answer: dict[str, Any] | None, at: tuple[float, float]) -> None:
+    c.op(process, "join", "g", {"member_id": "", "group_instance_id": instance}, answer, at)
+
+
+def test_seed_3054_an_incarnation_replaced_before_it_synced_may_cost_a_static_group_one_rebalance() -> None:
+    """Seed 3054: lib-0-1's first process died with its join unanswered, the next one took the instance over and
+    synced; the rebalance timeout later the group rebalanced (Kafka's sync timeout of the old id, which Berth keeps:
+    docs/api.md §11). That rebalance is allowed once; a second one is not."""
+    c = Clock()
+    static_join(c, "i-1#0", "i-1", None, (0, 0.5))  # its process died: no answer
+    static_join(c, "i-0#0", "i-0", {"error_code": 0, "generation_id": 1, "member_id": "i-0#0"}, (0, 0.6))
+    sync(c, "i-0#0", 1, (0,), (0.6, 0.7))
+    static_join(c, "i-1#1", "i-1", {"error_code": 0, "generation_id": 1, "member_id": "i-1#1"}, (1, 1.1))
+    sync(c, "i-1#1", 1, (1,), (1.1, 1.2))
+    heartbeat(c, "i-0#0", 2, 0, (11, 12))
+    assert check(c.history, Plan(fixed_static={"g"})).ok
+    heartbeat(c, "i-0#0", 3, 0, (21, 22))
+    assert [v.kind for v in check(c.history, Plan(fixed_static={"g"})).violations] == ["rebalance"]
+
+
+def test_an_incarnation_that_synced_before_it_was_replaced_allows_no_rebalance() -> None:
+    c = Clock()
+    static_join(c, "i-0#0", "i-0", {"error_code": 0, "generation_id": 1, "member_id": "i-0#0"}, (0, 0.6))
+    sync(c, "i-0#0", 1, (0,), (0.6, 0.7), "i-0")
+    static_join(c, "i-0#1", "i-0", {"error_code": 0, "generation_id": 1, "member_id": "i-0#1"}, (1, 1.1))
+    sync(c, "i-0#1", 1, (0,), (1.1, 1.2), "i-0")
+    heartbeat(c, "i-0#1", 2, 0, (11, 12))
+    assert [v.kind for v in check(c.history, Plan(fixed_static={"g"})).violations] == ["rebalance"]
