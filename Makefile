@@ -66,11 +66,14 @@ soak: install
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/signals/test_berth_histories.py
 	BERTH_HA_ROUNDS=20 BERTH_HA_RESULTS=benchmarks/results/ha_campaign.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
-	BERTH_NODE_HA_ROUNDS=5 BERTH_NODE_HA_RESULTS=benchmarks/results/ha_node.json \
+	BERTH_SOAK=1 BERTH_NODE_HA_ROUNDS=5 BERTH_NODE_HA_RESULTS=benchmarks/results/ha_node.json \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/node/test_ha_failover.py
 	BERTH_SOAK=1 BERTH_NODE_SCENARIO_ROUNDS=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		tests/node/test_drain.py tests/node/test_node_loss.py tests/node/test_kafka_drain.py \
-		tests/node/test_spark_on_kubernetes.py tests/node/test_ha_node_loss.py
+		tests/node/test_spark_on_kubernetes.py tests/node/test_ha_node_loss.py tests/node/test_token_secret.py \
+		tests/node/test_images.py
+	BERTH_SOAK=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m soak \
+		tests/kube/test_restarts_shown.py tests/pipeline/test_standalone_cluster.py tests/pipeline/test_class_data.py
 	$(BIN)/python -m benchmarks.floods
 	$(BIN)/python -m benchmarks.soak --minutes 10
 	$(BIN)/python -m benchmarks.reliability
@@ -78,10 +81,12 @@ soak: install
 ## Randomized fault runs checked against the models (tests/robustness): RUNS runs from SEED (default: at random,
 ## printed); the record accumulates in benchmarks/results/robustness.json. Then OPERATOR_RUNS scale-downs struck by
 ## a leader fault of the operator's (benchmarks/operator_robustness.py; benchmarks/results/robustness_operator.json).
-## make test runs a fixed-seed few of each.
+## First the fixed-seed runs make test leaves out (marked soak); make test runs a fixed-seed few of each.
 RUNS ?= 100
 OPERATOR_RUNS ?= 50
 robustness: install
+	BERTH_SOAK=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m soak \
+		tests/robustness/test_runs.py tests/robustness/test_operator_leadership.py
 	cd tests && ../$(BIN)/python -m robustness --runs $(RUNS) $(if $(SEED),--seed $(SEED))
 	$(BIN)/python -m benchmarks.operator_robustness --runs $(OPERATOR_RUNS) $(if $(SEED),--seed $(SEED))
 

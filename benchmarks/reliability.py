@@ -129,10 +129,12 @@ def robustness_lines() -> list[str]:
         "  replicas never answer as active at once (probes read from every replica that says it is Ready);",
         "- no coordinator process dies unless a fault killed it.",
         "",
-        "`make test` runs four fixed-seed runs (`tests/robustness/test_runs.py`: every SQLite fault kind and the",
-        "replicated ones that matter most) and puts each bug of issue 28 back behind a test-only failpoint switch to",
-        "show the checker reports it (`tests/robustness/test_bugs.py`). `make robustness RUNS=N` runs N randomized",
-        'runs; the record accumulates in `benchmarks/results/robustness.json` (docs/benchmarks.md, "Robustness").',
+        "`make test` runs two fixed-seed runs (`tests/robustness/test_runs.py`: kill -9, a full disk, a crash point,",
+        "partitioned clients, a clock jump and delay on SQLite; the leader key deleted, etcd out of space, kill -9 and",
+        "partitioned clients on the replicated store) and puts each bug of issue 28 back behind a test-only failpoint",
+        "switch to show the checker reports it (`tests/robustness/test_bugs.py`). `make robustness RUNS=N` runs the",
+        "two other fixed-seed runs (every other fault kind), then N randomized runs; the record accumulates in",
+        '`benchmarks/results/robustness.json` (docs/benchmarks.md, "Robustness").',
         "",
     ]
     record = _load("robustness")

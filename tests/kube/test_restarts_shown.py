@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.slow]
 SESSION = {"sessionTimeout": {"policy": "Fixed", "fixedMs": 30_000}}
 
 
+@pytest.mark.soak  # make soak: tests/node/test_fleet_pods.py shows the same on real pods in make test
 def test_a_rollout_restart_is_counted_as_static_restarts_in_status_one_event_describe_and_metrics(stage: Stage) -> None:
     stage.apply(fleet_body("orders", 3, stage.group, **SESSION))
     stage.ready_and_stable(3)
@@ -61,6 +62,7 @@ def test_a_rollout_restart_is_counted_as_static_restarts_in_status_one_event_des
     assert "kubectl.kubernetes.io/restartedAt" in statefulset["spec"]["template"]["metadata"]["annotations"]
 
 
+@pytest.mark.soak  # make soak: tests/node/test_fleet_pods.py shows the same on real pods in make test
 def test_a_deleted_pod_is_one_static_restart_and_not_a_rollout(stage: Stage) -> None:
     stage.apply(fleet_body("orders", 2, stage.group, **SESSION))
     stage.ready_and_stable(2)

@@ -153,7 +153,9 @@ def check_the_replicas_after(replicas: Replicas, victim: dict[str, Any], kind: s
     print(f"{kind}: {active['metadata']['name']} active, {standing} standing by")
 
 
-@pytest.mark.parametrize("kind", ["delete", "kill", "freeze"])
+@pytest.mark.parametrize(
+    "kind", [pytest.param("delete", marks=pytest.mark.soak), "kill", pytest.param("freeze", marks=pytest.mark.soak)]
+)
 def test_a_failover_of_the_active_pod_costs_no_rebalance_no_acknowledged_commit_and_no_error(
     ha_stage: HaStage, probe: FirstJoin, kind: str
 ) -> None:

@@ -96,6 +96,7 @@ berth-analyze --journal /journal --out /tmp/out 2>&1; echo "berth-analyze exited
     assert lines[4:] == ["berth-analyze exited 1"], log
 
 
+@pytest.mark.soak  # make soak: test_analytics_job.py runs the same image on a real journal in make test
 def test_the_analytics_image_analyses_a_real_journal_and_draws_its_report(node_kube: Kube, namespace: str) -> None:
     started = time.monotonic()
     script = """

@@ -32,7 +32,7 @@ from support.node_stage import FleetStage
 #: Rounds of the scenario, each on a fleet of its own (1 in make test; make soak runs more).
 ROUNDS = int(os.environ.get("BERTH_NODE_SCENARIO_ROUNDS", "1"))
 REBALANCE_TIMEOUT_MS = 30_000
-pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.soak, pytest.mark.node, pytest.mark.timeout(1200)]  # 3 min: make soak (drain is make test's)
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))

@@ -16,7 +16,7 @@ import pytest
 from support.kube import wait_until
 from support.node_stage import FleetStage
 
-pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.soak, pytest.mark.node, pytest.mark.timeout(900)]  # the kubelet's retries: make soak
 
 SECRET = "late-token"
 

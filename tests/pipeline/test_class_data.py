@@ -218,6 +218,7 @@ def analyze(out: Path, class_data: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+@pytest.mark.soak  # three berth-analyze JVMs (1.5 min): make soak
 def test_a_first_run_writes_the_archive_the_next_maps_it_and_a_refused_one_changes_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "class-data"
 

@@ -154,6 +154,7 @@ def test_the_cluster_gives_the_same_advice_and_summary_as_local_mode(
     print(f"standalone cluster run: {elapsed:.1f} s")
 
 
+@pytest.mark.soak  # make soak: a standalone cluster's error paths (its main comparison is make test's)
 def test_a_journal_only_the_driver_can_read_is_one_line_and_exit_1(cluster: Cluster, tmp_path: Path) -> None:
     journal = cluster.driver_only / "journal"
     shutil.copytree(DEMO_JOURNAL, journal)
@@ -171,6 +172,7 @@ def test_a_journal_only_the_driver_can_read_is_one_line_and_exit_1(cluster: Clus
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.soak
 def test_convert_refuses_an_out_the_executors_cannot_share_with_the_driver(cluster: Cluster, tmp_path: Path) -> None:
     out = cluster.driver_only / "parquet"
 

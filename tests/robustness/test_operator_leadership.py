@@ -28,6 +28,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.slow, pytest.mark.timeout(900)]
 #: kill -9, a freeze past the Lease, a partition from everything, a graceful stop, a crash after the batch leave was
 #: answered and before it was recorded, and helm uninstall + install in the middle of the scale-down.
 SEEDS = {"kill": 1, "freeze": 3, "cut": 11, "graceful": 8, "crash_after_leave": 6, "reinstall": 23}
+#: ``make test`` runs kill -9 and the graceful stop; the others are marked ``soak`` and run in ``make robustness``.
+ROBUSTNESS_ONLY = {"freeze", "cut", "crash_after_leave", "reinstall"}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def history(world: LeaderWorld) -> History:
     return History(world)
 
 
-@pytest.mark.parametrize("kind", list(SEEDS))
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=[pytest.mark.soak] if k in ROBUSTNESS_ONLY else []) for k in SEEDS]
+)
 def test_a_leader_fault_in_a_scale_down_leaves_one_batch_leave_and_no_step_by_a_deposed_leader(
     world: LeaderWorld, history: History, kind: str
 ) -> None:

@@ -8,7 +8,7 @@ clock, its members speaking the coordinator's protocol. The oracle (``support.si
 Event, ``status.restarts``, ``status.lastScaleDown``, ``status.foreignMembers`` and the metrics with the
 coordinator's journal and what the lab did to the pods: a history passes with no wrong signal.
 
-``make test`` runs a fixed-seed few (``BERTH_SIGNAL_HISTORIES``, 20 by default); ``make soak`` runs 200 from a seed
+``make test`` runs a fixed-seed few (``BERTH_SIGNAL_HISTORIES``, 10 by default); ``make soak`` runs 200 from a seed
 of its own (``BERTH_SIGNAL_SEED``) and writes the figures to ``BERTH_SIGNAL_RESULTS``.
 """
 
@@ -30,7 +30,7 @@ from support.signal_berth import BerthRig
 from support.signal_lab import History, Lab, Step
 from support.signal_oracle import describe, wrong_signals
 
-HISTORIES = int(os.environ.get("BERTH_SIGNAL_HISTORIES", "20"))
+HISTORIES = int(os.environ.get("BERTH_SIGNAL_HISTORIES", "10"))
 SEED = int(os.environ.get("BERTH_SIGNAL_SEED", "30"))
 RESULTS = os.environ.get("BERTH_SIGNAL_RESULTS")
 PHASES = (Phase.explicit, Phase.generate, *((Phase.shrink,) if os.environ.get("BERTH_SIGNAL_SHRINK") else ()))
