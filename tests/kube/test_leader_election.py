@@ -96,9 +96,10 @@ def test_of_two_replicas_only_the_leader_acts_and_says_so(
     assert writes(control_plane, leader, since), "the leader did the work"
     assert writes(control_plane, standby, since) == []
     assert leading(leader) and not leading(standby)
-    # The standby only watched (its cache stays warm for a takeover) and looked at the Lease.
+    # The standby only watched (its cache stays warm for a takeover; the Lease, by name) and read the Lease.
     looked = {(e["verb"], e["objectRef"].get("resource")) for e in standby.requests(control_plane.audit(since)[0])}
-    assert looked <= {("get", "leases"), *((verb, r) for verb in ("list", "watch") for r in WATCHED)}, looked
+    assert looked <= {("get", "leases"), *((verb, r) for verb in ("list", "watch") for r in {*WATCHED, "leases"})}
+    assert ("watch", "leases") in looked, looked
     # Who leads is on record: an Event on the Lease, and the Lease itself.
     lease = stage.kube.get("lease", LEASE, namespace=LEASE_NAMESPACE)
     assert lease["spec"]["holderIdentity"].startswith(f"{leader.name}_")
