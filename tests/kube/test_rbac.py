@@ -17,9 +17,10 @@ pytestmark = pytest.mark.kube
 
 CHART = REPO / "charts" / "berth"
 CRD = yaml.safe_load((REPO / "deploy" / "crds" / "consumerfleets.berth.dev.yaml").read_text())
-#: Leader election's Lease: a Role in the release namespace, by name (create cannot be limited to a name).
+#: Leader election's Lease: a Role in the release namespace, by name (create cannot be limited to a name; list and
+#: watch by name are a standby's watch of it, with the metadata.name field selector).
 LEASE: frozenset[Permission] = frozenset(
-    {("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}
+    {("coordination.k8s.io", "leases", verb) for verb in ("get", "list", "watch", "create", "update")}
 )
 #: The owner records of Kafka groups: Leases, in the records' namespace only (the chart's default, which every install
 #: shares).
@@ -117,9 +118,10 @@ def test_the_cluster_wide_install_allows_exactly_what_the_code_needs(kube: Kube,
     assert not kube.can_i("list", "secrets", as_user=user, namespace=fleets)
     assert not kube.can_i("get", "secrets", as_user=user, namespace="default")
     assert not kube.can_i("delete", "statefulsets.apps", as_user=user, namespace=fleets)
-    # Leader election: its own Lease in the release namespace (get, update; create, which a name cannot limit); the
-    # owner records of Kafka groups: get, create and delete on every Lease of the records' namespace, nowhere else.
-    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "create", "update"}
+    # Leader election: its own Lease in the release namespace (get, list, watch, update; create, which a name cannot
+    # limit); the owner records of Kafka groups: get, create and delete on every Lease of the records' namespace,
+    # nowhere else.
+    assert lease_verbs(kube, user, "berth", "berth-operator") == {"get", "list", "watch", "create", "update"}
     assert lease_verbs(kube, user, "berth", "another-lease") == {"create"}
     assert lease_verbs(kube, user, OWNERS, "berth-group-0123") == {"get", "create", "delete"}
     assert lease_verbs(kube, user, fleets, "berth-operator") == set()
@@ -130,8 +132,9 @@ def test_the_namespaced_install_allows_the_same_in_its_namespace_only(kube: Kube
     user = "system:serviceaccount:team-a:team-operator"
     not_leases = {p for p in allowed(kube, user, "team-a") if p[1] != "leases"}
     assert not_leases == {p for p in needed() - KOPF_CLUSTER_ONLY - CONFIG_MAPS if p[1] != "leases"}
-    # The leader's Lease: by name (get, update) and create; the owner records in the namespace every install shares.
-    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "create", "update"}
+    # The leader's Lease: by name (get, list, watch, update) and create; the owner records in the namespace every
+    # install shares.
+    assert lease_verbs(kube, user, "team-a", "team-operator") == {"get", "list", "watch", "create", "update"}
     assert {p for p in allowed(kube, user, OWNERS) if p[1] == "leases"} == LEASES
     elsewhere = allowed(kube, user, "default")
     assert elsewhere == set(), f"allowed outside its namespace: {sorted(elsewhere)}"

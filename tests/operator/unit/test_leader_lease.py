@@ -5,8 +5,9 @@ the test moves."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,26 +53,26 @@ def held_by(holder: str, version: str = "7") -> LeaseRecord:
 def test_a_missing_lease_is_created_once_it_was_seen_missing_for_a_lease_duration() -> None:
     """It may have been deleted under a leader that has not noticed yet (issue 28: two leaders for 17 ms)."""
     seen = observe(None, None, 100.0)
-    assert decide("a", seen, TIMING, now=100.0, wall=WALL) == Wait("")
+    assert decide("a", seen, TIMING, now=100.0, wall=WALL) == Wait("", 115.0)
     seen = observe(seen, None, 110.0)
     assert seen.seen_at == 100.0  # still missing: the wait goes on from the first look
-    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("")
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("", 115.0)
     decision = decide("a", seen, TIMING, now=115.0, wall=WALL)
     assert isinstance(decision, Write) and decision.create
     assert decision.record.holder == "a" and decision.record.transitions == 0
     assert decision.record.acquire_time == decision.record.renew_time == "2026-11-01T12:00:00.000000Z"
     # Seen held, then missing: the wait starts again from the first look at the missing Lease.
     seen = observe(observe(None, held_by("b"), 100.0), None, 112.0)
-    assert decide("a", seen, TIMING, now=126.9, wall=WALL) == Wait("")
+    assert decide("a", seen, TIMING, now=126.9, wall=WALL) == Wait("", 127.0)
 
 
 def test_a_lease_edited_to_a_shorter_duration_is_still_waited_for_the_candidates_own() -> None:
     shortened = replace(held_by("b"), lease_duration_s=1, renew_time="2000-01-01T00:00:00.000000Z")
     seen = observe(None, shortened, 100.0)
-    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b")
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b", 115.0)
     assert isinstance(decide("a", seen, TIMING, now=115.0, wall=WALL), Write)
     longer = replace(held_by("b"), lease_duration_s=30)
-    assert decide("a", observe(None, longer, 100.0), TIMING, now=129.9, wall=WALL) == Wait("b")
+    assert decide("a", observe(None, longer, 100.0), TIMING, now=129.9, wall=WALL) == Wait("b", 130.0)
 
 
 def test_the_write_bound_is_half_the_margin_between_the_renew_deadline_and_the_lease() -> None:
@@ -81,7 +82,7 @@ def test_the_write_bound_is_half_the_margin_between_the_renew_deadline_and_the_l
 
 def test_a_held_lease_is_waited_for_until_its_duration_passed_on_the_candidates_own_clock() -> None:
     seen = observe(None, held_by("b"), 100.0)
-    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b")
+    assert decide("a", seen, TIMING, now=114.9, wall=WALL) == Wait("b", 115.0)
     # The same record read again later does not restart the clock: its holder did not renew.
     seen = observe(seen, held_by("b"), 110.0)
     assert seen.seen_at == 100.0
@@ -95,7 +96,7 @@ def test_a_renewal_seen_restarts_the_wait_whatever_the_holders_clock_says() -> N
     renewed = replace(held_by("b", "8"), renew_time="1999-01-01T00:00:00.000000Z")  # a clock far behind
     seen = observe(seen, renewed, 112.0)
     assert seen == Observed(renewed, 112.0)
-    assert decide("a", seen, TIMING, now=120.0, wall=WALL) == Wait("b")
+    assert decide("a", seen, TIMING, now=120.0, wall=WALL) == Wait("b", 127.0)
 
 
 def test_a_released_lease_is_taken_at_once_and_the_holder_renews_its_own() -> None:
@@ -146,13 +147,30 @@ class Clock:
 
 
 class MemoryLease:
-    """A Lease with resourceVersions, as the API server keeps it; ``fail`` makes writes fail (a partition)."""
+    """A Lease with resourceVersions, as the API server keeps it; ``fail`` makes writes fail (a partition). Its watch
+    tells of every write made through it or :meth:`put`."""
 
     def __init__(self) -> None:
         self.record: LeaseRecord | None = None
         self.version = 0
         self.fail = False
         self.announced: list[str] = []
+        self.changed = asyncio.Event()
+        self.watchers = 0
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[asyncio.Event]:
+        self.watchers += 1
+        try:
+            yield self.changed
+        finally:
+            self.watchers -= 1
+
+    def put(self, record: LeaseRecord | None) -> None:
+        """Someone else's write (or a deletion), told to the watch."""
+        self.version += 1
+        self.record = None if record is None else replace(record, resource_version=str(self.version))
+        self.changed.set()
 
     async def read(self) -> LeaseRecord | None:
         if self.fail:
@@ -169,6 +187,7 @@ class MemoryLease:
             raise LeaseConflict("changed meanwhile")
         self.version += 1
         self.record = replace(record, resource_version=str(self.version))
+        self.changed.set()
         return self.record
 
     async def announce(self, message: str, *, now: datetime) -> None:
@@ -203,11 +222,12 @@ async def test_one_leads_the_other_waits_and_takes_over_a_lease_duration_after_t
     gate_a.check()
     with pytest.raises(NotLeading):
         gate_b.check()
-    # b looks every 2 s; a stops renewing at 1,000 s (it died): b takes over once 15 s passed since it saw a renew.
+    # b looks every 2 s; a stops renewing at 1,000 s (it died): b takes over once 15 s passed since it saw a renew,
+    # at that moment (its last wait is cut to it), not at its next look after it.
     started = clock.now
     await b.acquire()
     assert lease.record is not None and lease.record.holder == "b" and lease.record.transitions == 1
-    assert 15 <= clock.now - started <= 17
+    assert clock.now - started == 15
     assert lease.announced[-1] == "b became leader (taking over from a)"
 
 
@@ -339,6 +359,145 @@ async def test_a_leader_whose_lease_was_taken_stops_and_one_that_lets_go_release
     await b.release()
     assert not b_gate.leading
     assert lease.record is not None and lease.record.holder == "" and lease.record.lease_duration_s == 1
+
+
+# --- the standby's waits: woken by a change of the Lease, or when its decision would change -----------------------
+
+
+def test_a_wait_says_when_the_decision_changes_if_the_lease_does_not() -> None:
+    """``until`` is the first moment ``decide`` no longer waits: before it, the same observation waits; from it on,
+    the candidate writes. Held (the longer of the two durations), missing, or renewed (from when it was seen)."""
+    cases = [
+        (observe(None, held_by("b"), 100.0), 115.0),
+        (observe(None, replace(held_by("b"), lease_duration_s=40), 100.0), 140.0),
+        (observe(None, None, 100.0), 115.0),
+        (observe(observe(None, held_by("b", "7"), 100.0), held_by("b", "8"), 107.5), 122.5),
+    ]
+    for seen, until in cases:
+        waiting = decide("a", seen, TIMING, now=seen.seen_at, wall=WALL)
+        assert isinstance(waiting, Wait) and waiting.until == until
+        assert decide("a", seen, TIMING, now=until - 0.001, wall=WALL) == waiting
+        assert isinstance(decide("a", seen, TIMING, now=until, wall=WALL), Write)
+
+
+class Sleeper:
+    """The elector's ``sleep``: each call waits until the test moves ``clock`` past its end (``advance``)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.asked: list[float] = []
+        self._sleeping: list[tuple[float, asyncio.Future[None]]] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleeping.append((self.clock.now + seconds, woken))
+        await woken
+
+    async def advance(self, seconds: float) -> None:
+        self.clock.now += seconds
+        for until, woken in self._sleeping:
+            if until <= self.clock.now and not woken.done():
+                woken.set_result(None)
+        await settle()
+
+
+async def settle() -> None:
+    """Let every task run until it waits again (on the sleeper or the Lease's watch)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+def standby(lease: MemoryLease, clock: Clock, sleeper: Sleeper, timing: LeaseTiming = TIMING) -> LeaderElector:
+    return LeaderElector(
+        lease,
+        identity="b",
+        timing=timing,
+        gate=LeaderGate(clock),
+        clock=clock,
+        wall=lambda: WALL + timedelta(seconds=clock.now),
+        sleep=sleeper,
+    )
+
+
+async def test_a_standby_takes_a_released_lease_as_soon_as_its_watch_tells_it() -> None:
+    """No retry period passes (the clock does not move): the release wakes the standby's wait."""
+    lease, clock = MemoryLease(), Clock()
+    lease.put(held_by("a"))
+    sleeper = Sleeper(clock)
+    b = standby(lease, clock, sleeper, LeaseTiming(15, 10, 9))
+    taking = asyncio.create_task(b.acquire())
+    await settle()
+    assert sleeper.asked == [9] and not taking.done() and lease.watchers == 1
+    assert lease.record is not None
+    lease.put(released(lease.record, WALL))
+    await settle()
+    assert taking.done() and lease.record.holder == "b"
+    await taking
+    assert sleeper.asked == [9] and lease.watchers == 0  # it read again at once; the watch ends with the wait
+
+
+async def test_a_standby_takes_an_expired_lease_when_it_expires_not_at_its_next_look() -> None:
+    lease, clock = MemoryLease(), Clock()
+    lease.put(held_by("a"))
+    started = clock.now
+    sleeper = Sleeper(clock)
+    b = standby(lease, clock, sleeper, LeaseTiming(15, 10, 9))
+    taking = asyncio.create_task(b.acquire())
+    await settle()
+    await sleeper.advance(9)
+    assert sleeper.asked == [9, 6]  # the second wait ends when a's lease duration has run out on b's clock
+    await sleeper.advance(5.999)
+    assert not taking.done()
+    await sleeper.advance(0.001)
+    await taking
+    assert lease.record is not None and lease.record.holder == "b" and clock.now - started == 15
+
+
+async def test_a_renewal_the_watch_tells_restarts_the_standbys_wait_from_when_it_saw_it() -> None:
+    """The watch only makes the standby see a renewal sooner: its wait then runs from that moment, so it takes over
+    no sooner than the rules allow (here: 15 s after the renewal it saw, at 1,003 s)."""
+    lease, clock = MemoryLease(), Clock()
+    lease.put(held_by("a", "1"))
+    sleeper = Sleeper(clock)
+    b = standby(lease, clock, sleeper)
+    taking = asyncio.create_task(b.acquire())
+    await settle()
+    await sleeper.advance(1)
+    assert lease.record is not None
+    renewed_at = clock.now + 2
+    await sleeper.advance(2)  # b's retry period runs out: it reads a's Lease unchanged at 1,003 s
+    # and a renews right after that read: without the watch, b would see it only at its next look (1,005 s).
+    lease.put(replace(lease.record, renew_time="2026-11-01T12:00:03.000000Z"))
+    await settle()
+    assert len(sleeper.asked) == 3  # woken by the renewal, b waits again
+    for _ in range(7):
+        await sleeper.advance(2)
+    assert not taking.done() and clock.now == renewed_at + 14
+    await sleeper.advance(0.999)
+    assert not taking.done()
+    await sleeper.advance(0.001)
+    await taking
+    assert lease.record is not None and lease.record.holder == "b" and clock.now == renewed_at + 15
+
+
+async def test_a_standby_whose_lease_cannot_be_read_looks_again_after_the_retry_period() -> None:
+    lease, clock = MemoryLease(), Clock()
+    lease.put(held_by("a"))
+    lease.fail = True
+    sleeper = Sleeper(clock)
+    b = standby(lease, clock, sleeper)
+    taking = asyncio.create_task(b.acquire())
+    await settle()
+    await sleeper.advance(2)
+    assert sleeper.asked == [2, 2]
+    lease.fail = False
+    await sleeper.advance(2)
+    assert sleeper.asked[-1] == 2 and not taking.done()
+    taking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await taking
+    assert lease.watchers == 0
 
 
 # --- the gate in front of writes --------------------------------------------------------------------------------

@@ -16,7 +16,13 @@ decided here alone (docs/architecture.md). Rules:
   (``--leader-elect``) and the cache has its first lists (or waited ``CACHE_SYNC_WAIT_S`` for them).
   Every write, Kopf's included, passes the leader's gate, right before it is written, with how late the network may
   deliver it bounded (``gated_http``); a replica that loses the Lease calls ``on_lost`` (``berth-operator`` exits,
-  and its restart waits as a standby) and releases the Lease when it stops gracefully.
+  and its restart waits as a standby).
+- A stop (SIGTERM or SIGINT, which the operator handles itself, Kopf's handlers replaced by its own once Kopf has
+  installed them; or the caller's stop flag) releases the Lease at once, before Kopf and the passes wind down: the
+  gate closes first, so nothing they still do is written, and a standby takes over without waiting for the
+  wind-down. After a stop signal the wind-down gets ``WIND_DOWN_S``, then the process exits anyway (the Lease is
+  released and the gate refuses every write: a pass's flush holds nothing that could still be written); without
+  leader election, Kopf's own 10 minutes.
 - Every client is created inside the operator's event loop and closed when it stops.
 """
 
@@ -26,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -80,6 +87,11 @@ CACHE_POKE_DELAY_S = 0.1
 CACHE_SYNC_WAIT_S = 10.0
 #: berth-operator's exit status when it lost the leader's Lease (its restart waits as a standby).
 EXIT_LOST_LEADERSHIP = 1
+#: After a stop signal (the Lease released, the gate closed), how long the operator may take to wind down before the
+#: process exits anyway.
+WIND_DOWN_S = 5.0
+#: Without leader election (nothing released, no gate), what Kopf itself allows after a stop signal.
+UNGATED_WIND_DOWN_S = 600.0
 #: Threads (and pooled connections) for the official client's calls: each call holds one for its round trip, and
 #: every pass running at once may be in one (asyncio's default, cores + 4, would queue them on a small machine).
 API_THREADS = WORKERS + 8
@@ -339,6 +351,10 @@ async def run_operator(
     metrics = OperatorMetrics()
     service = build_service(options, api_client, api=api, gate=gate, metrics=metrics)
     registry = kopf.OperatorRegistry()
+    stopping = Stopping(wind_down_s=WIND_DOWN_S if election is not None else UNGATED_WIND_DOWN_S)
+    stopping.handle_signals()
+    if stop_flag is not None:
+        stopping.follow(stop_flag)
 
     def kopf_session() -> kopf.AiohttpSession:
         session = new_session(identity, user_agent=agent, gate=gate, write_bound_s=bound)
@@ -357,7 +373,7 @@ async def run_operator(
                     assert gate is not None
                     lease = holding_the_lease(
                         identity, election, gate, user_agent=agent, on_leading=metrics.leading, on_lost=on_lost,
-                        stop_flag=stop_flag,
+                        stopping=stopping.event,
                     )  # fmt: skip
                     if not await held.enter_async_context(lease):
                         return
@@ -367,16 +383,80 @@ async def run_operator(
                             service.cache.wait_synced(), max(0.0, cache_synced - asyncio.get_running_loop().time())
                         )
                 await service.start_leading()
-                await kopf.operator(
+                await run_kopf(
+                    stopping,
                     registry=registry,
                     settings=build_settings(options),
                     standalone=True,
                     clusterwide=options.namespace is None,
                     namespaces=[options.namespace] if options.namespace else [],
-                    stop_flag=stop_flag,
                     ready_flag=ready_flag,
                 )
     finally:
+        stopping.restore_signals()
         await service.close()
         await api.close()
         api_client.close()  # type: ignore[no-untyped-call]
+
+
+class Stopping:
+    """How the operator learns that it is to stop: SIGTERM or SIGINT (in the main thread), or the caller's stop flag.
+    ``event`` is set then: Kopf stops on it and the leader releases its Lease on it. After a stop signal the wind-down
+    gets ``wind_down_s`` (``WIND_DOWN_S`` with leader election: the Lease released, the gate closed), then the process
+    exits."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, *, wind_down_s: float) -> None:
+        self.event = asyncio.Event()
+        self.wind_down_s = wind_down_s
+        self._handled = False
+
+    def handle_signals(self) -> None:
+        """Stop on SIGTERM and SIGINT (only the main thread can handle signals; Kopf's tests run it in another)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for number in self.SIGNALS:
+            loop.add_signal_handler(number, self.signalled, number)
+        self._handled = True
+
+    def restore_signals(self) -> None:
+        if self._handled:
+            loop = asyncio.get_running_loop()
+            for number in self.SIGNALS:
+                loop.remove_signal_handler(number)
+            self._handled = False
+
+    def signalled(self, number: int) -> None:
+        if self.event.is_set():
+            return
+        logger.info("%s received: stopping", signal.Signals(number).name)
+        self.event.set()
+        asyncio.get_running_loop().call_later(self.wind_down_s, self.cut_short)
+
+    def cut_short(self) -> None:
+        logger.warning("the operator did not wind down within %g s of the stop signal: exiting", self.wind_down_s)
+        logging.shutdown()
+        os._exit(0)
+
+    def follow(self, stop_flag: StopFlag) -> None:
+        """Set ``event`` once the caller's stop flag (set from another thread) is: a daemon thread waits for it."""
+        loop = asyncio.get_running_loop()
+
+        def wait() -> None:
+            stop_flag.wait()
+            with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
+                loop.call_soon_threadsafe(self.event.set)
+
+        threading.Thread(target=wait, name="stop flag", daemon=True).start()
+
+
+async def run_kopf(stopping: Stopping, **kwargs: Any) -> None:
+    """``kopf.operator(...)`` (its ``spawn_tasks`` + ``run_tasks``), stopped by ``stopping.event``: Kopf installs its
+    own SIGTERM and SIGINT handlers as it spawns its tasks, and the operator's are put back right after, so that a
+    stop signal reaches the Lease's release as well as Kopf."""
+    existing = {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+    tasks = await kopf.spawn_tasks(stop_flag=stopping.event, **kwargs)
+    stopping.handle_signals()
+    await kopf.run_tasks(tasks, ignored=existing)

@@ -18,8 +18,14 @@ wins and the other is answered 409. Rules:
   less than ``renew_deadline_s`` ago. The renew deadline is shorter than the lease duration, so a holder that
   cannot renew (partitioned, frozen, its API calls timing out) has stopped acting before anyone may take over
   (:func:`check_timing` enforces the order: retry period < renew deadline < lease duration).
-- A holder that stops gracefully releases the Lease (no holder, a duration of 1 s), so a standby takes over at its
-  next look instead of after the lease duration.
+- A holder that stops gracefully releases the Lease (no holder, a duration of 1 s), so a standby takes over as soon
+  as it sees the release instead of after the lease duration.
+- A :class:`Wait` says until when (``until``, on the candidate's monotonic clock): the moment its decision changes if
+  the record does not, ``seen_at`` plus the duration it waits out. The candidate looks again then, or as soon as it
+  learns of a change (it watches the Lease), whichever comes first, and at the latest after a retry period. Watching
+  changes nothing in the safety argument: the clock of "unchanged for a lease duration" still starts when the
+  candidate *saw* the change (:func:`observe`); a watch only makes it see a change sooner, which can only make it
+  wait longer, never take the Lease earlier than a candidate that looked more slowly would.
 
 Pure: the caller passes the record as read, its own identity and both clocks (monotonic for durations, the wall
 clock only for the times written into the record, which people read).
@@ -134,10 +140,12 @@ def _same(a: LeaseRecord | None, b: LeaseRecord | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Someone else holds the Lease ("": there is none yet, and none was seen for a lease duration); look again
-    after the retry period."""
+    """Someone else holds the Lease (``holder``; "": there is none, and it has not been seen missing for a lease
+    duration yet). The decision changes at ``until`` (monotonic seconds) if the record stays as it is: look again
+    then, or when the record changes, and at the latest after the retry period."""
 
     holder: str
+    until: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +166,13 @@ def decide(me: str, observed: Observed, timing: LeaseTiming, *, now: float, wall
     waited = now - observed.seen_at
     if record is None:
         if waited < timing.lease_duration_s:
-            return Wait("")
+            return Wait("", observed.seen_at + timing.lease_duration_s)
         return Write(LeaseRecord(me, duration, stamp, stamp, 0), create=True, taking_from="")
     if record.holder == me:
         return Write(replace(record, renew_time=stamp, lease_duration_s=duration), create=False)
-    if record.holder and waited < max(record.lease_duration_s, timing.lease_duration_s):
-        return Wait(record.holder)
+    lasts = max(record.lease_duration_s, timing.lease_duration_s)
+    if record.holder and waited < lasts:
+        return Wait(record.holder, observed.seen_at + lasts)
     taken = replace(
         record,
         holder=me,

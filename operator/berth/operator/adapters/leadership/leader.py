@@ -5,15 +5,23 @@ before another may take over (``planners.lease`` decides; this module keeps time
   Kopf's session's, the coordinators'): open only until the renew deadline after the last renewal that succeeded
   (counted from when it was sent). A frozen or partitioned leader finds it closed the moment it runs again, before
   any write it had under way goes out.
-- :class:`LeaderElector` acquires the Lease (:meth:`~LeaderElector.acquire`: a standby looks every retry period),
-  renews it (:meth:`~LeaderElector.keep`: returns once leadership is lost: the Lease taken by another, deleted, no
-  longer writable by this replica, or no renewal for the renew deadline), and releases it on a graceful stop. It
-  announces a new leader with an Event on the Lease and logs who leads whenever that changes.
+- :class:`LeaderElector` acquires the Lease (:meth:`~LeaderElector.acquire`), renews it (:meth:`~LeaderElector.keep`:
+  returns once leadership is lost: the Lease taken by another, deleted, no longer writable by this replica, or no
+  renewal for the renew deadline), and releases it on a graceful stop. It announces a new leader with an Event on
+  the Lease and logs who leads whenever that changes.
+- A standby watches the Lease (``LeaseStore.watching``) and reads it and decides again whenever it changes, and at
+  the moment the decision says it would change if nothing changes (``Wait.until``: a holder's lease duration run
+  out on the standby's clock), and at the latest every retry period (the watch may be down): it sees a release or
+  a renewal as it happens and takes an expired Lease when it expires, instead of up to a retry period later. The
+  wait for "unchanged for a lease duration" still runs from when the standby saw the change (``planners.lease``):
+  seeing sooner never makes it take over sooner than the rules allow.
 - What losing leadership does is the caller's (``berth-operator`` exits, as controller-runtime's managers do, and
   starts again as a standby): the gate is closed first, whatever the caller does next.
 - :func:`holding_the_lease` is how ``app`` runs the operator's work under the Lease: wait as a standby, keep it
-  while the work runs, release it after. The Lease's calls get an API client of their own (not gated: a candidate
-  must write the Lease to become the leader) on a thread of their own (``kube.lease``).
+  while the work runs, release it after, or as soon as the stop is asked for (``stopping``): the gate is closed
+  first, so whatever the work still does while it winds down writes nothing, and the standby need not wait for the
+  wind-down. The Lease's calls get an API client of their own (not gated: a candidate must write the Lease to become
+  the leader) on a thread of their own, and its watch an aiohttp session of its own (``kube.lease``).
 - The failpoint switch ``bug.operator_no_release`` (``berth.coordinator.daemon.failpoints``; tests only) brings
   back what issue 28 found, so that the robustness checker can be shown to report it: the gate stays open until the
   elector learns that it lost (no deadline), and a graceful stop leaves the Lease held.
@@ -25,15 +33,16 @@ import asyncio
 import contextlib
 import logging
 import math
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Protocol
 
 import kubernetes
 
 from berth.coordinator.daemon import failpoints
+from berth.operator.adapters.kube.api_session import ApiSession
 from berth.operator.adapters.kube.identity import KubeIdentity
 from berth.operator.adapters.kube.lease import LeaseApi
 from berth.operator.adapters.leadership.leader_options import LeaderElection
@@ -66,6 +75,11 @@ class LeaseStore(Protocol):
         ...
 
     async def announce(self, message: str, *, now: datetime) -> None: ...
+
+    def watching(self) -> AbstractAsyncContextManager[asyncio.Event]:
+        """While the block runs, an event set whenever the Lease changes (never set by a store that cannot watch:
+        the elector then looks every retry period)."""
+        ...
 
 
 class LeaderGate:
@@ -120,28 +134,53 @@ class LeaderElector:
         self.record: LeaseRecord | None = None  # ours, as last written, while we hold it
         self._observed: Observed | None = None
         self._leader_seen: str | None = None
+        #: When the last decision to wait changes if the Lease does not (monotonic); None: look after a retry period.
+        self._until: float | None = None
 
     async def acquire(self) -> None:
-        """Return once this replica holds the Lease (the gate open)."""
+        """Return once this replica holds the Lease (the gate open): read and decide, then wait for a change of the
+        Lease, for the moment the decision would change, or for a retry period, whichever comes first."""
         failing = False
-        while True:
-            try:
-                if await self._try_acquire():
-                    return
-                failing = False
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if not failing:
-                    logger.warning("cannot read or take the leader's Lease (%s); trying again", error)
-                failing = True
-            await self.sleep(self.timing.retry_period_s)
+        async with self.store.watching() as changed:
+            while True:
+                changed.clear()  # a change from here on wakes the wait below, even one this read already sees
+                try:
+                    if await self._try_acquire():
+                        return
+                    failing = False
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    self._until = None
+                    if not failing:
+                        logger.warning("cannot read or take the leader's Lease (%s); trying again", error)
+                    failing = True
+                await self._wait(changed, self._next_look_s())
+
+    def _next_look_s(self) -> float:
+        """How long to wait before the next read if the Lease does not change meanwhile."""
+        retry = self.timing.retry_period_s
+        return retry if self._until is None else max(0.0, min(retry, self._until - self.clock()))
+
+    async def _wait(self, changed: asyncio.Event, seconds: float) -> None:
+        """``sleep(seconds)`` or until ``changed`` is set, whichever comes first."""
+        if changed.is_set():
+            return
+        waits = {asyncio.ensure_future(self.sleep(seconds)), asyncio.ensure_future(changed.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
 
     async def _try_acquire(self) -> bool:
+        self._until = None
         record = await self.store.read()
         self._observed = observe(self._observed, record, self.clock())
         decision = decide(self.identity, self._observed, self.timing, now=self.clock(), wall=self.wall())
         if isinstance(decision, Wait):
+            self._until = decision.until
             if decision.holder != self._leader_seen:
                 self._leader_seen = decision.holder
                 if decision.holder:
@@ -211,7 +250,7 @@ class LeaderElector:
         logger.error("this replica (%s) is no longer the leader: %s", self.identity, why)
 
     async def release(self) -> None:
-        """Let go of the Lease (best effort), so a standby takes over at its next look."""
+        """Let go of the Lease (best effort), so a standby takes over as soon as it sees the release (it watches)."""
         record = self.record
         if record is None:
             return
@@ -247,52 +286,96 @@ async def holding_the_lease(
     user_agent: str,
     on_leading: Callable[[bool], None],
     on_lost: Callable[[], None],
-    stop_flag: threading.Event | None = None,
+    stopping: asyncio.Event | None = None,
 ) -> AsyncIterator[bool]:
-    """Wait until this replica holds the Lease (True), or ``stop_flag`` is set first (False); keep renewing it while
-    the block runs (``on_lost`` when it is lost); release it when the block ends."""
+    """Wait until this replica holds the Lease (True), or ``stopping`` is set first (False); keep renewing it while
+    the block runs (``on_lost`` when it is lost); release it as soon as ``stopping`` is set (the gate closed first:
+    the block's wind-down writes nothing), or when the block ends."""
     client = kubernetes.client.ApiClient(identity.configuration)
     client.user_agent = user_agent
+    watch_session = ApiSession(identity, user_agent=user_agent)  # reads only: the Lease's watch
     lease = LeaseApi(
         client,
         namespace=election.namespace,
         name=election.lease,
         timeout_s=election.timing.renew_deadline_s / 2,
         write_bound_s=write_bound_s(election.timing),
+        api=watch_session,
     )
     elector = LeaderElector(lease, identity=election.identity, timing=election.timing, gate=gate, on_leading=on_leading)
     on_leading(False)
-    keeping: asyncio.Task[None] | None = None
+    holding = _Holding(elector, on_lost)
     try:
-        if not await _until_stopped(elector.acquire(), stop_flag):
+        if not await _until_stopped(elector.acquire(), stopping):
             yield False
             return
-        keeping = asyncio.create_task(_keep(elector, on_lost), name="leader's Lease")
+        holding.start(stopping)
         yield True
     finally:
-        if keeping is not None:
-            keeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeping
-        await elector.release()
+        await holding.let_go()
         lease.close()
+        await watch_session.close()
         client.close()  # type: ignore[no-untyped-call]
 
 
-async def _keep(elector: LeaderElector, on_lost: Callable[[], None]) -> None:
-    await elector.keep()
-    on_lost()
+class _Holding:
+    """The Lease while it is held: kept, and let go once (when the stop is asked for, or when the holder ends)."""
 
+    def __init__(self, elector: LeaderElector, on_lost: Callable[[], None]) -> None:
+        self.elector = elector
+        self.on_lost = on_lost
+        self._keeping: asyncio.Task[None] | None = None
+        self._letting_go: asyncio.Task[None] | None = None
+        self._stop_watch: asyncio.Task[None] | None = None
 
-async def _until_stopped(waiting: Awaitable[None], stop_flag: threading.Event | None) -> bool:
-    """Await ``waiting``; False (and it cancelled) when ``stop_flag`` is set first."""
-    task = asyncio.ensure_future(waiting)
-    while not task.done():
-        if stop_flag is not None and stop_flag.is_set():
-            task.cancel()
+    def start(self, stopping: asyncio.Event | None) -> None:
+        self._keeping = asyncio.create_task(self._keep(), name="leader's Lease")
+        if stopping is not None:
+            self._stop_watch = asyncio.create_task(self._let_go_on(stopping), name="leader's Lease: release on stop")
+
+    async def _keep(self) -> None:
+        await self.elector.keep()
+        self.on_lost()
+
+    async def _let_go_on(self, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        logger.info("stopping: releasing the leader's Lease before the operator's work winds down")
+        await self.let_go()
+
+    async def let_go(self) -> None:
+        """Stop renewing and release the Lease (the gate closed first); once, whoever asks first, the others wait
+        for it."""
+        if self._letting_go is None:
+            self._letting_go = asyncio.ensure_future(self._release())
+        await asyncio.shield(self._letting_go)
+        if self._stop_watch is not None and self._stop_watch is not asyncio.current_task():
+            self._stop_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-            return False
-        await asyncio.wait({task}, timeout=0.2)
+                await self._stop_watch
+
+    async def _release(self) -> None:
+        if self._keeping is not None:
+            self._keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeping
+        await self.elector.release()
+
+
+async def _until_stopped(waiting: Awaitable[None], stopping: asyncio.Event | None) -> bool:
+    """Await ``waiting``; False (and it cancelled) when ``stopping`` is set first."""
+    task = asyncio.ensure_future(waiting)
+    if stopping is None:
+        await task
+        return True
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, stopped, return_exceptions=True)
+    if task.cancelled():
+        return False
     task.result()
     return True
