@@ -9,11 +9,12 @@ audit log tells the two processes apart by their User-Agent. Tests here run one 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -148,15 +149,12 @@ def test_the_leader_killed_mid_scale_down_the_other_takes_over_and_the_batch_lea
     assert stage.messages("LeftGroup") == ["left the group: orders-3, orders-4"]
 
 
-def test_a_leader_frozen_past_its_lease_is_replaced_and_acts_no_more_when_it_wakes(
-    stage: Stage, control_plane: ControlPlane, start_replica: Start
-) -> None:
-    leader, (standby,) = elected(start_replica(), start_replica())
-    stage.apply(fleet_body("orders", 2, stage.group))
-    stage.ready_and_stable(2)
-
-    # Freeze the leader in the middle of a pass that has writes to make: the coordinator holds its answer back
-    # until the leader is frozen, then gives it (it waits in the leader's socket for when it wakes).
+@contextlib.contextmanager
+def a_pass_waiting_on_a_frozen_coordinator(
+    stage: Stage, control_plane: ControlPlane, leader: OperatorProcess
+) -> Iterator[None]:
+    """The coordinator frozen and cf/orders scaled to 3: the block runs once the leader's pass has started (it read
+    the fleet and waits for the coordinator's answer, which comes when the block ends and the coordinator thaws)."""
     coordinator = stage.coordinator.proc
     assert coordinator is not None
     since = control_plane.audit_offset()
@@ -167,10 +165,23 @@ def test_a_leader_frozen_past_its_lease_is_replaced_and_acts_no_more_when_it_wak
             lambda: [e for e in leader.requests(control_plane.audit(since)[0]) if e["verb"] == "get"],
             "the leader's pass to start (it reads the fleet, then asks the coordinator)",
         )
-        time.sleep(0.5)
-        leader.signal(signal.SIGSTOP)
+        yield
     finally:
         coordinator.send_signal(signal.SIGCONT)
+
+
+def test_a_leader_frozen_past_its_lease_is_replaced_and_acts_no_more_when_it_wakes(
+    stage: Stage, control_plane: ControlPlane, start_replica: Start
+) -> None:
+    leader, (standby,) = elected(start_replica(), start_replica())
+    stage.apply(fleet_body("orders", 2, stage.group))
+    stage.ready_and_stable(2)
+
+    # Freeze the leader in the middle of a pass that has writes to make: the coordinator holds its answer back
+    # until the leader is frozen, then gives it (it waits in the leader's socket for when it wakes).
+    with a_pass_waiting_on_a_frozen_coordinator(stage, control_plane, leader):
+        time.sleep(0.5)
+        leader.signal(signal.SIGSTOP)
     wait_until(lambda: leading(standby), "the standby to take over", timeout_s=60)
     stage.ready_and_stable(3)
 
@@ -311,21 +322,10 @@ def test_a_stopped_leader_releases_its_lease_before_its_blocked_pass_winds_down_
     stage.apply(fleet_body("orders", 2, stage.group))
     stage.ready_and_stable(2)
 
-    coordinator = stage.coordinator.proc
-    assert coordinator is not None
-    since = control_plane.audit_offset()
-    coordinator.send_signal(signal.SIGSTOP)
-    try:
-        stage.kubectl("scale", "cf/orders", "--replicas=3")
-        wait_until(
-            lambda: [e for e in leader.requests(control_plane.audit(since)[0]) if e["verb"] == "get"],
-            "the leader's pass to start (it reads the fleet, then asks the coordinator)",
-        )
+    with a_pass_waiting_on_a_frozen_coordinator(stage, control_plane, leader):
         stopped = control_plane.audit_offset()
         leader.signal(signal.SIGTERM)
         wait_until(lambda: leading(standby), "the standby to take over", timeout_s=PROMPTLY_S)
-    finally:
-        coordinator.send_signal(signal.SIGCONT)
     assert "releasing the leader's Lease before the operator's work winds down" in leader.log()
     leader.wait(timeout_s=60)
     assert writes(control_plane, leader, stopped) == [], (
