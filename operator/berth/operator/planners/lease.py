@@ -23,9 +23,10 @@ wins and the other is answered 409. Rules:
 - A :class:`Wait` says until when (``until``, on the candidate's monotonic clock): the moment its decision changes if
   the record does not, ``seen_at`` plus the duration it waits out. The candidate looks again then, or as soon as it
   learns of a change (it watches the Lease), whichever comes first, and at the latest after a retry period. Watching
-  changes nothing in the safety argument: the clock of "unchanged for a lease duration" still starts when the
-  candidate *saw* the change (:func:`observe`); a watch only makes it see a change sooner, which can only make it
-  wait longer, never take the Lease earlier than a candidate that looked more slowly would.
+  keeps the safety argument: the clock of "unchanged for a lease duration" still starts when the candidate *saw* the
+  change (:func:`observe`), and a watch, however prompt, sees a renewal only after it was written, so after the
+  holder sent it; the holder stops acting a renew deadline after that send, before the lease duration is out. (A
+  watching candidate takes over sooner than a slow looker only because it sees the last renewal sooner.)
 
 Pure: the caller passes the record as read, its own identity and both clocks (monotonic for durations, the wall
 clock only for the times written into the record, which people read).
