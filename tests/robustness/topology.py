@@ -115,7 +115,7 @@ class Replicated:
             for i, host in enumerate(self.hosts)
         ]
         #: A race between replicas put back (``FIRST_REPLICA_BUGS``) needs the others a little behind the first.
-        self.stagger_s = 2.0 if any(bug in bugs for bug in FIRST_REPLICA_BUGS) else 0.0
+        self.stagger_s = 2.0 if _switches(bugs) & set(FIRST_REPLICA_BUGS) else 0.0
         self.service = ServiceProxy(lambda: self._processes)
         self.proxy: TcpProxy | None = None
 
@@ -180,8 +180,13 @@ FIRST_REPLICA_BUGS = ("bug.unguarded_first_start",)
 def _replica_env(bugs: str, index: int) -> Mapping[str, str]:
     """``BERTH_FAILPOINTS`` for replica ``index``: every switch, less those meant for the first replica only."""
     if index:
-        bugs = ";".join(b for b in bugs.split(";") if b.partition("=")[0] not in FIRST_REPLICA_BUGS)
+        bugs = ";".join(b for b in bugs.split(";") if _switches(b).isdisjoint(FIRST_REPLICA_BUGS))
     return {"BERTH_FAILPOINTS": bugs} if bugs else {}
+
+
+def _switches(bugs: str) -> set[str]:
+    """The names a ``BERTH_FAILPOINTS`` value sets (``name=action;...``)."""
+    return {item.partition("=")[0].strip() for item in bugs.split(";") if item.strip()}
 
 
 def _start_reporting(process: CoordinatorProcess, delay_s: float = 0.0) -> str:
