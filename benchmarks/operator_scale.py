@@ -39,6 +39,7 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Self
 
 from benchmarks.common import Result, progress, spread
@@ -114,11 +115,14 @@ class NamespaceWatch:
 
 
 class FleetStatusTimes(NamespaceWatch):
-    """When each fleet of a namespace was first seen, and first seen with status for its spec (polling a thousand
-    fleets every second would load the API server it measures)."""
+    """When each fleet of a namespace was first seen, and first seen with status for its spec (or, with ``done``,
+    first seen as ``done`` says; polling a thousand fleets every second would load the API server it measures)."""
 
-    def __init__(self, world: World, namespace: str) -> None:
+    def __init__(
+        self, world: World, namespace: str, done: Callable[[Any], bool] = has_status, what: str = "with status"
+    ) -> None:
         super().__init__(world, namespace)
+        self.done, self.what = done, what
         self.created: dict[str, float] = {}
         self.with_status: dict[str, float] = {}
 
@@ -131,7 +135,7 @@ class FleetStatusTimes(NamespaceWatch):
     def saw(self, obj: Any, at: float) -> str:
         name = obj["metadata"]["name"]
         self.created.setdefault(name, at)
-        if has_status(obj):
+        if self.done(obj):
             self.with_status.setdefault(name, at)
         return str(obj["metadata"]["resourceVersion"])
 
@@ -140,9 +144,9 @@ class FleetStatusTimes(NamespaceWatch):
         while len(self.with_status) < count:
             if len(self.with_status) != last:
                 last = len(self.with_status)
-                progress(f"{self.namespace}: {last}/{count} fleets with status ({len(self.created)} created)")
+                progress(f"{self.namespace}: {last}/{count} fleets {self.what} ({len(self.created)} created)")
             if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"{self.namespace}: {last}/{count} fleets with status after {timeout_s:g} s")
+                raise TimeoutError(f"{self.namespace}: {last}/{count} fleets {self.what} after {timeout_s:g} s")
             time.sleep(0.5)
 
     def figures(self) -> dict[str, Any]:
