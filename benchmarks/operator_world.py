@@ -70,9 +70,13 @@ class World:
 
 
 @contextlib.contextmanager
-def world(*coordinator_flags: str) -> Iterator[World]:
-    """The control plane, the chart, and a coordinator (with ``coordinator_flags``) requiring tokens."""
-    with tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp, started_control_plane() as plane:
+def world(*coordinator_flags: str, controller_flags: tuple[str, ...] = ()) -> Iterator[World]:
+    """The control plane (``controller_flags``: more kube-controller-manager flags), the chart, and a coordinator
+    (with ``coordinator_flags``) requiring tokens."""
+    with (
+        tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp,
+        started_control_plane(controller_flags) as plane,
+    ):
         work = Path(tmp)
         kube = admin_of(plane)
         kube.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
