@@ -217,9 +217,17 @@ def watched(world: World, namespace: str, done: Any, what: str) -> FleetStatusTi
     return times
 
 
+def timed_out(figures: dict[str, Any], name: str, meter: Meter, error: TimeoutError, w: World) -> None:
+    """What a phase that did not end within ``PHASE_TIMEOUT_S`` cost so far: where it broke, and who was busy."""
+    figures[name] = {**meter.figures(), "timed_out": str(error), "members": member_stats(w)}
+    progress(f"{name} did not end: {figures[name]}")
+
+
 def measure(
-    w: World, namespace: str, operator: Any, members: subprocess.Popen[bytes], pods: PodEvents
-) -> dict[str, Any]:
+    w: World, namespace: str, operator: Any, members: subprocess.Popen[bytes], pods: PodEvents, figures: dict[str, Any]
+) -> None:
+    """The phases, each one's figures into ``figures`` as it ends (a phase that times out: its cost so far, and the
+    TimeoutError raised)."""
     total = FLEETS * PODS
     progress(f"--- creation: {FLEETS} fleets x {PODS} pods")
     times = watched(w, namespace, stable_at(PODS), "Stable")
@@ -229,9 +237,13 @@ def measure(
         times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
         wait_members(w, total, timeout_s=PHASE_TIMEOUT_S)
         creation = {**meter.figures(), **times.figures()}
+    except TimeoutError as error:
+        timed_out(figures, "creation", meter, error, w)
+        raise
     finally:
         times.close()
     creation["members"] = member_stats(w)
+    figures["creation"] = creation
     progress(f"creation: {creation}")
 
     progress(f"--- the roll: every fleet's StatefulSet restarted at once ({total} pods)")
@@ -252,11 +264,15 @@ def measure(
         times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
         roll = {**meter.figures(), "seconds_to_every_pod_replaced_and_back": replaced_s}
         roll["seconds_to_every_restarted_event"] = max(times.with_status.values()) - (time.time() - roll["seconds"])
+    except TimeoutError as error:
+        timed_out(figures, "roll", meter, error, w)
+        raise
     finally:
         times.close()
     roll["rebalances"] = moves(before, generations(w, namespace))
     roll["restarted_events"] = restarted_events(w, namespace)
     roll["members"] = member_stats(w)
+    figures["roll"] = roll
     progress(f"roll: {roll}")
 
     progress("--- the scale-down: every fleet's replicas lowered by one at once")
@@ -267,6 +283,9 @@ def measure(
         patch_replicas(w, namespace, PODS - 1)
         times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
         scale_down = meter.figures()
+    except TimeoutError as error:
+        timed_out(figures, "scale_down", meter, error, w)
+        raise
     finally:
         times.close()
     leaves = batch_leaves(operator, namespace)
@@ -274,22 +293,70 @@ def measure(
     scale_down["fleets_with_one_batch_leave"] = sum(1 for n in leaves.values() if n == 1)
     scale_down["rebalances"] = moves(before, generations(w, namespace))
     scale_down["members"] = member_stats(w)
+    figures["scale_down"] = scale_down
     progress(f"scale-down: {scale_down}")
 
-    quiet_figures = idle(w, operator)
-    progress(f"idle: {quiet_figures}")
-    return {
-        "fleets": FLEETS,
-        "pods_per_fleet": PODS,
-        "creation": creation,
-        "roll": roll,
-        "scale_down": scale_down,
-        "operator_peak_rss_mib": rss_mib(operator.process.pid, "VmHWM"),
-        "idle": quiet_figures,
-    }
+    figures["idle"] = idle(w, operator)
+    progress(f"idle: {figures['idle']}")
+
+
+def goal_met(figures: dict[str, Any]) -> bool:
+    if "stopped" in figures or FLEETS < 1000 or PODS < 10:
+        return False
+    roll, down = figures["roll"], figures["scale_down"]
+    return (
+        roll["rebalances"]["total"] == 0
+        and roll["restarted_events"]["fleets"] == FLEETS
+        and down["fleets_with_one_batch_leave"] == FLEETS
+    )
+
+
+def summarize(figures: dict[str, Any]) -> str:
+    """One paragraph of what ran and what it measured; a phase that did not end says so, with who was busy."""
+    parts = [f"{FLEETS} fleets x {PODS} pods ({FLEETS * PODS:,} running pods, a member each)"]
+    creation, roll, down = (figures.get(name) for name in ("creation", "roll", "scale_down"))
+    if creation and "timed_out" not in creation:
+        parts.append(
+            f"every fleet Stable {creation['seconds_to_status_after_creation']:.0f} s after the first was created"
+            f" (each {creation['wait_for_status_s']['median']:.0f} s median /"
+            f" {creation['wait_for_status_s']['max']:.0f} s max)"
+        )
+    if roll and "timed_out" not in roll:
+        parts.append(
+            "the roll of every fleet at once: every pod replaced and back in"
+            f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s, {roll['rebalances']['total']} rebalances,"
+            f" {roll['restarted_events']['fleets']}/{FLEETS} fleets with their Restarted Event (the last"
+            f" {roll['seconds_to_every_restarted_event']:.0f} s after the roll began)"
+        )
+    if down and "timed_out" not in down:
+        parts.append(
+            f"every fleet scaled down by one: {down['fleets_with_one_batch_leave']}/{FLEETS} fleets with one batch"
+            f" leave, {down['rebalances']['total']} rebalances, {down['seconds']:.0f} s"
+        )
+    done = [(name, f) for name, f in (("creation", creation), ("roll", roll), ("scale-down", down)) if f]
+    parts.append(
+        "the operator "
+        + ", ".join(
+            f"{f['operator_requests_per_pod_event'] or 0:.2f} requests and"
+            f" {f['operator_cpu_ms_per_pod_event'] or 0:.1f} CPU-ms per pod event ({name})"
+            for name, f in done
+        )
+        + f", peak RSS {figures.get('operator_peak_rss_mib', 0):.0f} MiB"
+    )
+    if "idle" in figures:
+        parts.append(
+            f"idle {figures['idle']['requests_per_min']:.0f} requests/min, {figures['idle']['cpu_s_per_min']:.2f}"
+            " CPU-s/min"
+        )
+    for name, f in done:
+        if "timed_out" in f:
+            busiest = ", ".join(f"{p} {s:.0f}" for p, s in sorted(f["cpu_s"].items(), key=lambda i: -i[1])[:4])
+            parts.append(f"STOPPED in the {name} after {f['seconds']:.0f} s ({f['timed_out']}; CPU-s: {busiest})")
+    return "; ".join(parts)
 
 
 def main() -> Result:
+    figures: dict[str, Any] = {"fleets": FLEETS, "pods_per_fleet": PODS}
     with world(controller_flags=CONTROLLER_FLAGS) as w:
         namespace = w.kube.create_namespace("pods")
         operator = w.operator("operator-pods", "--namespace", namespace, *OPERATOR_ARGS)
@@ -312,43 +379,25 @@ def main() -> Result:
             with StageController(w.kube.kubeconfig, SELECTOR, nodes=20, workers=8):
                 while not (w.work / "pod-members.json").exists():
                     time.sleep(0.2)
-                figures = measure(w, namespace, operator, members, pods)
+                try:
+                    measure(w, namespace, operator, members, pods, figures)
+                except TimeoutError as error:
+                    figures["stopped"] = str(error)
+                figures["operator_peak_rss_mib"] = rss_mib(operator.process.pid, "VmHWM")
         finally:
             pods.close()
             members.terminate()
             members.wait(timeout=30)
             log.close()
-    creation, roll, down = figures["creation"], figures["roll"], figures["scale_down"]
     total = FLEETS * PODS
-    met = (
-        roll["rebalances"]["total"] == 0
-        and roll["restarted_events"]["fleets"] == FLEETS
-        and down["fleets_with_one_batch_leave"] == FLEETS
-    )
-    summary = (
-        f"{FLEETS} fleets x {PODS} pods ({total} running pods, a member each): every fleet Stable"
-        f" {creation['seconds_to_status_after_creation']:.0f} s after the first was created (each"
-        f" {creation['wait_for_status_s']['median']:.0f} s median / {creation['wait_for_status_s']['max']:.0f} s max);"
-        " the roll of every fleet at once: every pod replaced and back in"
-        f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s, {roll['rebalances']['total']} rebalances,"
-        f" {roll['restarted_events']['fleets']}/{FLEETS} fleets with"
-        f" their Restarted Event (the last {roll['seconds_to_every_restarted_event']:.0f} s after the roll began);"
-        f" every fleet scaled down by one: {down['fleets_with_one_batch_leave']}/{FLEETS} fleets with one batch leave,"
-        f" {down['rebalances']['total']} rebalances, {down['seconds']:.0f} s; the operator"
-        f" {creation['operator_requests_per_pod_event']:.2f} / {roll['operator_requests_per_pod_event']:.2f} /"
-        f" {down['operator_requests_per_pod_event']:.2f} requests and {creation['operator_cpu_ms_per_pod_event']:.1f} /"
-        f" {roll['operator_cpu_ms_per_pod_event']:.1f} / {down['operator_cpu_ms_per_pod_event']:.1f} CPU-ms per pod"
-        f" event (creation / roll / scale-down), peak RSS {figures['operator_peak_rss_mib']:.0f} MiB; idle"
-        f" {figures['idle']['requests_per_min']:.0f} requests/min, {figures['idle']['cpu_s_per_min']:.2f} CPU-s/min"
-    )
     return Result(
         name="operator_pods",
         title=f"The watching operator with {total:,} running pods and their members (real control plane)",
         command=f"BERTH_OPERATOR_PODS_FLEETS={FLEETS} BERTH_OPERATOR_PODS_PER_FLEET={PODS}"
         " python -m benchmarks operator_pods",
         goal=GOAL,
-        met=met,
-        summary=summary,
+        met=goal_met(figures),
+        summary=summarize(figures),
         figures=json.loads(json.dumps(figures)),
         note=f"kube-controller-manager with {' '.join(CONTROLLER_FLAGS)}; pods run on simulated nodes (the stage"
         " controller: kwok's job) and one process plays each pod's static"
