@@ -58,6 +58,16 @@ CONTROLLER_FLAGS = ("--kube-api-qps=200", "--kube-api-burst=400")
 SELECTOR = "berth.dev/fleet"
 #: A phase's allowance; generous, because a busy 2-core machine is where it runs.
 PHASE_TIMEOUT_S = float(os.environ.get("BERTH_OPERATOR_PODS_TIMEOUT_S", "3600"))
+#: The whole run's allowance (``BERTH_OPERATOR_PODS_BUDGET_S``, from the benchmark's start; none by default): the
+#: phase under way when it runs out stops there, its cost so far recorded, and the results are saved.
+BUDGET_ENDS = time.monotonic() + float(os.environ.get("BERTH_OPERATOR_PODS_BUDGET_S", "inf"))
+
+
+def allowance() -> float:
+    """How long the next wait may take: ``PHASE_TIMEOUT_S``, or what is left of the run's budget if less."""
+    return max(1.0, min(PHASE_TIMEOUT_S, BUDGET_ENDS - time.monotonic()))
+
+
 GOAL = GOALS["operator_pods"]
 
 
@@ -218,7 +228,7 @@ def watched(world: World, namespace: str, done: Any, what: str) -> FleetStatusTi
 
 
 def timed_out(figures: dict[str, Any], name: str, meter: Meter, error: TimeoutError, w: World) -> None:
-    """What a phase that did not end within ``PHASE_TIMEOUT_S`` cost so far: where it broke, and who was busy."""
+    """What a phase that did not end within its allowance cost so far: where it broke, and who was busy."""
     figures[name] = {**meter.figures(), "timed_out": str(error), "members": member_stats(w)}
     progress(f"{name} did not end: {figures[name]}")
 
@@ -234,8 +244,8 @@ def measure(
     meter = Meter(w, operator, members, pods).start()
     try:
         create_fleets(w.kube, namespace, FLEETS, at_once=4, replicas=PODS)
-        times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
-        wait_members(w, total, timeout_s=PHASE_TIMEOUT_S)
+        times.wait(FLEETS, timeout_s=allowance())
+        wait_members(w, total, timeout_s=allowance())
         creation = {**meter.figures(), **times.figures()}
     except TimeoutError as error:
         timed_out(figures, "creation", meter, error, w)
@@ -253,15 +263,15 @@ def measure(
     meter = Meter(w, operator, members, pods).start()
     try:
         w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
-        started = time.monotonic()
-        while member_stats(w)["counts"].get("members started", 0) - replaced_before < total:
-            if time.monotonic() - started > PHASE_TIMEOUT_S:
-                raise TimeoutError("the roll did not replace every pod")
+        started, limit = time.monotonic(), allowance()
+        while (replaced := member_stats(w)["counts"].get("members started", 0) - replaced_before) < total:
+            if time.monotonic() - started > limit:
+                raise TimeoutError(f"{replaced}/{total} pods replaced and their members started after {limit:.0f} s")
             time.sleep(2.0)
-        wait_members(w, total, timeout_s=PHASE_TIMEOUT_S)
+        wait_members(w, total, timeout_s=allowance())
         replaced_s = time.monotonic() - started
         progress(f"every pod replaced and its member back {replaced_s:.0f} s after the roll began")
-        times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
+        times.wait(FLEETS, timeout_s=allowance())
         roll = {**meter.figures(), "seconds_to_every_pod_replaced_and_back": replaced_s}
         roll["seconds_to_every_restarted_event"] = max(times.with_status.values()) - (time.time() - roll["seconds"])
     except TimeoutError as error:
@@ -281,7 +291,7 @@ def measure(
     meter = Meter(w, operator, members, pods).start()
     try:
         patch_replicas(w, namespace, PODS - 1)
-        times.wait(FLEETS, timeout_s=PHASE_TIMEOUT_S)
+        times.wait(FLEETS, timeout_s=allowance())
         scale_down = meter.figures()
     except TimeoutError as error:
         timed_out(figures, "scale_down", meter, error, w)
@@ -296,6 +306,8 @@ def measure(
     figures["scale_down"] = scale_down
     progress(f"scale-down: {scale_down}")
 
+    if BUDGET_ENDS - time.monotonic() < 400:  # its wait for quiet (up to 300 s) and its minute
+        raise TimeoutError("no budget left for the idle minute")
     figures["idle"] = idle(w, operator)
     progress(f"idle: {figures['idle']}")
 
