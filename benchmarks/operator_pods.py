@@ -102,11 +102,16 @@ def scaled_down(fleet: Any) -> bool:
 
 
 class PodEvents(NamespaceWatch):
-    """The pod watch events of a namespace (what the operator's pod watch is told), counted."""
+    """The pod watch events of a namespace (what the operator's pod watch is told), counted once each: by pod UID and
+    resourceVersion, so a watch listed again (after a 410) does not count the pods it lists again."""
 
     def __init__(self, world: World, namespace: str) -> None:
         super().__init__(world, namespace)
-        self.count = 0
+        self.seen: set[tuple[str, str]] = set()
+
+    @property
+    def count(self) -> int:
+        return len(self.seen)
 
     def listing(self) -> tuple[Any, ...]:
         import kubernetes
@@ -114,8 +119,9 @@ class PodEvents(NamespaceWatch):
         return (kubernetes.client.CoreV1Api(self.client).list_namespaced_pod, self.namespace)
 
     def saw(self, obj: Any, at: float) -> str:
-        self.count += 1
-        return str(obj.metadata.resource_version)
+        version = str(obj.metadata.resource_version)
+        self.seen.add((obj.metadata.uid, version))
+        return version
 
 
 class Meter:
