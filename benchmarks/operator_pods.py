@@ -3,10 +3,11 @@ benchmarks operator_pods``.
 
 The world of ``benchmarks.operator_world`` (a real control plane with its audit log, the chart's RBAC, a real
 coordinator, a ``berth-operator`` as the chart's ServiceAccount, ``--namespace`` and no bound on fleets), plus what
-makes pods run without a process each: the stage controller (``tests/support``: kwok's job, pods bound to simulated
-nodes and reported Running and Ready, deletions honoured) and ``benchmarks.pod_members`` (one process playing one
-static member per running pod against the coordinator, driven by one watch of the pods). Fleets of
-``BERTH_OPERATOR_PODS_PER_FLEET`` (10) pods, ``BERTH_OPERATOR_PODS_FLEETS`` (1,000) of them, in one namespace:
+makes pods run without a process each: the stage controller (``tests/support``, run by ``benchmarks.stage_process``:
+kwok's job, pods bound to simulated nodes and reported Running and Ready, deletions honoured) and
+``benchmarks.pod_members`` (one process playing one static member per running pod against the coordinator, driven by one
+watch of the pods). Fleets of ``BERTH_OPERATOR_PODS_PER_FLEET`` (10) pods, ``BERTH_OPERATOR_PODS_FLEETS`` (1,000) of
+them, in one namespace:
 
 - **creation**: the fleets created by four ``kubectl create`` at once; seconds until every fleet is Stable (from the
   benchmark's own watch of the fleets: status for its spec, the group ``Stable`` with every instance id a member,
@@ -20,7 +21,9 @@ static member per running pod against the coordinator, driven by one watch of th
   seconds until every fleet recorded its ``lastScaleDown`` and was Stable again;
 - for each phase: the operator's CPU-seconds, its API requests (exactly, from the API server's audit log, watches
   left out), the pod watch events in the namespace (the benchmark's own watch) and the requests per pod event, the
-  CPU-seconds of the other processes (API server, controller manager, etcd, coordinator, the members' process);
+  CPU-seconds of the other processes (API server, controller manager, etcd, coordinator, the members' process,
+  the stage controller's: each helper runs in a process of its own); the restart gaps the members saw (old pod's
+  member silenced -> its replacement's member started, against the session timeout);
   the operator's peak RSS; then **idle**: its requests and CPU over a minute once it has gone quiet.
 
 Figures are printed and saved; nothing is asserted on time.
@@ -47,7 +50,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.coordinator import coordinator_get
 from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN
-from support.stage_controller import StageController
 
 FLEETS = int(os.environ.get("BERTH_OPERATOR_PODS_FLEETS", "1000"))
 PODS = int(os.environ.get("BERTH_OPERATOR_PODS_PER_FLEET", "10"))
@@ -127,13 +129,15 @@ class PodEvents(NamespaceWatch):
 class Meter:
     """One phase's cost: CPU-seconds per process, the operator's requests, the pod events, wall seconds."""
 
-    def __init__(self, world: World, operator: Any, members: subprocess.Popen[bytes], pods: PodEvents) -> None:
+    def __init__(
+        self, world: World, operator: Any, helpers: dict[str, subprocess.Popen[bytes]], pods: PodEvents
+    ) -> None:
         self.world, self.operator, self.pods = world, operator, pods
         self.pids = {
             "operator": operator.process.pid,
             "coordinator": world.coordinator.pid,
-            "pod-members": members.pid,
-            "benchmark (stage controller, watches)": os.getpid(),
+            **{name: process.pid for name, process in helpers.items()},
+            "benchmark (its watches)": os.getpid(),
             **{name: process.pid for name, process in world.plane.processes.items()},
         }
 
@@ -240,14 +244,19 @@ def timed_out(figures: dict[str, Any], name: str, meter: Meter, error: TimeoutEr
 
 
 def measure(
-    w: World, namespace: str, operator: Any, members: subprocess.Popen[bytes], pods: PodEvents, figures: dict[str, Any]
+    w: World,
+    namespace: str,
+    operator: Any,
+    helpers: dict[str, subprocess.Popen[bytes]],
+    pods: PodEvents,
+    figures: dict[str, Any],
 ) -> None:
     """The phases, each one's figures into ``figures`` as it ends (a phase that times out: its cost so far, and the
     TimeoutError raised)."""
     total = FLEETS * PODS
     progress(f"--- creation: {FLEETS} fleets x {PODS} pods")
     times = watched(w, namespace, stable_at(PODS), "Stable")
-    meter = Meter(w, operator, members, pods).start()
+    meter = Meter(w, operator, helpers, pods).start()
     try:
         create_fleets(w.kube, namespace, FLEETS, at_once=4, replicas=PODS)
         times.wait(FLEETS, timeout_s=allowance())
@@ -266,7 +275,7 @@ def measure(
     before = generations(w, namespace)
     times = watched(w, namespace, restarted, "with their Restarted Event")
     replaced_before = member_stats(w)["counts"].get("members started", 0)
-    meter = Meter(w, operator, members, pods).start()
+    meter = Meter(w, operator, helpers, pods).start()
     try:
         w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
         started, limit = time.monotonic(), allowance()
@@ -294,7 +303,7 @@ def measure(
     progress("--- the scale-down: every fleet's replicas lowered by one at once")
     before = generations(w, namespace)
     times = watched(w, namespace, scaled_down, "scaled down and Stable")
-    meter = Meter(w, operator, members, pods).start()
+    meter = Meter(w, operator, helpers, pods).start()
     try:
         patch_replicas(w, namespace, PODS - 1)
         times.wait(FLEETS, timeout_s=allowance())
@@ -385,27 +394,37 @@ def main() -> Result:
             "selector": SELECTOR,
             "stats": str(w.work / "pod-members.json"),
         }
-        log = (w.work / "pod-members.log").open("wb")
-        members = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.pod_members"], stdin=subprocess.PIPE, stdout=log, stderr=log
-        )
-        assert members.stdin is not None
-        members.stdin.write(json.dumps(spec).encode())
-        members.stdin.close()
+        log = (w.work / "helpers.log").open("wb")
+        stats = str(w.work / "stage.json")
+        helpers = {
+            "pod-members": subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.pod_members"], stdin=subprocess.PIPE, stdout=log, stderr=log
+            ),
+            "stage controller": subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.stage_process", str(w.kube.kubeconfig), SELECTOR, "20", "8", stats],
+                stdout=log,
+                stderr=log,
+            ),
+        }
+        stdin = helpers["pod-members"].stdin
+        assert stdin is not None
+        stdin.write(json.dumps(spec).encode())
+        stdin.close()
         pods = PodEvents(w, namespace).start()
         try:
-            with StageController(w.kube.kubeconfig, SELECTOR, nodes=20, workers=8):
-                while not (w.work / "pod-members.json").exists():
-                    time.sleep(0.2)
-                try:
-                    measure(w, namespace, operator, members, pods, figures)
-                except TimeoutError as error:
-                    figures["stopped"] = str(error)
-                figures["operator_peak_rss_mib"] = rss_mib(operator.process.pid, "VmHWM")
+            while not ((w.work / "pod-members.json").exists() and (w.work / "stage.json").exists()):
+                time.sleep(0.2)
+            try:
+                measure(w, namespace, operator, helpers, pods, figures)
+            except TimeoutError as error:
+                figures["stopped"] = str(error)
+            figures["operator_peak_rss_mib"] = rss_mib(operator.process.pid, "VmHWM")
+            figures["stage_controller"] = json.loads((w.work / "stage.json").read_text())
         finally:
             pods.close()
-            members.terminate()
-            members.wait(timeout=30)
+            for helper in helpers.values():
+                helper.terminate()
+                helper.wait(timeout=30)
             log.close()
     total = FLEETS * PODS
     return Result(

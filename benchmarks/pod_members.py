@@ -5,11 +5,12 @@ SPEC: {"url", "token", "kubeconfig", "selector" (the pods' label selector), "sta
 benchmark ``operator_pods``, where a member process per pod does not fit a 2-core machine, with the stage controller
 (``tests/support/control_plane/stage_controller.py``) playing the kubelet:
 
-- **one watch of the pods** (every namespace, ``selector``) drives the members: a pod Running and Ready starts the
-  member of its UID, as its container would, with the pod's own ``BERTH_GROUP_ID``, session and rebalance timeouts
-  and heartbeat interval (its instance id is its name, as the downward API gives it); a pod marked for deletion, or
-  gone, silences its member at once (a static member sends no leave: its process just stops). A replacement pod of
-  the same name (a new UID) starts a new member, which rejoins under the same instance id;
+- **one watch of the pods** (every namespace, ``selector``; plain JSON, not the client's models) drives the
+  members: a pod Running and Ready starts the member of its UID, as its container would, with the pod's own
+  ``BERTH_GROUP_ID``, session and rebalance timeouts and heartbeat interval (its instance id is its name, as the
+  downward API gives it); a pod marked for deletion, or gone, silences its member at once (a static member sends no
+  leave: its process just stops). A replacement pod of the same name (a new UID) starts a new member, which rejoins
+  under the same instance id;
 - each member does what the member library does on the wire (docs/api.md): a join with ``member_id: ""`` and its
   instance id, the leader's sync with an assignment for every member (``orders``' 12 partitions, round robin, in the
   member library's encoding), a heartbeat every interval, a rejoin when told; ``plan_after`` is that decision,
@@ -18,7 +19,9 @@ benchmark ``operator_pods``, where a member process per pod does not fit a 2-cor
   a long-poll (join, sync) holds its connection until answered, so the connections in use are the requests in flight.
 
 Every 2 s (and on SIGTERM, then it exits) it writes its counters to ``stats``: members started and silenced, members
-in a generation (heartbeating), requests by kind and error, and its own CPU-seconds.
+in a generation (heartbeating), requests by kind and error, its own CPU-seconds, and the restart gaps: per pod
+replaced, the seconds from its member silenced to its replacement's member started, and how many were longer than
+the session timeout (a rebalance: the old member expired before the new one joined).
 """
 
 from __future__ import annotations
@@ -104,21 +107,22 @@ class PodMember:
     heartbeat_interval_ms: int
 
     @classmethod
-    def of(cls, pod: Any) -> PodMember | None:
-        """The member a Running and Ready pod runs; None for a pod that runs none (yet, or any more)."""
-        status, meta = pod.status, pod.metadata
-        if meta.deletion_timestamp is not None or status is None or status.phase != "Running":
+    def of(cls, pod: dict[str, Any]) -> PodMember | None:
+        """The member a Running and Ready pod (as the API server sends it) runs; None for a pod that runs none (yet,
+        or any more)."""
+        status, meta = pod.get("status") or {}, pod["metadata"]
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running":
             return None
-        if not any(c.type == "Ready" and c.status == "True" for c in status.conditions or []):
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
             return None
-        for container in pod.spec.containers:
-            env = {e.name: e.value for e in container.env or [] if e.value is not None}
+        for container in pod["spec"]["containers"]:
+            env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
             if "BERTH_GROUP_ID" in env:
                 session = int(env.get("BERTH_SESSION_TIMEOUT_MS", "45000"))
                 return cls(
-                    meta.namespace,
-                    meta.name,
-                    meta.uid,
+                    meta["namespace"],
+                    meta["name"],
+                    meta["uid"],
                     env["BERTH_GROUP_ID"],
                     session,
                     int(env.get("BERTH_REBALANCE_TIMEOUT_MS", str(session))),
@@ -153,6 +157,11 @@ class Pool:
                 await self._drop(conn)
                 self.counts["reconnects"] += 1
                 continue
+            except RuntimeError as error:  # an HTTP error (503 TOO_MANY_CONNECTIONS...): counted, asked again
+                await self._drop(conn)
+                self.counts[f"{kind} HTTP {str(error).split('HTTP ', 1)[-1][:3]}"] += 1
+                await asyncio.sleep(RETRY_S)
+                continue
             if len(self.idle) < IDLE_CONNECTIONS:
                 self.idle.append(conn)
             else:
@@ -172,6 +181,10 @@ class Members:
         self.pool, self.counts = pool, counts
         self.running: dict[tuple[str, str], tuple[str, asyncio.Task[None]]] = {}
         self.in_generation: set[tuple[str, str]] = set()
+        self.silenced_at: dict[tuple[str, str], float] = {}
+        #: Per restarted pod: seconds from its member silenced (the old pod marked for deletion) to the member of
+        #: the pod replacing it started (Running and Ready), and the session timeout it had to come back within.
+        self.gaps: list[tuple[float, int]] = []
 
     def pod_seen(self, pod: PodMember | None, key: tuple[str, str], uid: str) -> None:
         """A pod's latest state: start its member, or silence the member of a pod deleted or replaced."""
@@ -182,12 +195,15 @@ class Members:
             self.silence(key)
             current = None
         if pod is not None and current is None:
+            if key in self.silenced_at:
+                self.gaps.append((time.monotonic() - self.silenced_at.pop(key), pod.session_timeout_ms))
             self.counts["members started"] += 1
             self.running[key] = (pod.uid, asyncio.get_running_loop().create_task(self._play(key, pod)))
 
     def silence(self, key: tuple[str, str]) -> None:
         _, task = self.running.pop(key)
         task.cancel()
+        self.silenced_at[key] = time.monotonic()
         self.in_generation.discard(key)
         self.counts["members silenced"] += 1
 
@@ -265,22 +281,34 @@ def watch_pods(spec: dict[str, Any], loop: asyncio.AbstractEventLoop, members: M
                 label_selector=spec["selector"],
                 resource_version=version,
                 timeout_seconds=5,
+                deserialize=False,  # plain JSON: a V1Pod per event costs more than the member it drives
             ):
                 pod = event["object"]
-                version = pod.metadata.resource_version
+                if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):  # BOOKMARK
+                    continue
+                meta = pod["metadata"]
+                version = meta["resourceVersion"]
                 member = None if event["type"] == "DELETED" else PodMember.of(pod)
-                key, uid = (pod.metadata.namespace, pod.metadata.name), pod.metadata.uid
-                loop.call_soon_threadsafe(members.pod_seen, member, key, uid)
+                loop.call_soon_threadsafe(members.pod_seen, member, (meta["namespace"], meta["name"]), meta["uid"])
         except kubernetes.client.ApiException as error:
             if error.status == 410:
                 version = ""
-        except Exception:  # a read timeout on a starved machine: watch again
+        except Exception:  # an ERROR event (a 410: the client's raw mode fails on it), a read timeout: list again
+            version = ""
             time.sleep(0.5)
 
 
 def write_stats(path: Path, members: Members, counts: Counter[str]) -> None:
+    gaps = sorted(gap for gap, _ in members.gaps)
     stats = {
         "members_running": len(members.running),
+        "restart_gaps_s": {
+            "count": len(gaps),
+            "median": gaps[len(gaps) // 2] if gaps else None,
+            "p90": gaps[int(len(gaps) * 0.9)] if gaps else None,
+            "max": gaps[-1] if gaps else None,
+            "over_the_session_timeout": sum(1 for gap, session in members.gaps if gap * 1000 > session),
+        },
         "members_in_generation": len(members.in_generation),
         "connections_open": members.pool.open,
         "cpu_s": sum(os.times()[:2]),

@@ -48,20 +48,20 @@ def test_the_leader_gives_every_partition_to_exactly_one_member_round_robin() ->
 
 def pod(
     name: str = "f-0000-1", uid: str = "u1", *, phase: str = "Running", ready: str = "True", deleting: bool = False
-) -> Any:
+) -> dict[str, Any]:
+    """A pod as the API server sends it (JSON)."""
     env = [
-        SimpleNamespace(name="BERTH_GROUP_ID", value="g"),
-        SimpleNamespace(name="BERTH_SESSION_TIMEOUT_MS", value="30000"),
-        SimpleNamespace(name="BERTH_HEARTBEAT_INTERVAL_MS", value="3000"),
-        SimpleNamespace(name="BERTH_TOKEN", value=None),  # from a Secret: no value in the spec
+        {"name": "BERTH_GROUP_ID", "value": "g"},
+        {"name": "BERTH_SESSION_TIMEOUT_MS", "value": "30000"},
+        {"name": "BERTH_HEARTBEAT_INTERVAL_MS", "value": "3000"},
+        {"name": "BERTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "member-token", "key": "token"}}},
     ]
-    return SimpleNamespace(
-        metadata=SimpleNamespace(namespace="ns", name=name, uid=uid, deletion_timestamp="now" if deleting else None),
-        status=SimpleNamespace(phase=phase, conditions=[SimpleNamespace(type="Ready", status=ready)]),
-        spec=SimpleNamespace(
-            containers=[SimpleNamespace(name="sidecar", env=None), SimpleNamespace(name="c", env=env)]
-        ),
-    )
+    meta = {"namespace": "ns", "name": name, "uid": uid, **({"deletionTimestamp": "now"} if deleting else {})}
+    return {
+        "metadata": meta,
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]},
+        "spec": {"containers": [{"name": "sidecar"}, {"name": "c", "env": env}]},
+    }
 
 
 def test_a_running_ready_pod_runs_the_member_its_environment_describes() -> None:
@@ -93,3 +93,17 @@ def test_a_pod_deleted_silences_its_member_and_its_replacement_starts_a_new_one(
         return seen
 
     assert asyncio.run(scenario()) == [("u1", 1), ("u1", 0), ("u2", 1), ("gone", 2)]
+
+
+def test_a_replaced_pod_s_restart_gap_is_counted_against_its_session_timeout() -> None:
+    async def scenario() -> list[tuple[float, int]]:
+        members = Members(SimpleNamespace(), Counter())  # type: ignore[arg-type]
+        members._play = lambda key, member: asyncio.sleep(3600)  # type: ignore[method-assign]
+        key = ("ns", "f-0000-1")
+        members.pod_seen(PodMember.of(pod(uid="u1")), key, "u1")
+        members.pod_seen(None, key, "u1")
+        members.pod_seen(PodMember.of(pod(uid="u2")), key, "u2")
+        return members.gaps
+
+    [(gap, session)] = asyncio.run(scenario())
+    assert 0 <= gap < 1 and session == 30000
