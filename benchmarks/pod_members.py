@@ -20,8 +20,9 @@ benchmark ``operator_pods``, where a member process per pod does not fit a 2-cor
 
 Every 2 s (and on SIGTERM, then it exits) it writes its counters to ``stats``: members started and silenced, members
 in a generation (heartbeating), requests by kind and error, its own CPU-seconds, and the restart gaps: per pod
-replaced, the seconds from its member silenced to its replacement's member started, and how many were longer than
-the session timeout (a rebalance: the old member expired before the new one joined).
+replaced, the seconds from its member silenced to its replacement's member started, how many were longer than the
+session timeout (a rebalance: the old member expired before the new one joined), and how much of it passed before the
+replacement pod was created (the StatefulSet controller's part; the rest is the stage controller's and the watch's).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,7 @@ class PodMember:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     heartbeat_interval_ms: int
+    created_at: float = 0.0  # the pod's creationTimestamp (wall clock, whole seconds); 0 when absent
 
     @classmethod
     def of(cls, pod: dict[str, Any]) -> PodMember | None:
@@ -127,8 +130,16 @@ class PodMember:
                     session,
                     int(env.get("BERTH_REBALANCE_TIMEOUT_MS", str(session))),
                     int(env.get("BERTH_HEARTBEAT_INTERVAL_MS", str(session // 3))),
+                    created_at(meta.get("creationTimestamp")),
                 )
         return None
+
+
+def created_at(stamp: str | None) -> float:
+    """An RFC 3339 timestamp as the API server writes it (``2026-11-28T22:00:00Z``), in seconds since the epoch."""
+    if not stamp:
+        return 0.0
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 class Pool:
@@ -181,10 +192,12 @@ class Members:
         self.pool, self.counts = pool, counts
         self.running: dict[tuple[str, str], tuple[str, asyncio.Task[None]]] = {}
         self.in_generation: set[tuple[str, str]] = set()
-        self.silenced_at: dict[tuple[str, str], float] = {}
+        self.silenced_at: dict[tuple[str, str], float] = {}  # wall clock, as creation timestamps are
         #: Per restarted pod: seconds from its member silenced (the old pod marked for deletion) to the member of
-        #: the pod replacing it started (Running and Ready), and the session timeout it had to come back within.
-        self.gaps: list[tuple[float, int]] = []
+        #: the pod replacing it started (Running and Ready), the session timeout it had to come back within, and of
+        #: the gap, the seconds until the replacement was created (the StatefulSet controller's part, after the
+        #: deletion was confirmed; to a second, as creation timestamps are).
+        self.gaps: list[tuple[float, int, float | None]] = []
 
     def pod_seen(self, pod: PodMember | None, key: tuple[str, str], uid: str) -> None:
         """A pod's latest state: start its member, or silence the member of a pod deleted or replaced."""
@@ -196,14 +209,16 @@ class Members:
             current = None
         if pod is not None and current is None:
             if key in self.silenced_at:
-                self.gaps.append((time.monotonic() - self.silenced_at.pop(key), pod.session_timeout_ms))
+                silenced = self.silenced_at.pop(key)
+                created = pod.created_at - silenced if pod.created_at else None
+                self.gaps.append((time.time() - silenced, pod.session_timeout_ms, created))
             self.counts["members started"] += 1
             self.running[key] = (pod.uid, asyncio.get_running_loop().create_task(self._play(key, pod)))
 
     def silence(self, key: tuple[str, str]) -> None:
         _, task = self.running.pop(key)
         task.cancel()
-        self.silenced_at[key] = time.monotonic()
+        self.silenced_at[key] = time.time()
         self.in_generation.discard(key)
         self.counts["members silenced"] += 1
 
@@ -299,7 +314,8 @@ def watch_pods(spec: dict[str, Any], loop: asyncio.AbstractEventLoop, members: M
 
 
 def write_stats(path: Path, members: Members, counts: Counter[str]) -> None:
-    gaps = sorted(gap for gap, _ in members.gaps)
+    gaps = sorted(gap for gap, _, _ in members.gaps)
+    until_created = sorted(part for _, _, part in members.gaps if part is not None)
     stats = {
         "members_running": len(members.running),
         "restart_gaps_s": {
@@ -307,7 +323,13 @@ def write_stats(path: Path, members: Members, counts: Counter[str]) -> None:
             "median": gaps[len(gaps) // 2] if gaps else None,
             "p90": gaps[int(len(gaps) * 0.9)] if gaps else None,
             "max": gaps[-1] if gaps else None,
-            "over_the_session_timeout": sum(1 for gap, session in members.gaps if gap * 1000 > session),
+            "over_the_session_timeout": sum(1 for gap, session, _ in members.gaps if gap * 1000 > session),
+            "until_the_replacement_was_created_median": until_created[len(until_created) // 2]
+            if until_created
+            else None,
+            "until_the_replacement_was_created_p90": (
+                until_created[int(len(until_created) * 0.9)] if until_created else None
+            ),
         },
         "members_in_generation": len(members.in_generation),
         "connections_open": members.pool.open,

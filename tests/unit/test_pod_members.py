@@ -67,6 +67,9 @@ def pod(
 def test_a_running_ready_pod_runs_the_member_its_environment_describes() -> None:
     member = PodMember.of(pod())
     assert member == PodMember("ns", "f-0000-1", "u1", "g", 30000, 30000, 3000)
+    created = pod()
+    created["metadata"]["creationTimestamp"] = "2026-11-28T22:00:05Z"
+    assert PodMember.of(created).created_at == 1795903205.0  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -105,5 +108,6 @@ def test_a_replaced_pod_s_restart_gap_is_counted_against_its_session_timeout() -
         members.pod_seen(PodMember.of(pod(uid="u2")), key, "u2")
         return members.gaps
 
-    [(gap, session)] = asyncio.run(scenario())
+    [(gap, session, until_created)] = asyncio.run(scenario())
     assert 0 <= gap < 1 and session == 30000
+    assert until_created is None  # the test's pods carry no creationTimestamp
