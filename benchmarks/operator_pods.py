@@ -346,14 +346,18 @@ def summarize(figures: dict[str, Any]) -> str:
         parts.append(
             f"every fleet Stable {creation['seconds_to_status_after_creation']:.0f} s after the first was created"
             f" (each {creation['wait_for_status_s']['median']:.0f} s median /"
-            f" {creation['wait_for_status_s']['max']:.0f} s max)"
+            f" {creation['wait_for_status_s']['max']:.0f} s max; load average {creation['load_average']:.1f} at the"
+            " end)"
         )
     if roll and "timed_out" not in roll:
+        gaps = roll["members"]["restart_gaps_s"]
         parts.append(
             "the roll of every fleet at once: every pod replaced and back in"
-            f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s, {roll['rebalances']['total']} rebalances,"
-            f" {roll['restarted_events']['fleets']}/{FLEETS} fleets with their Restarted Event (the last"
-            f" {roll['seconds_to_every_restarted_event']:.0f} s after the roll began)"
+            f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s (restart gaps {gaps['median']:.1f} s median,"
+            f" {gaps['p90']:.1f} s p90, {gaps['over_the_session_timeout']} of {gaps['count']} beyond the session"
+            f" timeout), {roll['rebalances']['total']} rebalances, {roll['restarted_events']['fleets']}/{FLEETS}"
+            f" fleets with their Restarted Event (the last {roll['seconds_to_every_restarted_event']:.0f} s after"
+            f" the roll began); load average {roll['load_average']:.1f} at its end"
         )
     if down and "timed_out" not in down:
         parts.append(
