@@ -57,6 +57,9 @@ OPERATOR_ARGS = ("--max-fleets-per-namespace", "0")
 #: The StatefulSet controller's client allowance (kube-controller-manager's default is 20 requests/s, burst 30: ten
 #: thousand pods created, then each replaced, would wait on it alone). kwok's scale clusters raise it likewise.
 CONTROLLER_FLAGS = ("--kube-api-qps=200", "--kube-api-burst=400")
+#: Every member here connects from 127.0.0.1, where real pods each have an address of their own: the coordinator's
+#: bound per client address (1,000 connections) would refuse the parked joins of a thousand fleets coming up.
+COORDINATOR_FLAGS = ("--max-connections-per-client", "0")
 SELECTOR = "berth.dev/fleet"
 #: A phase's allowance; generous, because a busy 2-core machine is where it runs.
 PHASE_TIMEOUT_S = float(os.environ.get("BERTH_OPERATOR_PODS_TIMEOUT_S", "3600"))
@@ -388,7 +391,7 @@ def summarize(figures: dict[str, Any]) -> str:
 
 def main() -> Result:
     figures: dict[str, Any] = {"fleets": FLEETS, "pods_per_fleet": PODS}
-    with world(controller_flags=CONTROLLER_FLAGS) as w:
+    with world(*COORDINATOR_FLAGS, controller_flags=CONTROLLER_FLAGS) as w:
         namespace = w.kube.create_namespace("pods")
         operator = w.operator("operator-pods", "--namespace", namespace, *OPERATOR_ARGS)
         spec = {
@@ -440,7 +443,8 @@ def main() -> Result:
         met=goal_met(figures),
         summary=summarize(figures),
         figures=json.loads(json.dumps(figures)),
-        note=f"kube-controller-manager with {' '.join(CONTROLLER_FLAGS)}; pods run on simulated nodes (the stage"
+        note=f"kube-controller-manager with {' '.join(CONTROLLER_FLAGS)}, the coordinator with"
+        f" {' '.join(COORDINATOR_FLAGS)}; pods run on simulated nodes (the stage"
         " controller: kwok's job) and one process plays each pod's static"
         " member against the real coordinator; requests counted exactly from the API server's audit log by the"
         " operator's User-Agent; pod events are the namespace's pod watch events; rebalances are generation moves at"
