@@ -23,11 +23,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -36,21 +35,13 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from support.kafka_broker import HOW_TO_GET_KIP848, KafkaBroker, find_kfake
 from support.kafka_fixtures import create_topic
 from support.kube_fixtures import unavailable
-from support.signal_fleet import SimFleet
-from support.signal_lab import Events, InMemoryRecords, NoAdvice, OneCoordinator, Record, fleet_metrics
+from support.signal_kafka import KafkaPasses
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
-from berth.operator.adapters.metrics import OperatorMetrics
-from berth.operator.local.demo_support import InMemoryStatus
-from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import GroupDescription, GroupProtocol
-from berth.operator.planners.session_timeout import OperatorSessionBounds
-from berth.operator.reconcile.context import PassContext, Ports, Settings
-from berth.operator.reconcile.fleet_pass import FleetPass
-from berth.operator.reconcile.memory import FleetMemory
-from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults
+from berth.operator.planners.stuck_group import GROUP_STUCK
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -60,7 +51,6 @@ SESSION_MS = 6_000
 MAX_POLL_MS = 3_000
 #: The broker's bounds for consumer-protocol groups, low enough for those (Kafka's minimums are 45 s and 5 s).
 BROKER = ("group.consumer.min.session.timeout.ms=5000", "group.consumer.min.heartbeat.interval.ms=1000")
-NAMESPACE = "lab"  # the signal lab's, which ``fleet_metrics`` reads
 
 
 @pytest.fixture
@@ -143,78 +133,19 @@ class Consumers:
             self.stop(instance_id)
 
 
-class Stage:
-    """One consumer-protocol fleet, its passes on the real Kafka port at the wall clock's time."""
-
-    def __init__(self, port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, replicas: int) -> None:
-        self.port, self.group = port, name
-        self.consumers = Consumers(topic)
-        self.fleet = SimFleet(name, self.consumers, ordered_ready=False)
-        self.status = InMemoryStatus()
-        self.metrics = OperatorMetrics()
-        self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
-        self.passes: list[tuple[datetime, dict[str, Any]]] = []  # each pass's time and the status it left
-        self.body: dict[str, Any] = {
-            "apiVersion": "berth.dev/v1alpha1",
-            "kind": "ConsumerFleet",
-            "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
-            "spec": {
-                "replicas": replicas,
-                "groupId": name,
-                "coordinator": {"kafka": {"groupProtocol": "consumer"}},
-                "podManagementPolicy": "Parallel",
-                "rebalanceTimeoutMs": MAX_POLL_MS,
-                "sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_MS},
-                "template": {"spec": {"containers": [{"name": "consumer", "image": "consumer:1"}]}},
-            },
-        }
-        events = Events(self.record, _now_ms)
-        ports = Ports(
-            status_for=lambda body: self.status,
-            workload_for=lambda fleet: self.fleet,
-            events_for=lambda body: events,
-            coordinators=OneCoordinator(port),
-            advice=NoAdvice(),
-            now=lambda: datetime.now(UTC),
-            metrics=self.metrics,
-            records=InMemoryRecords(),
-        )
-        defaults = OperatorDefaults(kafka=KafkaDefaults(bootstrap))
-        settings = replace(Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)), stuck_group=THRESHOLD)
-        self.context = PassContext(ports, settings)
-        self.memory = FleetMemory()
-
-    async def run(self) -> None:
-        """One pass, the kubelet and controller moved to now first."""
-        self.fleet.tick(_now_ms())
-        body = {**self.body, "status": dict(self.status.status)}
-        now = datetime.now(UTC)
-        await FleetPass(self.context, body, NO_CLAIMS, self.memory).run()
-        self.passes.append((now, dict(self.status.status)))
-
-    async def until(self, what: str, ok: Callable[[], bool], timeout_s: float = 60) -> None:
-        """Passes half a second apart until ``ok()`` holds after one."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            await self.run()
-            if ok():
-                return
-            await asyncio.sleep(0.5)
-        raise AssertionError(f"{what} not seen within {timeout_s:.0f} s: {self.status.status.get('conditions')}")
-
-    def stuck(self, status: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
-        conditions = (status if status is not None else self.status.status).get("conditions") or ()
-        return next((c for c in conditions if c["type"] == "GroupStuck"), {})
-
-    def warnings(self) -> list[str]:
-        return [s.message for s in self.record.said if s.type == "Warning" and s.reason == "GroupStuck"]
-
-    def gauges(self) -> dict[str, float]:
-        return fleet_metrics(self.metrics.exposition().decode(), self.group)
+def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, replicas: int) -> KafkaPasses:
+    spec = {
+        "coordinator": {"kafka": {"groupProtocol": "consumer"}},
+        "rebalanceTimeoutMs": MAX_POLL_MS,
+        "sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_MS},
+    }
+    return KafkaPasses(port, bootstrap, name, Consumers(topic), replicas, spec, stuck_group=THRESHOLD)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def consumers(stage: KafkaPasses) -> Consumers:
+    members = stage.fleet.members
+    assert isinstance(members, Consumers)
+    return members
 
 
 def owned_by(described: GroupDescription) -> dict[str, int]:
@@ -237,85 +168,75 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
 ) -> None:
     group = topic = "stops-polling"
     create_topic(broker, topic, 6)
-    stage = Stage(port, broker, group, topic, 3)
+    stage = passes(port, broker, group, topic, 3)
     await stage.run()  # the group claimed for the fleet, its pods not started yet
     commit_all(broker, group, topic, 6)  # what the fleet's consumers committed before (the group still empty)
     assert await port.committed_partitions(group, None, 4) == tuple(f"{topic}:{p}" for p in range(4))
     assert await port.committed_partitions(group, {"another"}, 10) == ()
     pods = [f"{group}-{n}" for n in range(3)]
     try:
-        described: GroupDescription | None = None
-
-        async def stable_with(counts: dict[str, int]) -> bool:
-            nonlocal described
-            described = await port.describe(group)
-            return described.state == "Stable" and owned_by(described) == counts
-
-        await stage.until(
-            "three Ready pods", lambda: all(p.ready for p in stage.fleet.pods.values()) and len(stage.fleet.pods) == 3
-        )
-        deadline = time.monotonic() + 60
-        while not await stable_with(dict.fromkeys(pods, 2)):
-            assert time.monotonic() < deadline, f"never 2 partitions each: {described}"
-            await stage.run()
-            await asyncio.sleep(0.5)
-        assert described is not None and described.protocol is GroupProtocol.CONSUMER
+        await stage.until("2 partitions each", lambda: stable_with(port, group, dict.fromkeys(pods, 2)))
+        described = await port.describe(group)
+        assert described.protocol is GroupProtocol.CONSUMER
         # The port's description carries each member's assignment: together the topic's 6 partitions.
         assert sorted(p for m in described.members for p in m.assignment) == sorted(f"{topic}:{p}" for p in range(6))
-        await stage.run()
         assert stage.memory.known_partitions == {f"{topic}:{p}" for p in range(6)}  # the lag read: committed ones
-        assert stage.stuck()["status"] == "False" and "stuck" not in stage.status.status
+        assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
 
         silent = pods[2]
-        stage.consumers.live[silent].polling.clear()  # stops polling; its pod stays Ready, its process alive
+        consumers(stage).live[silent].polling.clear()  # stops polling; its pod stays Ready, its process alive
         stopped = len(stage.passes)
-        await stage.until("GroupStuck True", lambda: stage.stuck().get("status") == "True", timeout_s=90)
+        await stage.until("GroupStuck True", lambda: stage.condition(GROUP_STUCK).get("status") == "True", 90)
         described = await port.describe(group)
         assert silent not in owned_by(described) and sorted(owned_by(described).values()) == [3, 3], described
-        condition = stage.stuck()
+        condition = stage.condition(GROUP_STUCK)
         assert condition["reason"] == "ReadyPodsIdle" and silent in condition["message"], condition
         assert stage.status.status["stuck"]["idleReadyPods"] == [silent]
-        # Within the threshold and not before: every pass since it stopped said True exactly when the pod had been
-        # idle for the threshold.
         since = parse_time(stage.status.status["stuck"]["idleSince"])
         assert since is not None
-        for at, status in stage.passes[stopped:]:
-            assert stage.stuck(status)["status"] == ("True" if at >= since + THRESHOLD else "False"), (at, since)
-        assert len(stage.warnings()) == 1 and silent in stage.warnings()[0]
+        stage.turned_on_time(GROUP_STUCK, since, THRESHOLD, first=stopped)  # within the threshold, not before
+        warnings = stage.warnings(GROUP_STUCK)
+        assert len(warnings) == 1 and silent in warnings[0]
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (1, 1)
 
-        stage.consumers.live[silent].polling.set()  # polling again: it rejoins and is given partitions
-        await stage.until("GroupStuck False", lambda: stage.stuck().get("status") == "False", timeout_s=60)
-        assert "stuck" not in stage.status.status and len(stage.warnings()) == 1
+        consumers(stage).live[silent].polling.set()  # polling again: it rejoins and is given partitions
+        await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
+        assert "stuck" not in stage.status.status and len(stage.warnings(GROUP_STUCK)) == 1
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:
-        stage.consumers.close()
+        consumers(stage).close()
 
 
 async def test_a_fleet_larger_than_its_partition_count_is_never_stuck(port: KafkaCoordinatorPort, broker: str) -> None:
     group = topic = "wider"
     create_topic(broker, topic, 2)
-    stage = Stage(port, broker, group, topic, 4)
+    stage = passes(port, broker, group, topic, 4)
+    pods = [f"{group}-{n}" for n in range(4)]
     try:
-
-        async def spread() -> bool:
-            described = await port.describe(group)
-            return described.state == "Stable" and sorted(owned_by(described).values()) == [0, 0, 1, 1]
-
-        deadline = time.monotonic() + 60
-        while not (len(stage.fleet.pods) == 4 and await spread()):
-            assert time.monotonic() < deadline, await port.describe(group)
-            await stage.run()
-            await asyncio.sleep(0.5)
+        await stage.until("4 members over 2 partitions", lambda: spread_over(port, group, pods))
         watched = time.monotonic()
         while time.monotonic() - watched < THRESHOLD.total_seconds() + 2:
-            await stage.run()
-            assert stage.stuck()["status"] == "False" and "stuck" not in stage.status.status, stage.stuck()
             await asyncio.sleep(0.5)
-        assert await spread()  # still two idle Ready pods, each busy one owning one partition
-        assert stage.warnings() == []
+            await stage.run()
+            condition = stage.condition(GROUP_STUCK)
+            assert condition["status"] == "False" and "stuck" not in stage.status.status, condition
+        assert await spread_over(port, group, pods)  # still two idle Ready pods, each busy one owning one partition
+        assert stage.warnings(GROUP_STUCK) == []
         assert stage.gauges()["berth_operator_fleet_group_stuck"] == 0
     finally:
-        stage.consumers.close()
+        consumers(stage).close()
+
+
+async def stable_with(port: KafkaCoordinatorPort, group: str, counts: dict[str, int]) -> bool:
+    """Stable, these members owning this many partitions each, each at the group's epoch."""
+    described = await port.describe(group)
+    at_epoch = all(m.member_epoch == described.generation for m in described.members)
+    return described.state == "Stable" and owned_by(described) == counts and at_epoch
+
+
+async def spread_over(port: KafkaCoordinatorPort, group: str, pods: list[str]) -> bool:
+    described = await port.describe(group)
+    counts = owned_by(described)
+    return described.state == "Stable" and set(counts) == set(pods) and sorted(counts.values()) == [0, 0, 1, 1]
