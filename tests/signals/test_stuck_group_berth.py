@@ -16,7 +16,7 @@ assignor over 6 partitions.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -47,6 +47,19 @@ def lab_of(rig: BerthRig, replicas: int) -> Lab:
     settings = replace(lab.context.settings, stuck_group=THRESHOLD)
     lab.context = replace(lab.context, settings=settings)
     return lab
+
+
+def count_reads(rig: BerthRig) -> list[tuple[str, frozenset[str] | None]]:
+    """Each read of committed partitions the port makes from now on: (group, topics asked for)."""
+    reads: list[tuple[str, frozenset[str] | None]] = []
+    read = rig.port.committed_partitions
+
+    async def counted(group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        reads.append((group_id, None if topics is None else frozenset(topics)))
+        return await read(group_id, topics, limit)
+
+    rig.port.committed_partitions = counted  # type: ignore[method-assign]
+    return reads
 
 
 def stuck_condition(lab: Lab) -> dict[str, str]:
@@ -115,10 +128,14 @@ async def test_committed_partitions_nobody_owns_make_the_group_stuck_until_they_
         lab = lab_of(rig, 3)
         six = {f"orders:{n}" for n in range(6)}
         try:
+            reads = count_reads(rig)
             await lab.come_to_rest()
             await lab.members.commit(owners(await rig.port.describe(lab.group)), 42)
-            await lab.reconcile()
-            assert lab.memory.known_partitions == six  # the committed partitions, read from the coordinator
+            before = len(reads)
+            for _ in range(3):
+                await lab.wait(1_000)
+                await lab.reconcile()
+            assert len(reads) == before  # read once a generation, not once a pass: no owner changed meanwhile
             assert stuck_condition(lab)["status"] == "False" and "stuck" not in lab.status.status
 
             lab.members.partitions = 4  # the leader's metadata shows 4 of the topic's 6 partitions from now on
@@ -131,6 +148,8 @@ async def test_committed_partitions_nobody_owns_make_the_group_stuck_until_they_
                     break
             described = await rig.port.describe(lab.group)
             assert sorted(p for m in described.members for p in m.assignment) == sorted(six - {"orders:4", "orders:5"})
+            assert lab.memory.known_partitions == six  # the committed partitions, read at the new generation
+            assert reads[-1] == (lab.group, frozenset({"orders"}))  # of the topics the members subscribe to
             condition = stuck_condition(lab)
             assert (condition["status"], condition["reason"]) == ("True", "PartitionsUnowned"), condition
             assert (
