@@ -135,7 +135,7 @@ async def test_committed_partitions_nobody_owns_make_the_group_stuck_until_they_
             for _ in range(3):
                 await lab.wait(1_000)
                 await lab.reconcile()
-            assert len(reads) == before  # read once a generation, not once a pass: no owner changed meanwhile
+            assert len(reads) == before  # not once a pass: read again only when the membership changes
             assert stuck_condition(lab)["status"] == "False" and "stuck" not in lab.status.status
 
             lab.members.partitions = 4  # the leader's metadata shows 4 of the topic's 6 partitions from now on
@@ -148,7 +148,7 @@ async def test_committed_partitions_nobody_owns_make_the_group_stuck_until_they_
                     break
             described = await rig.port.describe(lab.group)
             assert sorted(p for m in described.members for p in m.assignment) == sorted(six - {"orders:4", "orders:5"})
-            assert lab.memory.known_partitions == six  # the committed partitions, read at the new generation
+            assert lab.memory.known_partitions == six  # the committed partitions, read as the membership changed
             assert reads[-1] == (lab.group, frozenset({"orders"}))  # of the topics the members subscribe to
             condition = stuck_condition(lab)
             assert (condition["status"], condition["reason"]) == ("True", "PartitionsUnowned"), condition

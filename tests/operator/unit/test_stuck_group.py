@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from berth.operator.planners.observations import GroupDescription, GroupMember
-from berth.operator.planners.stuck_group import judge, subscribed_topics
+from berth.operator.planners.stuck_group import judge, membership, subscribed_topics
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(seconds=60)
@@ -93,3 +93,14 @@ def test_the_group_s_topics_are_those_its_members_subscribe_to() -> None:
     assert subscribed_topics(GroupDescription("orders", "Stable", 3, None, members)) == {"orders", "audit"}
     unknown = (GroupMember("m-0", "orders-0", assignment=("orders:0",)),)
     assert subscribed_topics(GroupDescription("orders", "PreparingRebalance", 4, None, unknown)) is None
+
+
+def test_the_committed_partitions_are_read_again_whenever_a_partition_could_have_lost_its_owner() -> None:
+    """A member that expires starts a rebalance at the same generation: its partitions lose their owner then, so the
+    state and the members count as much as the generation; a pass that sees the same group reads nothing again."""
+    stable = group(orders_0=[0, 1, 2], orders_1=[3, 4, 5])
+    assert membership(stable) == membership(group(orders_0=[0, 1, 2], orders_1=[3, 4, 5]))
+    expired = GroupDescription("orders", "PreparingRebalance", 3, None, stable.members[:1])
+    assert membership(expired) != membership(stable)  # same generation, another state and fewer members
+    assert membership(GroupDescription("orders", "Stable", 3, None, stable.members[:1])) != membership(stable)
+    assert membership(GroupDescription("orders", "Stable", 4, None, stable.members)) != membership(stable)

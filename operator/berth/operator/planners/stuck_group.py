@@ -62,6 +62,14 @@ def subscribed_topics(description: GroupDescription) -> frozenset[str] | None:
     return topics or None
 
 
+def membership(description: GroupDescription) -> tuple[int, str, frozenset[str]]:
+    """What must change for a partition to lose its owner: the group's generation, its state (a member expired or
+    left starts a rebalance at the same generation) and its members. The committed partitions (where a coordinator
+    has no partition log) are read again only when this changes: a partition committed since was committed by its
+    owner, and stays owned until it does."""
+    return description.generation, description.state, frozenset(m.member_id for m in description.members)
+
+
 def judge(
     description: GroupDescription,
     known_partitions: Iterable[str],

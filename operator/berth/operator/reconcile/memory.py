@@ -33,9 +33,9 @@ class FleetMemory:
     #: ``contributors.lag`` writes, ``contributors.stuck`` reads: the partitions known to exist, as ``topic:N``: those
     #: the last lag read measured (Kafka), or the group's committed partitions (Berth's coordinator, no partition log).
     known_partitions: frozenset[str] = frozenset()
-    #: ``contributors.lag`` (Berth's coordinator): the group's generation its committed partitions were read at; read
-    #: again only when it changes (an owner changes only with a generation, so no unowned partition is missed).
-    known_at: int | None = None
+    #: ``contributors.lag`` (Berth's coordinator): the group as it was when its committed partitions were read
+    #: (``stuck_group.membership``: generation, state, members); read again only when that changes.
+    known_at: object = None
     #: ``contributors.restarts``: what the journal (or the evidence) said of the group since the last pass that
     #: counted it (the reconciler adds the journal follower's pages for the group the fleet follows).
     activity: GroupActivity = NOTHING
