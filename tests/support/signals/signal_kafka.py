@@ -1,0 +1,130 @@
+"""One fleet's passes over a real Kafka-protocol broker at the wall clock's time: the operator's real pass
+(``FleetPass``, its status contributors, Events and gauges) over the real Kafka port, the fleet's StatefulSet and
+pods played by ``signal_fleet`` and their processes by whatever real consumers the test hands in (``Members``).
+
+What stands in, as in the signal lab (``signal_lab``): the StatefulSet and its kubelet, the status subresource (a
+dict), Events (a list), the ownership records (a dict). Time is the wall clock's (the broker has no manual clock):
+:meth:`KafkaPasses.until` passes half a second apart until an observable state holds, and every pass's time and the
+status it left are kept (:attr:`KafkaPasses.passes`) so a test can check *when* a condition turned, not only that it
+did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from support.signal_fleet import Members, SimFleet
+from support.signal_lab import NAMESPACE, Events, InMemoryRecords, NoAdvice, OneCoordinator, Record, fleet_metrics
+
+from berth.operator.adapters.metrics import OperatorMetrics
+from berth.operator.local.demo_support import InMemoryStatus
+from berth.operator.planners.claims import NO_CLAIMS
+from berth.operator.planners.session_timeout import OperatorSessionBounds
+from berth.operator.ports import CoordinatorPort
+from berth.operator.reconcile.context import PassContext, Ports, Settings
+from berth.operator.reconcile.fleet_pass import FleetPass
+from berth.operator.reconcile.memory import FleetMemory
+from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KafkaPasses:
+    """One fleet (``spec``: its fields beyond the name, group and replicas) and its passes on ``port``."""
+
+    def __init__(
+        self,
+        port: CoordinatorPort,
+        bootstrap: str,
+        name: str,
+        members: Members,
+        replicas: int,
+        spec: Mapping[str, Any],
+        *,
+        stuck_group: timedelta,
+    ) -> None:
+        self.port, self.group = port, name
+        self.fleet = SimFleet(name, members, ordered_ready=False)
+        self.status = InMemoryStatus()
+        self.metrics = OperatorMetrics()
+        self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
+        self.passes: list[tuple[datetime, dict[str, Any]]] = []
+        self.body: dict[str, Any] = {
+            "apiVersion": "berth.dev/v1alpha1",
+            "kind": "ConsumerFleet",
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
+            "spec": {
+                "replicas": replicas,
+                "groupId": name,
+                "podManagementPolicy": "Parallel",
+                "template": {"spec": {"containers": [{"name": "consumer", "image": "consumer:1"}]}},
+                **spec,
+            },
+        }
+        events = Events(self.record, now_ms)
+        ports = Ports(
+            status_for=lambda body: self.status,
+            workload_for=lambda fleet: self.fleet,
+            events_for=lambda body: events,
+            coordinators=OneCoordinator(port),
+            advice=NoAdvice(),
+            now=lambda: datetime.now(UTC),
+            metrics=self.metrics,
+            records=InMemoryRecords(),
+        )
+        defaults = OperatorDefaults(kafka=KafkaDefaults(bootstrap))
+        settings = replace(Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)), stuck_group=stuck_group)
+        self.context = PassContext(ports, settings)
+        self.memory = FleetMemory()
+
+    def scale(self, replicas: int) -> None:
+        self.body["spec"]["replicas"] = replicas
+        self.body["metadata"]["generation"] += 1
+
+    async def run(self) -> None:
+        """One pass, the kubelet and the controller moved to now first."""
+        self.fleet.tick(now_ms())
+        body = {**self.body, "status": dict(self.status.status)}
+        at = datetime.now(UTC)
+        await FleetPass(self.context, body, NO_CLAIMS, self.memory).run()
+        self.passes.append((at, dict(self.status.status)))
+
+    async def until(self, what: str, ok: Callable[[], Any], timeout_s: float = 60) -> None:
+        """Passes half a second apart until ``ok()`` (awaited when it returns an awaitable) holds after one."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            await self.run()
+            held = ok()
+            if asyncio.iscoroutine(held):
+                held = await held
+            if held:
+                return
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"{what} not seen within {timeout_s:.0f} s: {self.status.status.get('conditions')}")
+
+    def condition(self, kind: str, status: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+        conditions = (status if status is not None else self.status.status).get("conditions") or ()
+        return next((c for c in conditions if c["type"] == kind), {})
+
+    def warnings(self, reason: str) -> list[str]:
+        return [s.message for s in self.record.said if s.type == "Warning" and s.reason == reason]
+
+    def gauges(self) -> dict[str, float]:
+        return fleet_metrics(self.metrics.exposition().decode(), self.group)
+
+    def ready(self, replicas: int) -> bool:
+        pods = self.fleet.pods.values()
+        return len(self.fleet.pods) == replicas and all(p.ready and p.deleted_ms is None for p in pods)
+
+    def turned_on_time(self, kind: str, since: datetime, threshold: timedelta, first: int = 0) -> None:
+        """Every pass from the ``first``-th said ``kind`` True exactly when ``since`` was ``threshold`` ago or more."""
+        for at, status in self.passes[first:]:
+            said = self.condition(kind, status).get("status")
+            assert said == ("True" if at >= since + threshold else "False"), (kind, at, since, said)
