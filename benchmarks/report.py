@@ -25,6 +25,7 @@ ORDER = [
     "kafka_consumer_protocol",
     "status_lag",
     "operator_scale",
+    "operator_scale_burst",
     "operator_pods",
     "operator_takeover",
     "failover",
