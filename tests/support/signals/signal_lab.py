@@ -113,6 +113,9 @@ class Record:
     log: list[Any] = field(default_factory=list)
     truth: list[dict[str, Any]] = field(default_factory=list)  # the journal's events of the group (or the broker's)
     failures: list[str] = field(default_factory=list)  # passes that raised
+    #: The truth was sampled from the broker's group (Kafka) rather than read from a journal: it names every change
+    #: a pass could have seen, but the operator, which samples at its passes, may see fewer (the oracle's bounds).
+    sampled: bool = False
 
     @property
     def status(self) -> dict[str, Any]:

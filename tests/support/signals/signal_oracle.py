@@ -97,6 +97,14 @@ def _ms(at: str) -> int:
     return int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def _at_the_leave(record: Record, at_ms: int, ts_ms: int) -> bool:
+    """Whether a removal at ``ts_ms`` is the one of the lastScaleDown whose ``at`` (seconds precision) is ``at_ms``:
+    within its second on the coordinator's manual clock; on the wall clock (a sampled truth), within the pass that
+    made it, which takes up to seconds on a busy machine."""
+    late_ms = 6_000 if record.sampled else 1_100
+    return at_ms - 100 <= ts_ms < at_ms + late_ms
+
+
 def removed_is_what_was_removed(record: Record) -> list[str]:
     wrong = []
     admin = [e for e in record.truth if e["type"] == "member_left" and e.get("via") == "admin"]
@@ -109,7 +117,7 @@ def removed_is_what_was_removed(record: Record) -> list[str]:
             wrong.append(f"lastScaleDown at {at} says {removed} removed ({results}) though no leave is sent")
         for instance_id in removed:
             if not any(
-                e["group_instance_id"] == instance_id and at_ms - 100 <= e["ts_ms"] < at_ms + 1_100 for e in admin
+                e["group_instance_id"] == instance_id and _at_the_leave(record, at_ms, e["ts_ms"]) for e in admin
             ):
                 wrong.append(f"lastScaleDown at {at} says {instance_id} removed: the journal shows no such leave")
         none = sorted(i for i, outcome in results.items() if outcome == "NONE")
@@ -120,8 +128,7 @@ def removed_is_what_was_removed(record: Record) -> list[str]:
             wrong.append(f"lastScaleDown at {at}: expiring {sorted(expiring)} (removed {removed})")
     for event in admin:
         seen = any(
-            event["group_instance_id"] in (last.get("removed") or ())
-            and _ms(at) - 100 <= event["ts_ms"] < _ms(at) + 1_100
+            event["group_instance_id"] in (last.get("removed") or ()) and _at_the_leave(record, _ms(at), event["ts_ms"])
             for at, last in said.items()
         )
         if not seen:
@@ -160,7 +167,14 @@ def restarts_are_what_restarted(record: Record) -> list[str]:
     ]
     restarted = sum(1 for e in expiries if _restarted_before(record, e["group_instance_id"], e["ts_ms"]))
     wrong = []
-    if (block.get("static"), block.get("rebalancing")) != (static, rebalancing):
+    if record.sampled:  # the operator sees at most what the broker showed (fewer when it changed twice between passes)
+        counted = (block.get("static") or 0) + (block.get("rebalancing") or 0)
+        if counted > static + rebalancing:
+            wrong.append(
+                f"status.restarts static {block.get('static')}, rebalancing {block.get('rebalancing')}: the broker"
+                f" showed {static + rebalancing} static replacements of the fleet's members"
+            )
+    elif (block.get("static"), block.get("rebalancing")) != (static, rebalancing):
         wrong.append(
             f"status.restarts static {block.get('static')}, rebalancing {block.get('rebalancing')}: the journal shows"
             f" {static} static replacements and {rebalancing} with a rebalance"
@@ -268,7 +282,11 @@ def scale_down_generations(record: Record) -> list[str]:
         if start is None:
             continue
         at_ms = _ms(at)
-        generations = {e["generation_id"] for e in admin if at_ms - 100 <= e["ts_ms"] < at_ms + 1_100}
+        generations = {
+            e["generation_id"]
+            for e in admin
+            if e.get("generation_id") is not None and _at_the_leave(record, at_ms, e["ts_ms"])
+        }
         if generations and generations != {start}:
             wrong.append(f"lastScaleDown at {at}: fromGeneration {start}, the leave happened at {sorted(generations)}")
     return wrong
