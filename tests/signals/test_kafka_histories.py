@@ -71,7 +71,7 @@ class Tally:
     histories: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
     events = 0
     passes = 0
-    seconds: list[float] = []
+    fatal: list[str] = []  # fatal client errors (a consumer-protocol process replaced its consumer)
 
 
 @pytest.mark.timeout(300 + 90 * HISTORIES)  # about 60 s a batch of 4 quiet on 2 cores; room for a busy machine
@@ -90,9 +90,10 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
     @given(st.lists(histories, min_size=BATCH, max_size=BATCH))
     def batch(drawn: list[History]) -> None:
         plays = [(PROTOCOLS[i % len(PROTOCOLS)], f"k{next(names)}", history) for i, history in enumerate(drawn)]
-        records = asyncio.run(play_all(brokers, plays))
+        played = asyncio.run(play_all(brokers, plays))
         wrong = []
-        for (protocol, _, _), record in zip(plays, records, strict=True):
+        for (protocol, _, _), (record, rig) in zip(plays, played, strict=True):
+            Tally.fatal += rig.processes.fatal() if rig.processes is not None else []
             Tally.histories[protocol] += 1
             Tally.events += len(record.said)
             Tally.passes += len(record.statuses)
@@ -109,7 +110,7 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
     print(
         f"\nKafka: {played} generated histories ({Tally.histories[CLASSIC]} classic, {Tally.histories[CONSUMER]}"
         f" consumer protocol), {Tally.passes} passes, {Tally.events} Events, 0 wrong signals ({elapsed:.0f} s,"
-        f" {BATCH} at a time, seed {SEED})"
+        f" {BATCH} at a time, seed {SEED}); {len(Tally.fatal)} fatal client errors: {Tally.fatal}"
     )
     if RESULTS:
         figures = {
@@ -121,15 +122,16 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
             "wrong": 0,
             "seconds": round(elapsed),
             "concurrent": BATCH,
+            "fatal_client_errors": len(Tally.fatal),
             "seed": SEED,
         }
         Path(RESULTS).write_text(json.dumps(figures, indent=2) + "\n")
 
 
-async def play_all(brokers: dict[str, str], plays: list[tuple[str, str, History]]) -> list[Record]:
+async def play_all(brokers: dict[str, str], plays: list[tuple[str, str, History]]) -> list[tuple[Record, KafkaRig]]:
     return list(await asyncio.gather(*(play(brokers[protocol], protocol, name, h) for protocol, name, h in plays)))
 
 
-async def play(bootstrap: str, protocol: str, name: str, history: History) -> Record:
+async def play(bootstrap: str, protocol: str, name: str, history: History) -> tuple[Record, KafkaRig]:
     rig = await KafkaRig(bootstrap, protocol).start(name)
-    return await Lab(rig, name, history).run()
+    return await Lab(rig, name, history).run(), rig

@@ -5,16 +5,17 @@ the operator's real Kafka port, and the broker's group watched for the oracle's 
   as the operator planned it (``BERTH_*``): on a classic group a kafka-python static member (``group.instance.id``
   = the pod's name, the session and heartbeat the operator chose), on a consumer-protocol group (KIP-848) a
   confluent-kafka consumer with ``group.protocol=consumer`` (the session is the group's config, which the operator
-  sets). A process that stops closes its consumer as a pod's does on SIGTERM: a static member sends no LeaveGroup
-  (classic), or its static leave (epoch -2) that keeps its partitions until its session expires (KIP-848). A
-  process started for a pod whose previous process is still closing starts once it has closed (a pod's new
-  container never overlaps its old one).
+  sets), which, as the example program does, replaces a consumer that ended on a fatal error by a new one after a
+  backoff. A process that stops closes its consumer as a pod's does on SIGTERM: a static member sends no
+  LeaveGroup (classic), or its static leave (epoch -2) that keeps its partitions until its session expires
+  (KIP-848). A process started for a pod whose previous process is still closing starts once it has closed (a
+  pod's new container never overlaps its old one).
 - **Time.** kfake has no manual clock: the lab runs on the wall clock (ms since the epoch), a wait is a sleep, and
   the members move by themselves (``step`` and ``settle`` have nothing to do).
 - **Truth.** Kafka keeps no journal, so the rig writes what the broker says, in the journal's vocabulary, from two
   sources of its own (never the operator's evidence): the broker's answers to the operator's removals (a
-  ``member_left`` via ``admin`` per id the broker answered NONE for, recorded by :class:`WitnessedPort` as the call
-  returns), and the group described every :data:`WATCH_MS` by a port of the rig's own — a member id seen for the
+  ``member_left`` via ``admin`` per id the broker answered NONE for, recorded by :class:`WitnessedPort`, timed when the
+  call was sent), and the group described every :data:`WATCH_MS` by a port of the rig's own — a member id seen for the
   first time (``member_joined``), a static member under a new member id (``static_member_replaced``, with
   ``rebalance`` true when the next thing seen is a rebalance), a member gone that no removal took
   (``member_expired``), and a rebalance (``rebalance_started``: a classic group entering PreparingRebalance or
@@ -93,6 +94,7 @@ class KafkaProcess:
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     error: str | None = None
+    fatal: list[str] = field(default_factory=list)  # the fatal errors its consumers ended on (wall-clock ms: what)
 
     def start(self) -> KafkaProcess:
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"member-{self.instance_id}")
@@ -146,26 +148,38 @@ class KafkaProcess:
             consumer.close(autocommit=False)  # a static member sends no LeaveGroup (KIP-345)
 
     def _consumer_protocol(self) -> None:
-        from confluent_kafka import Consumer
+        """The example program's loop (deploy/examples/consumers/confluent_kafka_consumer.py): a fatal error ends a
+        librdkafka consumer for good, so the process closes it and starts a new one after a backoff (1 s, doubling
+        to 5 s)."""
+        from confluent_kafka import Consumer, KafkaError
 
         env = self.env
-        consumer = Consumer(
-            {
-                "bootstrap.servers": env["BERTH_KAFKA_BOOTSTRAP_SERVERS"],
-                "group.id": env["BERTH_GROUP_ID"],
-                "group.protocol": "consumer",
-                "group.instance.id": self.instance_id,
-                "client.id": self.instance_id,
-                "max.poll.interval.ms": int(env["BERTH_REBALANCE_TIMEOUT_MS"]),
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "log_level": 3,  # errors only (librdkafka's informational lines would fill the test's output)
-            }
-        )
+        config = {
+            "bootstrap.servers": env["BERTH_KAFKA_BOOTSTRAP_SERVERS"],
+            "group.id": env["BERTH_GROUP_ID"],
+            "group.protocol": "consumer",
+            "group.instance.id": self.instance_id,
+            "client.id": self.instance_id,
+            "max.poll.interval.ms": int(env["BERTH_REBALANCE_TIMEOUT_MS"]),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 3,  # errors only (librdkafka's informational lines would fill the test's output)
+        }
+        backoff_s = 1.0
+        consumer = Consumer(config)
         try:
             consumer.subscribe(list(self.topics))
             while not self.stopping.is_set():
-                consumer.poll(0.1)
+                message = consumer.poll(0.1)
+                error = message.error() if message is not None else None
+                if error is None or not (error.fatal() or error.code() == KafkaError._FATAL):
+                    continue
+                self.fatal.append(f"{wall_ms()}: {error.str()}")
+                consumer.close()
+                self.stopping.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                consumer = Consumer(config)
+                consumer.subscribe(list(self.topics))
         finally:
             consumer.close()  # the static leave: epoch -2, partitions kept until the session expires
 
@@ -205,6 +219,9 @@ class KafkaMembers:
 
     def errors(self) -> list[str]:
         return [f"{p.instance_id}: {p.error}" for p in self.every if p.error]
+
+    def fatal(self) -> list[str]:
+        return [f"{p.instance_id} at {said}" for p in self.every for said in p.fatal]
 
 
 # ---------------------------------------------------------------------------------------------- the truth
