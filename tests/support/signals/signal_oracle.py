@@ -7,6 +7,8 @@ The properties (issue 30, "Every value signal checked against ground truth"):
 - **no placeholder**: no Event or condition message carries ``?`` or ``None`` where a value should be;
 - **a fleet's own are never foreign**: ``status.foreignMembers`` and ``ForeignMembers`` Events never name an id of a
   pod the fleet ran;
+- **the assignment is the members'**: ``status.group.assignment`` names only members of the group
+  (``status.group.members``: a pod gone keeps no partitions there);
 - **removed is what was removed**: every ``lastScaleDown.removed`` id left the group by the operator's batch leave
   at that moment (a ``member_left via admin`` in the journal), every such leave is in a ``lastScaleDown``, results
   say NONE exactly for them, and without ``leaveOnScaleDown`` nothing is said removed;
@@ -48,6 +50,7 @@ def wrong_signals(record: Record) -> list[str]:
     checks = (
         no_placeholders,
         foreign_never_own,
+        assignment_of_members_only,
         removed_is_what_was_removed,
         restarts_are_what_restarted,
         bursts_charged_only_what_they_caused,
@@ -85,6 +88,16 @@ def foreign_never_own(record: Record) -> list[str]:
             named = {pod for pod in own if re.search(rf"\b{re.escape(pod)}\b", said.message)}
             if named:
                 wrong.add(f"ForeignMembers Event names the fleet's own {sorted(named)}: {said.message!r}")
+    return sorted(wrong)
+
+
+def assignment_of_members_only(record: Record) -> list[str]:
+    wrong = set()
+    for at, status in record.statuses:
+        group = status.get("group") or {}
+        stale = sorted(set(group.get("assignment") or {}) - set(group.get("members") or ()))
+        if stale:
+            wrong.add(f"status.group.assignment names {stale}, not members of the group (at {at})")
     return sorted(wrong)
 
 
