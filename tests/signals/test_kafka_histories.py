@@ -48,7 +48,9 @@ VERBOSE = bool(os.environ.get("BERTH_KAFKA_SIGNAL_VERBOSE"))  # every history's 
 
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[dict[str, str]]:
-    """One broker per protocol for every history of the module (each history a group of its own)."""
+    """One broker per protocol for every history of the module (each history a group of its own), started here with
+    the lowered group bounds the histories need (``signal_kafka.BROKER_CONFIGS``); never ``BERTH_KAFKA_BOOTSTRAP``:
+    a real cluster's bounds are not the tests' to lower."""
     classic, kip848 = find_kfake(), find_kfake(kip848=True)
     if classic is None or kip848 is None:
         unavailable(HOW_TO_GET if classic is None else HOW_TO_GET_KIP848)
