@@ -180,6 +180,11 @@ async def test_offsets_in_many_pages_are_followed_transparently(
             assert {tp: c.offset for tp, c in offsets.items()} == committed
             only_b = await admin.fetch_offsets("paged", ["b"])
             assert set(only_b) == {tp for tp in committed if tp[0] == "b"}
+            # Bounded: one page of at most ``limit`` partitions, the first by topic and partition (the operator's
+            # read of the partitions a group committed, issue 30).
+            first_five = await admin.fetch_offsets("paged", limit=5)
+            assert sorted(first_five) == sorted(committed)[:5]
+            assert set(await admin.fetch_offsets("paged", ["b"], limit=3)) == {("b", 0), ("b", 1), ("b", 2)}
         member = GroupMember(member_config(process.url, "paged", None, topics={"a": 40, "b": 40}))
         assert {tp: c.offset for tp, c in (await member.committed()).items()} == committed
         await member.close()

@@ -1,12 +1,16 @@
 """Stuck-group detection on a Kafka-protocol broker (kfake, classic groups) with real kafka-python consumers as static
-members (issue 30, "What to build 3"): what the Kafka port reads (each member's assignment, the group's committed
-partitions) judged by ``planners.stuck_group``, as the ``stuck`` contributor does on every pass.
+members (issue 30, "What to build 3"): the operator's real pass (``FleetPass``: the ``stuck`` contributor, its
+condition, Event and gauges) over the real Kafka port (``signal_kafka.KafkaPasses``), the fleet's pods played by
+``signal_fleet`` and their processes by kafka-python consumers configured from the environment the operator planned
+for each pod (as the example program is), each polling in a thread of its own.
 
 - A consumer that stops polling holds a rebalance up (the classic protocol waits for every member to rejoin, up to
-  its max.poll.interval.ms): while it does, the broker reports no member's assignment and every committed partition
-  is unowned — the group is stuck, then not once the consumer polls again.
+  its max.poll.interval.ms, the fleet's ``rebalanceTimeoutMs``): a scale-up's rebalance that it never joins leaves
+  no member's assignment, and every committed partition is unowned — ``GroupStuck`` True (``PartitionsUnowned``,
+  naming them) exactly once the threshold has passed, one Warning, the gauges; polling again, it rejoins and all of
+  it clears.
 - A fleet larger than its partition count (4 consumers, 2 partitions) leaves two Ready consumers with nothing while
-  each busy one owns one partition: not stuck.
+  each busy one owns one partition: never stuck.
 """
 
 from __future__ import annotations
@@ -15,32 +19,37 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import OffsetAndMetadata
 from support.kafka_fixtures import create_topic
+from support.signal_kafka import KafkaPasses
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
+from berth.operator.planners.conditions import parse_time
 from berth.operator.planners.kafka_credentials import KafkaConnection
 from berth.operator.planners.observations import GroupDescription
-from berth.operator.planners.stuck_group import StuckVerdict, judge
+from berth.operator.planners.stuck_group import GROUP_STUCK
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 _names = itertools.count(1)
 THRESHOLD = timedelta(seconds=3)
+#: max.poll.interval.ms: how long a consumer that stops polling holds a rebalance up.
+REBALANCE_MS = 60_000
+SESSION_MS = 30_000
 
 
 @dataclass
-class Consumer:
-    """A static member polling in a thread of its own; ``polling`` cleared: it stops polling (and stays open)."""
+class Polling:
+    """One pod's process: a kafka-python consumer polling in a thread while ``polling`` is set."""
 
-    instance_id: str
     consumer: KafkaConsumer
     polling: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -52,86 +61,81 @@ class Consumer:
                 self.consumer.poll(timeout_ms=200)
             else:
                 time.sleep(0.1)
+        self.consumer.close(autocommit=False)  # a static member sends no LeaveGroup (KIP-345)
 
-    def start(self) -> Consumer:
-        self.polling.set()
-        self.thread = threading.Thread(target=self.run, daemon=True, name=f"consumer-{self.instance_id}")
-        self.thread.start()
-        return self
+
+class Consumers:
+    """The fleet's processes (``signal_fleet.Members``): a consumer per started pod, from its environment."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.live: dict[str, Polling] = {}
+
+    def start(self, instance_id: str, env: Mapping[str, str]) -> None:
+        self.stop(instance_id)
+        consumer = KafkaConsumer(
+            self.topic,
+            bootstrap_servers=env["BERTH_KAFKA_BOOTSTRAP_SERVERS"],
+            group_id=env["BERTH_GROUP_ID"],
+            group_instance_id=instance_id,
+            client_id=instance_id,
+            enable_auto_commit=False,
+            session_timeout_ms=int(env["BERTH_SESSION_TIMEOUT_MS"]),
+            heartbeat_interval_ms=int(env["BERTH_HEARTBEAT_INTERVAL_MS"]),
+            max_poll_interval_ms=int(env["BERTH_REBALANCE_TIMEOUT_MS"]),
+            partition_assignment_strategy=(RoundRobinPartitionAssignor,),
+        )
+        process = Polling(consumer)
+        process.polling.set()
+        process.thread = threading.Thread(target=process.run, daemon=True, name=f"consumer-{instance_id}")
+        process.thread.start()
+        self.live[instance_id] = process
+
+    def stop(self, instance_id: str) -> None:
+        process = self.live.pop(instance_id, None)
+        if process is not None:
+            process.stop.set()
+            if process.thread is not None:
+                process.thread.join(timeout=10)
 
     def close(self) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout=10)
-        self.consumer.close(autocommit=False)
+        for instance_id in list(self.live):
+            self.stop(instance_id)
 
 
-@pytest.fixture
-def consumers(kafka_bootstrap: str) -> Iterator[list[Consumer]]:
-    made: list[Consumer] = []
-    yield made
-    for consumer in made:
-        consumer.close()
+def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, replicas: int) -> KafkaPasses:
+    spec = {
+        "coordinator": {"kafka": {"groupProtocol": "classic"}},
+        "rebalanceTimeoutMs": REBALANCE_MS,
+        "sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_MS},
+    }
+    return KafkaPasses(port, bootstrap, name, Consumers(topic), replicas, spec, stuck_group=THRESHOLD)
 
 
-def member(bootstrap: str, group: str, topic: str, instance_id: str) -> Consumer:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        group_instance_id=instance_id,
-        client_id=instance_id,
-        enable_auto_commit=False,
-        session_timeout_ms=30_000,
-        heartbeat_interval_ms=1_000,
-        max_poll_interval_ms=60_000,  # the rebalance timeout: how long a consumer that stops polling holds one up
-        partition_assignment_strategy=(RoundRobinPartitionAssignor,),
-    )
-    return Consumer(instance_id, consumer).start()
+def consumers(stage: KafkaPasses) -> Consumers:
+    members = stage.fleet.members
+    assert isinstance(members, Consumers)
+    return members
 
 
 def commit_all(bootstrap: str, group: str, topic: str, partitions: int) -> None:
     """Offsets committed on every partition while the group is empty (what a fleet that ran before leaves)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="berth-tests")
     try:
-        assigned = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(assigned)
-        consumer.commit({tp: OffsetAndMetadata(0, "", -1) for tp in assigned})
+        offsets = {TopicPartition(topic, p): OffsetAndMetadata(0, "", -1) for p in range(partitions)}
+        admin.alter_group_offsets(group, offsets)
     finally:
-        consumer.close(autocommit=False)
+        admin.close()
 
 
-async def look(port: KafkaCoordinatorPort, group: str) -> tuple[GroupDescription, frozenset[str]]:
-    """What a pass reads: the group described and its committed partitions (the lag read)."""
-    description = await port.describe(group)
-    lag = await port.group_lag(group, description)
-    known = frozenset() if lag is None else frozenset(f"{p.topic}:{p.partition}" for p in lag.partitions)
-    return description, known
+def owned_by(described: GroupDescription) -> dict[str, int]:
+    return {m.group_instance_id or m.member_id: len(m.assignment) for m in described.members}
 
 
-async def wait_for(
-    port: KafkaCoordinatorPort, group: str, what: str, ok: Callable[[GroupDescription], bool], timeout_s: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        description, _ = await look(port, group)
-        if ok(description):
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"group {group}: {what} not seen within {timeout_s:.0f} s: {await port.describe(group)}")
-
-
-async def verdict_over(
-    port: KafkaCoordinatorPort, group: str, ready: set[str], seconds: float
-) -> tuple[StuckVerdict, GroupDescription]:
-    """The group judged as passes do, once now and again ``seconds`` later (the clock kept in between in status)."""
-    description, known = await look(port, group)
-    start = datetime.now(UTC)
-    first = judge(description, known, ready, None, now=start, threshold=THRESHOLD)
-    await asyncio.sleep(seconds)
-    description, known = await look(port, group)
-    now = start + timedelta(seconds=seconds)
-    return judge(description, known, ready, first.status, now=now, threshold=THRESHOLD), description
+async def stable_with(port: KafkaCoordinatorPort, group: str, pods: list[str], partitions: int) -> bool:
+    described = await port.describe(group)
+    counts = owned_by(described)
+    return described.state == "Stable" and set(counts) == set(pods) and sum(counts.values()) == partitions
 
 
 @pytest.fixture
@@ -141,51 +145,68 @@ async def port(kafka_bootstrap: str) -> AsyncIterator[KafkaCoordinatorPort]:
     await port.close()
 
 
-def stable_with(names: set[str], partitions: int) -> Callable[[GroupDescription], bool]:
-    def ok(d: GroupDescription) -> bool:
-        owned = sum(len(m.assignment) for m in d.members)
-        return d.state == "Stable" and d.static_instance_ids() == frozenset(names) and owned == partitions
-
-    return ok
-
-
 async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_is_stuck(
-    port: KafkaCoordinatorPort, kafka_bootstrap: str, consumers: list[Consumer]
+    port: KafkaCoordinatorPort, kafka_bootstrap: str
 ) -> None:
     n = next(_names)
     group, topic = f"stuck-poll-{n}", create_topic(kafka_bootstrap, f"stuck-poll-{n}", 6)
-    commit_all(kafka_bootstrap, group, topic, 6)
-    names = {"s-0", "s-1", "s-2"}
-    consumers.extend(member(kafka_bootstrap, group, topic, name) for name in sorted(names))
-    await wait_for(port, group, "3 members owning 6 partitions", stable_with(names, 6))
-    calm, _ = await verdict_over(port, group, names, THRESHOLD.total_seconds() + 1)
-    assert (calm.unowned, calm.idle, calm.stuck) == ((), (), False), calm
+    stage = passes(port, kafka_bootstrap, group, topic, 3)
+    six = [f"{topic}:{p}" for p in range(6)]
+    try:
+        await stage.run()  # the group claimed for the fleet, its pods not started yet
+        commit_all(kafka_bootstrap, group, topic, 6)
+        pods = [f"{group}-{i}" for i in range(3)]
+        await stage.until("3 members owning 6 partitions", lambda: stable_with(port, group, pods, 6))
+        assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
 
-    consumers[2].polling.clear()  # s-2 stops polling (its process stays, heartbeating)
-    consumers.append(member(kafka_bootstrap, group, topic, "s-3"))  # a new member: a rebalance s-2 never joins
-    await wait_for(port, group, "a rebalance", lambda d: d.state in ("PreparingRebalance", "CompletingRebalance"))
-    stuck, described = await verdict_over(port, group, names | {"s-3"}, THRESHOLD.total_seconds() + 1)
-    assert described.state == "PreparingRebalance", described
-    assert stuck.stuck and stuck.condition.reason == "PartitionsUnowned", stuck
-    assert stuck.unowned == tuple(sorted(f"{topic}:{p}" for p in range(6)))
+        silent = pods[2]
+        consumers(stage).live[silent].polling.clear()  # stops polling (its process stays, heartbeating)
+        stage.scale(4)  # a new member: a rebalance the silent one never joins
+        scaled = len(stage.passes)
+        await stage.until("GroupStuck True", lambda: stage.condition(GROUP_STUCK).get("status") == "True")
+        described = await port.describe(group)
+        assert described.state == "PreparingRebalance" and not any(m.assignment for m in described.members)
+        condition = stage.condition(GROUP_STUCK)
+        assert condition["reason"] == "PartitionsUnowned" and f"{topic}:0, {topic}:1" in condition["message"]
+        stuck = stage.status.status["stuck"]
+        assert (sorted(stuck["unowned"]), stuck["unownedCount"]) == (six, 6)
+        since = parse_time(stuck["unownedSince"])
+        assert since is not None
+        stage.turned_on_time(GROUP_STUCK, since, THRESHOLD, first=scaled)  # within the threshold, not before
+        assert len(stage.warnings(GROUP_STUCK)) == 1
+        gauges = stage.gauges()
+        assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (6, 1)
 
-    consumers[2].polling.set()  # polling again: it rejoins, the rebalance completes
-    await wait_for(port, group, "4 members owning 6 partitions", stable_with(names | {"s-3"}, 6))
-    recovered, _ = await verdict_over(port, group, names | {"s-3"}, 0)
-    assert (recovered.unowned, recovered.stuck) == ((), False), recovered
+        consumers(stage).live[silent].polling.set()  # polling again: it rejoins, the rebalance completes
+        everyone = [*pods, f"{group}-3"]
+        await stage.until("4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6))
+        await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
+        assert "stuck" not in stage.status.status and len(stage.warnings(GROUP_STUCK)) == 1
+        gauges = stage.gauges()
+        assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
+    finally:
+        consumers(stage).close()
 
 
 async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
-    port: KafkaCoordinatorPort, kafka_bootstrap: str, consumers: list[Consumer]
+    port: KafkaCoordinatorPort, kafka_bootstrap: str
 ) -> None:
     n = next(_names)
     group, topic = f"stuck-wide-{n}", create_topic(kafka_bootstrap, f"stuck-wide-{n}", 2)
-    commit_all(kafka_bootstrap, group, topic, 2)
-    names = {"w-0", "w-1", "w-2", "w-3"}
-    consumers.extend(member(kafka_bootstrap, group, topic, name) for name in sorted(names))
-    await wait_for(port, group, "4 members owning 2 partitions", stable_with(names, 2))
-    verdict, described = await verdict_over(port, group, names, THRESHOLD.total_seconds() + 1)
-    idle = {m.group_instance_id for m in described.members if not m.assignment}
-    assert len(idle) == 2  # two Ready consumers own nothing: there is nothing to give them
-    assert (verdict.unowned, verdict.idle, verdict.stuck) == ((), (), False), verdict
-    assert verdict.condition.reason == "PartitionsOwned"
+    stage = passes(port, kafka_bootstrap, group, topic, 4)
+    pods = [f"{group}-{i}" for i in range(4)]
+    try:
+        await stage.until("4 members owning 2 partitions", lambda: stable_with(port, group, pods, 2))
+        watched = time.monotonic()
+        while time.monotonic() - watched < THRESHOLD.total_seconds() + 2:
+            await stage.run()
+            condition = stage.condition(GROUP_STUCK)
+            assert (condition["status"], condition["reason"]) == ("False", "PartitionsOwned"), condition
+            assert "stuck" not in stage.status.status
+            await asyncio.sleep(0.5)
+        described = await port.describe(group)
+        assert sorted(owned_by(described).values()) == [0, 0, 1, 1]  # two Ready consumers own nothing
+        assert stage.warnings(GROUP_STUCK) == []
+        assert stage.gauges()["berth_operator_fleet_group_stuck"] == 0
+    finally:
+        consumers(stage).close()

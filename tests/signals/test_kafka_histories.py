@@ -1,6 +1,6 @@
 """Every value signal checked against Kafka's ground truth (issue 30, "What to build 2"): the histories of
 ``test_berth_histories`` (``support.signal_histories``), played by the signal lab with the operator's real pass
-against a real Kafka-protocol broker, the pods' processes real Kafka clients (``support.signal_kafka``): classic
+against a real Kafka-protocol broker, the pods' processes real Kafka clients (``support.signal_kafka_rig``): classic
 groups of kafka-python static members on ``kfake``, consumer-protocol (KIP-848) groups of confluent-kafka consumers
 (``group.protocol=consumer``) on ``kfake-kip848``. The oracle (``support.signal_oracle``) compares every Event,
 ``status.restarts``, ``status.lastScaleDown``, ``status.foreignMembers`` and the metrics with what the broker said
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from support.kafka_broker import HOW_TO_GET, HOW_TO_GET_KIP848, KafkaBroker, find_kfake
 from support.kube_fixtures import unavailable
 from support.signal_histories import histories
-from support.signal_kafka import BROKER_CONFIGS, CLASSIC, CONSUMER, PROTOCOLS, KafkaRig, create_topics
+from support.signal_kafka_rig import BROKER_CONFIGS, CLASSIC, CONSUMER, PROTOCOLS, KafkaRig, create_topics
 from support.signal_lab import History, Lab, Record
 from support.signal_oracle import describe, wrong_signals
 
@@ -49,7 +49,7 @@ VERBOSE = bool(os.environ.get("BERTH_KAFKA_SIGNAL_VERBOSE"))  # every history's 
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[dict[str, str]]:
     """One broker per protocol for every history of the module (each history a group of its own), started here with
-    the lowered group bounds the histories need (``signal_kafka.BROKER_CONFIGS``); never ``BERTH_KAFKA_BOOTSTRAP``:
+    the lowered group bounds the histories need (``signal_kafka_rig.BROKER_CONFIGS``); never ``BERTH_KAFKA_BOOTSTRAP``:
     a real cluster's bounds are not the tests' to lower."""
     classic, kip848 = find_kfake(), find_kfake(kip848=True)
     if classic is None or kip848 is None:

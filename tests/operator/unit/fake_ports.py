@@ -4,7 +4,7 @@ service runs with no Kubernetes and no coordinator."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -156,6 +156,10 @@ class InMemoryCoordinator:
         if group_id not in self.committed:
             return None
         return GroupLag(tuple(PartitionLag("orders", p, 5, 5) for p in range(self.committed[group_id])))
+
+    async def committed_partitions(self, group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        committed = [f"orders:{p}" for p in range(self.committed.get(group_id, 0))]
+        return tuple(committed if topics is None or "orders" in topics else ())[:limit]
 
 
 class Fleets:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from berth.operator.planners.observations import GroupDescription, GroupMember
-from berth.operator.planners.stuck_group import judge
+from berth.operator.planners.stuck_group import judge, membership, subscribed_topics
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(seconds=60)
@@ -69,6 +69,38 @@ def test_a_situation_that_clears_starts_its_clock_again() -> None:
 def test_a_group_without_members_is_unknown_unless_partitions_are_known() -> None:
     empty = GroupDescription("orders", "Empty", 3, None, ())
     assert judge(empty, (), set(), None, now=T0, threshold=THRESHOLD).condition.status == "Unknown"
-    # Every consumer gone and the partitions known (Kafka's committed ones): nobody owns them.
-    verdict = judge(empty, SIX, set(), {"unownedSince": "2026-11-28T11:00:00Z"}, now=T0, threshold=THRESHOLD)
+    # Every consumer gone (stopped polling, dropped), its pods Ready, and the partitions known: nobody owns them.
+    verdict = judge(empty, SIX, {"orders-0"}, {"unownedSince": "2026-11-28T11:00:00Z"}, now=T0, threshold=THRESHOLD)
     assert verdict.stuck and verdict.unowned == tuple(SIX)
+
+
+def test_a_fleet_with_no_member_and_no_ready_pod_is_not_stuck_for_its_committed_partitions() -> None:
+    """Scaled to zero (or no pod up yet): nobody is there to own the committed partitions; other conditions say
+    why, and ``GroupStuck`` is Unknown rather than True."""
+    empty = GroupDescription("orders", "Empty", 3, None, ())
+    before = {"unownedSince": "2026-11-28T11:00:00Z"}
+    verdict = judge(empty, SIX, set(), before, now=T0, threshold=THRESHOLD)
+    assert (verdict.unowned, verdict.stuck, verdict.status) == ((), False, None)
+    assert (verdict.condition.status, verdict.condition.reason) == ("Unknown", "NoAssignment")
+
+
+def test_the_group_s_topics_are_those_its_members_subscribe_to() -> None:
+    members = (
+        GroupMember("m-0", "orders-0", assignment=("orders:0",), subscribed=("orders",)),
+        GroupMember("m-1", "orders-1", subscribed=("orders", "audit")),
+        GroupMember("m-2", "orders-2"),  # a subscription the coordinator does not show
+    )
+    assert subscribed_topics(GroupDescription("orders", "Stable", 3, None, members)) == {"orders", "audit"}
+    unknown = (GroupMember("m-0", "orders-0", assignment=("orders:0",)),)
+    assert subscribed_topics(GroupDescription("orders", "PreparingRebalance", 4, None, unknown)) is None
+
+
+def test_the_committed_partitions_are_read_again_whenever_a_partition_could_have_lost_its_owner() -> None:
+    """A member that expires starts a rebalance at the same generation: its partitions lose their owner then, so the
+    state and the members count as much as the generation; a pass that sees the same group reads nothing again."""
+    stable = group(orders_0=[0, 1, 2], orders_1=[3, 4, 5])
+    assert membership(stable) == membership(group(orders_0=[0, 1, 2], orders_1=[3, 4, 5]))
+    expired = GroupDescription("orders", "PreparingRebalance", 3, None, stable.members[:1])
+    assert membership(expired) != membership(stable)  # same generation, another state and fewer members
+    assert membership(GroupDescription("orders", "Stable", 3, None, stable.members[:1])) != membership(stable)
+    assert membership(GroupDescription("orders", "Stable", 4, None, stable.members)) != membership(stable)

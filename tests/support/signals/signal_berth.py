@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +156,28 @@ class BerthMembers:
         topics = {topic for m in joined for topic in m.subscription.topics}
         assigned = RangeAssignor().assign(joined, dict.fromkeys(sorted(topics), self.partitions))
         return {member_id: encode_assignment(assignment) for member_id, assignment in assigned.items()}
+
+    async def commit(self, owned: Mapping[str, Sequence[str]], offset: int) -> None:
+        """Each live member commits ``offset`` for the partitions it owns (``owned``: ``topic:N`` by instance id, as
+        the group describes them), with its member id and generation, as a consumer does; every one accepted."""
+        for instance_id, partitions in owned.items():
+            member = self.live[instance_id]
+            by_topic: dict[str, list[int]] = {}
+            for name in partitions:
+                topic, _, partition = name.rpartition(":")
+                by_topic.setdefault(topic, []).append(int(partition))
+            body = {
+                "generation_id": member.generation,
+                "member_id": member.member_id,
+                "group_instance_id": instance_id,
+                "topics": [
+                    {"name": topic, "partitions": [{"partition_index": p, "committed_offset": offset} for p in ps]}
+                    for topic, ps in by_topic.items()
+                ],
+            }
+            status, answer = await self.api.post(self.api.group_path(self.group, "/offsets"), body)
+            errors = {p["error"] for t in answer.get("topics", ()) for p in t["partitions"]}
+            assert status == 200 and errors <= {"NONE"}, answer
 
     def outstanding(self) -> list[asyncio.Task[dict[str, Any]]]:
         return [m.task for m in self.live.values() if m.task is not None] + self.orphans

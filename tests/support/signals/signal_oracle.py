@@ -25,7 +25,7 @@ The properties (issue 30, "Every value signal checked against ground truth"):
 - **no pass fails** (the lab's coordinator and workload never fail a call).
 
 On Kafka the truth is sampled (``Record.sampled``: the broker's answers to the operator's removals and its group
-described every 150 ms, ``signal_kafka``) and the lab runs on the wall clock, so three checks are bounds there: the
+described every 150 ms, ``signal_kafka_rig``) and the lab runs on the wall clock, so three checks are bounds there: the
 operator's static restarts are at most the times the broker showed one of the fleet's ids under a new member id (a
 pass sees only what changed since the last pass); a removal belongs to the ``lastScaleDown`` whose ``at`` is up to
 6 s before it (the pass that made it, on a busy machine); and ``fromGeneration`` is not checked (the removals carry

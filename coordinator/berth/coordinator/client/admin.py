@@ -129,14 +129,15 @@ class CoordinatorAdmin:
         return answer.groups
 
     async def fetch_offsets(
-        self, group_id: str, topics: Iterable[str] | None = None
+        self, group_id: str, topics: Iterable[str] | None = None, *, limit: int | None = None
     ) -> dict[TopicPartition, FetchedPartition]:
-        """Committed offsets of ``topics`` (all committed topics when None); an unknown group has none."""
+        """Committed offsets of ``topics`` (all committed topics when None); an unknown group has none. With
+        ``limit``, at most that many: the first by topic and partition (one page, docs/api.md §4)."""
         calls = GroupCalls(self._transport, group_id)
         wanted = list(topics) if topics is not None else None
 
         async def attempt() -> dict[TopicPartition, FetchedPartition]:
-            result = await calls.fetch(wanted)
+            result = await calls.fetch(wanted, limit=limit)
             _raise_unless(result.error, {Error.NONE}, f"offset fetch from group {group_id!r}")
             return result.by_partition()
 

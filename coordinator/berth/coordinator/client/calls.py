@@ -156,12 +156,15 @@ class GroupCalls:
         )
         return await self.transport.request("POST", self._paths["offsets"], OffsetCommitResponse, body=body)
 
-    async def fetch(self, topics: Iterable[str] | None = None) -> OffsetFetchResponse:
+    async def fetch(self, topics: Iterable[str] | None = None, *, limit: int | None = None) -> OffsetFetchResponse:
         """Committed offsets of ``topics`` (all committed topics when None): every page the coordinator answers in
-        (docs/api.md §4), one request each, merged into one answer; a page with an error ends it with that error."""
+        (docs/api.md §4), one request each, merged into one answer; a page with an error ends it with that error.
+        With ``limit``, only the first page of at most ``limit`` partitions (its ``next`` says whether more remain)."""
         params = [("api_version", str(FETCH_VERSION))] + [("topic", topic) for topic in topics or ()]
+        if limit is not None:
+            params.append(("limit", str(limit)))
         answer = await self.transport.request("GET", self._paths["offsets"], OffsetFetchResponse, params=params)
-        while answer.next is not None and answer.error is Error.NONE:
+        while limit is None and answer.next is not None and answer.error is Error.NONE:
             page = await self.transport.request(
                 "GET", self._paths["offsets"], OffsetFetchResponse, params=[*params, ("after", answer.next)]
             )

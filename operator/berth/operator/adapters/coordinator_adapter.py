@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 import aiohttp
 
 from berth.coordinator.client import CoordinatorAdmin
-from berth.coordinator.client.encoding import EncodingError, decode_assignment
+from berth.coordinator.client.encoding import EncodingError, decode_assignment, read_subscription
 from berth.coordinator.client.errors import (
     AuthorizationError,
     BerthClientError,
@@ -41,7 +41,7 @@ from berth.coordinator.client.errors import (
     ResponseTooLargeError,
 )
 from berth.coordinator.client.transport import DEFAULT_MAX_RESPONSE_BYTES, MalformedResponseError
-from berth.coordinator.protocol import GroupOwner
+from berth.coordinator.protocol import Error, GroupOwner
 from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
 from berth.operator.planners.observations import (
     CoordinatorBounds,
@@ -154,7 +154,12 @@ class ClientCoordinatorPort:
             generation=described.generation_id,
             leader=described.leader,
             members=tuple(
-                GroupMember(m.member_id, m.group_instance_id, assignment=_partitions(m.member_assignment))
+                GroupMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    assignment=_partitions(m.member_assignment),
+                    subscribed=_topics(m.member_metadata),
+                )
                 for m in described.members
             ),
             owner=_owner(described.owner),
@@ -179,6 +184,16 @@ class ClientCoordinatorPort:
 
     async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
         return None  # Berth's coordinator keeps offsets but no partition log: there is no log end to lag behind
+
+    async def committed_partitions(self, group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        """One page of the group's committed offsets (docs/api.md §4, ``?limit=``): at most ``limit`` partitions."""
+        fetched = await self._ask(
+            f"reading the committed partitions of {group_id}",
+            self.admin.fetch_offsets(group_id, None if topics is None else sorted(topics), limit=limit),
+            group_id=group_id,
+        )
+        committed = sorted(tp for tp, got in fetched.items() if got.error is Error.NONE and got.committed_offset >= 0)
+        return tuple(f"{topic}:{partition}" for topic, partition in committed[:limit])
 
 
 def failure(error: BaseException, what: str, url: str, *, expected_members: int = 0) -> tuple[str, str]:
@@ -255,6 +270,13 @@ def _partitions(raw: bytes) -> tuple[str, ...]:
         return ()
     named = assignment.partitions.items()
     return tuple(f"{topic}:{partition}" for topic, partitions in named for partition in partitions)
+
+
+def _topics(raw: bytes) -> tuple[str, ...]:
+    """The topics a member subscribes to (the member library's encoding; the coordinator shows them while the group
+    is Stable); none for another encoding or an empty subscription."""
+    subscription = read_subscription(raw) if raw else None
+    return () if subscription is None else tuple(subscription.topics)
 
 
 def _owner(owner: GroupOwner | None) -> GroupOwnerRef | None:

@@ -58,6 +58,8 @@ class GroupMember:
     member_epoch: int | None = None
     #: The partitions it owns, ``topic:partition``, when the coordinator says (empty: unknown or none).
     assignment: tuple[str, ...] = ()
+    #: The topics it subscribes to, when the coordinator says (empty: unknown).
+    subscribed: tuple[str, ...] = ()
 
 
 class GroupProtocol(StrEnum):

@@ -6,9 +6,11 @@ never completes an assignment, a consumer that stopped polling and was dropped, 
 Lag shows it late and only on Kafka; ownership shows it at once. Rules:
 
 - Pure: the pass hands in the members' assignments (``GroupDescription``: ``topic:partition`` per member), the
-  partitions known to exist (the group's committed partitions of its topics, where the coordinator keeps a partition
-  log: Kafka's lag read; Berth's coordinator knows only what is assigned), the Ready pods, the time and the threshold.
-- **Unowned**: a known partition no member's assignment names. **Idle**: a Ready pod whose instance id holds no
+  partitions known to exist (the group's committed partitions: Kafka's lag read, or on Berth's coordinator, which
+  keeps offsets but no partition log, its committed offsets of the topics the members subscribe to
+  (:func:`subscribed_topics`), at most :data:`KNOWN_MAX`), the Ready pods, the time and the threshold.
+- **Unowned**: a known partition no member's assignment names, while the fleet has a member or a Ready pod (a fleet
+  scaled to zero owns nothing and is not stuck). **Idle**: a Ready pod whose instance id holds no
   partition while another member holds two or more (a fleet larger than its partition count, where every busy
   member holds one, is not stuck: there is nothing to give the idle ones).
 - Each has its own ``since`` (kept in ``status.stuck``, so a restarted operator goes on counting); a situation that
@@ -32,6 +34,9 @@ GROUP_STUCK = "GroupStuck"
 STUCK = "stuck"
 #: At most this many partitions or pods are named in status and messages.
 NAMED = 10
+#: At most this many committed partitions are read as known per pass where the coordinator keeps no partition log
+#: (Berth's: one page of its offset fetch, the first by topic and partition); a group with more is judged on those.
+KNOWN_MAX = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,21 @@ def owners(description: GroupDescription) -> dict[str, tuple[str, ...]]:
     return {(m.group_instance_id or m.member_id): tuple(m.assignment) for m in description.members}
 
 
+def subscribed_topics(description: GroupDescription) -> frozenset[str] | None:
+    """The topics the group's members subscribe to, where the coordinator says (None: no member's is known); the
+    committed partitions of other topics (a topic the group no longer consumes) are not the group's to own."""
+    topics = frozenset(topic for member in description.members for topic in member.subscribed)
+    return topics or None
+
+
+def membership(description: GroupDescription) -> tuple[int, str, frozenset[str]]:
+    """What must change for a partition to lose its owner: the group's generation, its state (a member expired or
+    left starts a rebalance at the same generation) and its members. The committed partitions (where a coordinator
+    has no partition log) are read again only when this changes: a partition committed since was committed by its
+    owner, and stays owned until it does."""
+    return description.generation, description.state, frozenset(m.member_id for m in description.members)
+
+
 def judge(
     description: GroupDescription,
     known_partitions: Iterable[str],
@@ -60,10 +80,12 @@ def judge(
     threshold: timedelta,
 ) -> StuckVerdict:
     held = owners(description)
+    ready = set(ready_pods)
     owned = {p for partitions in held.values() for p in partitions}
-    unowned = tuple(sorted(set(known_partitions) - owned))
+    # Nobody to own them (no member, no Ready pod: scaled to zero, or not up): other conditions say why.
+    unowned = tuple(sorted(set(known_partitions) - owned)) if held or ready else ()
     busiest = max((len(partitions) for partitions in held.values()), default=0)
-    idle = tuple(sorted(pod for pod in ready_pods if not held.get(pod))) if busiest >= 2 else ()
+    idle = tuple(sorted(pod for pod in ready if not held.get(pod))) if busiest >= 2 else ()
     before = previous or {}
     unowned_since = _since(before.get("unownedSince"), now) if unowned else None
     idle_since = _since(before.get("idleSince"), now) if idle else None

@@ -55,7 +55,7 @@ Every write names the fleet's uid as ``owner_uid`` where the kind ``records_owne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -318,6 +318,12 @@ class CoordinatorPort(Protocol):
     async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
         """Per partition the group committed or owns (``description`` says who owns what), its committed and log
         end offsets; None where the coordinator keeps no partition log (Berth's)."""
+        ...
+
+    async def committed_partitions(self, group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        """The group's partitions with a committed offset, as ``topic:N``, of ``topics`` (every committed topic when
+        None): at most ``limit`` of them, the first by topic and partition. Where the coordinator keeps no partition
+        log (Berth's: ``group_lag`` is None), the evidence of which partitions the group's topics have."""
         ...
 
 

@@ -30,9 +30,12 @@ class FleetMemory:
     evidence: EvidenceState = field(default_factory=EvidenceState)
     #: ``contributors.lag``: why the lag could not be read, as last logged (once, not once per pass).
     lag_problem: str | None = None
-    #: ``contributors.lag`` writes, ``contributors.stuck`` reads: the partitions the last lag read measured (the
-    #: group's committed partitions of its topics, where the coordinator keeps a partition log), as ``topic:N``.
+    #: ``contributors.lag`` writes, ``contributors.stuck`` reads: the partitions known to exist, as ``topic:N``: those
+    #: the last lag read measured (Kafka), or the group's committed partitions (Berth's coordinator, no partition log).
     known_partitions: frozenset[str] = frozenset()
+    #: ``contributors.lag`` (Berth's coordinator): the group as it was when its committed partitions were read
+    #: (``stuck_group.membership``: generation, state, members); read again only when that changes.
+    known_at: object = None
     #: ``contributors.restarts``: what the journal (or the evidence) said of the group since the last pass that
     #: counted it (the reconciler adds the journal follower's pages for the group the fleet follows).
     activity: GroupActivity = NOTHING

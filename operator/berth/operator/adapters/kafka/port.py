@@ -27,7 +27,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import kafka.errors as errors
@@ -170,6 +170,13 @@ class KafkaCoordinatorPort:
             group_id=group_id,
         )
         return GroupLag(tuple(PartitionLag(p.topic, p.partition, p.committed, p.log_end, p.owner) for p in found))
+
+    async def committed_partitions(self, group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        return await self._call(
+            f"reading the committed offsets of group {group_id} (Group DESCRIBE)",
+            lambda admin: wire.committed_partitions(admin, group_id, topics, limit),
+            group_id=group_id,
+        )
 
     async def delete_group(self, group_id: str, *, owner_uid: str | None = None) -> str:
         return await self._call(

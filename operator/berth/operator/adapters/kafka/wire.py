@@ -32,7 +32,7 @@ import shutil
 import ssl
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,6 +192,22 @@ def group_lag(
     admin: KafkaAdminClient, group_id: str, owners: Mapping[tuple[str, int], str]
 ) -> tuple[PartitionLag, ...]:
     return kafka_groups.group_lag(admin, group_id, owners)
+
+
+def committed_partitions(
+    admin: KafkaAdminClient, group_id: str, topics: Collection[str] | None, limit: int
+) -> tuple[str, ...]:
+    """The group's partitions with a committed offset (OffsetFetch), ``topic:N``, the first ``limit`` of them."""
+    try:
+        offsets = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    except errors.GroupIdNotFoundError:
+        return ()
+    committed = sorted(
+        (tp.topic, tp.partition)
+        for tp, meta in offsets.items()
+        if meta is not None and meta.offset is not None and meta.offset >= 0 and (topics is None or tp.topic in topics)
+    )
+    return tuple(f"{topic}:{partition}" for topic, partition in committed[:limit])
 
 
 def leave_by_instance_ids(admin: KafkaAdminClient, group_id: str, instance_ids: Sequence[str]) -> dict[str, str]:

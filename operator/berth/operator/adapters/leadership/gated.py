@@ -17,7 +17,7 @@ leave done and nothing recorded; a stall before it freezes the operator's event 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import aiohttp
 
@@ -88,6 +88,9 @@ class GatedCoordinatorPort:
 
     async def group_lag(self, group_id: str, description: GroupDescription) -> GroupLag | None:
         return await self.port.group_lag(group_id, description)
+
+    async def committed_partitions(self, group_id: str, topics: Collection[str] | None, limit: int) -> tuple[str, ...]:
+        return await self.port.committed_partitions(group_id, topics, limit)
 
 
 class GatedCoordinators:

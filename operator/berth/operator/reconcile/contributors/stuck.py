@@ -1,8 +1,9 @@
 """The stuck-group contributor: ``GroupStuck``, ``status.stuck`` and the fleet's ownership gauges, from who owns
 which partition (``planners.stuck_group`` decides). The partitions known to exist are those the lag contributor
-last measured (``FleetMemory.known_partitions``: Kafka's partition log) and those assigned; Ready pods are the
-running pods not unready. A ``GroupStuck`` that turns True is a Warning Event, once; the fleet is passed again when
-a situation reaches the threshold (``FleetRecord.again_at``), so it is seen on time without a pass per second.
+last found (``FleetMemory.known_partitions``: Kafka's partition log, or Berth's committed offsets) and those
+assigned; Ready pods are the running pods not unready. A ``GroupStuck`` that turns True is a Warning Event, once;
+the fleet is passed again when a situation reaches the threshold (``FleetRecord.again_at``), so it is seen on time
+without a pass per second.
 """
 
 from __future__ import annotations
