@@ -75,6 +75,7 @@ class Tally:
     events = 0
     passes = 0
     fatal: list[str] = []  # fatal client errors (a consumer-protocol process replaced its consumer)
+    unsettled: list[str] = []  # histories whose group the broker still showed rebalancing at the end
 
 
 @pytest.mark.timeout(300 + 30 * HISTORIES)  # about 8 s a history quiet on 2 cores, 8 at a time: room for a busy machine
@@ -100,6 +101,8 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
             Tally.histories[protocol] += 1
             Tally.events += len(record.said)
             Tally.passes += len(record.statuses)
+            if record.unsettled is not None:
+                Tally.unsettled.append(f"{record.group} ({protocol}): {record.unsettled}")
             found = wrong_signals(record)
             if VERBOSE:
                 print(f"\n{protocol} group {record.group}: {len(found)} wrong\n{describe(record)}\n{record.status}")
@@ -113,7 +116,8 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
     print(
         f"\nKafka: {played} generated histories ({Tally.histories[CLASSIC]} classic, {Tally.histories[CONSUMER]}"
         f" consumer protocol), {Tally.passes} passes, {Tally.events} Events, 0 wrong signals ({elapsed:.0f} s,"
-        f" {BATCH} at a time, seed {SEED}); {len(Tally.fatal)} fatal client errors: {Tally.fatal}"
+        f" {BATCH} at a time, seed {SEED}); {len(Tally.fatal)} fatal client errors: {Tally.fatal};"
+        f" {len(Tally.unsettled)} groups the broker left rebalancing: {Tally.unsettled}"
     )
     if RESULTS:
         figures = {
@@ -126,6 +130,7 @@ def test_every_signal_agrees_with_the_broker_over_generated_histories(brokers: d
             "seconds": round(elapsed),
             "concurrent": BATCH,
             "fatal_client_errors": len(Tally.fatal),
+            "groups_left_rebalancing": len(Tally.unsettled),
             "seed": SEED,
         }
         Path(RESULTS).write_text(json.dumps(figures, indent=2) + "\n")

@@ -61,6 +61,8 @@ BROKER_CONFIGS = {
     ),
 }
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+#: The states of a group that has settled (a consumer-protocol group reconciling or assigning has not).
+SETTLED = frozenset({"Stable", "Empty", "Dead"})
 
 
 def create_topics(bootstrap: str) -> None:
@@ -253,6 +255,7 @@ class Watch:
     rebalancing: bool = False
     epoch: int = -1
     looks: int = 0
+    state: str = ""  # the group's state, as last described
 
     def left(self, at_ms: int, results: Mapping[str, str]) -> None:
         for instance_id, outcome in sorted(results.items()):
@@ -262,6 +265,7 @@ class Watch:
 
     def look(self, at_ms: int, state: str, epoch: int, members: Mapping[str, str]) -> None:
         self.looks += 1
+        self.state = state
         for instance_id, member_id in sorted(members.items()):
             before = self.members.get(instance_id)
             if before == member_id:
@@ -354,6 +358,8 @@ class KafkaRig:
             await self.watcher
         record.truth = list(self.watch.events)
         record.sampled = True
+        if self.watch.state not in SETTLED:
+            record.unsettled = self.watch.state
         record.failures += [f"the rig's watch failed: {error}" for error in self.watch_errors]
         if self.processes is not None:
             record.failures += [f"a member failed: {error}" for error in self.processes.errors()]
