@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 HISTORIES = int(os.environ.get("BERTH_KAFKA_SIGNAL_HISTORIES", "16"))
 BATCH = max(1, int(os.environ.get("BERTH_KAFKA_SIGNAL_BATCH", "8")))
-SEED = int(os.environ.get("BERTH_KAFKA_SIGNAL_SEED", "31"))
+SEED = int(os.environ.get("BERTH_KAFKA_SIGNAL_SEED", "7"))
 RESULTS = os.environ.get("BERTH_KAFKA_SIGNAL_RESULTS")
 VERBOSE = bool(os.environ.get("BERTH_KAFKA_SIGNAL_VERBOSE"))  # every history's record printed (with -s)
 
