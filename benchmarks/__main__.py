@@ -29,6 +29,7 @@ BENCHMARKS = {
     "static_restart": "benchmarks.static_restart",
     "status_lag": "benchmarks.status_lag",
     "operator_scale": "benchmarks.operator_scale",
+    "operator_pods": "benchmarks.operator_pods",
     "operator_takeover": "benchmarks.operator_takeover",
     "failover": "benchmarks.failover",
     "operator_metrics": "benchmarks.operator_metrics",

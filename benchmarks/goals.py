@@ -70,6 +70,13 @@ GOALS: dict[str, str] = {
         " pods Pending (no kubelet), the operator's defaults (10 min resync), fleets of one replica"
         " on Berth's coordinator"
     ),
+    "operator_pods": (
+        "1,000 fleets x 10 pods, running, each pod's static member in its group (issue 31): every fleet Stable with"
+        " status; a rolling restart of every fleet at once with 0 rebalances and every fleet's Restarted Event; every"
+        " fleet scaled down by one with one batch leave each; the operator's CPU, RSS and API requests per pod event"
+        " reported, and idle afterwards. Assumes the stage controller's simulated nodes (kwok's job) and one process"
+        " playing the members, the operator's defaults, Berth's coordinator"
+    ),
     "operator_takeover": (
         "the new leader's first write within 5 s of a graceful stop and of a reinstall (helm uninstall + install; from"
         " the new replica's start), and within the lease duration + 5 s of a kill -9 or a freeze (issue 28). Assumes"

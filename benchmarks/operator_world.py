@@ -70,9 +70,13 @@ class World:
 
 
 @contextlib.contextmanager
-def world(*coordinator_flags: str) -> Iterator[World]:
-    """The control plane, the chart, and a coordinator (with ``coordinator_flags``) requiring tokens."""
-    with tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp, started_control_plane() as plane:
+def world(*coordinator_flags: str, controller_flags: tuple[str, ...] = ()) -> Iterator[World]:
+    """The control plane (``controller_flags``: more kube-controller-manager flags), the chart, and a coordinator
+    (with ``coordinator_flags``) requiring tokens."""
+    with (
+        tempfile.TemporaryDirectory(prefix="berth-operator-bench-") as tmp,
+        started_control_plane(controller_flags) as plane,
+    ):
         work = Path(tmp)
         kube = admin_of(plane)
         kube.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
@@ -109,13 +113,16 @@ def world(*coordinator_flags: str) -> Iterator[World]:
             coordinator.kill()
 
 
-def create_fleets(kube: Kube, namespace: str, count: int, *, batch: int = 250, at_once: int = 1) -> None:
-    """``count`` fleets of one replica each (``f-0000``...), each with a group of its own, created in batches
+def create_fleets(
+    kube: Kube, namespace: str, count: int, *, batch: int = 250, at_once: int = 1, replicas: int = 1
+) -> None:
+    """``count`` fleets of ``replicas`` each (``f-0000``...), each with a group of its own, created in batches
     (``kubectl create``), ``at_once`` batches at a time."""
 
     def create(start: int) -> None:
         bodies = [
-            fleet_body(f"f-{i:04d}", 1, f"{namespace}-f-{i:04d}") for i in range(start, min(count, start + batch))
+            fleet_body(f"f-{i:04d}", replicas, f"{namespace}-f-{i:04d}")
+            for i in range(start, min(count, start + batch))
         ]
         # Not kube.kubectl: its 3-minute guard is shorter than an API server as busy as a burst can make it.
         subprocess.run(
@@ -184,9 +191,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory now (``VmHWM``: the most it has held since it started), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 

@@ -1,13 +1,14 @@
 """Regenerate ``docs/reliability.md`` from the reliability campaign's results (``make soak``): crash consistency
 (``crash.json``), failover of the replicated coordinator (``ha_campaign.json``), floods (``floods.json``) and the soak
-(``soak.json``), with what the test suite proves."""
+(``soak.json``), the leadership and signal campaigns (``reliability_operator``, ``reliability_signals``), with what
+the test suite proves."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from benchmarks import reliability_operator, stored_report
+from benchmarks import reliability_operator, reliability_signals, stored_report
 from benchmarks.bounds_floods import BYSTANDER_RATE, BYSTANDER_SECONDS
 from benchmarks.common import RESULTS, ROOT
 
@@ -222,6 +223,7 @@ def render() -> str:
         ]
     lines += robustness_lines()
     lines += reliability_operator.section()
+    lines += reliability_signals.section()
     lines += [
         "## Storage faults",
         "",

@@ -25,6 +25,7 @@ ORDER = [
     "kafka_consumer_protocol",
     "status_lag",
     "operator_scale",
+    "operator_pods",
     "operator_takeover",
     "failover",
     "operator_metrics",

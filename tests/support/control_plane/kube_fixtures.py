@@ -28,8 +28,9 @@ CRD_NAME = "consumerfleets.berth.dev"
 
 
 @contextmanager
-def started_control_plane() -> Iterator[ControlPlane]:
-    """A control plane of its own, stopped and removed on exit (or a skip naming what is missing)."""
+def started_control_plane(controller_flags: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
+    """A control plane of its own (``controller_flags``: more kube-controller-manager flags), stopped and removed on
+    exit (or a skip naming what is missing)."""
     binaries = find_binaries()
     if binaries is None:
         unavailable(HOW_TO_GET)
@@ -37,7 +38,7 @@ def started_control_plane() -> Iterator[ControlPlane]:
     if shutil.which("openssl") is None:
         unavailable("the control-plane tier makes its PKI with openssl, which is not on PATH")
     workdir = Path(tempfile.mkdtemp(prefix="berth-k8s-"))
-    plane = ControlPlane(binaries, workdir)
+    plane = ControlPlane(binaries, workdir, controller_flags=controller_flags)
     try:
         plane.start()
         yield plane
