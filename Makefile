@@ -64,6 +64,9 @@ soak: install
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/http/test_crash.py
 	BERTH_SIGNAL_HISTORIES=200 BERTH_SIGNAL_SEED=$(or $(SEED),3030) BERTH_SIGNAL_RESULTS=benchmarks/results/signals_berth.json \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/signals/test_berth_histories.py
+	BERTH_KAFKA_SIGNAL_HISTORIES=200 BERTH_KAFKA_SIGNAL_BATCH=8 BERTH_KAFKA_SIGNAL_SEED=$(or $(SEED),3031) \
+		BERTH_KAFKA_SIGNAL_RESULTS=benchmarks/results/signals_kafka.json \
+		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/signals/test_kafka_histories.py
 	BERTH_HA_ROUNDS=20 BERTH_HA_RESULTS=benchmarks/results/ha_campaign.json \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/ha/test_ha_campaign.py
 	BERTH_SOAK=1 BERTH_NODE_HA_ROUNDS=5 BERTH_NODE_HA_RESULTS=benchmarks/results/ha_node.json \

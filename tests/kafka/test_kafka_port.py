@@ -92,6 +92,14 @@ async def test_an_unknown_group_is_dead_and_deleting_it_says_not_found(port: Kaf
     assert await port.delete_group("never-was") == "GROUP_ID_NOT_FOUND"
 
 
+async def test_a_removal_from_a_group_that_never_was_removes_nobody(port: KafkaCoordinatorPort) -> None:
+    """Regression (found by the Kafka signal lab): a fleet scaled 4 -> 0 before any pod joined asked kfake to remove
+    its ids from a group that did not exist; the broker's GROUP_ID_NOT_FOUND became "cannot reach the coordinator"
+    on every pass, and the fleet never converged."""
+    results = await port.leave_instances("never-was-left", ["never-was-left-0", "never-was-left-1"])
+    assert results == {"never-was-left-0": "UNKNOWN_MEMBER_ID", "never-was-left-1": "UNKNOWN_MEMBER_ID"}
+
+
 async def test_deleting_an_empty_group_with_offsets_answers_none_and_the_offsets_go_with_it(
     port: KafkaCoordinatorPort, kafka_bootstrap: str, kafka_topic: str
 ) -> None:

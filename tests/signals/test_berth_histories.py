@@ -24,40 +24,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 from support.coordinator import CoordinatorProcess
 from support.signal_berth import BerthRig
-from support.signal_lab import History, Lab, Step
+from support.signal_histories import histories
+from support.signal_lab import History, Lab
 from support.signal_oracle import describe, wrong_signals
 
 HISTORIES = int(os.environ.get("BERTH_SIGNAL_HISTORIES", "10"))
 SEED = int(os.environ.get("BERTH_SIGNAL_SEED", "30"))
 RESULTS = os.environ.get("BERTH_SIGNAL_RESULTS")
 PHASES = (Phase.explicit, Phase.generate, *((Phase.shrink,) if os.environ.get("BERTH_SIGNAL_SHRINK") else ()))
-
-MAX_REPLICAS = 5
-
-steps = st.one_of(
-    st.just(Step("pass")),
-    st.just(Step("pass")),
-    st.sampled_from((300, 1_000, 3_000, 8_000, 20_000)).map(lambda ms: Step("wait", ms=ms)),
-    st.sampled_from((1_000, 3_000)).map(lambda ms: Step("wait", ms=ms)),
-    st.integers(0, MAX_REPLICAS - 1).map(lambda n: Step("delete", n)),
-    st.integers(0, MAX_REPLICAS - 1).map(lambda n: Step("evict", n)),
-    st.tuples(st.integers(0, MAX_REPLICAS - 1), st.sampled_from((500, 4_000, 15_000))).map(
-        lambda t: Step("crash", t[0], ms=t[1])
-    ),
-    st.booleans().map(lambda changed: Step("roll", changed=changed)),
-    st.integers(0, MAX_REPLICAS).map(lambda n: Step("scale", n)),
-)
-histories = st.builds(
-    History,
-    replicas=st.integers(1, MAX_REPLICAS - 1),
-    leave_on_scale_down=st.booleans(),
-    pre_register=st.booleans(),
-    ordered_ready=st.booleans(),
-    steps=st.lists(steps, min_size=4, max_size=16).map(tuple),
-)
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,11 @@
   tier's fixtures and world (``kafka_fixtures``, ``kafka_stage``);
 - ``network``: ports (``net``), certificates made with openssl (``certs``), a proxy a test can cut (``tcp_proxy``);
 - ``real_node``: a real node on this machine (``node`` and the ``node_*`` modules: ``pytest -m node``);
-- ``signals``: the signal lab (``signal_lab``): the operator's real pass over generated histories of a simulated
-  StatefulSet (``signal_fleet``) against Berth's coordinator (``signal_berth``), and the oracle that checks what it
-  said against the coordinator's journal (``signal_oracle``); one fleet's passes over the real Kafka port with real
-  consumers as its pods' processes (``signal_kafka``);
+- ``signals``: the signal lab (``signal_lab``): the operator's real pass over generated histories
+  (``signal_histories``) of a simulated StatefulSet (``signal_fleet``) against Berth's coordinator
+  (``signal_berth``) or a Kafka broker with real clients (``signal_kafka_rig``), and the oracle that checks what it
+  said against the coordinator's journal or the broker's group (``signal_oracle``); one fleet's passes over the real
+  Kafka port with real consumers as its pods' processes (``signal_kafka``);
 - ``tiers``: whether a tier runs: a missing tool skips it with one line, a failure under ``CI=true`` (``ci``).
 
 Every module is imported as ``support.<module>`` whatever its folder (this package's path holds the folders), so a

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from berth.operator.planners.conditions import Condition, format_time, merge_conditions
-from berth.operator.planners.fleet_status import token_secret_blocked
+from berth.operator.planners.fleet_status import merge_patch, token_secret_blocked, view_patch
 from berth.operator.planners.observations import GroupDescription, GroupMember
 from berth.operator.planners.status import PodsBlocked, plan_group_status
 from berth.operator.spec.fleet import parse_fleet
@@ -286,3 +286,43 @@ def test_merge_conditions_appends_new_types_and_times_are_utc_seconds() -> None:
 def test_format_time_refuses_a_naive_datetime() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         format_time(datetime(2026, 3, 1, 12, 0))
+
+
+def test_status_group_assignment_keeps_no_entry_of_a_member_gone_or_owning_nothing(now: datetime) -> None:
+    """Regression (found by the Kafka signal lab): status.group was merge-patched into the last one, so after a
+    scale-down 4 -> 1 status.group.assignment still named the three departed pods as owning partitions, and a member
+    owning nothing mid-rebalance kept its old partitions there."""
+
+    def view(description: GroupDescription, status: dict[str, Any]) -> dict[str, Any]:
+        patch = view_patch(
+            fleet_name="orders",
+            group_id="orders",
+            desired_replicas=len(description.members),
+            status=status,
+            selector="berth.dev/fleet=orders",
+            running=len(description.members),
+            ready=len(description.members),
+            description=description,
+            unreachable_reason="",
+            now=now,
+            generation=3,
+        )
+        return merge_patch(status, patch)  # as the API server applies it
+
+    def owning(*owned: tuple[str, tuple[str, ...]]) -> GroupDescription:
+        members = tuple(GroupMember(f"m-{name}", name, assignment=partitions) for name, partitions in owned)
+        return GroupDescription("orders", "Stable", 5, None, members)
+
+    four = owning(*((f"orders-{o}", (f"t:{o}",)) for o in range(4)))
+    status = view(four, {})
+    assert status["group"]["assignment"] == {f"orders-{o}": f"t:{o}" for o in range(4)}
+
+    status = view(owning(("orders-0", ("t:0", "t:1", "t:2", "t:3"))), status)
+    assert status["group"]["assignment"] == {"orders-0": "t:0,1,2,3"}
+
+    status = view(owning(("orders-0", ()), ("orders-1", ("t:0",))), status)
+    assert status["group"]["assignment"] == {"orders-1": "t:0"}
+    assert status["group"]["members"] == ["orders-0", "orders-1"]
+
+    status = view(owning(("orders-0", ()), ("orders-1", ())), status)
+    assert "assignment" not in status["group"]

@@ -45,6 +45,8 @@ NAMESPACE = "lab"
 SESSION_MS = 10_000
 #: The lab's tick: the kubelet, the controller and the members move this often (lab ms).
 TICK_MS = 250
+#: How a history that never came to rest is recorded among ``Record.failures``.
+NEVER_RESTED = "never came to rest: "
 
 
 # --------------------------------------------------------------------------------------------- a history
@@ -113,6 +115,12 @@ class Record:
     log: list[Any] = field(default_factory=list)
     truth: list[dict[str, Any]] = field(default_factory=list)  # the journal's events of the group (or the broker's)
     failures: list[str] = field(default_factory=list)  # passes that raised
+    #: The truth was sampled from the broker's group (Kafka) rather than read from a journal: it names every change
+    #: a pass could have seen, but the operator, which samples at its passes, may see fewer (the oracle's bounds).
+    sampled: bool = False
+    #: The broker's own group was still rebalancing when the lab gave up waiting for the fleet to come to rest (its
+    #: state, as the rig last described it), None when it had settled: then the fleet not resting is the operator's.
+    unsettled: str | None = None
 
     @property
     def status(self) -> dict[str, Any]:
@@ -313,7 +321,7 @@ class Lab:
             if done:
                 return
             await self.wait(SESSION_MS // 2)
-        self.record.failures.append("never came to rest: " + str(self.status.status.get("conditions")))
+        self.record.failures.append(NEVER_RESTED + str(self.status.status.get("conditions")))
 
 
 def _ready(status: Mapping[str, Any]) -> bool:

@@ -5,7 +5,8 @@ other planners own Ready, CoordinatorReachable, Rebalancing and ScaleDownPending
 ``readyReplicas``, ``ready`` ("3/5"), ``groupId``, ``sessionTimeout`` ("45s", from ``sessionTimeoutMs``),
 ``selector``, ``instanceIds``, ``group``, ``conditions`` and ``observedGeneration``.
 Rules: pure functions of what was read; :func:`only_changes` trims a patch to the keys whose value differs, so an
-idle fleet's reconcile writes nothing (every write is a watch event for every client).
+idle fleet's reconcile writes nothing (every write is a watch event for every client); ``group`` is written whole
+(:func:`replacing`: a member gone, or owning nothing now, keeps no entry in ``group.assignment``).
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def view_patch(
     if isinstance(status.get("sessionTimeoutMs"), int):
         patch["sessionTimeout"] = format_duration_ms(status["sessionTimeoutMs"])
     if plan.group is not None:
-        patch["group"] = plan.group
+        # The whole block, not merged into the last one: a member gone, or owning nothing now, leaves no entry behind.
+        patch["group"] = replacing(status.get("group"), plan.group)
     elif description is not None:
         patch["group"] = None  # the coordinator knows no such group: nothing to show (a merge patch removes it)
     return patch
@@ -217,6 +219,19 @@ def composable(first: Mapping[str, Any], then: Mapping[str, Any]) -> bool:
             if not isinstance(before, Mapping) or not composable(before, value):
                 return False
     return True
+
+
+def replacing(before: Any, after: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch that makes ``before`` exactly ``after``: every key ``before`` has and ``after`` lacks nulled, in
+    nested maps too (a merge patch merges a map into a map, so without the nulls a key once written stays)."""
+    patch = dict(after)
+    if isinstance(before, Mapping):
+        for key, value in before.items():
+            if key not in after:
+                patch[key] = None
+            elif isinstance(value, Mapping) and isinstance(after[key], Mapping):
+                patch[key] = replacing(value, after[key])
+    return patch
 
 
 def merge_patch(target: Mapping[str, Any], patch: Mapping[str, Any], *, keep_nulls: bool = False) -> dict[str, Any]:

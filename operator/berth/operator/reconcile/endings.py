@@ -5,8 +5,9 @@ Rules: a refusal is SpecValid=False (and Ready=False) saying why, announced (a W
 not already say exactly it; nothing more is done that pass. A coordinator that cannot be asked is recorded
 (CoordinatorReachable=False, a Warning Event on the transition, in the port's own words, never text the
 coordinator sent) and nothing after the failed call runs, so nothing is recorded as done; the condition is
-auxiliary, so a failure to write it is logged, not raised. (The coordinator answering again is said by the status
-step: ``contributors.workload``.) Every write is trimmed to what changes (``fleet_status.only_changes``).
+auxiliary, so a failure to write it is logged, not raised; the state gauges follow (Ready Unknown: not ready). (The
+coordinator answering again is said by the status step: ``contributors.workload``.) Every write is trimmed to what
+changes (``fleet_status.only_changes``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ async def record_unreachable(scope: Scope, error: CoordinatorUnavailable) -> Non
         await record.write_changes(patch)
     except ApiCallFailed as write_error:  # the condition is auxiliary: the retry matters more
         logger.warning("could not record the unreachable coordinator: %s", write_error)
+    count_state(scope, refused=False)  # the gauges follow Ready, now Unknown (an admitted fleet is not refused)
     if was.get("status") != "False" or was.get("reason") != error.reason:
         record.events.warning(
             f"Coordinator{error.reason}", f"{message}; nothing was recorded as done, retrying with backoff"

@@ -211,7 +211,9 @@ def committed_partitions(
 
 
 def leave_by_instance_ids(admin: KafkaAdminClient, group_id: str, instance_ids: Sequence[str]) -> dict[str, str]:
-    """ONE LeaveGroup v3+; each instance id's error name. A group-level error raises."""
+    """ONE LeaveGroup v3+; each instance id's error name. A group that does not exist has none of them: each is
+    UNKNOWN_MEMBER_ID (kfake answers GROUP_ID_NOT_FOUND for the whole request where Kafka answers per member; a
+    fleet scaled down before any pod joined asks this). Any other group-level error raises."""
     ids = list(dict.fromkeys(instance_ids))
     if not ids or any(not i for i in ids):
         raise ValueError("a removal must name at least one non-empty group.instance.id (KIP-571: none means all)")
@@ -230,6 +232,8 @@ def leave_by_instance_ids(admin: KafkaAdminClient, group_id: str, instance_ids: 
 
     response = admin._manager.run(call)
     top = errors.for_code(response.error_code)
+    if top is errors.GroupIdNotFoundError:
+        return dict.fromkeys(ids, _name(errors.UnknownMemberIdError.errno))
     if top is not errors.NoError:
         raise top(f"LeaveGroup for group {group_id}")
     return {m.group_instance_id: _name(m.error_code) for m in response.members if m.group_instance_id in ids}
