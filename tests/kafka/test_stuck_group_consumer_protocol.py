@@ -182,6 +182,7 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
         assert sorted(p for m in described.members for p in m.assignment) == sorted(f"{topic}:{p}" for p in range(6))
         assert stage.memory.known_partitions == {f"{topic}:{p}" for p in range(6)}  # the lag read: committed ones
         assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
+        warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
 
         silent = pods[2]
         consumers(stage).live[silent].polling.clear()  # stops polling; its pod stays Ready, its process alive
@@ -196,13 +197,14 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
         assert since is not None
         stage.turned_on_time(GROUP_STUCK, since, THRESHOLD, first=stopped)  # within the threshold, not before
         warnings = stage.warnings(GROUP_STUCK)
-        assert len(warnings) == 1 and silent in warnings[0]
+        assert len(warnings) == warned + 1 and silent in warnings[-1]
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (1, 1)
 
         consumers(stage).live[silent].polling.set()  # polling again: it rejoins and is given partitions
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
-        assert "stuck" not in stage.status.status and len(stage.warnings(GROUP_STUCK)) == 1
+        assert "stuck" not in stage.status.status
+        assert len(stage.warnings(GROUP_STUCK)) == stage.episodes(GROUP_STUCK)  # one Warning each time it turned True
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:

@@ -7,8 +7,8 @@ for each pod (as the example program is), each polling in a thread of its own.
 - A consumer that stops polling holds a rebalance up (the classic protocol waits for every member to rejoin, up to
   its max.poll.interval.ms, the fleet's ``rebalanceTimeoutMs``): a scale-up's rebalance that it never joins leaves
   no member's assignment, and every committed partition is unowned — ``GroupStuck`` True (``PartitionsUnowned``,
-  naming them) exactly once the threshold has passed, one Warning, the gauges; polling again, it rejoins and all of
-  it clears.
+  naming them) exactly once the threshold has passed, one Warning each time it turns True, the gauges; polling
+  again, it rejoins and all of it clears.
 - A fleet larger than its partition count (4 consumers, 2 partitions) leaves two Ready consumers with nothing while
   each busy one owns one partition: never stuck.
 """
@@ -158,6 +158,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         pods = [f"{group}-{i}" for i in range(3)]
         await stage.until("3 members owning 6 partitions", lambda: stable_with(port, group, pods, 6))
         assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
+        warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
 
         silent = pods[2]
         consumers(stage).live[silent].polling.clear()  # stops polling (its process stays, heartbeating)
@@ -173,7 +174,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         since = parse_time(stuck["unownedSince"])
         assert since is not None
         stage.turned_on_time(GROUP_STUCK, since, THRESHOLD, first=scaled)  # within the threshold, not before
-        assert len(stage.warnings(GROUP_STUCK)) == 1
+        assert len(stage.warnings(GROUP_STUCK)) == warned + 1
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (6, 1)
 
@@ -181,7 +182,8 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         everyone = [*pods, f"{group}-3"]
         await stage.until("4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6))
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
-        assert "stuck" not in stage.status.status and len(stage.warnings(GROUP_STUCK)) == 1
+        assert "stuck" not in stage.status.status
+        assert len(stage.warnings(GROUP_STUCK)) == stage.episodes(GROUP_STUCK)  # one Warning each time it turned True
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:

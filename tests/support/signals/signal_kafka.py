@@ -116,6 +116,12 @@ class KafkaPasses:
     def warnings(self, reason: str) -> list[str]:
         return [s.message for s in self.record.said if s.type == "Warning" and s.reason == reason]
 
+    def episodes(self, kind: str) -> int:
+        """How many times a pass turned ``kind`` True (from anything else): one Warning is owed for each. On a busy
+        machine a group may also be stuck while it forms or rejoins, for longer than a short threshold."""
+        said = [self.condition(kind, status).get("status") == "True" for _, status in self.passes]
+        return sum(1 for before, now in zip([False, *said], said, strict=False) if now and not before)
+
     def gauges(self) -> dict[str, float]:
         return fleet_metrics(self.metrics.exposition().decode(), self.group)
 
