@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
@@ -29,7 +28,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import OffsetAndMetadata
 from support.kafka_fixtures import create_topic
-from support.signal_kafka import KafkaPasses
+from support.signal_kafka import KafkaPasses, PollingConsumers
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.conditions import parse_time
@@ -47,60 +46,36 @@ SESSION_MS = 30_000
 
 
 @dataclass
-class Polling:
-    """One pod's process: a kafka-python consumer polling in a thread while ``polling`` is set."""
+class KafkaPython:
+    """A pod's process: a kafka-python consumer, a static member (it sends no LeaveGroup when closed, KIP-345)."""
 
     consumer: KafkaConsumer
-    polling: threading.Event = field(default_factory=threading.Event)
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            if self.polling.is_set():
-                self.consumer.poll(timeout_ms=200)
-            else:
-                time.sleep(0.1)
-        self.consumer.close(autocommit=False)  # a static member sends no LeaveGroup (KIP-345)
-
-
-class Consumers:
-    """The fleet's processes (``signal_fleet.Members``): a consumer per started pod, from its environment."""
-
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        self.live: dict[str, Polling] = {}
-
-    def start(self, instance_id: str, env: Mapping[str, str]) -> None:
-        self.stop(instance_id)
-        consumer = KafkaConsumer(
-            self.topic,
-            bootstrap_servers=env["BERTH_KAFKA_BOOTSTRAP_SERVERS"],
-            group_id=env["BERTH_GROUP_ID"],
-            group_instance_id=instance_id,
-            client_id=instance_id,
-            enable_auto_commit=False,
-            session_timeout_ms=int(env["BERTH_SESSION_TIMEOUT_MS"]),
-            heartbeat_interval_ms=int(env["BERTH_HEARTBEAT_INTERVAL_MS"]),
-            max_poll_interval_ms=int(env["BERTH_REBALANCE_TIMEOUT_MS"]),
-            partition_assignment_strategy=(RoundRobinPartitionAssignor,),
-        )
-        process = Polling(consumer)
-        process.polling.set()
-        process.thread = threading.Thread(target=process.run, daemon=True, name=f"consumer-{instance_id}")
-        process.thread.start()
-        self.live[instance_id] = process
-
-    def stop(self, instance_id: str) -> None:
-        process = self.live.pop(instance_id, None)
-        if process is not None:
-            process.stop.set()
-            if process.thread is not None:
-                process.thread.join(timeout=10)
+    def poll(self) -> None:
+        self.consumer.poll(timeout_ms=200)
 
     def close(self) -> None:
-        for instance_id in list(self.live):
-            self.stop(instance_id)
+        self.consumer.close(autocommit=False)
+
+
+def consumers_of(topic: str) -> PollingConsumers:
+    def consumer_for(instance_id: str, env: Mapping[str, str]) -> KafkaPython:
+        return KafkaPython(
+            KafkaConsumer(
+                topic,
+                bootstrap_servers=env["BERTH_KAFKA_BOOTSTRAP_SERVERS"],
+                group_id=env["BERTH_GROUP_ID"],
+                group_instance_id=instance_id,
+                client_id=instance_id,
+                enable_auto_commit=False,
+                session_timeout_ms=int(env["BERTH_SESSION_TIMEOUT_MS"]),
+                heartbeat_interval_ms=int(env["BERTH_HEARTBEAT_INTERVAL_MS"]),
+                max_poll_interval_ms=int(env["BERTH_REBALANCE_TIMEOUT_MS"]),
+                partition_assignment_strategy=(RoundRobinPartitionAssignor,),
+            )
+        )
+
+    return PollingConsumers(consumer_for)
 
 
 def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, replicas: int) -> KafkaPasses:
@@ -109,12 +84,12 @@ def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, re
         "rebalanceTimeoutMs": REBALANCE_MS,
         "sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_MS},
     }
-    return KafkaPasses(port, bootstrap, name, Consumers(topic), replicas, spec, stuck_group=THRESHOLD)
+    return KafkaPasses(port, bootstrap, name, consumers_of(topic), replicas, spec, stuck_group=THRESHOLD)
 
 
-def consumers(stage: KafkaPasses) -> Consumers:
+def consumers(stage: KafkaPasses) -> PollingConsumers:
     members = stage.fleet.members
-    assert isinstance(members, Consumers)
+    assert isinstance(members, PollingConsumers)
     return members
 
 

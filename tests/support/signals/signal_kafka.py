@@ -6,17 +6,19 @@ What stands in, as in the signal lab (``signal_lab``): the StatefulSet and its k
 dict), Events (a list), the ownership records (a dict). Time is the wall clock's (the broker has no manual clock):
 :meth:`KafkaPasses.until` passes half a second apart until an observable state holds, and every pass's time and the
 status it left are kept (:attr:`KafkaPasses.passes`) so a test can check *when* a condition turned, not only that it
-did.
+did. :class:`PollingConsumers` plays the processes: one real consumer per started pod, polling in a thread of its
+own while told to (a test stops one polling to make it silent).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from support.signal_fleet import Members, SimFleet
 from support.signal_lab import NAMESPACE, Events, InMemoryRecords, NoAdvice, OneCoordinator, Record, fleet_metrics
@@ -34,6 +36,60 @@ from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class Client(Protocol):
+    """A real Kafka consumer as a pod's process uses it: poll, and close as a static member does (no leave)."""
+
+    def poll(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Polling:
+    """One pod's process: its consumer polling in a thread while ``polling`` is set."""
+
+    client: Client
+    polling: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.polling.is_set():
+                self.client.poll()
+            else:
+                time.sleep(0.05)
+        self.client.close()
+
+
+class PollingConsumers:
+    """The fleet's processes (``signal_fleet.Members``): ``consumer_for(instance_id, env)`` makes the consumer of a
+    started pod from the environment the operator planned for it (as the example programs do)."""
+
+    def __init__(self, consumer_for: Callable[[str, Mapping[str, str]], Client]) -> None:
+        self.consumer_for = consumer_for
+        self.live: dict[str, Polling] = {}
+
+    def start(self, instance_id: str, env: Mapping[str, str]) -> None:
+        self.stop(instance_id)
+        process = Polling(self.consumer_for(instance_id, env))
+        process.polling.set()
+        process.thread = threading.Thread(target=process.run, daemon=True, name=f"consumer-{instance_id}")
+        process.thread.start()
+        self.live[instance_id] = process
+
+    def stop(self, instance_id: str) -> None:
+        process = self.live.pop(instance_id, None)
+        if process is not None:
+            process.stop.set()
+            if process.thread is not None:
+                process.thread.join(timeout=10)
+
+    def close(self) -> None:
+        for instance_id in list(self.live):
+            self.stop(instance_id)
 
 
 class KafkaPasses:
