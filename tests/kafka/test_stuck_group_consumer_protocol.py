@@ -119,12 +119,6 @@ def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, re
     return KafkaPasses(port, bootstrap, name, consumers_of(topic), replicas, spec, stuck_group=THRESHOLD)
 
 
-def consumers(stage: KafkaPasses) -> PollingConsumers:
-    members = stage.fleet.members
-    assert isinstance(members, PollingConsumers)
-    return members
-
-
 def owned_by(described: GroupDescription) -> dict[str, int]:
     return {m.group_instance_id or m.member_id: len(m.assignment) for m in described.members}
 
@@ -162,7 +156,7 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
         warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
 
         silent = pods[2]
-        consumers(stage).live[silent].polling.clear()  # stops polling; its pod stays Ready, its process alive
+        stage.players.live[silent].polling.clear()  # stops polling; its pod stays Ready, its process alive
         stopped = len(stage.passes)
         await stage.until("GroupStuck True", lambda: stage.condition(GROUP_STUCK).get("status") == "True", 90)
         described = await port.describe(group)
@@ -178,14 +172,14 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (1, 1)
 
-        consumers(stage).live[silent].polling.set()  # polling again: it rejoins and is given partitions
+        stage.players.live[silent].polling.set()  # polling again: it rejoins and is given partitions
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
         assert "stuck" not in stage.status.status
         assert len(stage.warnings(GROUP_STUCK)) == stage.episodes(GROUP_STUCK)  # one Warning each time it turned True
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_idle_ready_pods"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:
-        consumers(stage).close()
+        stage.players.close()
 
 
 async def test_a_fleet_larger_than_its_partition_count_is_never_stuck(port: KafkaCoordinatorPort, broker: str) -> None:
@@ -205,7 +199,7 @@ async def test_a_fleet_larger_than_its_partition_count_is_never_stuck(port: Kafk
         assert stage.warnings(GROUP_STUCK) == []
         assert stage.gauges()["berth_operator_fleet_group_stuck"] == 0
     finally:
-        consumers(stage).close()
+        stage.players.close()
 
 
 async def stable_with(port: KafkaCoordinatorPort, group: str, counts: dict[str, int]) -> bool:

@@ -87,12 +87,6 @@ def passes(port: KafkaCoordinatorPort, bootstrap: str, name: str, topic: str, re
     return KafkaPasses(port, bootstrap, name, consumers_of(topic), replicas, spec, stuck_group=THRESHOLD)
 
 
-def consumers(stage: KafkaPasses) -> PollingConsumers:
-    members = stage.fleet.members
-    assert isinstance(members, PollingConsumers)
-    return members
-
-
 def commit_all(bootstrap: str, group: str, topic: str, partitions: int) -> None:
     """Offsets committed on every partition while the group is empty (what a fleet that ran before leaves)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="berth-tests")
@@ -136,7 +130,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
 
         silent = pods[2]
-        consumers(stage).live[silent].polling.clear()  # stops polling (its process stays, heartbeating)
+        stage.players.live[silent].polling.clear()  # stops polling (its process stays, heartbeating)
         stage.scale(4)  # a new member: a rebalance the silent one never joins
         scaled = len(stage.passes)
         await stage.until("GroupStuck True", lambda: stage.condition(GROUP_STUCK).get("status") == "True")
@@ -153,7 +147,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (6, 1)
 
-        consumers(stage).live[silent].polling.set()  # polling again: it rejoins, the rebalance completes
+        stage.players.live[silent].polling.set()  # polling again: it rejoins, the rebalance completes
         everyone = [*pods, f"{group}-3"]
         await stage.until("4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6))
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
@@ -162,7 +156,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         gauges = stage.gauges()
         assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:
-        consumers(stage).close()
+        stage.players.close()
 
 
 async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
@@ -186,4 +180,4 @@ async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
         assert stage.warnings(GROUP_STUCK) == []
         assert stage.gauges()["berth_operator_fleet_group_stuck"] == 0
     finally:
-        consumers(stage).close()
+        stage.players.close()

@@ -140,6 +140,13 @@ class KafkaPasses:
         self.context = PassContext(ports, settings)
         self.memory = FleetMemory()
 
+    @property
+    def players(self) -> PollingConsumers:
+        """The pods' processes, where the test handed in :class:`PollingConsumers`."""
+        members = self.fleet.members
+        assert isinstance(members, PollingConsumers)
+        return members
+
     def scale(self, replicas: int) -> None:
         self.body["spec"]["replicas"] = replicas
         self.body["metadata"]["generation"] += 1
