@@ -46,15 +46,13 @@ from typing import Any
 
 from benchmarks.fastclient import Connection
 from berth.coordinator.client.encoding import Assignment, Subscription, encode_assignment, encode_subscription
+from berth.coordinator.protocol import Error
 
 TOPIC = "orders"
 PARTITIONS = 12
 PROTOCOL_TYPE = "consumer"
 PROTOCOL_NAME = "range"
 SUBSCRIPTION = base64.b64encode(encode_subscription(Subscription((TOPIC,), {}))).decode()
-#: Kafka's error codes a member acts on (docs/api.md §5).
-NONE, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 0, 25, 27, 79, 82
-ILLEGAL_GENERATION = 22
 #: How long a member waits before asking again after an answer it cannot act on (a coordinator busy or loading).
 RETRY_S = 1.0
 IDLE_CONNECTIONS = 64
@@ -73,13 +71,13 @@ class Next(Enum):
 
 def plan_after(kind: str, error_code: int) -> Next:
     """The member's next step after an answer to its ``kind`` (join, sync or heartbeat) with ``error_code``."""
-    if error_code == NONE:
+    if error_code == Error.NONE:
         return Next.SYNC if kind == "join" else Next.HEARTBEAT
-    if error_code == FENCED_INSTANCE_ID:
+    if error_code == Error.FENCED_INSTANCE_ID:
         return Next.STOP
-    if error_code == UNKNOWN_MEMBER_ID:
+    if error_code == Error.UNKNOWN_MEMBER_ID:
         return Next.REJOIN_FRESH
-    if error_code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, MEMBER_ID_REQUIRED):
+    if error_code in (Error.REBALANCE_IN_PROGRESS, Error.ILLEGAL_GENERATION, Error.MEMBER_ID_REQUIRED):
         return Next.REJOIN
     return Next.RETRY
 
