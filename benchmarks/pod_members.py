@@ -45,13 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fastclient import Connection
-from berth.coordinator.client.encoding import Assignment, Subscription, encode_assignment, encode_subscription
+from berth.coordinator.client.assignors import AssignorMember, RoundRobinAssignor
+from berth.coordinator.client.encoding import Subscription, encode_assignment, encode_subscription
 from berth.coordinator.protocol import Error
 
 TOPIC = "orders"
 PARTITIONS = 12
 PROTOCOL_TYPE = "consumer"
-PROTOCOL_NAME = "range"
+PROTOCOL_NAME = RoundRobinAssignor.name
 SUBSCRIPTION = base64.b64encode(encode_subscription(Subscription((TOPIC,), {}))).decode()
 #: How long a member waits before asking again after an answer it cannot act on (a coordinator busy or loading).
 RETRY_S = 1.0
@@ -83,14 +84,12 @@ def plan_after(kind: str, error_code: int) -> Next:
 
 
 def assign(member_ids: Sequence[str], partitions: int = PARTITIONS) -> list[dict[str, str]]:
-    """The leader's sync assignments: ``partitions`` of the topic round robin over the members (by member id)."""
-    ordered = sorted(member_ids)
-    owned: dict[str, list[int]] = {member: [] for member in ordered}
-    for partition in range(partitions):
-        owned[ordered[partition % len(ordered)]].append(partition)
+    """The leader's sync assignments: the member library's round-robin assignor over ``partitions`` of the topic."""
+    subscription = Subscription((TOPIC,), {})
+    members = [AssignorMember(member_id, None, subscription) for member_id in member_ids]
+    assigned = RoundRobinAssignor().assign(members, {TOPIC: partitions})
     return [
-        {"member_id": m, "assignment": base64.b64encode(encode_assignment(Assignment({TOPIC: p}))).decode()}
-        for m, p in owned.items()
+        {"member_id": m, "assignment": base64.b64encode(encode_assignment(a)).decode()} for m, a in assigned.items()
     ]
 
 
