@@ -211,3 +211,33 @@ async def test_two_failed_writes_of_one_group_leave_it_as_the_store_has_it(api: 
     assert [(await t)[1]["error_code"] for t in (second, third)] == [15, 15]
     await fail_disk(api, False)
     assert (await served(lambda: api.get_body(path)))["group_instance_ids"] == ["a"]
+
+
+async def test_readiness_is_503_while_a_group_cannot_be_read_back_and_ready_once_it_is(api: Api) -> None:
+    """Found by the robustness run seed 22 (etcd out of space): the store took writes again while a group unloaded
+    after a failed write still waited to be read back, and /readyz said 200 while that group's commits were
+    refused. A replica that cannot serve a group it holds is not ready; the reason says why, naming no group."""
+    me = (await form(api, ["a"]))["a"]
+    others = api.group_path("elsewhere", "/expected-members")
+    await api.post("/v1/debug/store", {"reads_failing": True})
+    try:
+        await api.post("/v1/debug/store", {"fail_next": 1})
+        assert (await commit(api, me, 11))["error_code"] == 15
+        assert (await api.put(others, {"group_instance_ids": ["x"]}))[0] == 200  # the store takes writes
+        for _ in range(200):  # the reload runs once the failed write is done, and fails at once
+            status, body = await api.get("/readyz")
+            if status == 503:
+                break
+            await asyncio.sleep(0.02)
+        assert (status, body["status"]) == (503, "store failing"), body
+        assert body["reason"].startswith("1 group(s) could not be read back after a failed write: "), body
+        assert GROUP not in body["reason"]
+        assert (await commit(api, me, 12))["error_code"] == 15  # the group is not served meanwhile
+    finally:
+        await api.post("/v1/debug/store", {"reads_failing": False})
+    for _ in range(200):  # the reload is tried again every RELOAD_RETRY_S
+        if (await readiness(api))[0] == 200:
+            break
+        await asyncio.sleep(0.05)
+    assert await readiness(api) == (200, 200)
+    assert (await commit(api, me, 13))["error"] == "NONE"

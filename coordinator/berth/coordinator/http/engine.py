@@ -27,6 +27,8 @@ Rules it keeps:
   retriable error, so the client asks again), as is every new one, until each group is loaded again from the store
   (``load_group``, the same replay as a restart) once every write handed over before the failure is done. The
   store, not memory, says what became durable; other groups carry on. (The core's own reverts are not used here.)
+  A reload the store could not read is tried again every ``RELOAD_RETRY_S``; meanwhile ``unreadable`` says why,
+  and readiness counts it as a failing store (a replica that takes writes but cannot serve a group is not ready).
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ class FaultInjector(Protocol):
     def set_failing(self, failing: bool) -> None: ...
 
     def set_stalled(self, stalled: bool) -> None: ...
+
+    def set_reads_failing(self, failing: bool) -> None: ...
+
+    def raise_if_reads_failing(self) -> None: ...
 
 
 class WriterPort(Protocol):
@@ -126,6 +132,7 @@ class Engine:
         # Groups unloaded after a failed write -> the writes handed over by then (reloaded once they are done).
         self._unloaded: dict[GroupId, int] = {}
         self._reloads: dict[GroupId, asyncio.Task[None]] = {}
+        self._unreadable: dict[GroupId, str] = {}  # unloaded groups whose last reload failed -> why
         self._load_group = load_group
         self._settled = asyncio.Event()
         self._settled.set()
@@ -317,21 +324,37 @@ class Engine:
         try:
             while not self.closing:
                 try:
-                    records = await self._loop.run_in_executor(None, self._load_group, group)
+                    records = await self._loop.run_in_executor(None, self._read_group, group)
                     for _ in records:
                         failpoints.hit("load.record")
                     fx = self.core.load_group(group, records, self.clock.now_ms())
                 except Exception as exc:  # the store unreachable for now: the group stays unloaded, clients retry
                     log.warning("reloading group %r failed, retrying: %s", group, exc)
+                    self._unreadable[group] = str(exc)
                     self.core.unload_group(group, self.clock.now_ms())  # nothing half-loaded stays
                     await asyncio.sleep(RELOAD_RETRY_S)
                     continue
                 del self._unloaded[group]
+                self._unreadable.pop(group, None)
                 self.apply(fx)
                 log.info("group %r loaded again from the store (%d records)", group, len(records))
                 return
         finally:
             self._reloads.pop(group, None)
+
+    def _read_group(self, group: GroupId) -> list[Record]:
+        faults = self.writer.faults
+        if faults is not None:
+            faults.raise_if_reads_failing()
+        return self._load_group(group)
+
+    @property
+    def unreadable(self) -> str:
+        """Why groups unloaded after a failed write could not be read back yet (one line; empty when none)."""
+        if not self._unreadable:
+            return ""
+        why = next(iter(self._unreadable.values()))  # no group id: /readyz is open to anyone who reaches it
+        return f"{len(self._unreadable)} group(s) could not be read back after a failed write: {why}"
 
     async def settle(self) -> None:
         """Wait until every write submitted so far (and every write their continuations made) is done."""

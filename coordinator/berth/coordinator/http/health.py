@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from berth.coordinator.http.engine import Engine
 from berth.coordinator.http.group_metrics import GroupFigureRow, Sample
 from berth.coordinator.http.responses import json_response, struct_response
 from berth.coordinator.http.state import CoordinatorServer
@@ -33,7 +34,8 @@ def readiness(state: CoordinatorServer) -> web.Response:
 
     While the last transaction failed (a full or read-only disk, etcd out of reach or out of space) the answer is
     503 ``store failing`` with the store's reason, and each probe of it queues a small write, so that readiness
-    comes back once the store does even when no client (kept away by the failed probe) writes anything."""
+    comes back once the store does even when no client (kept away by the failed probe) writes anything. So is it
+    while a group unloaded after a failed write cannot be read back (its requests are refused meanwhile)."""
     if state.stopping:
         return struct_response(_STOPPING, status=503)
     engine = state.running_engine
@@ -42,11 +44,20 @@ def readiness(state: CoordinatorServer) -> web.Response:
         return struct_response(_STANDBY if standby else _LOADING, status=503)
     if engine.closing:
         return struct_response(_STOPPING, status=503)
+    failure = store_failure(engine)
+    if failure:
+        return struct_response(StatusResponse("store failing", failure), status=503)
+    return json_response(_READY)
+
+
+def store_failure(engine: Engine) -> str:
+    """Why the store keeps this coordinator from serving (empty while it does not): the last transaction failed
+    (a probe write is queued, to see it recover), or a group could not be read back after a failed write."""
     writer = engine.writer
     if not writer.healthy:
         writer.probe()
-        return struct_response(StatusResponse("store failing", writer.failure), status=503)
-    return json_response(_READY)
+        return writer.failure
+    return engine.unreadable
 
 
 def prometheus_text(state: CoordinatorServer) -> web.Response:
@@ -73,7 +84,7 @@ def gauges(state: CoordinatorServer) -> list[Sample]:
         rows.append(("berth_store_writes_in_flight", {}, engine.writes_in_flight))
     rows.append(("berth_parked_journal_polls", {}, state.journal_polls.parked))
     active = engine is not None and engine.ready and not engine.closing and not state.stopping
-    rows.append(("berth_ready", {}, 1 if active and engine is not None and engine.writer.healthy else 0))
+    rows.append(("berth_ready", {}, 1 if active and engine is not None and not store_failure(engine) else 0))
     rows.append(("berth_active", {}, 1 if active else 0))
     rows.append(("berth_terms_total", {}, state.terms))
     rows.extend(journal_size(state))

@@ -384,7 +384,7 @@ async def debug_clock(request: web.Request) -> web.Response:
 
 
 async def debug_store(request: web.Request) -> web.Response:
-    """Tests only (with ``--manual-clock``): make the disk fail, stay failed, or stall (docs/api.md §9)."""
+    """Tests only (with ``--manual-clock``): make the disk fail, stay failed, stall, or fail reads (docs/api.md §9)."""
     state = request.app[STATE]
     wanted = await _decoded(state, request, _FAULTS)
     faults = state.faults
@@ -396,6 +396,8 @@ async def debug_store(request: web.Request) -> web.Response:
         faults.set_failing(wanted.failing)
     if wanted.stalled is not None:
         faults.set_stalled(wanted.stalled)
+    if wanted.reads_failing is not None:
+        faults.set_reads_failing(wanted.reads_failing)
     return struct_response(StoreFaultsResponse(faults.injected))
 
 

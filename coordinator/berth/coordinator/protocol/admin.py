@@ -201,6 +201,7 @@ class StoreFaultsRequest(Body, frozen=True):
     fail_next: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
     failing: bool | None = None
     stalled: bool | None = None
+    reads_failing: bool | None = None
 
 
 class StoreFaultsResponse(msgspec.Struct, frozen=True, gc=False):

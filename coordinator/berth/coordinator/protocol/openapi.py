@@ -46,7 +46,7 @@ def _responses(route: Route, auth: bool) -> dict[str, Any]:
         responses = {"200": ok}
         if route.operation == "readyz":
             responses["503"] = {
-                "description": "loading, stopping, or the store failing (its last write failed)",
+                "description": "loading, stopping, or the store failing (a write failed, a group not read back)",
                 "content": ok["content"],
             }
         return responses

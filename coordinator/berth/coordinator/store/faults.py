@@ -9,6 +9,8 @@ is rolled back, its writes are reported ``ok=False`` and their journal seq numbe
 - ``set_stalled(True)``: the writer takes the next submitted write and then waits, before it drains the queue
   and begins the transaction, until ``set_stalled(False)`` (a slow disk). Writes submitted meanwhile pile up
   and then share one transaction, which makes group commit observable in tests.
+- ``set_reads_failing(True)``: reading a group back from the store (its reload after a failed write) fails until
+  ``set_reads_failing(False)`` (a store that cannot be read for a while: etcd defragmenting, a disk gone bad).
 
 All methods are thread-safe. Production code never calls them; the disabled checks cost one lock round trip.
 """
@@ -29,6 +31,7 @@ class StoreFaults:
         self._fail_next = 0
         self._failing = False
         self._stalled = False
+        self._reads_failing = False
         self.injected = 0  # how many transactions an injected fault has failed so far
 
     def fail_next(self, n: int = 1) -> None:
@@ -43,6 +46,18 @@ class StoreFaults:
         with self._lock:
             self._stalled = stalled
             self._lock.notify_all()
+
+    def set_reads_failing(self, failing: bool) -> None:
+        with self._lock:
+            self._reads_failing = failing
+
+    def raise_if_reads_failing(self) -> None:
+        """Called before a group is read back from the store; raises as a failed read would."""
+        with self._lock:
+            if not self._reads_failing:
+                return
+            self.injected += 1
+        raise InjectedDiskError("disk I/O error reading the store (injected by StoreFaults)")
 
     def wait_while_stalled(self) -> None:
         with self._lock:
