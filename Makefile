@@ -48,7 +48,7 @@ lint: $(STAMP)
 
 ## The whole suite: lint, types, import layering, then every test (unit, http, e2e, operator, chart, pipeline).
 test: install lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow and not kube and not node"

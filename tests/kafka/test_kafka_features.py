@@ -14,26 +14,16 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka.admin import KafkaAdminClient
 from support.kafka_broker import HOW_TO_GET_KIP848, KafkaBroker, find_kfake
 from support.kube_fixtures import unavailable
-from support.signal_fleet import SimFleet
-from support.signal_lab import Events, InMemoryRecords, NoAdvice, OneCoordinator, Record
+from support.signal_kafka import KafkaPasses
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
-from berth.operator.local.demo_support import InMemoryStatus
-from berth.operator.planners.claims import NO_CLAIMS
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.session_timeout import OperatorSessionBounds
-from berth.operator.reconcile.context import PassContext, Ports, Settings
-from berth.operator.reconcile.fleet_pass import FleetPass
-from berth.operator.reconcile.memory import FleetMemory
-from berth.operator.spec.fleet import KafkaDefaults, OperatorDefaults
 
 pytestmark = [pytest.mark.kafka]
 
@@ -66,6 +56,8 @@ def set_group_version(bootstrap: str, level: int) -> None:
 
 
 class NoProcesses:
+    """The pods' processes: none (the test reads what the passes decide, not what consumers do)."""
+
     def start(self, instance_id: str, env: Mapping[str, str]) -> None:
         return None
 
@@ -73,49 +65,13 @@ class NoProcesses:
         return None
 
 
-class Stage:
-    """One fleet, its pass on the real Kafka port."""
-
-    def __init__(self, port: KafkaCoordinatorPort, bootstrap: str, name: str, protocol: str) -> None:
-        self.port = port
-        self.fleet = SimFleet(name, NoProcesses())
-        self.status = InMemoryStatus()
-        self.records = InMemoryRecords()
-        self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
-        self.body: dict[str, Any] = {
-            "apiVersion": "berth.dev/v1alpha1",
-            "kind": "ConsumerFleet",
-            "metadata": {"name": name, "namespace": "features", "uid": f"uid-{name}", "generation": 1},
-            "spec": {
-                "replicas": 2,
-                "coordinator": {"kafka": {"groupProtocol": protocol}},
-                "sessionTimeout": {"policy": "Fixed", "fixedMs": 45_000},
-                "template": {"spec": {"containers": [{"name": "consumer", "image": "consumer:1"}]}},
-            },
-        }
-        events = Events(self.record, lambda: 0)
-        ports = Ports(
-            status_for=lambda body: self.status,
-            workload_for=lambda fleet: self.fleet,
-            events_for=lambda body: events,
-            coordinators=OneCoordinator(port),
-            advice=NoAdvice(),
-            now=lambda: datetime.now(UTC),
-            records=self.records,
-        )
-        defaults = OperatorDefaults(kafka=KafkaDefaults(bootstrap))
-        self.context = PassContext(ports, Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)))
-        self.memory = FleetMemory()
-
-    async def run(self) -> None:
-        body = {**self.body, "status": dict(self.status.status)}
-        await FleetPass(self.context, body, NO_CLAIMS, self.memory).run()
-
-    def condition(self, kind: str) -> Mapping[str, Any]:
-        return next(c for c in self.status.status["conditions"] if c["type"] == kind)
-
-    def warnings(self, reason: str) -> list[str]:
-        return [s.message for s in self.record.said if s.type == "Warning" and s.reason == reason]
+def stage(port: KafkaCoordinatorPort, bootstrap: str, name: str, protocol: str) -> KafkaPasses:
+    """One fleet of two and its passes on the real Kafka port."""
+    spec = {
+        "coordinator": {"kafka": {"groupProtocol": protocol}},
+        "sessionTimeout": {"policy": "Fixed", "fixedMs": 45_000},
+    }
+    return KafkaPasses(port, bootstrap, name, NoProcesses(), 2, spec)
 
 
 @pytest.fixture
@@ -128,7 +84,7 @@ async def port(own_broker: str) -> AsyncIterator[KafkaCoordinatorPort]:
 async def test_both_answers_of_group_version_on_the_test_broker(port: KafkaCoordinatorPort, own_broker: str) -> None:
     # As it starts: finalized at 1, so a consumer-protocol fleet goes on (its StatefulSet, its group's config).
     assert (await port.get_config()).consumer.group_version == 1  # type: ignore[union-attr]
-    enabled = Stage(port, own_broker, "enabled", "consumer")
+    enabled = stage(port, own_broker, "enabled", "consumer")
     await enabled.run()
     assert enabled.condition("SpecValid")["status"] == "True"
     assert enabled.fleet.planned is not None
@@ -137,7 +93,7 @@ async def test_both_answers_of_group_version_on_the_test_broker(port: KafkaCoord
     set_group_version(own_broker, 0)
     try:
         assert (await port.get_config()).consumer.group_version == 0  # type: ignore[union-attr]
-        refused = Stage(port, own_broker, "refused", "consumer")
+        refused = stage(port, own_broker, "refused", "consumer")
         await refused.run()
         await refused.run()
         spec_valid = refused.condition("SpecValid")
@@ -151,7 +107,7 @@ async def test_both_answers_of_group_version_on_the_test_broker(port: KafkaCoord
         assert "?" not in said[0]
 
         # A classic fleet on the same cluster is not refused for it.
-        classic = Stage(port, own_broker, "classic", "classic")
+        classic = stage(port, own_broker, "classic", "classic")
         await classic.run()
         assert classic.condition("SpecValid")["status"] == "True" and classic.fleet.planned is not None
     finally:

@@ -104,13 +104,14 @@ class KafkaPasses:
         replicas: int,
         spec: Mapping[str, Any],
         *,
-        stuck_group: timedelta,
+        stuck_group: timedelta = Settings.stuck_group,
     ) -> None:
         self.port, self.group = port, name
         self.fleet = SimFleet(name, members, ordered_ready=False)
         self.status = InMemoryStatus()
         self.metrics = OperatorMetrics()
         self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
+        self.records = InMemoryRecords()
         self.passes: list[tuple[datetime, dict[str, Any]]] = []
         self.body: dict[str, Any] = {
             "apiVersion": "berth.dev/v1alpha1",
@@ -133,7 +134,7 @@ class KafkaPasses:
             advice=NoAdvice(),
             now=lambda: datetime.now(UTC),
             metrics=self.metrics,
-            records=InMemoryRecords(),
+            records=self.records,
         )
         defaults = OperatorDefaults(kafka=KafkaDefaults(bootstrap))
         settings = replace(Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)), stuck_group=stuck_group)

@@ -27,7 +27,7 @@ Rules it keeps:
   retriable error, so the client asks again), as is every new one, until each group is loaded again from the store
   (``load_group``, the same replay as a restart) once every write handed over before the failure is done. The
   store, not memory, says what became durable; other groups carry on. (The core's own reverts are not used here.)
-  A reload the store could not read is tried again every ``RELOAD_RETRY_S``; meanwhile ``unreadable`` says why,
+  A group the store could not read back is tried again every ``RELOAD_RETRY_S``; meanwhile ``unreadable`` says why,
   and readiness counts it as a failing store (a replica that takes writes but cannot serve a group is not ready).
 """
 

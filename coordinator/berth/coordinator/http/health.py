@@ -34,8 +34,9 @@ def readiness(state: CoordinatorServer) -> web.Response:
 
     While the last transaction failed (a full or read-only disk, etcd out of reach or out of space) the answer is
     503 ``store failing`` with the store's reason, and each probe of it queues a small write, so that readiness
-    comes back once the store does even when no client (kept away by the failed probe) writes anything. So is it
-    while a group unloaded after a failed write cannot be read back (its requests are refused meanwhile)."""
+    comes back once the store does even when no client (kept away by the failed probe) writes anything. It is
+    503 ``store failing`` too while a group unloaded after a failed write cannot be read back (its requests are
+    refused meanwhile)."""
     if state.stopping:
         return struct_response(_STOPPING, status=503)
     engine = state.running_engine
