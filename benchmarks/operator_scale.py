@@ -13,7 +13,11 @@ coordinator (``benchmarks.operator_world``; pods stay Pending):
 - **the burst's cost** (issue 31): the operator's API requests from the first fleet created until it has gone quiet,
   counted exactly from the API server's audit log, per new fleet and by verb and resource
   (``requests_per_new_fleet``); when its last pass ran (its pass counters, read every two seconds once every fleet
-  has status) after the last fleet had status (``seconds_to_quiet_after_burst``: 0 when no pass ran after it); the
+  has status) after the last fleet had status (``seconds_to_quiet_after_burst``: 0 when no pass ran after it), and
+  after the last change of any fleet's status (``seconds_to_quiet_after_the_last_status_write``: the passes after
+  it changed nothing); the passes after the last fleet had status by what asked for them
+  (``passes_after_the_last_status``, from ``berth_operator_pass_triggers_total``: ``pods/existing`` a pod created,
+  ``statefulsets/settled`` its controller's report, ...); the
   API server's CPU-seconds over the same span; the machine's load average before and after;
 - **idle**: once the operator has gone quiet, over one minute: its API requests, counted exactly from the API
   server's audit log (by its User-Agent), its CPU seconds and its RSS;
@@ -22,13 +26,14 @@ coordinator (``benchmarks.operator_world``; pods stay Pending):
 - **restart**: the operator stopped (SIGTERM) and started again: seconds until every fleet has been passed by the
   new process (its per-fleet pass counters), which is when every status is current again.
 
-``BERTH_OPERATOR_SCALE_SIZES`` (e.g. ``1000``) measures other sizes, ``BERTH_OPERATOR_SCALE_PARTS=burst`` only the
-creation and the burst's cost (no idle window, spec changes or restart; saved as ``operator_scale_burst.json``); the
-operators run with ``--max-fleets-per-namespace 0`` (a thousand fleets in one namespace is past the default bound of
-500). RSS growth per fleet is the slope between the sizes' idle RSS. Goals (issue 23): idle requests per fleet ~0; a
-spec change at the StatefulSet in under a second with 1,000 fleets; 1,000 fleets with status within a minute of
-creation and of a restart; idle CPU near zero. Issue 31: a new fleet in at most 8 requests, and no pass 30 s after
-the last fleet has status.
+``BERTH_OPERATOR_SCALE_SIZES`` (e.g. ``1000``) measures other sizes, ``BERTH_OPERATOR_SCALE_CONTROLLER_FLAGS`` gives
+kube-controller-manager more flags (its API rate: the pace at which it creates the fleets' pods),
+``BERTH_OPERATOR_SCALE_PARTS=burst`` only the creation and the burst's cost (no idle window, spec changes or restart;
+saved as ``operator_scale_burst.json``); the operators run with ``--max-fleets-per-namespace 0`` (a thousand fleets in
+one namespace is past the default bound of 500). RSS growth per fleet is the slope between the sizes' idle RSS. Goals
+(issue 23): idle requests per fleet ~0; a spec change at the StatefulSet in under a second with 1,000 fleets; 1,000
+fleets with status within a minute of creation and of a restart; idle CPU near zero. Issue 31: a new fleet in at most 8
+requests, and no pass 30 s after the last fleet has status.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ IDLE_WINDOW_S = 60.0
 SPEC_CHANGES = 10
 GOAL = GOALS["operator_scale"]
 PARTS = os.environ.get("BERTH_OPERATOR_SCALE_PARTS", "all")
+#: More kube-controller-manager flags (e.g. ``--kube-api-qps=200 --kube-api-burst=400``: how fast it creates the
+#: fleets' pods, which each change their fleet's status.replicas and so call for a pass).
+CONTROLLER_FLAGS = tuple(os.environ.get("BERTH_OPERATOR_SCALE_CONTROLLER_FLAGS", "").split())
 #: How long without a pass counts as quiet after the burst, and how often the pass counters are read meanwhile (each
 #: read renders every fleet's metrics: not during the burst itself, where it would cost the operator it measures).
 QUIET_S = 45.0
@@ -125,6 +133,9 @@ class FleetStatusTimes(NamespaceWatch):
         self.done, self.what = done, what
         self.created: dict[str, float] = {}
         self.with_status: dict[str, float] = {}
+        self.statuses: dict[str, Any] = {}
+        #: When a fleet's status last changed (the operator's last status write, as watched).
+        self.last_status_change = 0.0
 
     def listing(self) -> tuple[Any, ...]:
         import kubernetes
@@ -137,6 +148,9 @@ class FleetStatusTimes(NamespaceWatch):
         self.created.setdefault(name, at)
         if self.done(obj):
             self.with_status.setdefault(name, at)
+        if obj.get("status") != self.statuses.get(name):
+            self.statuses[name] = obj.get("status")
+            self.last_status_change = at
         return str(obj["metadata"]["resourceVersion"])
 
     def wait(self, count: int, *, timeout_s: float) -> None:
@@ -215,6 +229,16 @@ def passes(operator: Any, namespace: str) -> float:
     return total
 
 
+def pass_triggers(operator: Any) -> Counter[str]:
+    """The operator's passes so far by what asked for them (``berth_operator_pass_triggers_total``)."""
+    found: Counter[str] = Counter()
+    for line in metrics_text(operator).splitlines():
+        if line.startswith("berth_operator_pass_triggers_total{"):
+            labels, value = line.rsplit(" ", 1)
+            found[labels.split('trigger="', 1)[1].split('"', 1)[0]] += int(float(value))
+    return found
+
+
 def last_pass_after(operator: Any, namespace: str, since: float) -> float:
     """When the operator's last pass over ``namespace`` ran (wall clock, to ``PASS_POLL_S``): the last time its pass
     counters moved, once they have stood still for ``QUIET_S``; ``since`` when they never moved after it."""
@@ -248,13 +272,18 @@ def burst(
     """The burst's cost, from the audit log since ``offset`` (taken before the first fleet was created) until the
     operator has gone quiet."""
     last_status = max(times.with_status.values())
+    triggers = pass_triggers(operator)
     last_pass = last_pass_after(operator, namespace, last_status)
+    after = pass_triggers(operator) - triggers
     events, _ = world.plane.audit(offset)
     requests = [e for e in operator.requests(events) if e["verb"] != "watch"]
     return {
         "requests_per_new_fleet": len(requests) / size,
         "requests_while_creating": request_kinds(requests),
         "seconds_to_quiet_after_burst": max(0.0, last_pass - last_status),
+        "seconds_to_quiet_after_the_last_status_write": max(0.0, last_pass - times.last_status_change),
+        "passes_after_the_last_status": dict(after.most_common()),
+        "passes_until_quiet": dict(pass_triggers(operator).most_common()),
     }
 
 
@@ -343,15 +372,27 @@ def burst_summary(r: dict[str, Any]) -> str:
         f" {r['wait_for_status_s']['max']:.1f} s (max) after its creation, all"
         f" {r['seconds_to_status_after_creation']:.0f} s after the first was created"
         f" ({r['seconds_creating']:.0f} s creating them), {r['requests_per_new_fleet']:.1f} requests per new fleet, the"
-        f" last pass {r['seconds_to_quiet_after_burst']:.0f} s after the last status, the API server"
+        f" last pass {r['seconds_to_quiet_after_burst']:.0f} s after the last status"
+        + (
+            f" ({r['seconds_to_quiet_after_the_last_status_write']:.1f} s after the last status write; after the last"
+            f" status {_passes(r['passes_after_the_last_status'])})"
+            if "passes_after_the_last_status" in r
+            else ""
+        )
+        + ", the API server"
         f" {r['cpu_s_until_quiet']['kube-apiserver']:.0f} CPU-s (load {r['load_average_before']:.1f} before,"
         f" {r['load_average_after']:.1f} after)"
     )
 
 
+def _passes(triggers: dict[str, int]) -> str:
+    ordered = sorted(triggers.items(), key=lambda item: -item[1])
+    return ", ".join(f"{count} passes {trigger}" for trigger, count in ordered) or "no pass"
+
+
 def main() -> Result:
     rows = []
-    with world() as w:
+    with world(controller_flags=CONTROLLER_FLAGS) as w:
         for size in SIZES:
             progress(f"--- {size} fleets")
             rows.append(measure(w, size))
@@ -363,7 +404,7 @@ def main() -> Result:
     )
     if PARTS == "burst":
         return Result(  # a record of its own: the full run's (operator_scale.json) stays as it was
-            name="operator_scale_burst",
+            name="operator_scale_burst" if not CONTROLLER_FLAGS else "operator_scale_burst_controller",
             title="The watching operator: a burst of fleets created at once (real control plane)",
             command="BERTH_OPERATOR_SCALE_PARTS=burst python -m benchmarks operator_scale",
             goal=GOAL,

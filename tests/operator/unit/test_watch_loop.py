@@ -233,7 +233,7 @@ def watched_shop() -> tuple[WatchCache, list[tuple[str, str]]]:
     cache = WatchCache(
         None,  # type: ignore[arg-type]
         namespace="shop",
-        on_fleet_change=lambda namespace, fleet: poked.append((namespace, fleet)),
+        on_fleet_change=lambda namespace, fleet, kind, moved: poked.append((namespace, fleet)),
     )
     cache.informers[STATEFULSETS].handle({"type": "ADDED", "object": statefulset("1")})
     poked.clear()

@@ -161,9 +161,17 @@ WATCH_LISTS = Family(
     "Complete lists of a watched kind: at start (reason start), and again after its watch expired (410 Gone: reason"
     " expired)",
 )
+PASS_TRIGGERS = Family(
+    "berth_operator_pass_triggers_total",
+    "counter",
+    "Passes by what asked for them: fleet (its spec, its pause, its first sight), an owned kind and the first field"
+    " of the fleet's workload view its change moved (pods/existing, statefulsets/settled, ...; /applied: the"
+    " StatefulSet as applied; /object: a Service, budget or claim), journal, advice, or the queue's own timing"
+    " (timer/resync, timer/interval, timer/waiting, timer/refused, timer/retry, timer/again)",
+)
 
 #: Every family the operator exports.
-FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN, LEADER, WATCH_LISTS)
+FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN, LEADER, WATCH_LISTS, PASS_TRIGGERS)
 
 
 def _number(value: float) -> str:
@@ -255,6 +263,7 @@ class OperatorMetrics:
         self._scale_down = _Histogram(SCALE_DOWN, SCALE_DOWN_BUCKETS)
         self._leading = 0
         self._lists: dict[tuple[str, str], int] = {}
+        self._triggers: dict[str, int] = {}  # bounded: the sources and view fields are a fixed set
 
     def _fleet(self, namespace: str, fleet: str) -> _Fleet:
         """The fleet's record (created at 0); call with the lock held."""
@@ -329,6 +338,10 @@ class OperatorMetrics:
         with self._lock:
             self._lists[(resource, reason)] = self._lists.get((resource, reason), 0) + 1
 
+    def triggered(self, trigger: str) -> None:
+        with self._lock:
+            self._triggers[trigger] = self._triggers.get(trigger, 0) + 1
+
     def forget(self, namespace: str, fleet: str) -> None:
         """Remove a released fleet's series (bounded cardinality: only existing fleets have series)."""
         with self._lock:
@@ -347,6 +360,10 @@ class OperatorMetrics:
             lists = WATCH_LISTS.header() + "".join(
                 f'{WATCH_LISTS.name}{{resource="{_label(resource)}",reason="{_label(reason)}"}} {_number(count)}\n'
                 for (resource, reason), count in sorted(self._lists.items())
+            )
+            lists += PASS_TRIGGERS.header() + "".join(
+                f'{PASS_TRIGGERS.name}{{trigger="{_label(trigger)}"}} {_number(count)}\n'
+                for trigger, count in sorted(self._triggers.items())
             )
         blocks: list[tuple[str, ...]] = []
         for record in fleets:

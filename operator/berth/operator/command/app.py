@@ -247,9 +247,9 @@ def build_service(
     metrics = metrics or OperatorMetrics()
     reconciler: FleetReconciler | None = None
 
-    def owned_object_changed(namespace: str, name: str) -> None:
+    def owned_object_changed(namespace: str, name: str, kind: str, moved: frozenset[str]) -> None:
         if reconciler is not None:
-            reconciler.poke(FleetKey(namespace, name), CACHE_POKE_DELAY_S)
+            reconciler.owned_changed(FleetKey(namespace, name), kind, moved, CACHE_POKE_DELAY_S)
 
     cache = (
         WatchCache(

@@ -51,6 +51,9 @@ class PassResult:
     #: When time alone may change what this pass found (no watched change announces it): the fleet is passed again
     #: then at the latest. None: only a change, or the usual timing, brings the next pass.
     again_at: datetime | None = None
+    #: Whether the StatefulSet controller's progress alone can change what the next pass decides
+    #: (``planners.pokes.watches_progress``); True unless the status step says otherwise.
+    watches_progress: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,3 +47,6 @@ class FleetMemory:
     failures: int = 0
     waiting_since: float | None = None
     generation: int | None = None
+    #: Whether the StatefulSet controller's progress alone pokes the fleet (``planners.pokes``), as its last pass
+    #: said; True for a fleet not passed yet and after a failed pass.
+    watches_progress: bool = True

@@ -3,7 +3,9 @@ read of the fleet at least as new as the change that asked for it.
 
 A pass is asked for (:meth:`poke`) by whatever sees a change: Kopf's watch of the fleets (:meth:`fleet_seen`: a
 fleet created, its spec changed, every fleet when the operator starts, as ``planners.pokes`` filters them), the
-watch cache (an object a fleet owns changed in what a pass reads), the journal follower (its group changed at the
+watch cache (:meth:`owned_changed`: an object a fleet owns changed in what a pass reads; the StatefulSet
+controller's progress only while the fleet's last pass used it, ``planners.pokes``, and when passed over during a
+pass that ends using it, once that pass ends), the journal follower (its group changed at the
 coordinator). Nothing polls: after a pass, the fleet is next due only when ``planners.pass_timing`` says (a slow
 resync, a wait's backstop, a retry's backoff). Rules:
 
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.operator.planners.pass_timing import Outcome, PassTiming, next_pass_in
-from berth.operator.planners.pokes import wants_pass
+from berth.operator.planners.pokes import owned_change_wants_pass, wants_pass
 from berth.operator.planners.restarts import GroupActivity
 from berth.operator.ports import ClaimsIndex, CoordinatorUnavailable, FleetReader, JournalSource, NotLeading
 from berth.operator.reconcile.context import PassContext, PassResult, RetryLater
@@ -51,6 +53,8 @@ logger = logging.getLogger("berth.operator.reconcile")
 
 #: Passes at once, over all fleets.
 WORKERS = 16
+#: The prefix of the reasons the queue's own timing gives a pass (``PassMetrics.triggered``).
+TIMER = "timer/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,11 @@ class FleetReconciler:
         self._delivered: dict[FleetKey, str] = {}
         #: Fleets whose next read goes to the API server (their last pass failed).
         self._fresh: set[FleetKey] = set()
+        #: Per fleet due for a pass, what asked for it (counted when the pass starts: ``PassMetrics.triggered``); a
+        #: poke's reason replaces the queue's timing, which a poke brings forward.
+        self._why: dict[FleetKey, str] = {}
+        #: Fleets whose StatefulSet's progress moved, unpoked, since their last pass started (``owned_changed``).
+        self._passed_over: set[FleetKey] = set()
         self.queue: PassQueue[FleetKey] = PassQueue(self._queued_pass, workers=workers, clock=clock)
 
     # ---------------------------------------------------------------------------------------------- asking
@@ -98,9 +107,22 @@ class FleetReconciler:
             self._claims = claims
             self.queue.start()
 
-    def poke(self, key: FleetKey, delay_s: float = 0.0) -> None:
-        """A pass for ``key`` within ``delay_s`` (sooner if one was due sooner)."""
+    def poke(self, key: FleetKey, delay_s: float = 0.0, why: str = "poke") -> None:
+        """A pass for ``key`` within ``delay_s`` (sooner if one was due sooner), asked for by ``why``."""
+        if self._why.get(key, TIMER).startswith(TIMER):
+            self._why[key] = why
         self.queue.due(key, delay_s)
+
+    def owned_changed(self, key: FleetKey, kind: str, moved: Collection[str], delay_s: float = 0.0) -> None:
+        """An object of ``kind`` the fleet owns changed, moving ``moved`` of what a pass reads (the workload view's
+        fields, as the watch cache names them): a pass when that asks for one (``planners.pokes``: the
+        StatefulSet controller's progress only while the fleet's last pass watched it)."""
+        memory = self._memories.get(key)
+        if owned_change_wants_pass(moved, memory is None or memory.watches_progress):
+            self.poke(key, delay_s, f"{kind}/{min(moved)}")
+        else:
+            # Passed over; but a pass running now may have read the workload before it and end watching progress.
+            self._passed_over.add(key)
 
     def fleet_seen(self, key: FleetKey, body: Mapping[str, Any]) -> None:
         """A fleet as Kopf's watch delivered it: its version remembered, and a pass asked for when the change is one
@@ -112,7 +134,7 @@ class FleetReconciler:
         uid = _uid(body)
         passed = None if memory is None or (memory.uid and memory.uid != uid) else memory.generation
         if wants_pass(body, passed):
-            self.poke(key)
+            self.poke(key, why="fleet")
 
     async def poke_groups(self, url: str, group_ids: Mapping[str, GroupActivity]) -> None:
         """A pass soon for every fleet following one of ``group_ids`` on ``url``; what the journal said of their
@@ -120,19 +142,19 @@ class FleetReconciler:
         for key, memory in list(self._memories.items()):
             if memory.follows is not None and memory.follows[0] == url and memory.follows[1] in group_ids:
                 memory.activity = memory.activity + group_ids[memory.follows[1]]
-                self.poke(key)
+                self.poke(key, why="journal")
 
     def poke_url(self, url: str) -> None:
         """A pass soon for every fleet following a group on ``url`` (its journal's follower just found the end)."""
         for key, memory in list(self._memories.items()):
             if memory.follows is not None and memory.follows[0] == url:
-                self.poke(key)
+                self.poke(key, why="journal")
 
     def poke_advised(self, keys: Collection[str]) -> None:
         """A pass soon for every fleet whose session-timeout advice is among ``keys`` (the advice changed)."""
         for key, memory in list(self._memories.items()):
             if memory.advised_by is not None and memory.advised_by in keys:
-                self.poke(key)
+                self.poke(key, why="advice")
 
     def memory(self, key: FleetKey, uid: str | None = None) -> FleetMemory:
         """What is remembered of fleet ``key``: afresh for a fleet of another ``uid`` under the same name."""
@@ -158,6 +180,8 @@ class FleetReconciler:
         """A pass from the queue: its outcome decides when the fleet is next due (None: only when poked)."""
         claims = self._claims
         assert claims is not None  # the queue starts with attach()
+        self._triggered(key)
+        self._passed_over.discard(key)
         try:
             result = await self.reconcile(key, claims)
         except NotLeading as error:
@@ -171,9 +195,13 @@ class FleetReconciler:
             self._fresh.add(key)
             return self._failed(key, "an unexpected error (logged above)")
         if result is None:
+            self._why.pop(key, None)
             return None
         memory = self.memory(key)
         memory.failures = 0
+        memory.watches_progress = result.watches_progress
+        if result.watches_progress and key in self._passed_over:
+            self.poke(key, why="passed-over")
         outcome = Outcome.REFUSED if result.refused else Outcome.WAITING if result.waiting else Outcome.CONVERGED
         now = self.clock()
         waiting_for = 0.0
@@ -187,18 +215,23 @@ class FleetReconciler:
         delay = next_pass_in(
             self.timing, outcome, name=str(key), followed=followed, waiting_for_s=waiting_for, failures=0
         )
+        why = _timer_reason(outcome, followed)
         if result.again_at is not None:
-            delay = min(delay, max(0.0, (result.again_at - self.context.ports.now()).total_seconds()))
+            again = max(0.0, (result.again_at - self.context.ports.now()).total_seconds())
+            why, delay = (f"{TIMER}again", again) if again < delay else (why, delay)
+        self._why.setdefault(key, why)
         return delay
 
     def _failed(self, key: FleetKey, why: str) -> float:
         memory = self.memory(key)
         memory.failures += 1
+        memory.watches_progress = True
         failures = memory.failures
         delay = next_pass_in(
             self.timing, Outcome.FAILED, name=str(key), followed=False, waiting_for_s=0.0, failures=failures
         )
         logger.info("fleet %s: %s; next try in %g s", key, why, delay)
+        self._why.setdefault(key, f"{TIMER}retry")
         return delay
 
     async def _pass(self, key: FleetKey, claims: ClaimsIndex) -> PassResult | None:
@@ -229,6 +262,12 @@ class FleetReconciler:
         self._follow(memory, result.follows)
         return result
 
+    def _triggered(self, key: FleetKey) -> None:
+        why = self._why.pop(key, "poke")
+        metrics = self.context.ports.metrics
+        if metrics is not None:
+            metrics.triggered(why)
+
     def _count(self, key: FleetKey, outcome: str) -> None:
         metrics = self.context.ports.metrics
         if metrics is not None:
@@ -237,6 +276,7 @@ class FleetReconciler:
     def _deleting(self, key: FleetKey) -> None:
         """The fleet is being deleted: no pass for it but the finalizer's, which keeps what its passes remembered."""
         self.queue.forget(key)
+        self._passed_over.discard(key)
         memory = self._memories.get(key)
         if memory is not None:
             memory.follows = memory.advised_by = memory.waiting_since = None
@@ -247,6 +287,8 @@ class FleetReconciler:
         self.queue.forget(key)
         self._memories.pop(key, None)
         self._delivered.pop(key, None)
+        self._why.pop(key, None)
+        self._passed_over.discard(key)
         self._fresh.discard(key)
         metrics = self.context.ports.metrics
         if metrics is not None:
@@ -289,6 +331,13 @@ class FleetReconciler:
             if time.monotonic() >= deadline:
                 return waiting
             await asyncio.sleep(self.timing.poll_s)
+
+
+def _timer_reason(outcome: Outcome, followed: bool) -> str:
+    """What the queue's timing calls the pass it schedules after a pass that ended so (``planners.pass_timing``)."""
+    if outcome is Outcome.CONVERGED:
+        return f"{TIMER}resync" if followed else f"{TIMER}interval"
+    return f"{TIMER}{outcome.value}"
 
 
 def _uid(body: Mapping[str, object]) -> str:

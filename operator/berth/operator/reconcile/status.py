@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from berth.operator.planners.pokes import watches_progress
 from berth.operator.ports import ApiCallFailed
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.context import PassResult
@@ -63,7 +64,8 @@ async def mirror(a: Admitted, seen: Seen) -> PassResult:
     await write(a, draft)
     count_state(a, refused=False)
     follows = (a.group.coordinator.endpoint, a.fleet.spec.group_id) if a.group.kind.keeps_journal else None
-    return PassResult(waiting=seen.plan.waiting, follows=follows)
+    progress = watches_progress(draft.status, seen.plan.waiting)
+    return PassResult(waiting=seen.plan.waiting, follows=follows, watches_progress=progress)
 
 
 async def write(a: Admitted, draft: Draft) -> None:

@@ -55,6 +55,7 @@ class FleetDisruptionBudget:
                 self.cache,
                 DISRUPTION_BUDGETS,
                 call_json(policy.create_namespaced_pod_disruption_budget, self.namespace, body),
+                key=(self.namespace, self.name),
             ),
             patch=lambda ops: written(
                 self.cache,
@@ -66,6 +67,7 @@ class FleetDisruptionBudget:
                     ops,
                     _content_type=JSON_PATCH,
                 ),
+                key=(self.namespace, self.name),
             ),
             changes=lambda plan: [
                 {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]} for key in sorted(plan["spec"])

@@ -137,6 +137,11 @@ class Informer:
         awaited = self._awaited.get(key)
         return version in self._versions.get(key, ()) or (awaited is not None and awaited[0] == version)
 
+    def last_version(self, namespace: str, name: str) -> str | None:
+        """The version of the object the watch (or a list) brought last; None when none was."""
+        versions = self._versions.get((namespace, name))
+        return versions[-1] if versions else None
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self.run(), name=f"watch {self.resource}")

@@ -21,6 +21,7 @@ Two halves, so that a cache of watched objects can replace the reads without tou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -101,6 +102,21 @@ def workload_view(
         rolling=rolling_out(statefulset),
         last_started=max((found.started for found in times.values()), default=None),
     )
+
+
+def view_changes(before: WorkloadView, after: WorkloadView) -> tuple[str, ...]:
+    """The fields of the view that differ between ``before`` and ``after`` (its observation's by their own names)."""
+    moved = [
+        f.name
+        for f in dataclasses.fields(WorkloadObservation)
+        if getattr(before.observation, f.name) != getattr(after.observation, f.name)
+    ]
+    moved += [
+        f.name
+        for f in dataclasses.fields(WorkloadView)
+        if f.name != "observation" and getattr(before, f.name) != getattr(after, f.name)
+    ]
+    return tuple(moved)
 
 
 def rolling_out(statefulset: Mapping[str, Any]) -> bool:

@@ -13,12 +13,18 @@ berth-consumer`` and a ``berth.dev/fleet`` label naming the fleet). Rules:
   and, outside its status, as applied (its metadata and spec); Services, budgets and ConfigMaps as they are kept.
   So a StatefulSet scaled or deleted out of band, a pod gone or Ready, a budget removed reach the fleet's pass
   within a moment, with no polling, and a status update of the StatefulSet's controller that changes nothing the
-  pass uses (its replica counts) pokes nobody.
+  pass uses (its replica counts) pokes nobody. The callback is told which of the view's fields moved
+  (``observation.view_changes``), so the reconciler can pass over what only some passes use
+  (``planners.pokes``: the controller's progress).
 - Reads are served from the cache only once its informer has listed everything (``synced``); before, the caller
   reads through the API. Objects handed out are the cache's own: read them, never change them.
 - What the operator itself creates or patches is kept as the API server answered it (``wrote``): a pass reads
   back what it wrote without asking the API server again, and the watch event of that write changes nothing and
   pokes nobody (a first pass would otherwise be followed by one pass per object it created).
+- A write in flight holds the pokes of the object it writes (``written``'s ``key``): a watch may bring the write's
+  own version before its answer, and that event is then the write itself, which pokes nobody. When the answer
+  comes, a held change of exactly its version is dropped; any other is poked once the write is over (answered or
+  failed).
 - The cache may lag the API server by a moment. Create-or-patch tolerates it (a 409 on create is read back
   through the API; a patch decided on a stale copy is sent again, the same); a step that cannot be taken back
   confirms its view first (``WorkloadView.from_cache``, ``observe(fresh=True)``).
@@ -34,8 +40,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from berth.operator.adapters.kube.api_session import ApiSession
-from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource
-from berth.operator.adapters.kube.observation import ApiWorkloadObserver, has_claim_templates, workload_view
+from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedResource, key_of
+from berth.operator.adapters.kube.observation import (
+    ApiWorkloadObserver,
+    has_claim_templates,
+    view_changes,
+    workload_view,
+)
 from berth.operator.planners.statefulset import APP_NAME, FLEET_LABEL
 from berth.operator.ports import WorkloadView
 
@@ -155,7 +166,10 @@ PROJECTIONS: dict[WatchedResource, Callable[[Obj], Obj]] = {
     CONFIG_MAPS: project_owned,
 }
 
-FleetChanged = Callable[[str, str], None]
+#: (namespace, fleet, kind, moved): the kind's plural and what of the fleet's workload view its change moved (the
+#: view's fields, ``observation.view_changes``; ``applied``: a StatefulSet's metadata or spec; ``object``: a kind
+#: not read through the view).
+FleetChanged = Callable[[str, str, str, frozenset[str]], None]
 #: Kinds a pass reads through the fleet's workload view (a StatefulSet also as applied: :func:`_as_applied`).
 VIEWED = (STATEFULSETS, PODS, CLAIMS)
 
@@ -198,6 +212,9 @@ class WatchCache:
         on_relist: Callable[[str, str], None] | None = None,
     ) -> None:
         self.on_fleet_change = on_fleet_change
+        #: Writes in flight by object, and the pokes held for each: (version the watch brought, fleet, kind, moved).
+        self._writing: dict[tuple[WatchedResource, Key], int] = {}
+        self._held: dict[tuple[WatchedResource, Key], list[tuple[str | None, Key, frozenset[str]]]] = {}
         resources = [STATEFULSETS, PODS, SERVICES, DISRUPTION_BUDGETS, CLAIMS]
         #: resource -> fleet (namespace, name) -> object name -> object
         self._by_fleet: dict[WatchedResource, dict[Key, dict[str, Obj]]] = {r: {} for r in resources}
@@ -258,6 +275,25 @@ class WatchCache:
         informer = self.informers.get(resource)
         if informer is not None and (change := informer.put(obj)) is not None:
             self._index(resource, *change)
+        held = self._held.get((resource, key_of(obj)))
+        if held:
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            held[:] = [poke for poke in held if poke[0] is None or poke[0] != str(version)]
+
+    def begin_write(self, resource: WatchedResource, key: Key) -> None:
+        """A write of object ``key`` is in flight: its pokes are held until :meth:`end_write`."""
+        self._writing[(resource, key)] = self._writing.get((resource, key), 0) + 1
+
+    def end_write(self, resource: WatchedResource, key: Key) -> None:
+        """The write is over: what it held and was not the write itself pokes now."""
+        token = (resource, key)
+        left = self._writing.get(token, 1) - 1
+        if left > 0:
+            self._writing[token] = left
+            return
+        self._writing.pop(token, None)
+        for _, (namespace, fleet), moved in self._held.pop(token, []):
+            self.on_fleet_change(namespace, fleet, resource.plural, moved)
 
     def _index(self, resource: WatchedResource, old: Obj | None, new: Obj | None) -> set[Key]:
         """The by-fleet index told of one change; the fleets it concerns."""
@@ -284,9 +320,17 @@ class WatchCache:
             self._index(resource, old, new)
             for namespace, fleet in keys:
                 applied = resource is STATEFULSETS and _as_applied(old) != _as_applied(new)
-                if viewed and not applied and self.view(namespace, fleet) == before[(namespace, fleet)]:
-                    continue  # nothing a pass reads changed
-                self.on_fleet_change(namespace, fleet)
+                moved = frozenset({"applied" if applied else "object"})
+                if viewed and not applied:
+                    moved = frozenset(view_changes(before[(namespace, fleet)], self.view(namespace, fleet)))
+                    if not moved:
+                        continue  # nothing a pass reads changed
+                token = (resource, key_of(new if new is not None else old or {}))
+                if token in self._writing:  # perhaps the write itself, before its answer: held until then
+                    version = self.informers[resource].last_version(*token[1])
+                    self._held.setdefault(token, []).append((version, (namespace, fleet), moved))
+                    continue
+                self.on_fleet_change(namespace, fleet, resource.plural, moved)
 
         return changed
 
@@ -304,12 +348,23 @@ async def read_cached(
     return await read()
 
 
-async def written(cache: WatchCache | None, resource: WatchedResource, call: Awaitable[Obj]) -> Obj:
-    """``call``'s answer, an object just created or changed, kept in ``cache`` (:meth:`WatchCache.wrote`)."""
-    obj = await call
-    if cache is not None:
+async def written(
+    cache: WatchCache | None, resource: WatchedResource, call: Awaitable[Obj], key: Key | None = None
+) -> Obj:
+    """``call``'s answer, an object just created or changed, kept in ``cache`` (:meth:`WatchCache.wrote`); with
+    ``key`` (the object's namespace and name), its watch events meanwhile poke nobody if they are the write itself
+    (:meth:`WatchCache.begin_write`)."""
+    if cache is None:
+        return await call
+    if key is not None:
+        cache.begin_write(resource, key)
+    try:
+        obj = await call
         cache.wrote(resource, obj)
-    return obj
+        return obj
+    finally:
+        if key is not None:
+            cache.end_write(resource, key)
 
 
 class CachedWorkloadObserver:

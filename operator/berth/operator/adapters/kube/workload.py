@@ -114,6 +114,7 @@ class StatefulSetWorkload:
                     {"spec": {"replicas": replicas}},
                     _content_type=MERGE_PATCH,
                 ),
+                key=(self.namespace, self.name),
             )
 
     async def observe(self, *, fresh: bool = False) -> WorkloadView:
@@ -157,7 +158,10 @@ class StatefulSetWorkload:
             try:
                 body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted, CLAIM_TEMPLATES_HASH_ANNOTATION: claims})
                 await written(
-                    self.cache, STATEFULSETS, call_json(self.apps.create_namespaced_stateful_set, self.namespace, body)
+                    self.cache,
+                    STATEFULSETS,
+                    call_json(self.apps.create_namespaced_stateful_set, self.namespace, body),
+                    key=(self.namespace, self.name),
                 )
                 return Applied.CREATED
             except Exception as error:
@@ -186,6 +190,7 @@ class StatefulSetWorkload:
             call_json(
                 self.apps.patch_namespaced_stateful_set, self.name, self.namespace, patch, _content_type=JSON_PATCH
             ),
+            key=(self.namespace, self.name),
         )
         return Applied.UPDATED
 
@@ -230,12 +235,16 @@ class StatefulSetWorkload:
             read=self._read_service,
             reread=self._fetch_service,
             create=lambda body: written(
-                self.cache, SERVICES, call_json(self.core.create_namespaced_service, self.namespace, body)
+                self.cache,
+                SERVICES,
+                call_json(self.core.create_namespaced_service, self.namespace, body),
+                key=(self.namespace, self.name),
             ),
             patch=lambda ops: written(
                 self.cache,
                 SERVICES,
                 call_json(self.core.patch_namespaced_service, self.name, self.namespace, ops, _content_type=JSON_PATCH),
+                key=(self.namespace, self.name),
             ),
             changes=lambda plan: [
                 {"op": "add", "path": f"/spec/{key}", "value": plan["spec"][key]}
