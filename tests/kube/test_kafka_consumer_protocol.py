@@ -102,7 +102,9 @@ def test_a_consumer_protocol_fleet_scales_5_to_3_with_one_removal_restarts_witho
     last = wait_until(lambda: stage.status(name).get("lastScaleDown"), "lastScaleDown", timeout_s=60)
     departed, survivors = ids[3:], ids[:3]
     assert last["removed"] == departed and last["results"] == dict.fromkeys(departed, "NONE")
-    assert stage.messages(name, "LeftGroup") == [f"left the group: {', '.join(departed)}"]
+    # The Event is posted after the status write that shows lastScaleDown: no order between them is promised.
+    said = wait_until(lambda: stage.messages(name, "LeftGroup"), "the LeftGroup Event")
+    assert said == [f"left the group: {', '.join(departed)}"]
     gone = max(stage.kubelet.gone_at[pod] for pod in departed)
     ownership = stage.owning_everything(survivors)
     took = ownership.covered_at(survivors, stage.partitions()) - gone

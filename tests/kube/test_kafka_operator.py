@@ -67,7 +67,9 @@ def test_a_rolling_restart_costs_no_rebalance_and_a_scale_down_one_removal_of_ex
     assert last["removed"] == departed
     assert last["results"] == dict.fromkeys(departed, "NONE")
     # Classic Kafka groups report no generation: the leave claims no rebalance count it could not have measured.
-    assert stage.messages(name, "LeftGroup") == [f"left the group: {', '.join(departed)}"]
+    # The Event is posted after the status write that shows lastScaleDown: no order between them is promised.
+    said = wait_until(lambda: stage.messages(name, "LeftGroup"), "the LeftGroup Event")
+    assert said == [f"left the group: {', '.join(departed)}"]
     assert "rebalances" not in stage.status(name)["lastScaleDown"]
     gone = max(stage.kubelet.gone_at[pod] for pod in departed)
     ownership = stage.owning_everything(survivors)
