@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -13,6 +14,10 @@ from support.api import Api
 from support.coordinator import CoordinatorProcess
 
 from berth.coordinator.client import CoordinatorAdmin
+from berth.coordinator.client.config import MemberConfig
+from berth.coordinator.client.errors import CoordinatorUnavailableError
+from berth.coordinator.client.example import ExampleConsumer, run
+from berth.coordinator.protocol import TopicPartition
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,3 +87,55 @@ async def test_example_exits_2_naming_a_malformed_variable() -> None:
     assert stderr.decode().strip() == (
         "example: configuration error: BERTH_SESSION_TIMEOUT_MS value must be a positive decimal integer, got 'soon'"
     )
+
+
+async def test_a_commit_left_unanswered_past_the_retries_is_reported_and_the_next_one_carries_its_offsets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Regression (the node tier's move to the replicated coordinator took 72 s, past the commit's 60 s of retries):
+    # the commit raised out of the consuming loop, which ended unseen, and the pod stayed in its group committing
+    # nothing ever again.
+    consumer = ExampleConsumer(MemberConfig("shop", {"shop": 1}, group_instance_id="shop-0"), commit_interval_s=0.01)
+    partition: TopicPartition = ("shop", 0)
+    consumer.positions = {partition: 0}
+    sent: list[int] = []
+    second = asyncio.Event()
+
+    async def commit(offsets: dict[TopicPartition, int]) -> None:
+        sent.append(offsets[partition])
+        if len(sent) == 1:
+            raise CoordinatorUnavailableError("offset commit to group 'shop': no answer within 60 s")
+        second.set()
+
+    consumer.member.commit = commit  # type: ignore[method-assign,assignment]
+    consuming = asyncio.create_task(consumer.consume_forever())
+    try:
+        async with asyncio.timeout(10):
+            await second.wait()
+    finally:
+        consuming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consuming
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "shop-0 commit not answered: offset commit to group 'shop': no answer within 60 s"
+    assert lines[1] == f"shop-0 committed shop[0]={sent[1]}" and sent[1] > sent[0]
+
+
+async def test_a_consuming_loop_that_fails_stops_the_process_instead_of_leaving_a_member_that_never_commits(
+    coordinator: CoordinatorProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: ExampleConsumer) -> None:
+        raise RuntimeError("the consuming loop broke")
+
+    monkeypatch.setattr(ExampleConsumer, "consume_forever", broken)
+    config = MemberConfig("shop", {"shop": 1}, coordinator_url=coordinator.url, group_instance_id="shop-0")
+    running = asyncio.create_task(run(config, commit_interval_s=0.05))
+    try:
+        await asyncio.wait({running}, timeout=30)
+        assert running.done(), "the example still runs 30 s after its consuming loop failed"
+        with pytest.raises(RuntimeError, match="the consuming loop broke"):
+            running.result()
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+            await running

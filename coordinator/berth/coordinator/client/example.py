@@ -13,7 +13,11 @@ It prints one line per event, e.g.::
 
 Rules it demonstrates: commit in ``on_revoked`` (the last chance before the partitions move), resume from the
 committed offsets in ``on_assigned``, stop cleanly on SIGTERM/SIGINT (a static member does not leave: its restart
-costs no rebalance), and exit non-zero with the reason when fenced (a duplicate ``group.instance.id``).
+costs no rebalance), and exit non-zero with the reason when fenced (a duplicate ``group.instance.id``). A commit
+the coordinator could not answer within the library's retries (an outage longer than them: a move to the
+replicated coordinator, a failover that takes long) is reported and not fatal: the positions keep advancing and the
+next commit carries them. Anything else that stops the consuming loop stops the process, non-zero, so that a pod
+never stays in its group without committing.
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ import signal
 import sys
 
 from berth.coordinator.client.config import ENV_GROUP_ID, ENV_TOPICS, MemberConfig
-from berth.coordinator.client.errors import BerthClientError, CommitFailedError, ConfigError
+from berth.coordinator.client.errors import (
+    BerthClientError,
+    CommitFailedError,
+    ConfigError,
+    CoordinatorUnavailableError,
+)
 from berth.coordinator.client.member import GroupMember
 from berth.coordinator.client.state import AssignmentChange
 from berth.coordinator.protocol import TopicPartition
@@ -77,6 +86,9 @@ class ExampleConsumer:
         except CommitFailedError as error:  # the group moved on; the next assignment resumes from the last commit
             print(f"{self.name} commit refused: {error}", flush=True)
             return
+        except CoordinatorUnavailableError as error:  # an outage past the retries: the next commit carries these
+            print(f"{self.name} commit not answered: {error}", flush=True)
+            return
         offsets = " ".join(f"{topic}[{partition}]={offset}" for (topic, partition), offset in self.positions.items())
         print(f"{self.name} committed {offsets}", flush=True)
 
@@ -92,12 +104,12 @@ async def run(config: MemberConfig, commit_interval_s: float = DEFAULT_COMMIT_IN
         stopping = asyncio.create_task(stop.wait())
         running = asyncio.create_task(member.run())
         try:
-            await asyncio.wait({stopping, running}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stopping, running, consuming}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in (consuming, stopping):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                    await task  # raises what ended the consuming loop, when it ended on its own
         if running.done():
             running.result()  # raises the fatal error that stopped the member
         running.cancel()
