@@ -48,7 +48,9 @@ def test_moving_to_ha_keeps_every_group_and_the_members_carry_on(ha_stage: HaSta
     assert lost(acknowledged_before(commits(logs), move.started_at), offsets) == {}
     assert all(offsets[partition] >= offset for partition, offset in move.offsets.items())
     assert any(commit.at > move.started_at + move.seconds for commit in commits(logs)), "no commit after the move"
-    # The members waited the move out (their retries are in their logs) and nothing failed.
+    # The members waited the move out (their retries are in their logs) and nothing failed. A commit unanswered past
+    # its 60 s of retries (a move that long on a busy machine) is printed, not failed: docs/high-availability.md says
+    # the application sees it and carries on, and the commit after the move is checked above.
     print("the members' logs, but for their commits:", *surfaced(logs)[:40], sep="\n  ")
     failures = [line for line in surfaced(logs) if re.search(r"revoked|refused|stopped|Traceback|fatal", line)]
     assert failures == []
