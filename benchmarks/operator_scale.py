@@ -405,7 +405,8 @@ def main() -> Result:
     if PARTS == "burst":
         return Result(  # a record of its own: the full run's (operator_scale.json) stays as it was
             name="operator_scale_burst" if not CONTROLLER_FLAGS else "operator_scale_burst_controller",
-            title="The watching operator: a burst of fleets created at once (real control plane)",
+            title="The watching operator: a burst of fleets created at once (real control plane"
+            + (f"; controller manager {' '.join(CONTROLLER_FLAGS)})" if CONTROLLER_FLAGS else ")"),
             command="BERTH_OPERATOR_SCALE_PARTS=burst python -m benchmarks operator_scale",
             goal=GOAL,
             met=burst_met,

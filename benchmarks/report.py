@@ -26,6 +26,7 @@ ORDER = [
     "status_lag",
     "operator_scale",
     "operator_scale_burst",
+    "operator_scale_burst_controller",
     "operator_pods",
     "operator_takeover",
     "failover",
