@@ -96,7 +96,14 @@ def fail_over(stage: HaStage, probe: FirstJoin, kind: str) -> Round:
         found = commits(read_logs(fleet, FLEET_REPLICAS))
         return {c.pod for c in found if c.at > wall + took} == {f"{fleet.name}-{i}" for i in range(FLEET_REPLICAS)}
 
-    wait_until(all_committed_again, "every member committing again", timeout_s=120, every_s=1)
+    try:
+        wait_until(all_committed_again, "every member committing again", timeout_s=120, every_s=1)
+    except AssertionError as timed_out:  # say who did not, and what the members printed meanwhile
+        logs = read_logs(fleet, FLEET_REPLICAS)
+        pods = {f"{fleet.name}-{i}" for i in range(FLEET_REPLICAS)}
+        quiet = sorted(pods - {c.pod for c in commits(logs) if c.at > wall + took})
+        said = surfaced(logs, since=wall)[-10:]
+        raise AssertionError(f"{timed_out}: {quiet} did not; what the members printed since: {said}") from None
     logs = read_logs(fleet, FLEET_REPLICAS)
     found = commits(logs)
     missing = lost(acknowledged_before(found, wall), fleet.offsets())
