@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 import threading
 import time
@@ -390,6 +391,17 @@ def _passes(triggers: dict[str, int]) -> str:
     return ", ".join(f"{count} passes {trigger}" for trigger, count in ordered) or "no pass"
 
 
+def _burst_command() -> str:
+    """The command that repeats this burst run, with the sizes and controller flags it was given."""
+    given = {
+        "BERTH_OPERATOR_SCALE_SIZES": os.environ.get("BERTH_OPERATOR_SCALE_SIZES"),
+        "BERTH_OPERATOR_SCALE_PARTS": PARTS,
+        "BERTH_OPERATOR_SCALE_CONTROLLER_FLAGS": " ".join(CONTROLLER_FLAGS) or None,
+    }
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in given.items() if value)
+    return f"{env} python -m benchmarks operator_scale"
+
+
 def main() -> Result:
     rows = []
     with world(controller_flags=CONTROLLER_FLAGS) as w:
@@ -407,7 +419,7 @@ def main() -> Result:
             name="operator_scale_burst" if not CONTROLLER_FLAGS else "operator_scale_burst_controller",
             title="The watching operator: a burst of fleets created at once (real control plane"
             + (f"; controller manager {' '.join(CONTROLLER_FLAGS)})" if CONTROLLER_FLAGS else ")"),
-            command="BERTH_OPERATOR_SCALE_PARTS=burst python -m benchmarks operator_scale",
+            command=_burst_command(),
             goal=GOAL,
             met=burst_met,
             summary="; ".join(f"{r['fleets']}: {burst_summary(r)}" for r in rows),

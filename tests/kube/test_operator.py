@@ -74,8 +74,8 @@ def test_scale_down_sends_one_batch_leave_naming_exactly_the_departed_ids_after_
     left_at = max(i for i, e in enumerate(events) if e["type"] == "member_left")
     assert rebalances(events[left_at:]) == ["member_left"], events
     assert after["generation_id"] == before["generation_id"] + 1
-    wait_until(lambda: stage.messages("LeftGroup"), "the LeftGroup Event")  # posted after the status write
-    assert stage.messages("LeftGroup") == ["left the group: orders-3, orders-4"]
+    said = wait_until(lambda: stage.messages("LeftGroup"), "the LeftGroup Event")  # posted after the status write
+    assert said == ["left the group: orders-3, orders-4"]
     # The rebalances the leave cost are counted from the group's generations once it is Stable again, not assumed.
     counted = wait_until(lambda: (stage.status().get("lastScaleDown") or {}).get("rebalances") is not None, "counted")
     assert counted and stage.status()["lastScaleDown"]["rebalances"] == 1

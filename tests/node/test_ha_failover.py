@@ -92,18 +92,22 @@ def fail_over(stage: HaStage, probe: FirstJoin, kind: str) -> Round:
     check_the_replicas_after(replicas, victim, kind)
 
     # The members carry on: every one commits again on the new active replica.
-    def all_committed_again() -> bool:
-        found = commits(read_logs(fleet, FLEET_REPLICAS))
-        return {c.pod for c in found if c.at > wall + took} == {f"{fleet.name}-{i}" for i in range(FLEET_REPLICAS)}
+    pods = {f"{fleet.name}-{i}" for i in range(FLEET_REPLICAS)}
+
+    def not_committed_again(logs: dict[str, list[tuple[float, str]]]) -> list[str]:
+        return sorted(pods - {c.pod for c in commits(logs) if c.at > wall + took})
 
     try:
-        wait_until(all_committed_again, "every member committing again", timeout_s=120, every_s=1)
+        wait_until(
+            lambda: not not_committed_again(read_logs(fleet, FLEET_REPLICAS)),
+            "every member committing again",
+            timeout_s=120,
+            every_s=1,
+        )
     except AssertionError as timed_out:  # say who did not, and what the members printed meanwhile
         logs = read_logs(fleet, FLEET_REPLICAS)
-        pods = {f"{fleet.name}-{i}" for i in range(FLEET_REPLICAS)}
-        quiet = sorted(pods - {c.pod for c in commits(logs) if c.at > wall + took})
         said = surfaced(logs, since=wall)[-10:]
-        raise AssertionError(f"{timed_out}: {quiet} did not; what the members printed since: {said}") from None
+        raise AssertionError(f"{timed_out}: {not_committed_again(logs)} did not; printed since: {said}") from None
     logs = read_logs(fleet, FLEET_REPLICAS)
     found = commits(logs)
     missing = lost(acknowledged_before(found, wall), fleet.offsets())
