@@ -92,9 +92,24 @@ def test_a_port_another_operator_holds_is_one_line_and_exit_2(kubeconfig: Path, 
 async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:
     try:
         async with session.get(url) as response:
+            # Closed after each answer: a kept-alive connection would hold the operator's stop (Kopf waits for it).
+            assert response.headers.get("Connection") == "close"
             return response.status == 200
     except aiohttp.ClientError:
         return False
+
+
+async def _stopped_by_sigterm(process: asyncio.subprocess.Process, log: Path) -> int:
+    """SIGTERM, then the exit status; a process still running 60 s later (a busy machine) is killed and the test fails
+    with the end of its log (what it was waiting for)."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return await asyncio.wait_for(process.wait(), 60)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        tail = NEWLINE.join((await asyncio.to_thread(log.read_text)).splitlines()[-40:])
+        pytest.fail(f"berth-operator did not exit within 60 s of SIGTERM; its log ends:{NEWLINE}{tail}")
 
 
 async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
@@ -132,8 +147,7 @@ async def test_the_command_runs_with_json_logs_liveness_and_stops_on_sigterm(
             await create_fleet(apiserver, fleet_body("orders", 1))
             await until(lambda: (s := statefulset(apiserver, "orders")) and s["spec"]["replicas"] == 1, "size 1")
         finally:
-            process.send_signal(signal.SIGTERM)
-            code = await asyncio.wait_for(process.wait(), 30)
+            code = await _stopped_by_sigterm(process, log)
     assert code == 0
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     text = "\n".join(line["message"] for line in lines)

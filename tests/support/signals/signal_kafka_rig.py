@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from support.signal_kafka import now_ms as wall_ms
-from support.signal_lab import InMemoryRecords, Record
+from support.signal_lab import InMemoryRecords, Look, Record
 
 from berth.operator.adapters.kafka.port import KafkaCoordinatorPort
 from berth.operator.planners.kafka_credentials import KafkaConnection
@@ -254,8 +254,7 @@ class Watch:
     removed: set[str] = field(default_factory=set)  # instance ids an admin removal took, until they are gone
     rebalancing: bool = False
     epoch: int = -1
-    looks: int = 0
-    state: str = ""  # the group's state, as last described
+    looks: list[Look] = field(default_factory=list)  # every description, in order
 
     def left(self, at_ms: int, results: Mapping[str, str]) -> None:
         for instance_id, outcome in sorted(results.items()):
@@ -263,9 +262,8 @@ class Watch:
                 self.removed.add(instance_id)
                 self._add(at_ms, "member_left", instance_id, via="admin", generation_id=None)
 
-    def look(self, at_ms: int, state: str, epoch: int, members: Mapping[str, str]) -> None:
-        self.looks += 1
-        self.state = state
+    def look(self, asked_ms: int, at_ms: int, state: str, epoch: int, members: Mapping[str, str]) -> None:
+        self.looks.append(Look(asked_ms, at_ms, state, epoch, state in SETTLED))
         for instance_id, member_id in sorted(members.items()):
             before = self.members.get(instance_id)
             if before == member_id:
@@ -325,14 +323,18 @@ class KafkaRig:
     async def _watching(self, watch: Watch) -> None:
         while True:
             started = time.monotonic()
-            try:
-                described = await self.observer.describe(watch.group)
-            except Exception as error:  # kept: a truth with holes is reported, not trusted
-                self.watch_errors.append(f"{wall_ms()}: {type(error).__name__}: {error}")
-            else:
-                members = {m.group_instance_id: m.member_id for m in described.members if m.group_instance_id}
-                watch.look(wall_ms(), described.state, described.generation, members)
+            await self._look(watch)
             await asyncio.sleep(max(0.0, WATCH_MS / 1000 - (time.monotonic() - started)))
+
+    async def _look(self, watch: Watch) -> None:
+        asked = wall_ms()
+        try:
+            described = await self.observer.describe(watch.group)
+        except Exception as error:  # kept: a truth with holes is reported, not trusted
+            self.watch_errors.append(f"{wall_ms()}: {type(error).__name__}: {error}")
+        else:
+            members = {m.group_instance_id: m.member_id for m in described.members if m.group_instance_id}
+            watch.look(asked, wall_ms(), described.state, described.generation, members)
 
     def now_ms(self) -> int:
         return wall_ms()
@@ -356,10 +358,13 @@ class KafkaRig:
         self.watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.watcher
+        await self._look(self.watch)  # asked after the last pass: the group as that pass left it, not as before
         record.truth = list(self.watch.events)
+        record.looks = list(self.watch.looks)
         record.sampled = True
-        if self.watch.state not in SETTLED:
-            record.unsettled = self.watch.state
+        last = self.watch.looks[-1] if self.watch.looks else None
+        if last is not None and not last.settled:
+            record.unsettled = last.state
         record.failures += [f"the rig's watch failed: {error}" for error in self.watch_errors]
         if self.processes is not None:
             record.failures += [f"a member failed: {error}" for error in self.processes.errors()]

@@ -100,6 +100,17 @@ class Said:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """The coordinator's group as one description gave it: asked at ``asked_ms``, answered at ``answered_ms``."""
+
+    asked_ms: int
+    answered_ms: int
+    state: str
+    generation: int
+    settled: bool  # Stable, Empty or Dead: not rebalancing
+
+
 @dataclass
 class Record:
     """What the lab saw: the Events, the status after every pass, the metrics at the end, the fleet's log, the spec's
@@ -118,8 +129,13 @@ class Record:
     #: The truth was sampled from the broker's group (Kafka) rather than read from a journal: it names every change
     #: a pass could have seen, but the operator, which samples at its passes, may see fewer (the oracle's bounds).
     sampled: bool = False
-    #: The broker's own group was still rebalancing when the lab gave up waiting for the fleet to come to rest (its
-    #: state, as the rig last described it), None when it had settled: then the fleet not resting is the operator's.
+    #: When the last pass began and ended (lab ms).
+    last_pass: tuple[int, int] | None = None
+    #: The broker's group as the rig described it every ``WATCH_MS``, the last description asked after the last pass
+    #: (Kafka; empty where the truth is a journal).
+    looks: list[Look] = field(default_factory=list)
+    #: The broker's own group still rebalancing after the last pass (its state then), None when it had settled: then
+    #: a fleet that never came to rest is the operator's doing.
     unsettled: str | None = None
 
     @property
@@ -297,11 +313,13 @@ class Lab:
     async def reconcile(self) -> Any:
         self.memory.activity = self.memory.activity + await self.rig.activity(self.group)
         body = {**self.body, "status": copy.deepcopy(self.status.status)}
+        started = self.rig.now_ms()
         try:
             result = await FleetPass(self.context, body, NO_CLAIMS, self.memory).run()
         except Exception as error:  # a pass that fails is recorded: the oracle says whether it should have
             self.record.failures.append(f"{self.rig.now_ms()}: {type(error).__name__}: {error}")
             result = None
+        self.record.last_pass = (started, self.rig.now_ms())
         self.record.statuses.append((self.rig.now_ms(), copy.deepcopy(self.status.status)))
         return result
 

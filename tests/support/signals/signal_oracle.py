@@ -23,8 +23,10 @@ The properties (issue 30, "Every value signal checked against ground truth"):
 - **a scale-down's rebalances are counted from where the leave was**: ``lastScaleDown.fromGeneration`` is the
   group's generation when its leave removed the members;
 - **no pass fails** (the lab's coordinator and workload never fail a call), and the fleet comes to rest — on Kafka,
-  unless the broker's own group never settled (a consumer-protocol group left Reconciling by its clients), when its
-  status must not say Ready;
+  unless the broker's own group never settled (a consumer-protocol group left Reconciling by its clients);
+- **Ready is not claimed over a rebalance**: the last status does not say Ready when the broker's group was
+  rebalancing all through the last pass (described rebalancing before the pass began and again after it ended, at the
+  same generation: it never settled in between);
 
 On Kafka the truth is sampled (``Record.sampled``: the broker's answers to the operator's removals and its group
 described every 150 ms, ``signal_kafka_rig``) and the lab runs on the wall clock, so three checks are bounds there: the
@@ -73,10 +75,23 @@ def _broker_never_settled(record: Record, failure: str) -> bool:
 
 
 def ready_not_claimed(record: Record) -> list[str]:
+    """The group as described last before the pass began and first after it ended: a rebalance the pass could have
+    missed (one that began or ended while it ran) is not one it ran all through."""
     conditions = record.status.get("conditions") or ()
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    if record.unsettled is not None and ready:
-        return [f"status says Ready though the broker's group ends {record.unsettled}"]
+    if not ready or record.last_pass is None:
+        return []
+    began, ended = record.last_pass
+    before = [look for look in record.looks if look.answered_ms <= began]
+    after = [look for look in record.looks if look.asked_ms >= ended]
+    if not before or not after:
+        return []
+    was, then = before[-1], after[0]
+    if not was.settled and not then.settled and was.generation == then.generation:
+        return [
+            f"status says Ready though the broker's group was rebalancing all through the last pass"
+            f" ({was.state} at generation {was.generation} before it, {then.state} after it)"
+        ]
     return []
 
 

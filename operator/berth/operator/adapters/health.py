@@ -2,7 +2,8 @@
 
 Rules: 200 ``ok`` while the operator's event loop answers (a standby waiting on the Lease is healthy: restarting it
 would gain nothing); nothing is served when the port is 0. The operator serves it itself rather than through Kopf,
-which runs only on the leader.
+which runs only on the leader. Every answer closes its connection (the kubelet's probe opens one per probe anyway): an
+idle kept-alive connection is a task on the event loop, and at a stop Kopf waits 5 s for every task it finds there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ async def serving_health(port: int, host: str = "0.0.0.0") -> AsyncIterator[None
         return
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+        response = web.Response(text="ok")
+        response.force_close()
+        return response
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
