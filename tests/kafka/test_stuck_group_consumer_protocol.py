@@ -147,6 +147,7 @@ async def test_a_consumer_that_stops_polling_leaves_the_group_and_its_ready_pod_
     pods = [f"{group}-{n}" for n in range(3)]
     try:
         await stage.until("2 partitions each", lambda: stable_with(port, group, dict.fromkeys(pods, 2)))
+        await stage.run()  # a pass that began with the group formed (the last one may have seen it forming)
         described = await port.describe(group)
         assert described.protocol is GroupProtocol.CONSUMER
         # The port's description carries each member's assignment: together the topic's 6 partitions.

@@ -23,6 +23,8 @@ the operator's real Kafka port, and the broker's group watched for the oracle's 
   CompletingRebalance, a consumer-protocol group's epoch going up), each written after the member events seen with
   or before it. Being sampled, this truth names every restart, expiry and rebalance a pass could have seen (the
   operator samples the group at its passes only), which is what the oracle's bounds need (``Record.sampled``).
+  Every description is kept (``Record.looks``: asked when, answered when, the state and generation), the last one
+  asked after the lab's last pass, so the oracle compares that pass's status with the group before and after it.
 """
 
 from __future__ import annotations
