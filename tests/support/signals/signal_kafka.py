@@ -5,9 +5,10 @@ pods played by ``signal_fleet`` and their processes by whatever real consumers t
 What stands in, as in the signal lab (``signal_lab``): the StatefulSet and its kubelet, the status subresource (a
 dict), Events (a list), the ownership records (a dict). Time is the wall clock's (the broker has no manual clock):
 :meth:`KafkaPasses.until` passes half a second apart until an observable state holds, and every pass's time and the
-status it left are kept (:attr:`KafkaPasses.passes`) so a test can check *when* a condition turned, not only that it
-did. :class:`PollingConsumers` plays the processes: one real consumer per started pod, polling in a thread of its
-own while told to (a test stops one polling to make it silent).
+status it left are kept (:attr:`KafkaPasses.passes`: when each began and ended, the pass reading the clock in
+between) so a test can check *when* a condition turned, not only that it did. :class:`PollingConsumers` plays the
+processes: one real consumer per started pod, polling in a thread of its own while told to (a test stops one polling
+to make it silent).
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ class PollingConsumers:
             self.stop(instance_id)
 
 
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """One pass: when it began and ended (the wall clock), and the status it left."""
+
+    began: datetime
+    ended: datetime
+    status: dict[str, Any]
+
+
 class KafkaPasses:
     """One fleet (``spec``: its fields beyond the name, group and replicas) and its passes on ``port``."""
 
@@ -112,7 +122,7 @@ class KafkaPasses:
         self.metrics = OperatorMetrics()
         self.record = Record(name, name, None)  # type: ignore[arg-type]  # only its Events are kept
         self.records = InMemoryRecords()
-        self.passes: list[tuple[datetime, dict[str, Any]]] = []
+        self.passes: list[Passed] = []
         self.body: dict[str, Any] = {
             "apiVersion": "berth.dev/v1alpha1",
             "kind": "ConsumerFleet",
@@ -156,9 +166,9 @@ class KafkaPasses:
         """One pass, the kubelet and the controller moved to now first."""
         self.fleet.tick(now_ms())
         body = {**self.body, "status": dict(self.status.status)}
-        at = datetime.now(UTC)
+        began = datetime.now(UTC)
         await FleetPass(self.context, body, NO_CLAIMS, self.memory).run()
-        self.passes.append((at, dict(self.status.status)))
+        self.passes.append(Passed(began, datetime.now(UTC), dict(self.status.status)))
 
     async def until(self, what: str, ok: Callable[[], Any], timeout_s: float = 60) -> None:
         """Passes half a second apart until ``ok()`` (awaited when it returns an awaitable) holds after one."""
@@ -183,7 +193,7 @@ class KafkaPasses:
     def episodes(self, kind: str) -> int:
         """How many times a pass turned ``kind`` True (from anything else): one Warning is owed for each. On a busy
         machine a group may also be stuck while it forms or rejoins, for longer than a short threshold."""
-        said = [self.condition(kind, status).get("status") == "True" for _, status in self.passes]
+        said = [self.condition(kind, passed.status).get("status") == "True" for passed in self.passes]
         return sum(1 for before, now in zip([False, *said], said, strict=False) if now and not before)
 
     def gauges(self) -> dict[str, float]:
@@ -194,7 +204,12 @@ class KafkaPasses:
         return len(self.fleet.pods) == replicas and all(p.ready and p.deleted_ms is None for p in pods)
 
     def turned_on_time(self, kind: str, since: datetime, threshold: timedelta, first: int = 0) -> None:
-        """Every pass from the ``first``-th said ``kind`` True exactly when ``since`` was ``threshold`` ago or more."""
-        for at, status in self.passes[first:]:
-            said = self.condition(kind, status).get("status")
-            assert said == ("True" if at >= since + threshold else "False"), (kind, at, since, said)
+        """Every pass from the ``first``-th said ``kind`` True exactly when ``since`` was ``threshold`` ago or more,
+        by the clock the pass read: True only if it ended at ``since + threshold`` or later, False only if it began
+        before. (A pass that begins just before the threshold may read the clock after it: on a busy machine a pass
+        takes a while.)"""
+        due = since + threshold
+        for passed in self.passes[first:]:
+            said = self.condition(kind, passed.status).get("status")
+            assert said in ("True", "False"), (kind, passed, said)
+            assert passed.ended >= due if said == "True" else passed.began < due, (kind, passed, since, said)
