@@ -22,7 +22,7 @@ def record(status: dict[str, object], *looks: Look) -> Record:
 
 
 def look(asked_ms: int, state: str, generation: int) -> Look:
-    return Look(asked_ms, asked_ms + 20, state, generation, state in ("Stable", "Empty", "Dead"))
+    return Look(asked_ms, asked_ms + 20, state, generation)
 
 
 def test_ready_over_a_rebalance_the_last_pass_ran_all_through_is_wrong() -> None:
@@ -51,7 +51,7 @@ def test_two_rebalances_with_a_settled_group_between_them_are_not_one() -> None:
 
 def test_a_description_answered_during_the_pass_is_not_before_it() -> None:
     """Asked before the pass began but answered after: it may describe the group after the pass's own look."""
-    during = Look(9_990, 10_100, "PreparingRebalance", 4, False)
+    during = Look(9_990, 10_100, "PreparingRebalance", 4)
     assert (
         ready_not_claimed(record(READY, look(9_700, "Stable", 4), during, look(10_450, "PreparingRebalance", 4))) == []
     )

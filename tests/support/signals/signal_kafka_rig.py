@@ -63,8 +63,6 @@ BROKER_CONFIGS = {
     ),
 }
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
-#: The states of a group that has settled (a consumer-protocol group reconciling or assigning has not).
-SETTLED = frozenset({"Stable", "Empty", "Dead"})
 
 
 def create_topics(bootstrap: str) -> None:
@@ -265,7 +263,7 @@ class Watch:
                 self._add(at_ms, "member_left", instance_id, via="admin", generation_id=None)
 
     def look(self, asked_ms: int, at_ms: int, state: str, epoch: int, members: Mapping[str, str]) -> None:
-        self.looks.append(Look(asked_ms, at_ms, state, epoch, state in SETTLED))
+        self.looks.append(Look(asked_ms, at_ms, state, epoch))
         for instance_id, member_id in sorted(members.items()):
             before = self.members.get(instance_id)
             if before == member_id:

@@ -100,6 +100,11 @@ class Said:
     message: str
 
 
+#: The states of a group that has settled (a classic group preparing or completing a rebalance, or a consumer-protocol
+#: group reconciling or assigning, has not).
+SETTLED = frozenset({"Stable", "Empty", "Dead"})
+
+
 @dataclass(frozen=True, slots=True)
 class Look:
     """The coordinator's group as one description gave it: asked at ``asked_ms``, answered at ``answered_ms``."""
@@ -108,7 +113,10 @@ class Look:
     answered_ms: int
     state: str
     generation: int
-    settled: bool  # Stable, Empty or Dead: not rebalancing
+
+    @property
+    def settled(self) -> bool:
+        return self.state in SETTLED
 
 
 @dataclass
