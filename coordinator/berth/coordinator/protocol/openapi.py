@@ -8,6 +8,7 @@ fails when it drifts (``python -m berth.coordinator.protocol.openapi > docs/open
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from typing import Any
@@ -125,7 +126,11 @@ def _annotate(schemas: dict[str, Any], types: list[type], limits: Limits) -> Non
     """Add what msgspec's JSON Schema cannot know: version gates, runtime limits, always-present answer fields."""
     for struct in types:
         schema = schemas.get(struct.__name__)
-        if schema is None or "properties" not in schema:
+        if schema is None:
+            continue
+        if "description" in schema:  # msgspec before 0.23 kept a docstring's indentation, later ones drop it
+            schema["description"] = inspect.cleandoc(schema["description"])
+        if "properties" not in schema:
             continue
         always = []
         for shape in field_shapes(struct):
