@@ -34,15 +34,16 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-# Only what the wheel is built from (.dockerignore keeps the rest of the repository out of the build context).
-COPY pyproject.toml README.md ./
+# Only what the wheel is built from, and the pinned versions the venvs below install (constraints.txt, the same
+# pins as make install's); .dockerignore keeps the rest of the repository out of the build context.
+COPY pyproject.toml README.md constraints.txt ./
 COPY coordinator/ coordinator/
 COPY operator/ operator/
 COPY pipeline/ pipeline/
 
 # A wheel, not an editable or source-tree install: no image holds a source tree. hatchling is fetched in pip's
 # isolated build environment and stays in this stage.
-RUN pip wheel --no-deps --wheel-dir /dist .
+RUN pip wheel --no-deps --wheel-dir /dist . && cp constraints.txt /dist/
 
 # ---------------------------------------------------------------------------------------------------------------
 # runtime-venv: the wheel without extras (no Spark, no matplotlib), and each service's command line answering.
@@ -54,7 +55,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 COPY --from=wheel /dist /dist
 RUN python -m venv /opt/berth \
- && /opt/berth/bin/pip install "$(ls /dist/berth-*.whl)" \
+ && /opt/berth/bin/pip install -c /dist/constraints.txt "$(ls /dist/berth-*.whl)" \
  && /opt/berth/bin/berth-coordinator --help > /dev/null \
  && /opt/berth/bin/berth-operator --help > /dev/null \
  && /opt/berth/bin/berth-groups --help > /dev/null
@@ -69,7 +70,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 COPY --from=wheel /dist /dist
 RUN python -m venv /opt/berth \
- && /opt/berth/bin/pip install "$(ls /dist/berth-*.whl)[pipeline]" \
+ && /opt/berth/bin/pip install -c /dist/constraints.txt "$(ls /dist/berth-*.whl)[pipeline]" \
  && /opt/berth/bin/berth-analyze --version > /dev/null
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -7,13 +7,18 @@ TOOLS  := .tools/bin/helm .tools/bin/kubectl
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/.tools/bin:$(PATH)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: install java etcd promtool node faults tools lint typecheck imports test test-fast demo soak bench robustness mutants clean
+.PHONY: install constraints java etcd promtool node faults tools lint typecheck imports test test-fast demo soak bench robustness mutants clean
 
-$(STAMP): pyproject.toml
+## The venv holds exactly the versions constraints.txt pins (pyproject.toml gives the ranges; the pins, what passed).
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade pip -c constraints.txt
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+## Pin every package at the newest release pyproject.toml's ranges admit (a fresh venv beside); then run make test.
+constraints:
+	scripts/refresh-constraints.sh $(PYTHON)
 
 $(TOOLS): scripts/install_k8s_tools.py | $(STAMP)
 	$(BIN)/python scripts/install_k8s_tools.py

@@ -65,6 +65,38 @@ def test_every_module_the_makefile_runs_exists_and_every_benchmark_it_names_is_r
         assert importlib.util.find_spec(module) is not None, f"benchmark module {module} is missing"
 
 
+def test_every_dependency_is_pinned_and_the_venv_holds_the_pinned_version() -> None:
+    """constraints.txt pins what make install and the images install: every requirement of pyproject.toml (its
+    extras included) has a pin there, and the venv under test holds exactly that version (a dependency's new
+    release reaches the suite only through ``make constraints``)."""
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not a pin (name==version)"
+            pins[canonicalize_name(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    for text in requirements:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        if name == "berth" or (requirement.marker is not None and not requirement.marker.evaluate()):
+            continue
+        assert name in pins, f"{requirement.name} (pyproject.toml) has no pin in constraints.txt: make constraints"
+        assert requirement.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} is outside {text!r}"
+        installed = importlib.metadata.version(name)
+        assert installed == pins[name], f"the venv has {name} {installed}, constraints.txt pins {pins[name]}"
+
+
 def test_every_skip_in_the_tests_goes_through_the_one_that_fails_under_ci() -> None:
     """A skipped test hides that it never ran: CI (CI=true) must fail instead (``support.ci.unavailable``), and a
     test that can never run is not written (no skip, skipif, importorskip or xfail anywhere else)."""

@@ -84,14 +84,17 @@ def test_two_images_from_one_wheel_the_slim_runtime_is_the_default_target(stages
 def test_the_wheel_is_built_once_and_installed_with_each_images_extras(stages: dict[str, Stage]) -> None:
     (build,) = stages["wheel"].all("RUN")
     assert "pip wheel" in build and "--no-deps" in build
-    copied = {shlex.split(args)[0] for args in stages["wheel"].all("COPY")}
-    assert {"coordinator/", "operator/", "pipeline/", "pyproject.toml"} <= copied
+    copied = {source for args in stages["wheel"].all("COPY") for source in shlex.split(args)[:-1]}
+    assert {"coordinator/", "operator/", "pipeline/", "pyproject.toml", "constraints.txt"} <= copied
     (runtime,) = stages["runtime-venv"].all("RUN")
     (analytics,) = stages["analytics-venv"].all("RUN")
     assert "python -m venv /opt/berth" in runtime and "python -m venv /opt/berth" in analytics
     # The slim image gets the wheel alone (pip install berth pulls no Spark); the analytics one its pipeline extra.
-    assert re.search(r'/opt/berth/bin/pip install "\$\(ls /dist/berth-\*\.whl\)"', runtime), runtime
-    assert re.search(r'/opt/berth/bin/pip install "\$\(ls /dist/berth-\*\.whl\)\[pipeline\]"', analytics), analytics
+    # Both at the versions make install's venv holds (constraints.txt, copied into /dist beside the wheel).
+    assert "cp constraints.txt /dist/" in build
+    pinned = r"/opt/berth/bin/pip install -c /dist/constraints\.txt "
+    assert re.search(pinned + r'"\$\(ls /dist/berth-\*\.whl\)"', runtime), runtime
+    assert re.search(pinned + r'"\$\(ls /dist/berth-\*\.whl\)\[pipeline\]"', analytics), analytics
     for script in ("berth-coordinator", "berth-operator", "berth-groups"):
         assert f"/opt/berth/bin/{script} --help" in runtime
     # tests/node/test_images.py runs the images these lines build, and each entry point's real work in them.
