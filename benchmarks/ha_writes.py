@@ -45,12 +45,12 @@ class Target:
     pid: int
 
 
-def _children_cpu_s() -> float:
+def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the load generators, once each has been waited for
     return usage.ru_utime + usage.ru_stime
 
 
-def _spec(kind: str, url: str, seconds: float, label: str) -> dict[str, Any]:
+def load_spec(kind: str, url: str, seconds: float, label: str) -> dict[str, Any]:
     common = {"url": url, "connections": CLIENTS, "seconds": seconds}
     if kind == "replace":
         instances = [f"writes-0-{i}" for i in range(CLIENTS)]
@@ -77,8 +77,8 @@ def side_by_side(
                     loads.append(os.getloadavg()[0])
                     revision = etcd.range(b"\0")[1]
                     etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids)
-                    children = _children_cpu_s()
-                    answer = load(_spec(kind, target.url, seconds, f"{name}-{run}"), target.pid)
+                    children = children_cpu_s()
+                    answer = load(load_spec(kind, target.url, seconds, f"{name}-{run}"), target.pid)
                     assert not answer["errors"], answer
                     done = max(1, answer["done"])
                     transactions = etcd.range(b"\0")[1] - revision
@@ -87,7 +87,7 @@ def side_by_side(
                     shares = {
                         "coordinator": answer["server_cpu_s"],
                         "etcd": sum(cpu_seconds(pid) for pid in etcd_pids) - etcd_cpu,
-                        "loadgen": _children_cpu_s() - children,
+                        "loadgen": children_cpu_s() - children,
                     }
                     for party, seconds_used in shares.items():
                         cpu.setdefault((name, kind, party), []).append(seconds_used / done * 1e6)

@@ -1,0 +1,247 @@
+"""``python -m benchmarks.etcd_floor``: what etcd alone spends per replicated write, the ceiling that puts on
+HA ÷ SQLite on this machine, and what two layout changes would move it to (docs/high-availability.md, "Throughput").
+
+On one machine the coordinator, the load generator and the three etcd members share the cores, so the replicated
+store's rate is bounded by their CPU per write together, however the writer batches or pipelines. This measures
+each part, side by side in one run, with ``durable_writes``' load (64 clients: static replacements in one
+64-member group, then commits of 50 partitions):
+
+1. SQLite: a coordinator on SQLite takes the load: its rate.
+2. Record: a replica on a 3-member etcd cluster (fsync on) takes the same load through a recording proxy in front
+   of etcd, which keeps every transaction the replica sent, exactly as sent: the coordinator's and the load
+   generator's CPU per write (the proxy's own CPU is the benchmark's, counted nowhere).
+3. Replay: the recorded transactions, in order and in a loop, straight to etcd from one client (one in flight, as
+   the writer sends them), without their compares (nothing else writes), for each variant:
+
+   - ``as sent``: the transactions themselves;
+   - ``journal compressed``: each journal chunk's value compressed (zlib, level 1), as a store could write it;
+   - ``slot keys, journal compressed``: besides, a member stored under its ``group.instance.id`` instead of its
+     member id, so a static replacement overwrites one key instead of deleting one and putting another (the
+     recorded member deletes are dropped; in this load every removal is a replacement).
+
+   etcd's CPU (its three members together) per write, and the ceiling: the cores over the coordinator's, the load
+   generator's and etcd's CPU per write, as a fraction of SQLite's rate.
+
+Neither variant is built: this tells what building them would buy. The figures are printed and written to
+``benchmarks/results/etcd_floor.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import socket
+import statistics
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from benchmarks.common import RESULTS, Coordinator, cpu_seconds, machine, progress
+from benchmarks.ha_writes import KINDS, children_cpu_s, load_spec
+from benchmarks.heartbeat import form_groups
+from benchmarks.writes_loadgen import CLIENTS, load
+from berth.coordinator.store.etcd.client import EtcdClient, b64
+from berth.operator.local.etcd_cluster import EtcdCluster
+from berth.operator.local.replicas import Replicas
+
+PREFIX = "/bench/"
+VARIANTS = ("as sent", "journal compressed", "slot keys, journal compressed")
+Txn = dict[str, Any]
+
+
+class _RecordingProxy:
+    """A TCP proxy in front of one etcd member that keeps the body of every ``/v3/kv/txn`` request passing through
+    while ``recording``. Bytes go through unchanged both ways (watch streams included); requests are parsed only
+    to find the transactions (HTTP/1.1 with ``Content-Length``, as ``EtcdClient`` sends them)."""
+
+    def __init__(self, target: str) -> None:
+        parts = urlsplit(target)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 2379)
+        self.recorded: list[Txn] = []
+        self.recording = False
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, name="etcd-recorder", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        buffer = b""
+        with contextlib.suppress(OSError):
+            while data := client.recv(1 << 16):
+                upstream.sendall(data)
+                buffer += data
+                while (head_end := buffer.find(b"\r\n\r\n")) >= 0:
+                    head = buffer[:head_end].decode("latin-1")
+                    length = _content_length(head)
+                    if len(buffer) < head_end + 4 + length:
+                        break
+                    body, buffer = buffer[head_end + 4 : head_end + 4 + length], buffer[head_end + 4 + length :]
+                    if self.recording and head.startswith("POST /v3/kv/txn "):
+                        self.recorded.append(json.loads(body))
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _content_length(head: str) -> int:
+    for line in head.split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return int(value)
+    return 0
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(1 << 16):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+def _key(op: dict[str, Any]) -> bytes:
+    return base64.b64decode(op["key"])
+
+
+def variant(txn: Txn, name: str) -> list[dict[str, Any]]:
+    """The operations of a recorded transaction as the variant ``name`` would send them."""
+    journal, members = (PREFIX + "j/").encode(), (PREFIX + "m/").encode()
+    ops: list[dict[str, Any]] = []
+    for op in txn["success"]:
+        put, delete = op.get("request_put"), op.get("request_delete_range")
+        if name != "as sent" and put is not None and _key(put).startswith(journal):
+            put = {**put, "value": b64(zlib.compress(base64.b64decode(put["value"]), 1))}
+            op = {"request_put": put}
+        if name == "slot keys, journal compressed":
+            if delete is not None and _key(delete).startswith(members) and "range_end" not in delete:
+                continue  # a replaced member's key: overwritten by its successor instead
+            if put is not None and _key(put).startswith(members):
+                group = _key(put)[len(members) :].split(b"/")[0]
+                instance = json.loads(base64.b64decode(put["value"]))["group_instance_id"]
+                op = {"request_put": {**put, "key": b64(members + group + b"/" + instance.encode())}}
+        ops.append(op)
+    return ops
+
+
+def replay(client: EtcdClient, txns: list[list[dict[str, Any]]], pids: list[int], seconds: float) -> tuple[int, float]:
+    """Send ``txns`` in a loop for ``seconds``: (transactions sent, etcd CPU seconds spent)."""
+    before = sum(cpu_seconds(pid) for pid in pids)
+    sent = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        client.txn([], txns[sent % len(txns)])
+        sent += 1
+    return sent, sum(cpu_seconds(pid) for pid in pids) - before
+
+
+def measure(seconds: float, runs: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {kind: {} for kind in KINDS}
+    with tempfile.TemporaryDirectory(prefix="berth-etcd-floor-") as tmp:
+        root = Path(tmp)
+        with Coordinator(root / "sqlite") as sqlite:
+            asyncio.run(form_groups(sqlite.url, 1, CLIENTS, prefix="writes"))
+            for kind in KINDS:
+                answer = load(load_spec(kind, sqlite.url, seconds, "sqlite"), sqlite.pid)
+                assert not answer["errors"], answer
+                figures[kind]["sqlite_writes_per_s"] = answer["per_s"]
+                progress(f"SQLite: {answer['per_s']:.0f} {kind} writes/s")
+        with EtcdCluster(root / "etcd", 3, fsync=True) as cluster:
+            proxy = _RecordingProxy(cluster.endpoints[0])
+            pids = [p.pid for p in cluster.processes if p is not None]
+            client = EtcdClient(cluster.endpoints)
+            try:
+                recorded: dict[str, list[Txn]] = {}
+                with Replicas(root / "replicas", proxy.url, PREFIX, 1, "--log-level", "warning") as replicas:
+                    active = replicas.active()
+                    asyncio.run(form_groups(active.url, 1, CLIENTS, prefix="writes"))
+                    for kind in KINDS:
+                        proxy.recorded, proxy.recording = [], True
+                        children = children_cpu_s()
+                        answer = load(load_spec(kind, active.url, seconds, "floor"), active.pid)
+                        proxy.recording = False
+                        assert not answer["errors"], answer
+                        recorded[kind] = proxy.recorded
+                        done = answer["done"]
+                        figures[kind].update(
+                            transactions_recorded=len(proxy.recorded),
+                            writes_per_transaction=done / len(proxy.recorded),
+                            coordinator_cpu_us_per_write=answer["server_cpu_s"] / done * 1e6,
+                            loadgen_cpu_us_per_write=(children_cpu_s() - children) / done * 1e6,
+                        )
+                        progress(f"recorded {len(proxy.recorded)} transactions of {done} {kind} writes")
+                for kind, txns in recorded.items():
+                    per_txn = figures[kind]["writes_per_transaction"]
+                    used: dict[str, list[float]] = {name: [] for name in VARIANTS}
+                    for _ in range(runs):
+                        for name in VARIANTS:
+                            sent, cpu_s = replay(client, [variant(t, name) for t in txns], pids, seconds)
+                            used[name].append(cpu_s / (sent * per_txn) * 1e6)
+                            progress(f"{kind}, {name}: etcd {used[name][-1]:.0f} us of CPU per write")
+                    figures[kind]["etcd_cpu_us_per_write"] = {name: statistics.median(u) for name, u in used.items()}
+            finally:
+                client.close()
+                proxy.close()
+    cores = os.cpu_count() or 1
+    for kind in KINDS:
+        f = figures[kind]
+        others = f["coordinator_cpu_us_per_write"] + f["loadgen_cpu_us_per_write"]
+        f["ha_over_sqlite_at_most"] = {
+            name: cores / ((others + etcd_us) * 1e-6) / f["sqlite_writes_per_s"]
+            for name, etcd_us in f["etcd_cpu_us_per_write"].items()
+        }
+    figures["cores"] = cores
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.etcd_floor", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=6.0, help="of each recording and each replay")
+    parser.add_argument("--runs", type=int, default=3, help="replays of each variant (alternating)")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    figures = measure(args.seconds, args.runs)
+    figures["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
+    for kind in KINDS:
+        f = figures[kind]
+        print(
+            f"{kind}: SQLite {f['sqlite_writes_per_s']:.0f} writes/s; on etcd, per write: coordinator"
+            f" {f['coordinator_cpu_us_per_write']:.0f} us, load generator {f['loadgen_cpu_us_per_write']:.0f} us"
+            f" of CPU ({f['writes_per_transaction']:.1f} writes per transaction)"
+        )
+        for name, us in f["etcd_cpu_us_per_write"].items():
+            at_most = f["ha_over_sqlite_at_most"][name]
+            print(f"  {name:30} etcd {us:4.0f} us of CPU per write: HA / SQLite at most {at_most:.2f}x")
+    result = {
+        "command": "python -m benchmarks.etcd_floor",
+        "figures": figures,
+        "machine": machine(),
+    }
+    (RESULTS / "etcd_floor.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
