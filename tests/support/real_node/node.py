@@ -263,7 +263,7 @@ class Node(_Processes):
         # removes the log directories of pods it does not run, which on one machine are the other nodes' pods.
         logs = w / "pod-logs"
         logs.mkdir()
-        Path("/var/log/pods").mkdir(parents=True, exist_ok=True)  # the mount point: absent on a machine no kubelet ran on
+        Path("/var/log/pods").mkdir(parents=True, exist_ok=True)  # the mount point (absent where no kubelet ran yet)
         self._spawn(
             "containerd",
             self.network.inside(
