@@ -12,6 +12,10 @@ explains the ratio, per write:
   transaction is in flight goes into the next one);
 - ``cpu_us_per_write``: CPU of the coordinator, of the three etcd members together and of the load generator per
   write done: on a machine of 2 cores the etcd members' CPU is what the replicated store costs the others;
+- ``per_transaction``: from each coordinator's ``/metrics`` (docs/api.md §10, ``berth_store_transaction_*``), the
+  median over runs of the milliseconds the store took per transaction (SQLite's statements and fsync; etcd's round
+  trip), the milliseconds the writer spent preparing one with none in flight, and the writes one carried: with one
+  transaction in flight at a time, the two times are the writer's cycle, and the writes over it its rate;
 - ``load_average``: the machine's 1-minute load average before each run. A ratio measured side by side holds when
   the machine is busy; the absolute rates do not.
 """
@@ -23,9 +27,12 @@ import os
 import resource
 import statistics
 import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.common import Coordinator, cpu_seconds, progress, spread
 from benchmarks.heartbeat import form_groups
@@ -43,6 +50,32 @@ class Target:
 
     url: str
     pid: int
+
+
+#: The writer's figures read from a coordinator's /metrics (docs/api.md §10).
+STORE_FIGURES = (
+    "berth_store_transaction_seconds_count",
+    "berth_store_transaction_seconds_sum",
+    "berth_store_transaction_writes_total",
+    "berth_store_preparing_seconds_total",
+)
+
+
+def store_figures(url: str) -> dict[str, float]:
+    """The writer's figures of the coordinator at ``url``, from its ``/metrics``."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    samples = (sample for family in text_string_to_metric_families(text) for sample in family.samples)
+    found = {sample.name: sample.value for sample in samples if sample.name in STORE_FIGURES}
+    return {name: found.get(name, 0.0) for name in STORE_FIGURES}
+
+
+def per_transaction(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Between two readings of ``store_figures``: the store's and the writer's milliseconds per transaction, and the
+    writes one carried."""
+    count, seconds, writes, preparing = (after[name] - before[name] for name in STORE_FIGURES)
+    count = max(1.0, count)
+    return {"store_ms": seconds / count * 1e3, "preparing_ms": preparing / count * 1e3, "writes": writes / count}
 
 
 def children_cpu_s() -> float:
@@ -69,6 +102,7 @@ def side_by_side(
     rates: dict[tuple[str, str], list[float]] = {(s, k): [] for s in targets for k in KINDS}
     cpu: dict[tuple[str, str, str], list[float]] = {}
     per_txn: dict[str, list[float]] = {k: [] for k in KINDS}
+    writers: dict[tuple[str, str], list[dict[str, float]]] = {(s, k): [] for s in targets for k in KINDS}
     loads: list[float] = []
     try:
         for run in range(runs):
@@ -78,7 +112,9 @@ def side_by_side(
                     revision = etcd.range(b"\0")[1]
                     etcd_cpu = sum(cpu_seconds(pid) for pid in etcd_pids)
                     children = children_cpu_s()
+                    figures = store_figures(target.url)
                     answer = load(load_spec(kind, target.url, seconds, f"{name}-{run}"), target.pid)
+                    writers[(name, kind)].append(per_transaction(figures, store_figures(target.url)))
                     assert not answer["errors"], answer
                     done = max(1, answer["done"])
                     transactions = etcd.range(b"\0")[1] - revision
@@ -96,6 +132,11 @@ def side_by_side(
                         per_txn[kind].append(done / max(1, transactions))
                         said += f" ({per_txn[kind][-1]:.1f} writes per etcd transaction)"
                     us = ", ".join(f"{party} {cpu[(name, kind, party)][-1]:.0f}" for party in shares)
+                    cycle = writers[(name, kind)][-1]
+                    said += (
+                        f"; per transaction: {cycle['store_ms']:.1f} ms in the store, {cycle['preparing_ms']:.1f} ms"
+                        f" preparing, {cycle['writes']:.1f} writes"
+                    )
                     progress(f"{said}; CPU us per write: {us}; load average {loads[-1]:.1f}")
     finally:
         etcd.close()
@@ -119,6 +160,14 @@ def side_by_side(
         "cpu_us_per_write": {
             f"{store}_{'replacement' if kind == 'replace' else 'commit'}": {
                 party: statistics.median(samples) for (s, k, party), samples in cpu.items() if (s, k) == (store, kind)
+            }
+            for store in targets
+            for kind in KINDS
+        },
+        "per_transaction": {
+            f"{store}_{'replacement' if kind == 'replace' else 'commit'}": {
+                figure: statistics.median(sample[figure] for sample in writers[(store, kind)])
+                for figure in ("store_ms", "preparing_ms", "writes")
             }
             for store in targets
             for kind in KINDS

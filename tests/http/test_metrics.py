@@ -221,6 +221,33 @@ def test_fenced_answers_are_counted_each_in_total_and_per_group(fresh: Coordinat
     assert len(fenced_events) == 1, "the journal notes the episode once; the counter counts every answer"
 
 
+def test_store_transactions_count_every_committed_write_once(fresh: CoordinatorProcess) -> None:
+    """Each committed transaction is one observation of the store's time; the writes they carried and the writer's
+    preparing time add up; a histogram's buckets are cumulative up to its count."""
+
+    def figures() -> tuple[float, float, float, float, list[float]]:
+        found = scrape(fresh)
+        family, name = found["berth_store_transaction_seconds"], "berth_store_transaction_seconds"
+        buckets = [number for sample, _, number in family["samples"] if sample == f"{name}_bucket"]
+        return (
+            value(found, name, f"{name}_count", "") or 0,
+            value(found, name, f"{name}_sum", "") or 0,
+            value(found, "berth_store_transaction_writes_total", "berth_store_transaction_writes_total", "") or 0,
+            value(found, "berth_store_preparing_seconds_total", "berth_store_preparing_seconds_total", "") or 0,
+            buckets,
+        )
+
+    count, seconds, writes, preparing, _ = figures()
+    for k in range(20):  # one at a time: a transaction each
+        body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": k}]}]}
+        assert post_json(fresh.url, "/v1/groups/g/offsets", body)[1]["error"] == "NONE"
+    after = figures()
+    assert after[0] - count == 20 and after[2] - writes == 20
+    assert after[1] > seconds and after[3] > preparing
+    buckets = after[4]
+    assert buckets == sorted(buckets) and buckets[-1] == after[0]
+
+
 def segment_bytes(proc: CoordinatorProcess) -> int:
     return sum(p.stat().st_size for p in (proc.data_dir / "journal").glob("segment-*.jsonl"))
 

@@ -148,6 +148,9 @@ def test_the_etcd_store_loads_what_the_sqlite_store_loads_for_the_same_writes(
     writer.flush()
     writer.close()
     assert outcomes == [(w.token, True) for w in writes]
+    stats = writer.stats
+    assert stats.writes == len(writes) and sum(stats.counts) == store.transactions >= len(writes) / 7
+    assert stats.seconds > 0 and stats.preparing_seconds > 0
 
     reloaded = EtcdStore(client, etcd_prefix)
     assert same(list(reloaded.load())) == same(expected_records)

@@ -18,6 +18,7 @@ from berth.coordinator.core import Effects, Record, Write
 from berth.coordinator.http.clock import ManualClock
 from berth.coordinator.http.engine import Engine, WritesDone
 from berth.coordinator.protocol import Error, JoinRequest, JoinResponse
+from berth.coordinator.store import TransactionStats
 
 from .scenario import GROUP, PROTOCOL_TYPE, PROTOCOLS, REBALANCE_MS, SESSION_MS, Scenario
 
@@ -116,6 +117,7 @@ class HeldWriter:
     def __init__(self, on_done: WritesDone) -> None:
         self.on_done = on_done
         self.held: list[Write] = []
+        self.stats = TransactionStats()
 
     def submit(self, write: Write) -> None:
         self.held.append(write)

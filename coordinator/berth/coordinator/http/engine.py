@@ -43,6 +43,7 @@ from berth.coordinator.core import Coordinator, Effects, Record, Response, Write
 from berth.coordinator.daemon import failpoints
 from berth.coordinator.http.clock import Clock, ManualClock
 from berth.coordinator.protocol import GroupId
+from berth.coordinator.store import TransactionStats
 
 log = logging.getLogger("berth.coordinator")
 
@@ -96,6 +97,11 @@ class WriterPort(Protocol):
 
     @property
     def faults(self) -> FaultInjector | None: ...
+
+    @property
+    def stats(self) -> TransactionStats:
+        """What the committed transactions took (the metrics of docs/api.md §10)."""
+        ...
 
 
 class Engine:

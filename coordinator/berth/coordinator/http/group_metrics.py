@@ -50,16 +50,22 @@ class Histogram:
         self.sum += seconds
 
     def samples(self, name: str, labels: dict[str, str]) -> list[Sample]:
-        rows: list[Sample] = []
-        cumulative = 0
-        for bound, count in zip((*self.buckets, float("inf")), self.counts, strict=True):
-            cumulative += count
-            rows.append(
-                (f"{name}_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, cumulative)
-            )
-        rows.append((f"{name}_sum", labels, self.sum))
-        rows.append((f"{name}_count", labels, cumulative))
-        return rows
+        return histogram_samples(name, labels, self.buckets, self.counts, self.sum)
+
+
+def histogram_samples(
+    name: str, labels: dict[str, str], buckets: tuple[float, ...], counts: list[int], total: float
+) -> list[Sample]:
+    """A histogram's series: cumulative ``_bucket`` per upper bound (``counts`` has one more, for +Inf), ``_sum`` and
+    ``_count``."""
+    rows: list[Sample] = []
+    cumulative = 0
+    for bound, count in zip((*buckets, float("inf")), counts, strict=True):
+        cumulative += count
+        rows.append((f"{name}_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, cumulative))
+    rows.append((f"{name}_sum", labels, total))
+    rows.append((f"{name}_count", labels, cumulative))
+    return rows
 
 
 _CAUSES = sorted(cause.value for cause in RebalanceCause)

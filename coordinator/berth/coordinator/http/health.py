@@ -11,11 +11,12 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from berth.coordinator.http.engine import Engine
-from berth.coordinator.http.group_metrics import GroupFigureRow, Sample
+from berth.coordinator.http.group_metrics import GroupFigureRow, Sample, histogram_samples
 from berth.coordinator.http.responses import json_response, struct_response
 from berth.coordinator.http.state import CoordinatorServer
 from berth.coordinator.protocol import StatusResponse
 from berth.coordinator.protocol.codec import encode
+from berth.coordinator.store import TRANSACTION_BUCKETS_S, TransactionStats
 
 _OK = encode(StatusResponse("ok"))
 _READY = encode(StatusResponse("ready"))
@@ -83,6 +84,7 @@ def gauges(state: CoordinatorServer) -> list[Sample]:
     if engine is not None:
         rows.append(("berth_parked_requests", {}, engine.parked))
         rows.append(("berth_store_writes_in_flight", {}, engine.writes_in_flight))
+        rows.extend(store_transactions(engine.writer.stats))
     rows.append(("berth_parked_journal_polls", {}, state.journal_polls.parked))
     active = engine is not None and engine.ready and not engine.closing and not state.stopping
     rows.append(("berth_ready", {}, 1 if active and engine is not None and not store_failure(engine) else 0))
@@ -91,6 +93,17 @@ def gauges(state: CoordinatorServer) -> list[Sample]:
     rows.extend(journal_size(state))
     rows.extend(per_group(state))
     return rows
+
+
+def store_transactions(stats: TransactionStats) -> list[Sample]:
+    """What this term's writer took per committed transaction (docs/api.md §10): the store's time, the writes they
+    carried, the writer's preparing time."""
+    counts = list(stats.counts)  # the writer thread may count one more meanwhile: the copy stays consistent
+    return [
+        *histogram_samples("berth_store_transaction_seconds", {}, TRANSACTION_BUCKETS_S, counts, stats.seconds),
+        ("berth_store_transaction_writes_total", {}, stats.writes),
+        ("berth_store_preparing_seconds_total", {}, stats.preparing_seconds),
+    ]
 
 
 def journal_size(state: CoordinatorServer) -> list[Sample]:

@@ -52,6 +52,20 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "berth_store_writes_in_flight": ("gauge", "Writes handed to the store and not yet durable"),
     "berth_parked_journal_polls": ("gauge", "Journal long-polls waiting for an event"),
     "berth_store_write_failures_total": ("counter", "Store writes that failed (answered COORDINATOR_NOT_AVAILABLE)"),
+    "berth_store_transaction_seconds": (
+        "histogram",
+        "How long the store took to commit each transaction of writes: SQLite's statements and fsync, or etcd's"
+        " round trip (resends included); this term's",
+    ),
+    "berth_store_transaction_writes_total": (
+        "counter",
+        "Writes carried by committed transactions (over berth_store_transaction_seconds_count: writes per"
+        " transaction, what group commit shares); this term's",
+    ),
+    "berth_store_preparing_seconds_total": (
+        "counter",
+        "Time the writer spent turning queued writes into a transaction's rows, with none in flight; this term's",
+    ),
     "berth_journal_bytes": ("gauge", "Bytes of journal events retained (what --journal-retention-bytes bounds)"),
     "berth_journal_retention_bytes": ("gauge", "The journal's byte bound, --journal-retention-bytes (0: none)"),
     "berth_journal_oldest_event_timestamp_seconds": (

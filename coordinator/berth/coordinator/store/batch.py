@@ -82,8 +82,7 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
     for write in writes:
         try:
             bodies = [encode_event(event) for event in write.events]
-            for record in write.records:
-                check_storable(record)
+            check_storable(write.records)
         except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:  # incl. UnicodeEncodeError
             log.error("store: rejected write %d, its content cannot be stored: %s", write.token, exc)
             batch.outcomes.append((write.token, False))
@@ -156,24 +155,31 @@ def number_events(bodies: Sequence[str], first_seq: int) -> list[tuple[int, str]
     return lines
 
 
-def check_storable(record: Record) -> None:
-    """Raise ValueError for text SQLite cannot take as UTF-8 or integers beyond 64 bits."""
-    _check_text(record.group_id)
-    if isinstance(record, OffsetRecord):
-        _check_text(record.topic)
-        _check_int(record.partition)
-        if record.value is not None:
-            _check_text(record.value.metadata or "")
-            _check_int(record.value.offset)
-            _check_int(-1 if record.value.leader_epoch is None else record.value.leader_epoch)
-            _check_int(record.value.commit_timestamp_ms)
+def check_storable(records: Sequence[Record]) -> None:
+    """Raise ValueError for text SQLite cannot take as UTF-8 or integers beyond 64 bits in any of ``records``.
 
-
-def _check_text(text: str) -> None:
-    if not text.isascii():
-        text.encode("utf-8")  # raises UnicodeEncodeError for lone surrogates (JSON "\ud800" decodes to one)
-
-
-def _check_int(number: int) -> None:
-    if not _INT64_MIN <= number <= _INT64_MAX:
+    One pass gathers the distinct texts and the integers, then each text is checked once and the integers by
+    their extremes: a commit of many partitions repeats its group, topic and metadata in every record, and the
+    writer thread holds the interpreter lock while it checks.
+    """
+    texts: set[str] = set()
+    numbers: list[int] = []
+    for record in records:
+        texts.add(record.group_id)
+        if isinstance(record, OffsetRecord):
+            texts.add(record.topic)
+            numbers.append(record.partition)
+            value = record.value
+            if value is not None:
+                if value.metadata:
+                    texts.add(value.metadata)
+                numbers.append(value.offset)
+                numbers.append(value.commit_timestamp_ms)
+                if value.leader_epoch is not None:
+                    numbers.append(value.leader_epoch)
+    for text in texts:
+        if not text.isascii():
+            text.encode("utf-8")  # raises UnicodeEncodeError for lone surrogates (JSON "\ud800" decodes to one)
+    if numbers and (min(numbers) < _INT64_MIN or max(numbers) > _INT64_MAX):
+        number = next(n for n in numbers if not _INT64_MIN <= n <= _INT64_MAX)
         raise ValueError(f"integer {number} does not fit in 64 bits")

@@ -17,6 +17,8 @@ Rules:
   about the disk), and ``failure`` why not (one line, for readiness and logs; empty while healthy). ``probe``
   queues one small transaction that only touches the ``meta`` table (the SQLite store; a probe key on etcd), so
   that a store that failed can be seen to work again when no other write comes (readiness, docs/api.md §10).
+- ``stats`` (a ``TransactionStats``) is what the committed transactions took: how long the store took to commit
+  each, the writes they carried, and the time spent turning writes into rows with no transaction in flight.
 - ``faults`` (a ``StoreFaults``) injects disk failures inside the transaction, for tests.
 - A submitted ``Write`` must not be mutated afterwards (the thread reads it later).
 """
@@ -26,7 +28,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -41,6 +46,31 @@ log = logging.getLogger(__name__)
 
 OnDone = Callable[[list[tuple[int, bool]]], object]  # the result is ignored
 _STOP = None  # queued by close(): the thread finishes what is before it and exits
+
+
+#: Upper bounds of the transaction-time histogram (seconds): from an fsync on a fast disk to an etcd that stalls.
+TRANSACTION_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(slots=True)
+class TransactionStats:
+    """What the writer's committed transactions took (docs/api.md §10, ``berth_store_transaction_*``). Kept on the
+    writer thread, read at a scrape: a reader may see one transaction's figures partly counted.
+
+    ``seconds`` is the store's part (SQLite's statements and fsync; etcd's round trip, resends included),
+    ``preparing_seconds`` the writer's own before it (checking, folding and encoding the writes into rows): no
+    transaction is in flight meanwhile, so it adds to every write's latency.
+    """
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(TRANSACTION_BUCKETS_S) + 1))  # last: +Inf
+    seconds: float = 0.0
+    writes: int = 0
+    preparing_seconds: float = 0.0
+
+    def committed(self, seconds: float, writes: int) -> None:
+        self.counts[bisect_left(TRANSACTION_BUCKETS_S, seconds)] += 1
+        self.seconds += seconds
+        self.writes += writes
 
 
 class _Probe:
@@ -61,7 +91,8 @@ class QueuedWriter:
         if max_batch_writes < 1:
             raise ValueError("max_batch_writes must be at least 1")
         self.faults = StoreFaults()
-        self.transactions = 0  # committed or rolled back, for metrics and tests
+        self.transactions = 0  # committed or rolled back, for tests
+        self.stats = TransactionStats()
         self._on_done = on_done
         self._max_batch_writes = max_batch_writes
         self._queue: queue.SimpleQueue[_QueueItem] = queue.SimpleQueue()
@@ -195,11 +226,15 @@ class GroupCommitWriter(QueuedWriter):
         lines: list[tuple[int, str]] = []
         transacted = False
         try:
+            started = time.perf_counter()
             batch = prepare_batch(writes)
             if batch.accepted_tokens:
                 self.transactions += 1
                 transacted = True
+                prepared = time.perf_counter()
+                self.stats.preparing_seconds += prepared - started
                 lines = self.store.commit_batch(batch, before_commit=self._before_commit)
+                self.stats.committed(time.perf_counter() - prepared, len(batch.accepted_tokens))
         except Exception as exc:
             log.exception("store: transaction of %d writes failed and was rolled back", len(writes))
             outcomes = [(write.token, False) for write in writes]

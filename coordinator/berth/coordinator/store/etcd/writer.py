@@ -74,6 +74,7 @@ class EtcdWriter(QueuedWriter):
             if self.fenced:
                 self._report([(w.token, False) for w in pending])
                 return transacted
+            started = time.perf_counter()
             try:
                 take, built = fitting(
                     pending,
@@ -84,6 +85,7 @@ class EtcdWriter(QueuedWriter):
                 log.exception("store: building a transaction of %d writes failed", len(pending))
                 self._report([(w.token, False) for w in pending])
                 return transacted
+            self.stats.preparing_seconds += time.perf_counter() - started
             head, pending = pending[:take], pending[take:]
             if not store.limits.fits(len(built.ops), built.size):
                 self._refuse_oversized(head[0], built)
@@ -117,6 +119,7 @@ class EtcdWriter(QueuedWriter):
             log.error("store: transaction of %d writes failed: %s", len(built.outcomes), exc)
             self._failing(str(exc))
             return failed
+        sent = time.perf_counter()
         while True:
             try:
                 self.store.commit(built, tenure.term, txn_id)
@@ -139,6 +142,7 @@ class EtcdWriter(QueuedWriter):
                 log.warning("store: transaction %s unanswered, sending it again: %s", txn_id, exc)
                 time.sleep(RETRY_S)
                 continue
+            self.stats.committed(time.perf_counter() - sent, sum(1 for _, accepted in built.outcomes if accepted))
             self._recovered("etcd takes writes again")
             failpoints.hit("store.after_commit")
             return built.outcomes
