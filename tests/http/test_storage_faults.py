@@ -168,7 +168,9 @@ async def test_readiness_is_503_while_writes_fail_and_ready_again_once_the_disk_
         if (await readiness(api))[0] == 200:
             break
     assert await readiness(api) == (200, 200)
-    assert (await commit(api, me, 12))["error"] == "NONE"
+    # Ready says the disk takes writes; the group the failed write unloaded loads again on its own (CI, a busy
+    # machine: the commit came between the two and was answered 15), so the commit retries as a client does.
+    assert (await served(lambda: commit(api, me, 12)))["error"] == "NONE"
 
 
 async def test_answers_held_behind_a_failed_write_are_never_successes(api: Api) -> None:
