@@ -24,6 +24,7 @@ from berth.operator.planners.observations import (
     GroupOwnerRef,
     GroupProtocol,
     PartitionLag,
+    PodTimes,
 )
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.planners.statefulset import PlannedWorkload
@@ -48,6 +49,8 @@ class NamesFleet:
         self.replicas: int | None = None
         self.members: set[str] = set()
         self.planned: PlannedWorkload | None = None
+        #: The pods' process times, by name, where a test gives them (none: every pod's process counts as replaced).
+        self.times: dict[str, PodTimes] = {}
 
     async def apply(self, planned: PlannedWorkload) -> ApplyResult:
         first = self.planned is None
@@ -62,7 +65,11 @@ class NamesFleet:
 
     async def observe(self, *, fresh: bool = False) -> WorkloadView:
         seen = WorkloadObservation(
-            replicas=self.replicas, settled=True, existing=frozenset(self.members), ready=len(self.members)
+            replicas=self.replicas,
+            settled=True,
+            existing=frozenset(self.members),
+            ready=len(self.members),
+            times=dict(self.times),
         )
         applied = planned_hash(self.planned.statefulset) if self.planned is not None else None
         return WorkloadView(seen, applied, len(self.members))

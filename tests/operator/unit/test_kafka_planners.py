@@ -33,6 +33,7 @@ from berth.operator.planners.observations import (
     PartitionLag,
     PodTimes,
 )
+from berth.operator.planners.restarts import Expiry, activity_by_group
 from berth.operator.planners.scaling import rebalances_since_leave
 from berth.operator.planners.session_timeout import sufficiency
 from berth.operator.planners.sizing import SessionTimeoutDecision, SessionTimeoutSource
@@ -365,6 +366,20 @@ def test_a_restart_is_as_long_as_the_pods_own_times_say_not_as_long_as_the_descr
         state, after, now_ms=t0 + 10_000, pods={"orders-1": pod(NOW - timedelta(hours=1))}, key="orders"
     )
     assert events[0]["offline_ms"] == 10_000
+
+
+def test_an_expiry_says_the_longest_its_member_can_have_been_silent_where_the_session_timeout_is_known() -> None:
+    t0 = int(NOW.timestamp() * 1000)
+    first = GroupDescription("orders", "Stable", -1, None, (GroupMember("m1", "orders-1"),))
+    state, _ = observe_group(EvidenceState(), first, now_ms=t0, key="orders")
+    gone = GroupDescription("orders", "Stable", -1, None, ())
+    # Listed at t0, so heard from within 30 s before it; gone 10 s later.
+    _, events = observe_group(state, gone, now_ms=t0 + 10_000, key="orders", session_timeout_ms=30_000)
+    assert [(e["type"], e["offline_ms"]) for e in events] == [("member_expired", 40_000)]
+    heard = t0 + 10_000 - 40_000
+    assert activity_by_group(events)["orders"].expired == (Expiry("orders-1", heard_ms=heard),)
+    _, events = observe_group(state, gone, now_ms=t0 + 10_000, key="orders")
+    assert "offline_ms" not in events[0]
 
 
 # ------------------------------------------------------------------------------------ counted, not assumed

@@ -6,13 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from berth.operator.planners.observations import PodTimes
 from berth.operator.planners.restarts import (
     NOTHING,
     RESTARTED,
+    Expiry,
     GroupActivity,
     Rebalance,
     RestartsPlan,
     activity_by_group,
+    charged,
+    expired_by_restart,
     plan_restarts,
 )
 
@@ -31,7 +35,14 @@ def test_a_page_is_counted_per_group_and_every_group_of_the_page_is_named() -> N
         replaced("orders", "orders-1"),
         replaced("orders", "orders-0", rebalance=True),
         {"group_id": "orders", "type": "rebalance_started", "cause": "static_replacement"},
-        {"group_id": "orders", "type": "member_expired", "group_instance_id": "orders-3", "phase": "session"},
+        {
+            "group_id": "orders",
+            "type": "member_expired",
+            "group_instance_id": "orders-3",
+            "phase": "session",
+            "ts_ms": 50_000,
+            "offline_ms": 10_000,
+        },
         # A dynamic member's expiry, and an expiry in another phase, are not restarts of a static member.
         {"group_id": "orders", "type": "member_expired", "group_instance_id": None, "phase": "session"},
         {"group_id": "orders", "type": "member_expired", "group_instance_id": "orders-4", "phase": "sync"},
@@ -41,12 +52,52 @@ def test_a_page_is_counted_per_group_and_every_group_of_the_page_is_named() -> N
         "orders": GroupActivity(
             static=("orders-2", "orders-1"),
             rebalancing=("orders-0",),
-            expired=("orders-3",),
+            expired=(Expiry("orders-3", heard_ms=40_000),),
             rebalances=(Rebalance("static_replacement", "orders-0"),),
         ),
         "payments": NOTHING,
     }
     assert activity_by_group(events)["orders"].restarts == 4
+
+
+def ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def test_an_expiry_is_a_restarts_only_when_the_process_its_member_was_is_gone() -> None:
+    heard = T0 + timedelta(minutes=5)
+    expiry = Expiry("orders-1", heard_ms=ms(heard))
+    # The pod still runs the process its member was heard from: a client that stalled, not a restart.
+    assert not expired_by_restart(expiry, PodTimes(created=T0, started=T0))
+    # Its container restarted after: running again, or waiting in a crash loop (its last end recorded).
+    assert expired_by_restart(expiry, PodTimes(created=T0, started=heard + timedelta(seconds=3)))
+    assert expired_by_restart(expiry, PodTimes(T0, started=T0, previous_ended=heard + timedelta(seconds=2)))
+    # The pod replaced (created after), or running nothing now (gone, terminating, its node silent).
+    assert expired_by_restart(expiry, PodTimes(created=heard + timedelta(seconds=1), started=heard))
+    assert expired_by_restart(expiry, None)
+    # Kubernetes' second: a start recorded up to 1 s before the member was last heard may have come after it.
+    assert expired_by_restart(expiry, PodTimes(created=T0, started=heard - timedelta(milliseconds=900)))
+    assert not expired_by_restart(expiry, PodTimes(created=T0, started=heard - timedelta(milliseconds=1_000)))
+    # An event that does not say when its member was heard from counts, as it always did.
+    assert expired_by_restart(Expiry("orders-1"), PodTimes(created=T0, started=T0))
+
+
+def test_only_the_expiries_of_restarted_pods_that_stay_are_counted() -> None:
+    heard = T0 + timedelta(minutes=5)
+    activity = GroupActivity(
+        expired=tuple(Expiry(f"orders-{o}", heard_ms=ms(heard)) for o in range(4)),
+        rebalances=(Rebalance("member_expired", "orders-0"), Rebalance("member_expired", "orders-1")),
+    )
+    running = {
+        "orders-0": PodTimes(created=T0, started=T0),  # stalled
+        "orders-1": PodTimes(created=heard + timedelta(seconds=2), started=heard + timedelta(seconds=4)),  # replaced
+        "orders-3": PodTimes(created=T0, started=T0),
+    }
+    # orders-2 runs nothing now; orders-3 departs.
+    kept = activity.of({"orders-0", "orders-1", "orders-2", "orders-3"}, {"orders-0", "orders-1", "orders-2"}, running)
+    assert [e.instance_id for e in kept.expired] == ["orders-1", "orders-2"]
+    # The stalled member's expiry is charged to no burst; the replaced pod's is.
+    assert charged(kept, ()) == 1
 
 
 class Fleet:
@@ -178,7 +229,7 @@ def test_a_burst_that_cost_rebalances_is_a_warning_saying_how_many_restarts_were
     fleet.pass_(seconds(0))
     restarts = GroupActivity(
         static=("orders-0", "orders-1"),
-        expired=("orders-2",),
+        expired=(Expiry("orders-2"),),
         # orders-2's expiry, and its return afterwards.
         rebalances=(Rebalance("member_expired", "orders-2"), Rebalance("new_member", "orders-2")),
     )

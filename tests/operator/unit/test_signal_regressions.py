@@ -14,7 +14,7 @@ from fake_ports import InMemoryCoordinator
 from test_fleet_pass_on_ports import BERTH_DEFAULTS, KAFKA_DEFAULTS, FleetBody, Stage
 
 from berth.operator.planners.coordinator_kind import BERTH, KAFKA_CONSUMER
-from berth.operator.planners.observations import GroupProtocol
+from berth.operator.planners.observations import GroupProtocol, PodTimes
 from berth.operator.planners.restarts import NOTHING, activity_by_group, plan_restarts
 from berth.operator.planners.scaling import BatchLeave, record_scale_down
 
@@ -108,6 +108,46 @@ async def test_a_departed_pods_expiry_is_no_restart(fleet_body: FleetBody, now: 
     assert stage.status.status["restarts"]["expired"] == 0
     assert "ongoing" not in stage.status.status["restarts"]
     assert "Restarted" not in stage.events.reasons()
+
+
+async def test_a_stalled_members_expiry_is_no_restart(fleet_body: FleetBody, now: datetime) -> None:
+    """CI, seed 7 of tests/signals/test_kafka_histories.py: a starved client's member expired while its pod ran on,
+    and ``status.restarts.expired`` counted it among the restarts. The journal now says how long a member was silent
+    before it expired, and the pass counts the expiry only when the pod's process began after that."""
+    stage = Stage(fleet_body(), InMemoryCoordinator(BERTH), BERTH_DEFAULTS, now)
+    await stage.converge(3)
+    started = now - timedelta(hours=1)
+    stage.workload.times = {
+        "orders-0": PodTimes(created=started, started=started),  # running since before its member went silent
+        "orders-1": PodTimes(created=now - timedelta(seconds=20), started=now - timedelta(seconds=19)),  # replaced
+        "orders-2": PodTimes(created=started, started=started),
+    }
+    at = ms(now)
+    stage.memory.activity = activity_by_group(
+        journal(
+            (
+                "member_expired",
+                {"group_instance_id": "orders-0", "phase": "session", "ts_ms": at, "offline_ms": 30_000},
+            ),
+            ("rebalance_started", {"cause": "member_expired"}),
+            (
+                "member_expired",
+                {"group_instance_id": "orders-1", "phase": "session", "ts_ms": at, "offline_ms": 30_000},
+            ),
+            ("rebalance_started", {"cause": "member_expired"}),
+        )
+    )["orders"]
+    await stage.run()
+    stage.with_ports(now=lambda: now + timedelta(minutes=10))
+    await stage.run()
+    assert stage.status.status["restarts"]["expired"] == 1
+    assert [message for _, reason, message in stage.events.said if reason == "Restarted"] == [
+        "1 pod restart: 0 static, 1 not (back after the session timeout, or changed): 1 rebalance"
+    ]
+
+
+def ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
 
 
 async def test_on_kip848_a_departed_pod_left_to_expire_is_neither_foreign_nor_said_removed(

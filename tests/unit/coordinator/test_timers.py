@@ -162,7 +162,18 @@ def test_session_expiry_fires_at_the_last_heartbeat_plus_the_session_timeout(ctx
     ctx.advance(SESSION_MS - 1)
     assert formed.leader in ctx.group().members
     ctx.advance(1)
-    assert ctx.state() is EMPTY and ctx.events("member_expired")[-1]["ts_ms"] == last + SESSION_MS
+    expired = ctx.events("member_expired")[-1]
+    assert ctx.state() is EMPTY and expired["ts_ms"] == last + SESSION_MS
+    # How long it was silent: the operator tells a restart's expiry from a stalled client's by it.
+    assert expired["offline_ms"] == SESSION_MS
+
+
+def test_an_expirys_offline_time_runs_from_the_members_last_commit(ctx: Scenario) -> None:
+    formed = ctx.form_group("i-0")
+    ctx.advance(4_000)
+    ctx.commit(formed.leader, 1, "i-0")
+    ctx.advance(SESSION_MS)
+    assert ctx.events("member_expired")[-1]["offline_ms"] == SESSION_MS
 
 
 def test_the_last_member_expiring_empties_the_group(ctx: Scenario) -> None:

@@ -351,6 +351,8 @@ def remove_member_and_update_group(core: CoreState, group: Group, member: Member
         member_id=member.member_id,
         group_instance_id=member.group_instance_id,
         phase=phase,
+        # How long it was silent: whether its process had been replaced by then is the operator's question.
+        offline_ms=core.now_ms - member.last_heard_ms,
     )
     if group.state in (STABLE, COMPLETING_REBALANCE):
         maybe_prepare_rebalance_or_complete_join(core, group, RebalanceCause.MEMBER_EXPIRED)

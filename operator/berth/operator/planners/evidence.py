@@ -12,7 +12,9 @@ group rebalance (``rebalance_started``), and it records its own removals (``memb
   without the new process's own time to rejoin; where the pod's times do not describe this restart (none given,
   or the pod started before the old member was last seen), it is measured between the last describe that showed
   the old member id and the first that shows the new one, which over-estimates a restart by up to one
-  observation interval. Events carry generation -1 (classic Kafka groups have none to give).
+  observation interval. A ``member_expired`` carries ``offline_ms`` as the upper bound the describes give, where the
+  session timeout is known: from a session timeout before the last describe that listed it (its session was alive
+  then). Events carry generation -1 (classic Kafka groups have none to give).
 - A rebalance seen comes right after the member event that caused it (the first member that came or went in the
   same describe), as in the coordinator's journal; with no member change seen, its cause is ``unknown`` and it names
   nobody.
@@ -72,9 +74,10 @@ def observe_group(
     now_ms: int,
     key: str,
     pods: Mapping[str, PodTimes] | None = None,
+    session_timeout_ms: int | None = None,
 ) -> tuple[EvidenceState, list[EvidenceEvent]]:
     """Compare one describe with the last; the events it shows (``key``: what the events name the group; ``pods``:
-    the fleet's pods' times, by name)."""
+    the fleet's pods' times, by name; ``session_timeout_ms``: the members' session timeout, where known)."""
     group = key
     current = {m.group_instance_id: m.member_id for m in description.members if m.group_instance_id}
     events: list[EvidenceEvent] = []
@@ -106,6 +109,10 @@ def observe_group(
                 expired = _event(
                     group, now_ms, EventType.MEMBER_EXPIRED, instance_id, before.member_id, phase=ExpiryPhase.SESSION
                 )
+                if session_timeout_ms is not None:
+                    # Its session was alive at the last describe that listed it: heard from within one session
+                    # timeout before that, at the earliest.
+                    expired["offline_ms"] = now_ms - before.last_seen_ms + session_timeout_ms
                 causes.append((RebalanceCause.MEMBER_EXPIRED, len(events)))
                 events.append(expired)
     rebalancing = description.state in REBALANCING

@@ -13,7 +13,8 @@ does (``planners.evidence``). This module owns what the operator makes of those 
 - Only the fleet's own pods restart (:meth:`GroupActivity.of`): a member back as itself is a restart of one of
   the fleet's ids (exact pod names: a thread-suffixed member of a pod is not counted again), an expiry only of a pod
   that stays (within ``spec.replicas``, not departing): a departed pod's member expiring (``leaveOnScaleDown:
-  false``) is no restart.
+  false``) is no restart. Nor is the expiry of a member whose pod still runs the process it was last heard from
+  (:func:`expired_by_restart`): a stalled client (a long pause, a starved process) expires without restarting.
 - A burst is charged only the rebalances its restarts caused (:func:`charged`): a restarted member's return with
   new metadata, its expiry, and its rejoin after expiring — never a scale-up's new member, a scale-down's leave, a
   departed pod's expiry, or a rebalance whose cause no event names (an Event that blamed restarts for a scale's
@@ -43,6 +44,7 @@ from typing import Any
 
 from berth.coordinator.formats.journal import EventType, RebalanceCause
 from berth.operator.planners.conditions import format_time, parse_time
+from berth.operator.planners.observations import PodTimes
 
 #: The key of ``status`` this planner owns.
 RESTARTS = "restarts"
@@ -50,6 +52,9 @@ RESTARTS = "restarts"
 RESTARTED = "Restarted"
 #: The expired members a burst remembers (their rejoin is a rebalance the burst caused); beyond it, not charged.
 MAX_EXPIRED_IDS = 100
+#: Kubernetes records a container's start to the second: a process that started up to this long before a moment may
+#: be recorded as starting after it.
+TIME_RESOLUTION_MS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +68,34 @@ class Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class Expiry:
+    """A static member whose session expired, and the earliest it can have been last heard from (the event's time
+    less its ``offline_ms``: exact on Berth's coordinator, a bound on the Kafka evidence); None where the event does
+    not say (a journal written before it did)."""
+
+    instance_id: str
+    heard_ms: int | None = None
+
+
+def expired_by_restart(expiry: Expiry, running: PodTimes | None) -> bool:
+    """Whether ``expiry`` is a restart's: the process its member was is gone. So it is when the pod runs no process
+    now (``running`` None: gone, terminating, on a node gone silent), or when its current process, or the pod
+    itself, began after the member was last heard from. A pod still running the process its member was heard from
+    had a client that stalled (a long pause, a poll loop past its interval, a starved process): its expiry is no
+    restart. Counted when the event does not say when it was heard."""
+    if expiry.heard_ms is None or running is None:
+        return True
+    began = max(running.started, running.previous_end)
+    return began.timestamp() * 1000 > expiry.heard_ms - TIME_RESOLUTION_MS
+
+
+@dataclass(frozen=True, slots=True)
 class GroupActivity:
     """What happened to one group's members in a stretch of the journal, by instance id (one entry per event)."""
 
     static: tuple[str, ...] = ()  # static members back under a new member id without a rebalance
     rebalancing: tuple[str, ...] = ()  # static members back under a new member id whose return started a rebalance
-    expired: tuple[str, ...] = ()  # static members whose session expired (gone longer than the session timeout)
+    expired: tuple[Expiry, ...] = ()  # static members whose session expired (gone longer than the session timeout)
     rebalances: tuple[Rebalance, ...] = ()  # rebalances started, whatever the cause, with the member that caused it
 
     def __add__(self, other: GroupActivity) -> GroupActivity:
@@ -84,15 +111,23 @@ class GroupActivity:
         """Restarts of any kind: back as itself (with or without a rebalance), or expired meanwhile."""
         return len(self.static) + len(self.rebalancing) + len(self.expired)
 
-    def of(self, own: Container[str], staying: Container[str]) -> GroupActivity:
+    def of(
+        self, own: Container[str], staying: Container[str], running: Mapping[str, PodTimes] | None = None
+    ) -> GroupActivity:
         """The restarts of the fleet's pods only: a member back as itself when it is one of the fleet's ``own`` ids
         (its pods that stay, depart or were left to expire: a process replaced is a restart whatever the pod's
-        fate), an expiry only when the pod is ``staying`` (a departed pod's member expiring is no restart).
+        fate), an expiry only when the pod is ``staying`` (a departed pod's member expiring is no restart) and its
+        process was replaced (:func:`expired_by_restart`; ``running``: the times of the pods running now, by name).
         Rebalances are kept, for :func:`charged` to attribute."""
+        now_running = running or {}
         return GroupActivity(
             tuple(i for i in self.static if i in own),
             tuple(i for i in self.rebalancing if i in own),
-            tuple(i for i in self.expired if i in staying),
+            tuple(
+                e
+                for e in self.expired
+                if e.instance_id in staying and expired_by_restart(e, now_running.get(e.instance_id))
+            ),
             self.rebalances,
         )
 
@@ -135,7 +170,9 @@ def _activity_of(event: Mapping[str, Any], previous: Mapping[str, Any] | None) -
             else GroupActivity(static=(instance_id,))
         )
     if kind == EventType.MEMBER_EXPIRED and isinstance(instance_id, str) and event.get("phase") == "session":
-        return GroupActivity(expired=(instance_id,))
+        at, offline = event.get("ts_ms"), event.get("offline_ms")
+        heard = at - offline if isinstance(at, int) and isinstance(offline, int) else None
+        return GroupActivity(expired=(Expiry(instance_id, heard),))
     if kind == EventType.REBALANCE_STARTED:
         cause = str(event.get("cause"))
         by = None
@@ -151,7 +188,7 @@ def charged(activity: GroupActivity, expired_before: Container[str]) -> int:
     rejoin of one that expired (here or earlier in the burst: ``expired_before``). Never a rebalance caused by
     anything else (a scale-up's new member, a scale-down's leave, a departed pod's expiry), nor one whose cause is
     not known."""
-    returned, expired = set(activity.rebalancing), set(activity.expired)
+    returned, expired = set(activity.rebalancing), {e.instance_id for e in activity.expired}
     count = 0
     for rebalance in activity.rebalances:
         by = rebalance.instance_id
@@ -221,7 +258,10 @@ def plan_restarts(
         if activity.restarts:
             latest = now
         expired_before = _ids(ongoing.get("expiredIds"))
-        expired_ids = (*expired_before, *(i for i in activity.expired if i not in expired_before))
+        expired_ids = (
+            *expired_before,
+            *(e.instance_id for e in activity.expired if e.instance_id not in expired_before),
+        )
         ongoing = {
             "restarts": _count(ongoing.get("restarts")) + activity.restarts,
             "static": _count(ongoing.get("static")) + len(activity.static),

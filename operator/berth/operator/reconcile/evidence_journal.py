@@ -23,14 +23,22 @@ logger = logging.getLogger("berth.operator.evidence")
 
 
 async def observed(
-    a: Admitted, description: GroupDescription, pods: Mapping[str, PodTimes] | None = None
+    a: Admitted,
+    description: GroupDescription,
+    pods: Mapping[str, PodTimes] | None = None,
+    session_timeout_ms: int | None = None,
 ) -> list[EvidenceEvent]:
     """One describe of the fleet's group, recorded under its key (``AdmittedGroup.evidence_key``), with the fleet's
-    pods' times (``pods``, by name) for restart durations: the events it shows since the last one (appended where
-    there is a journal; returned either way)."""
+    pods' times (``pods``, by name) for restart durations and the members' session timeout where known: the events
+    it shows since the last one (appended where there is a journal; returned either way)."""
     memory = a.memory
     memory.evidence, events = observe_group(
-        memory.evidence, description, now_ms=a.now_ms(), key=a.group.evidence_key, pods=pods
+        memory.evidence,
+        description,
+        now_ms=a.now_ms(),
+        key=a.group.evidence_key,
+        pods=pods,
+        session_timeout_ms=session_timeout_ms,
     )
     await append(a.ports.evidence, events)
     return events

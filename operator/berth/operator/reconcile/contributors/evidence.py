@@ -16,6 +16,9 @@ from berth.operator.reconcile.contributors.base import NOTHING, Contribution, Dr
 async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
     if a.group.kind.keeps_journal:
         return NOTHING
-    observed = await evidence_journal.observed(a, seen.description, seen.view.observation.times)
+    timeout_ms = draft.status.get("sessionTimeoutMs")
+    observed = await evidence_journal.observed(
+        a, seen.description, seen.view.observation.times, timeout_ms if isinstance(timeout_ms, int) else None
+    )
     a.memory.activity = a.memory.activity + sum(activity_by_group(observed).values(), NO_ACTIVITY)
     return NOTHING

@@ -1,13 +1,14 @@
 """The restarts contributor: what the journal (or the Kafka evidence) said of the fleet's members since its last
 counted pass, folded into ``status.restarts``, one Event per burst and the metrics (``planners.restarts`` decides).
 
-Rules: only the restarts of the fleet's own pods count (an expiry only of a pod that stays: within
-``spec.replicas``, not departing), and a burst is charged only the rebalances they caused
-(``planners.restarts.charged``). Activity waits in the fleet's memory (``FleetMemory.activity``: the reconciler adds
-the journal follower's pages for the group the fleet follows, ``contributors.evidence`` what a describe showed); a
-pass takes it and gives it back when its status write fails, so nothing is counted twice and a failed write loses
-nothing. The Event and the metrics follow a successful write only. A burst settles a session timeout after its last
-restart: the fleet is passed again then (``FleetRecord.again_at``).
+Rules: only the restarts of the fleet's own pods count (an expiry only of a pod that stays: within ``spec.replicas``,
+not departing, whose process was replaced: ``planners.restarts.expired_by_restart``, against the pods running as this
+pass sees them, a pod on a node gone silent not among them), and a burst is charged only the rebalances they caused
+(``planners.restarts.charged``). Activity waits in the fleet's memory (``FleetMemory.activity``: the reconciler adds the
+journal follower's pages for the group the fleet follows, ``contributors.evidence`` what a describe showed); a pass
+takes it and gives it back when its status write fails, so nothing is counted twice and a failed write loses nothing.
+The Event and the metrics follow a successful write only. A burst settles a session timeout after its last restart: the
+fleet is passed again then (``FleetRecord.again_at``).
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ async def contribute(a: Admitted, seen: Seen, draft: Draft) -> Contribution:
     quiet = condition_status(status, READY) == "True" and view.observation.settled and not view.observation.terminating
     taken, memory.activity = memory.activity, restarts.NOTHING
     timeout_ms = status.get("sessionTimeoutMs")
+    placements = view.observation.placements
+    running = {
+        name: times
+        for name, times in view.observation.times.items()
+        if (where := placements.get(name)) is None or where.silent_since is None
+    }
     plan = restarts.plan_restarts(
         status,
-        taken.of(own(status, stays := staying(a.fleet.name, a.fleet.spec.replicas, status)), stays),
+        taken.of(own(status, stays := staying(a.fleet.name, a.fleet.spec.replicas, status)), stays, running),
         revision=view.revision,
         rolling=view.rolling,
         quiet=quiet,
