@@ -2,25 +2,30 @@
 benchmarks operator_pods``.
 
 The world of ``benchmarks.operator_world`` (a real control plane with its audit log, the chart's RBAC, a real
-coordinator, a ``berth-operator`` as the chart's ServiceAccount, ``--namespace`` and no bound on fleets), plus what
+coordinator, a ``berth-operator`` as the chart's ServiceAccount and no bound on fleets), plus what
 makes pods run without a process each: the stage controller (``tests/support``, run by ``benchmarks.stage_process``:
 kwok's job, pods bound to simulated nodes and reported Running and Ready, deletions honoured) and
 ``benchmarks.pod_members`` (one process playing one static member per running pod against the coordinator, driven by one
 watch of the pods). Fleets of ``BERTH_OPERATOR_PODS_PER_FLEET`` (10) pods, ``BERTH_OPERATOR_PODS_FLEETS`` (1,000) of
-them, in one namespace:
+them, spread over ``BERTH_OPERATOR_PODS_NAMESPACES`` namespaces (a tenth as many as fleets by default: ten fleets a
+team; with one, the operator runs with ``--namespace``, else it serves every namespace, the chart's default).
+Kubernetes' StatefulSet controller reads its namespace's every pod on each sync of a StatefulSet (to adopt orphans),
+so ten thousand pods in one namespace cost the controller manager quadratically: per pod event 5.3 CPU-ms at 1,000
+pods, 32.6 at 8,000 (``results/operator_pods_full_size_attempt.json``). The phases:
 
-- **creation**: the fleets created by four ``kubectl create`` at once; seconds until every fleet is Stable (from the
-  benchmark's own watch of the fleets: status for its spec, the group ``Stable`` with every instance id a member,
-  ``Ready`` True), each fleet's wait (median, max);
-- **the roll**: ``kubectl rollout restart statefulset`` of every fleet at once (every pod replaced, one at a time per
-  fleet, each new pod's member rejoining under its instance id): seconds until every pod was replaced and its member
-  back in its generation; the rebalances (generation moves, described at the coordinator before and after: the goal
-  is 0); the fleets with their ``Restarted`` Event (and what the Events say), seconds until the last;
+- **creation**: the fleets created by four ``kubectl create`` at once (a namespace's fleets each); seconds until
+  every fleet is Stable (from the benchmark's own watch of the fleets: status for its spec, the group ``Stable`` with
+  every instance id a member, ``Ready`` True), each fleet's wait (median, max);
+- **the roll**: ``kubectl rollout restart statefulset`` of every fleet at once (a namespace each, four at a time;
+  every pod replaced, one at a time per fleet, each new pod's member rejoining under its instance id): seconds until
+  every pod was replaced and its member back in its generation; the rebalances (generation moves, described at the
+  coordinator before and after: the goal is 0); the fleets with their ``Restarted`` Event (and what the Events say),
+  seconds until the last;
 - **the scale-down**: every fleet's ``spec.replicas`` lowered by one at once: the batch leaves per fleet (the
   operator's ``berth_operator_batch_leaves_total``: the goal is one each), the generation moves (one rebalance each),
   seconds until every fleet recorded its ``lastScaleDown`` and was Stable again;
 - for each phase: the operator's CPU-seconds, its API requests (exactly, from the API server's audit log, watches
-  left out), the pod watch events in the namespace (the benchmark's own watch) and the requests per pod event, the
+  left out), the pod watch events (the benchmark's own watch) and the requests per pod event, the
   CPU-seconds of the other processes (API server, controller manager, etcd, coordinator, the members' process,
   the stage controller's: each helper runs in a process of its own); the restart gaps the members saw (old pod's
   member silenced -> its replacement's member started, against the session timeout);
@@ -53,6 +58,14 @@ from support.fleet_stage import ADMIN_TOKEN, MEMBER_TOKEN
 
 FLEETS = int(os.environ.get("BERTH_OPERATOR_PODS_FLEETS", "1000"))
 PODS = int(os.environ.get("BERTH_OPERATOR_PODS_PER_FLEET", "10"))
+NAMESPACES = max(1, min(FLEETS, int(os.environ.get("BERTH_OPERATOR_PODS_NAMESPACES", str(max(1, FLEETS // 10))))))
+#: Each namespace, with how many fleets it holds (``f-0000``...: a group each, ``<namespace>-f-<n>``).
+SPACES = {
+    ("pods" if NAMESPACES == 1 else f"pods-{k:03d}"): FLEETS // NAMESPACES + (1 if k < FLEETS % NAMESPACES else 0)
+    for k in range(NAMESPACES)
+}
+#: Every fleet: its namespace and number.
+FLEET_KEYS = [(namespace, i) for namespace, count in SPACES.items() for i in range(count)]
 OPERATOR_ARGS = ("--max-fleets-per-namespace", "0")
 #: The StatefulSet controller's client allowance (kube-controller-manager's default is 20 requests/s, burst 30: ten
 #: thousand pods created, then each replaced, would wait on it alone). kwok's scale clusters raise it likewise.
@@ -107,11 +120,11 @@ def scaled_down(fleet: Any) -> bool:
 
 
 class PodEvents(NamespaceWatch):
-    """The pod watch events of a namespace (what the operator's pod watch is told), counted once each: by pod UID and
+    """The fleets' pod watch events (what the operator's pod watch is told), counted once each: by pod UID and
     resourceVersion, so a watch listed again (after a 410) does not count the pods it lists again."""
 
-    def __init__(self, world: World, namespace: str) -> None:
-        super().__init__(world, namespace)
+    def __init__(self, world: World) -> None:
+        super().__init__(world, None)
         self.seen: set[tuple[str, str]] = set()
 
     @property
@@ -121,7 +134,7 @@ class PodEvents(NamespaceWatch):
     def listing(self) -> tuple[Any, ...]:
         import kubernetes
 
-        return (kubernetes.client.CoreV1Api(self.client).list_namespaced_pod, self.namespace)
+        return (kubernetes.client.CoreV1Api(self.client).list_pod_for_all_namespaces,)
 
     def saw(self, obj: Any, at: float) -> str:
         version = str(obj.metadata.resource_version)
@@ -168,15 +181,21 @@ class Meter:
         }
 
 
-def generations(world: World, namespace: str) -> dict[str, int]:
+def in_each_namespace(call: Any) -> None:
+    """``call(namespace)`` for every namespace, four at a time."""
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(call, SPACES))
+
+
+def generations(world: World) -> dict[str, int]:
     """Each fleet's group generation, as the coordinator describes it."""
 
-    def one(i: int) -> tuple[str, int]:
-        group = f"{namespace}-f-{i:04d}"
+    def one(key: tuple[str, int]) -> tuple[str, int]:
+        group = f"{key[0]}-f-{key[1]:04d}"
         return group, int(coordinator_get(world.coordinator, f"/v1/groups/{group}", ADMIN_TOKEN)["generation_id"])
 
     with ThreadPoolExecutor(8) as pool:
-        return dict(pool.map(one, range(FLEETS)))
+        return dict(pool.map(one, FLEET_KEYS))
 
 
 def moves(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
@@ -200,42 +219,51 @@ def wait_members(world: World, count: int, *, timeout_s: float) -> None:
         time.sleep(2.0)
 
 
-def restarted_events(world: World, namespace: str) -> dict[str, Any]:
-    """The ``Restarted`` Events of the namespace's fleets: how many fleets have one, and what they say."""
-    found = world.kube.get("events", namespace=namespace, field_selector="reason=Restarted")["items"]
-    fleets = {e["involvedObject"]["name"] for e in found if e["involvedObject"].get("kind") == "ConsumerFleet"}
+def restarted_events(world: World) -> dict[str, Any]:
+    """The fleets' ``Restarted`` Events: how many fleets have one, and what they say."""
+    found = world.kube.get("events", all_namespaces="true", field_selector="reason=Restarted")["items"]
+    fleets = {
+        (e["involvedObject"].get("namespace"), e["involvedObject"]["name"])
+        for e in found
+        if e["involvedObject"].get("kind") == "ConsumerFleet"
+    }
     messages = Counter(re.sub(r"^\d+ pod", "N pod", e["message"]) for e in found)
     return {"fleets": len(fleets), "events": len(found), "messages": dict(messages.most_common(5))}
 
 
-def batch_leaves(operator: Any, namespace: str) -> dict[str, int]:
-    """Each fleet's ``berth_operator_batch_leaves_total``."""
+def batch_leaves(operator: Any) -> dict[str, int]:
+    """Each fleet's ``berth_operator_batch_leaves_total``, by ``namespace/name``."""
     leaves = {}
     for line in metrics_text(operator).splitlines():
-        if line.startswith("berth_operator_batch_leaves_total{") and f'namespace="{namespace}"' in line:
-            leaves[line.split('fleet="', 1)[1].split('"', 1)[0]] = int(float(line.rsplit(" ", 1)[1]))
+        if not line.startswith("berth_operator_batch_leaves_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if labels.get("namespace") in SPACES:
+            leaves[f"{labels['namespace']}/{labels['fleet']}"] = int(float(line.rsplit(" ", 1)[1]))
     return leaves
 
 
-def patch_replicas(world: World, namespace: str, replicas: int) -> None:
+def patch_replicas(world: World, replicas: int) -> None:
     import kubernetes
 
     client = kubernetes.config.new_client_from_config(config_file=str(world.kube.kubeconfig))
     custom = kubernetes.client.CustomObjectsApi(client)
 
-    def patch(i: int) -> None:
+    def patch(key: tuple[str, int]) -> None:
         body = {"spec": {"replicas": replicas}}
-        custom.patch_namespaced_custom_object("berth.dev", "v1alpha1", namespace, "consumerfleets", f"f-{i:04d}", body)
+        custom.patch_namespaced_custom_object(
+            "berth.dev", "v1alpha1", key[0], "consumerfleets", f"f-{key[1]:04d}", body
+        )
 
     try:
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(patch, range(FLEETS)))
+            list(pool.map(patch, FLEET_KEYS))
     finally:
         client.close()
 
 
-def watched(world: World, namespace: str, done: Any, what: str) -> FleetStatusTimes:
-    times = FleetStatusTimes(world, namespace, done, what).start()
+def watched(world: World, done: Any, what: str) -> FleetStatusTimes:
+    times = FleetStatusTimes(world, None, done, what).start()
     time.sleep(2)  # the watch is established
     return times
 
@@ -248,7 +276,6 @@ def timed_out(figures: dict[str, Any], name: str, meter: Meter, error: TimeoutEr
 
 def measure(
     w: World,
-    namespace: str,
     operator: Any,
     helpers: dict[str, subprocess.Popen[bytes]],
     pods: PodEvents,
@@ -258,10 +285,13 @@ def measure(
     TimeoutError raised)."""
     total = FLEETS * PODS
     progress(f"--- creation: {FLEETS} fleets x {PODS} pods")
-    times = watched(w, namespace, stable_at(PODS), "Stable")
+    times = watched(w, stable_at(PODS), "Stable")
     meter = Meter(w, operator, helpers, pods).start()
     try:
-        create_fleets(w.kube, namespace, FLEETS, at_once=4, replicas=PODS)
+        if NAMESPACES == 1:
+            create_fleets(w.kube, "pods", FLEETS, at_once=4, replicas=PODS)
+        else:
+            in_each_namespace(lambda namespace: create_fleets(w.kube, namespace, SPACES[namespace], replicas=PODS))
         times.wait(FLEETS, timeout_s=allowance())
         wait_members(w, total, timeout_s=allowance())
         creation = {**meter.figures(), **times.figures()}
@@ -275,12 +305,14 @@ def measure(
     progress(f"creation: {creation}")
 
     progress(f"--- the roll: every fleet's StatefulSet restarted at once ({total} pods)")
-    before = generations(w, namespace)
-    times = watched(w, namespace, restarted, "with their Restarted Event")
+    before = generations(w)
+    times = watched(w, restarted, "with their Restarted Event")
     replaced_before = member_stats(w)["counts"].get("members started", 0)
     meter = Meter(w, operator, helpers, pods).start()
     try:
-        w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
+        in_each_namespace(
+            lambda namespace: w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
+        )
         started, limit = time.monotonic(), allowance()
         while (replaced := member_stats(w)["counts"].get("members started", 0) - replaced_before) < total:
             if time.monotonic() - started > limit:
@@ -297,18 +329,18 @@ def measure(
         raise
     finally:
         times.close()
-    roll["rebalances"] = moves(before, generations(w, namespace))
-    roll["restarted_events"] = restarted_events(w, namespace)
+    roll["rebalances"] = moves(before, generations(w))
+    roll["restarted_events"] = restarted_events(w)
     roll["members"] = member_stats(w)
     figures["roll"] = roll
     progress(f"roll: {roll}")
 
     progress("--- the scale-down: every fleet's replicas lowered by one at once")
-    before = generations(w, namespace)
-    times = watched(w, namespace, scaled_down, "scaled down and Stable")
+    before = generations(w)
+    times = watched(w, scaled_down, "scaled down and Stable")
     meter = Meter(w, operator, helpers, pods).start()
     try:
-        patch_replicas(w, namespace, PODS - 1)
+        patch_replicas(w, PODS - 1)
         times.wait(FLEETS, timeout_s=allowance())
         scale_down = meter.figures()
     except TimeoutError as error:
@@ -316,10 +348,10 @@ def measure(
         raise
     finally:
         times.close()
-    leaves = batch_leaves(operator, namespace)
+    leaves = batch_leaves(operator)
     scale_down["batch_leaves_per_fleet"] = {str(k): v for k, v in sorted(Counter(leaves.values()).items())}
     scale_down["fleets_with_one_batch_leave"] = sum(1 for n in leaves.values() if n == 1)
-    scale_down["rebalances"] = moves(before, generations(w, namespace))
+    scale_down["rebalances"] = moves(before, generations(w))
     scale_down["members"] = member_stats(w)
     figures["scale_down"] = scale_down
     progress(f"scale-down: {scale_down}")
@@ -390,10 +422,12 @@ def summarize(figures: dict[str, Any]) -> str:
 
 
 def main() -> Result:
-    figures: dict[str, Any] = {"fleets": FLEETS, "pods_per_fleet": PODS}
+    figures: dict[str, Any] = {"fleets": FLEETS, "pods_per_fleet": PODS, "namespaces": NAMESPACES}
     with world(*COORDINATOR_FLAGS, controller_flags=CONTROLLER_FLAGS) as w:
-        namespace = w.kube.create_namespace("pods")
-        operator = w.operator("operator-pods", "--namespace", namespace, *OPERATOR_ARGS)
+        for namespace in SPACES:
+            w.kube.create_namespace(namespace)
+        serving = ("--namespace", "pods") if NAMESPACES == 1 else ()
+        operator = w.operator("operator-pods", *serving, *OPERATOR_ARGS)
         spec = {
             "url": w.coordinator.url,
             "token": MEMBER_TOKEN,
@@ -417,12 +451,12 @@ def main() -> Result:
         assert stdin is not None
         stdin.write(json.dumps(spec).encode())
         stdin.close()
-        pods = PodEvents(w, namespace).start()
+        pods = PodEvents(w).start()
         try:
             while not ((w.work / "pod-members.json").exists() and (w.work / "stage.json").exists()):
                 time.sleep(0.2)
             try:
-                measure(w, namespace, operator, helpers, pods, figures)
+                measure(w, operator, helpers, pods, figures)
             except TimeoutError as error:
                 figures["stopped"] = str(error)
             figures["operator_peak_rss_mib"] = rss_mib(operator.process.pid, "VmHWM")
@@ -438,7 +472,7 @@ def main() -> Result:
         name="operator_pods",
         title=f"The watching operator with {total:,} running pods and their members (real control plane)",
         command=f"BERTH_OPERATOR_PODS_FLEETS={FLEETS} BERTH_OPERATOR_PODS_PER_FLEET={PODS}"
-        " python -m benchmarks operator_pods",
+        f" BERTH_OPERATOR_PODS_NAMESPACES={NAMESPACES} python -m benchmarks operator_pods",
         goal=GOAL,
         met=goal_met(figures),
         summary=summarize(figures),
@@ -447,7 +481,7 @@ def main() -> Result:
         f" {' '.join(COORDINATOR_FLAGS)}; pods run on simulated nodes (the stage"
         " controller: kwok's job) and one process plays each pod's static"
         " member against the real coordinator; requests counted exactly from the API server's audit log by the"
-        " operator's User-Agent; pod events are the namespace's pod watch events; rebalances are generation moves at"
+        " operator's User-Agent; pod events are the fleets' pod watch events; rebalances are generation moves at"
         " the coordinator",
     )
 

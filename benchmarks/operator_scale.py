@@ -78,10 +78,11 @@ PASS_POLL_S = 2.0
 
 
 class NamespaceWatch:
-    """A watch of the benchmark's own on one kind in a namespace, in a thread: :meth:`saw` is told each object as it
-    is seen, and answers its resourceVersion (the watch resumes from it; a 410 starts it over)."""
+    """A watch of the benchmark's own on one kind in a namespace (None: in every namespace), in a thread: :meth:`saw`
+    is told each object as it is seen, and answers its resourceVersion (the watch resumes from it; a 410 starts it
+    over)."""
 
-    def __init__(self, world: World, namespace: str) -> None:
+    def __init__(self, world: World, namespace: str | None) -> None:
         import kubernetes
 
         self.client = kubernetes.config.new_client_from_config(config_file=str(world.kube.kubeconfig))
@@ -114,8 +115,12 @@ class NamespaceWatch:
                 if error.status == 410:
                     version = ""
             except Exception as error:  # a read timeout on a starved machine (it killed the thread): watch again
-                progress(f"{self.namespace}: watch ended ({type(error).__name__}), resumed")
+                progress(f"{self.where}: watch ended ({type(error).__name__}), resumed")
                 time.sleep(0.5)
+
+    @property
+    def where(self) -> str:
+        return self.namespace or "every namespace"
 
     def close(self) -> None:
         self.stop.set()
@@ -124,11 +129,12 @@ class NamespaceWatch:
 
 
 class FleetStatusTimes(NamespaceWatch):
-    """When each fleet of a namespace was first seen, and first seen with status for its spec (or, with ``done``,
-    first seen as ``done`` says; polling a thousand fleets every second would load the API server it measures)."""
+    """When each fleet of a namespace (None: of every namespace, each known as ``namespace/name``) was first seen,
+    and first seen with status for its spec (or, with ``done``, first seen as ``done`` says; polling a thousand
+    fleets every second would load the API server it measures)."""
 
     def __init__(
-        self, world: World, namespace: str, done: Callable[[Any], bool] = has_status, what: str = "with status"
+        self, world: World, namespace: str | None, done: Callable[[Any], bool] = has_status, what: str = "with status"
     ) -> None:
         super().__init__(world, namespace)
         self.done, self.what = done, what
@@ -142,10 +148,13 @@ class FleetStatusTimes(NamespaceWatch):
         import kubernetes
 
         custom = kubernetes.client.CustomObjectsApi(self.client)
+        if self.namespace is None:
+            return (custom.list_cluster_custom_object, "berth.dev", "v1alpha1", "consumerfleets")
         return (custom.list_namespaced_custom_object, "berth.dev", "v1alpha1", self.namespace, "consumerfleets")
 
     def saw(self, obj: Any, at: float) -> str:
-        name = obj["metadata"]["name"]
+        meta = obj["metadata"]
+        name = meta["name"] if self.namespace is not None else f"{meta['namespace']}/{meta['name']}"
         self.created.setdefault(name, at)
         if self.done(obj):
             self.with_status.setdefault(name, at)
@@ -159,9 +168,9 @@ class FleetStatusTimes(NamespaceWatch):
         while len(self.with_status) < count:
             if len(self.with_status) != last:
                 last = len(self.with_status)
-                progress(f"{self.namespace}: {last}/{count} fleets {self.what} ({len(self.created)} created)")
+                progress(f"{self.where}: {last}/{count} fleets {self.what} ({len(self.created)} created)")
             if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"{self.namespace}: {last}/{count} fleets {self.what} after {timeout_s:g} s")
+                raise TimeoutError(f"{self.where}: {last}/{count} fleets {self.what} after {timeout_s:g} s")
             time.sleep(0.5)
 
     def figures(self) -> dict[str, Any]:
