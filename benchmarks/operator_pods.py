@@ -64,6 +64,11 @@ SPACES = {
     ("pods" if NAMESPACES == 1 else f"pods-{k:03d}"): FLEETS // NAMESPACES + (1 if k < FLEETS % NAMESPACES else 0)
     for k in range(NAMESPACES)
 }
+#: ``BERTH_OPERATOR_PODS_SESSION_TIMEOUT_MS``: every fleet's session timeout fixed at it (``spec.sessionTimeout``
+#: policy Fixed; results ``operator_pods_fixed_session_timeout``), where the operator's defaults estimate one from the
+#: pod spec until journal advice says more (a restart that outlasts it costs a rebalance).
+SESSION_TIMEOUT_MS = int(os.environ.get("BERTH_OPERATOR_PODS_SESSION_TIMEOUT_MS", "0")) or None
+FLEET_SPEC = {"sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_TIMEOUT_MS}} if SESSION_TIMEOUT_MS else {}
 #: Every fleet: its namespace and number.
 FLEET_KEYS = [(namespace, i) for namespace, count in SPACES.items() for i in range(count)]
 OPERATOR_ARGS = ("--max-fleets-per-namespace", "0")
@@ -289,9 +294,11 @@ def measure(
     meter = Meter(w, operator, helpers, pods).start()
     try:
         if NAMESPACES == 1:
-            create_fleets(w.kube, "pods", FLEETS, at_once=4, replicas=PODS)
+            create_fleets(w.kube, "pods", FLEETS, at_once=4, replicas=PODS, spec=FLEET_SPEC)
         else:
-            in_each_namespace(lambda namespace: create_fleets(w.kube, namespace, SPACES[namespace], replicas=PODS))
+            in_each_namespace(
+                lambda namespace: create_fleets(w.kube, namespace, SPACES[namespace], replicas=PODS, spec=FLEET_SPEC)
+            )
         times.wait(FLEETS, timeout_s=allowance())
         wait_members(w, total, timeout_s=allowance())
         creation = {**meter.figures(), **times.figures()}
@@ -469,11 +476,20 @@ def main() -> Result:
             log.close()
     total = FLEETS * PODS
     return Result(
-        name="operator_pods",
-        title=f"The watching operator with {total:,} running pods and their members (real control plane)",
+        name="operator_pods_fixed_session_timeout" if SESSION_TIMEOUT_MS else "operator_pods",
+        title=f"The watching operator with {total:,} running pods and their members (real control plane)"
+        + (f", each fleet's session timeout fixed at {SESSION_TIMEOUT_MS:,} ms" if SESSION_TIMEOUT_MS else ""),
         command=f"BERTH_OPERATOR_PODS_FLEETS={FLEETS} BERTH_OPERATOR_PODS_PER_FLEET={PODS}"
-        f" BERTH_OPERATOR_PODS_NAMESPACES={NAMESPACES} python -m benchmarks operator_pods",
-        goal=GOAL,
+        f" BERTH_OPERATOR_PODS_NAMESPACES={NAMESPACES}"
+        + (f" BERTH_OPERATOR_PODS_SESSION_TIMEOUT_MS={SESSION_TIMEOUT_MS}" if SESSION_TIMEOUT_MS else "")
+        + " python -m benchmarks operator_pods",
+        goal=GOAL
+        + (
+            f"; here every fleet's session timeout is fixed at {SESSION_TIMEOUT_MS} ms (spec.sessionTimeout), not"
+            " the operator's estimate"
+            if SESSION_TIMEOUT_MS
+            else ""
+        ),
         met=goal_met(figures),
         summary=summarize(figures),
         figures=json.loads(json.dumps(figures)),

@@ -114,14 +114,21 @@ def world(*coordinator_flags: str, controller_flags: tuple[str, ...] = ()) -> It
 
 
 def create_fleets(
-    kube: Kube, namespace: str, count: int, *, batch: int = 250, at_once: int = 1, replicas: int = 1
+    kube: Kube,
+    namespace: str,
+    count: int,
+    *,
+    batch: int = 250,
+    at_once: int = 1,
+    replicas: int = 1,
+    spec: dict[str, Any] | None = None,
 ) -> None:
-    """``count`` fleets of ``replicas`` each (``f-0000``...), each with a group of its own, created in batches
-    (``kubectl create``), ``at_once`` batches at a time."""
+    """``count`` fleets of ``replicas`` each (``f-0000``...), each with a group of its own (and ``spec``'s fields),
+    created in batches (``kubectl create``), ``at_once`` batches at a time."""
 
     def create(start: int) -> None:
         bodies = [
-            fleet_body(f"f-{i:04d}", replicas, f"{namespace}-f-{i:04d}")
+            fleet_body(f"f-{i:04d}", replicas, f"{namespace}-f-{i:04d}", **(spec or {}))
             for i in range(start, min(count, start + batch))
         ]
         # Not kube.kubectl: its 3-minute guard is shorter than an API server as busy as a burst can make it.
