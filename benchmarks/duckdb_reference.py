@@ -52,8 +52,8 @@ CREATE TEMP TABLE gaps AS
 SELECT group_id, offline_ms AS gap_ms FROM events
 WHERE type = 'static_member_replaced' AND group_instance_id IS NOT NULL AND offline_ms IS NOT NULL
 UNION ALL
-SELECT group_id, next_ts_ms - ts_ms FROM (
-    SELECT group_id, ts_ms,
+SELECT group_id, next_ts_ms - ts_ms + before FROM (
+    SELECT group_id, ts_ms, CASE WHEN type = 'member_expired' THEN coalesce(offline_ms, 0) ELSE 0 END AS before,
         CASE WHEN type = 'member_left' AND via = 'leave' THEN 'leave_rejoin'
              WHEN type = 'member_expired' AND phase = 'session' THEN 'expiry_rejoin' END AS kind,
         lead(type) OVER instance AS next_type, lead(ts_ms) OVER instance AS next_ts_ms

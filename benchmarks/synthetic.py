@@ -168,7 +168,10 @@ def _simulate(fleet: _Fleet, start_ms: int) -> Iterator[tuple[int, Event]]:
         elif action.name == "replace" and member is not None and not member.alive and member.in_group:
             yield from _replace(fleet, ts, member, action.gap_ms)
         elif action.name == "expire" and member is not None and not member.alive and member.in_group:
-            yield from _remove(fleet, ts, [member], "member_expired", phase="session")
+            # Its session ran out a session timeout after it was last heard from, when it stopped.
+            yield from _remove(
+                fleet, ts, [member], "member_expired", phase="session", offline_ms=fleet.session_timeout_ms
+            )
         elif action.name == "rejoin" and member is not None and not member.alive:
             yield from _rejoin(fleet, ts, member)
         elif action.name == "deploy":

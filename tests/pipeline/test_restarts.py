@@ -40,14 +40,27 @@ def test_a_static_replacement_contributes_its_offline_time(spark: SparkSession) 
 
 
 def test_leave_or_session_expiry_then_rejoin_of_the_same_instance_is_a_gap(spark: SparkSession) -> None:
+    """An expiry's gap runs from when its member was last heard from (``offline_ms`` before the expiry) to its
+    return; an expiry without ``offline_ms`` (an older journal) counts from the expiry: a lower bound."""
     events = journal(
         spark,
         event(1, 10_000, "orders", "member_left", member_id="a1", group_instance_id="orders-1", via="leave"),
         event(2, 11_000, "orders", "member_joined", member_id="b1", group_instance_id="orders-2", static=True),
         event(3, 14_000, "orders", "member_joined", member_id="a2", group_instance_id="orders-1", static=True),
-        event(4, 20_000, "orders", "member_expired", member_id="b1", group_instance_id="orders-2", phase="session"),
+        event(
+            4,
+            20_000,
+            "orders",
+            "member_expired",
+            member_id="b1",
+            group_instance_id="orders-2",
+            phase="session",
+            offline_ms=10_000,
+        ),
         event(5, 20_500, "billing", "member_joined", member_id="x", group_instance_id="orders-2", static=True),
         event(6, 29_000, "orders", "member_joined", member_id="b2", group_instance_id="orders-2", static=True),
+        event(7, 30_000, "orders", "member_expired", member_id="g1", group_instance_id="orders-7", phase="session"),
+        event(8, 33_000, "orders", "member_joined", member_id="g2", group_instance_id="orders-7", static=True),
     )
 
     assert rows(restart_gaps(events), "returned_seq") == [
@@ -65,7 +78,15 @@ def test_leave_or_session_expiry_then_rejoin_of_the_same_instance_is_a_gap(spark
             "kind": "expiry_rejoin",
             "returned_seq": 6,
             "returned_ms": 29_000,
-            "gap_ms": 9_000,
+            "gap_ms": 19_000,
+        },
+        {
+            "group_id": "orders",
+            "group_instance_id": "orders-7",
+            "kind": "expiry_rejoin",
+            "returned_seq": 8,
+            "returned_ms": 33_000,
+            "gap_ms": 3_000,
         },
     ]
 

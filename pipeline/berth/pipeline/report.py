@@ -252,7 +252,7 @@ def _footer() -> str:
         "journal's dynamic restarts cost on average (at least one, the departure's, when none was measured), and "
         "cost one only when the coordinator had to rebalance. "
         "Restart gaps: offline time of static replacements, and leave or session expiry to rejoin of the same "
-        "instance id (an expiry gap starts when the session ran out: a lower bound). All times UTC. "
+        "instance id (an expiry's gap from when its member was last heard from). All times UTC. "
         "Written by berth-analyze; the numbers behind this page are in advice.json and summary.parquet.</footer>"
     )
 

@@ -5,8 +5,10 @@ Owns the restart-gap, dynamic-restart and rebalances-avoided transforms. Rules:
   ``static_replacement``: the ``offline_ms`` of a ``static_member_replaced`` (time since the old member was last
   heard from: the whole outage);
   ``leave_rejoin``: a ``member_left`` with ``via=leave`` followed, next for that instance, by its ``member_joined``;
-  ``expiry_rejoin``: a ``member_expired`` with ``phase=session`` followed by its ``member_joined``. This gap starts
-  when the session ran out, so it understates the outage by the session timeout then in force: a lower bound.
+  ``expiry_rejoin``: a ``member_expired`` with ``phase=session`` followed by its ``member_joined``. The gap is the
+  whole outage, from when the member was last heard from: the expiry's ``offline_ms`` before the expiry, then on to
+  the join. An expiry without ``offline_ms`` (a journal from before it existed) counts from the expiry, which
+  understates the outage by the session timeout then in force: a lower bound.
   Admin removals and KIP-389 refusals are scale-downs, not restarts, and a later join does not pair with them.
 - A dynamic restart is measured where the journal shows one: a dynamic member's departure (``member_left`` with
   ``via=leave``, or ``member_expired`` with ``phase=session``) whose group's next dynamic coming or going is a
@@ -77,6 +79,8 @@ def _rejoin_gaps(events: DataFrame) -> DataFrame:
         F.when((F.col("type") == MEMBER_LEFT) & (F.col("via") == RESTART_LEAVE_VIA), F.lit(LEAVE_REJOIN))
         .when((F.col("type") == MEMBER_EXPIRED) & (F.col("phase") == RESTART_EXPIRY_PHASE), F.lit(EXPIRY_REJOIN))
         .alias("kind"),
+        # How long an expired member had been silent when its session ran out (0: unknown, a lower bound).
+        F.when(F.col("type") == MEMBER_EXPIRED, F.coalesce(F.col("offline_ms"), F.lit(0))).otherwise(0).alias("before"),
         F.lead("type").over(in_instance_order).alias("next_type"),
         F.lead("seq").over(in_instance_order).alias("next_seq"),
         F.lead("ts_ms").over(in_instance_order).alias("next_ts_ms"),
@@ -87,7 +91,7 @@ def _rejoin_gaps(events: DataFrame) -> DataFrame:
         "kind",
         F.col("next_seq").alias("returned_seq"),
         F.col("next_ts_ms").alias("returned_ms"),
-        (F.col("next_ts_ms") - F.col("ts_ms")).alias("gap_ms"),
+        (F.col("next_ts_ms") - F.col("ts_ms") + F.col("before")).alias("gap_ms"),
     )
 
 
