@@ -28,7 +28,9 @@ pods, 32.6 at 8,000 (``results/operator_pods_full_size_attempt.json``). The phas
   left out), the pod watch events (the benchmark's own watch) and the requests per pod event, the
   CPU-seconds of the other processes (API server, controller manager, etcd, coordinator, the members' process,
   the stage controller's: each helper runs in a process of its own); the restart gaps the members saw (old pod's
-  member silenced -> its replacement's member started, against the session timeout);
+  member silenced -> its replacement's member started, against the session timeout); the fleets' status changes
+  the benchmark's watch saw, per fleet, and the fields each moved (``status_fields_changed``: what the operator's
+  status writes were for; a write that changes nothing is no watch event);
   the operator's peak RSS; then **idle**: its requests and CPU over a minute once it has gone quiet.
 
 Figures are printed and saved; nothing is asserted on time.
@@ -273,6 +275,12 @@ def watched(world: World, done: Any, what: str) -> FleetStatusTimes:
     return times
 
 
+def fields_changed(times: FleetStatusTimes) -> dict[str, float]:
+    """Per fleet, the phase's status changes as watched, and how many moved each field (the twelve most moved)."""
+    moved = {field: round(n / FLEETS, 2) for field, n in times.fields_changed.most_common(12)}
+    return {"(status changes)": round(times.status_changes / FLEETS, 2), **moved}
+
+
 def timed_out(figures: dict[str, Any], name: str, meter: Meter, error: TimeoutError, w: World) -> None:
     """What a phase that did not end within its allowance cost so far: where it broke, and who was busy."""
     figures[name] = {**meter.figures(), "timed_out": str(error), "members": member_stats(w)}
@@ -308,6 +316,7 @@ def measure(
     finally:
         times.close()
     creation["members"] = member_stats(w)
+    creation["status_fields_changed"] = fields_changed(times)
     figures["creation"] = creation
     progress(f"creation: {creation}")
 
@@ -339,6 +348,7 @@ def measure(
     roll["rebalances"] = moves(before, generations(w))
     roll["restarted_events"] = restarted_events(w)
     roll["members"] = member_stats(w)
+    roll["status_fields_changed"] = fields_changed(times)
     figures["roll"] = roll
     progress(f"roll: {roll}")
 
@@ -360,6 +370,7 @@ def measure(
     scale_down["fleets_with_one_batch_leave"] = sum(1 for n in leaves.values() if n == 1)
     scale_down["rebalances"] = moves(before, generations(w))
     scale_down["members"] = member_stats(w)
+    scale_down["status_fields_changed"] = fields_changed(times)
     figures["scale_down"] = scale_down
     progress(f"scale-down: {scale_down}")
 

@@ -143,6 +143,10 @@ class FleetStatusTimes(NamespaceWatch):
         self.statuses: dict[str, Any] = {}
         #: When a fleet's status last changed (the operator's last status write, as watched).
         self.last_status_change = 0.0
+        #: How many watched status changes moved each field (``changed_fields``): what the status writes were for.
+        self.fields_changed: Counter[str] = Counter()
+        #: How many status changes the watch saw (writes that changed nothing make none).
+        self.status_changes = 0
 
     def listing(self) -> tuple[Any, ...]:
         import kubernetes
@@ -159,6 +163,9 @@ class FleetStatusTimes(NamespaceWatch):
         if self.done(obj):
             self.with_status.setdefault(name, at)
         if obj.get("status") != self.statuses.get(name):
+            if name in self.statuses:
+                self.fields_changed.update(changed_fields(self.statuses[name], obj.get("status")))
+                self.status_changes += 1
             self.statuses[name] = obj.get("status")
             self.last_status_change = at
         return str(obj["metadata"]["resourceVersion"])
@@ -182,6 +189,27 @@ class FleetStatusTimes(NamespaceWatch):
             "seconds_to_status_after_the_last_created": last_status - last_created,
             "wait_for_status_s": spread([self.with_status[name] - self.created[name] for name in self.with_status]),
         }
+
+
+def changed_fields(before: Any, after: Any, depth: int = 3, where: str = "") -> set[str]:
+    """The status fields that differ between two statuses, to ``depth`` levels (conditions by type, a list by
+    position), each named by its path: ``restarts.ongoing``, ``conditions[Ready].status``."""
+    if before == after:
+        return set()
+    if depth == 0 or not isinstance(before, (dict, list)) or type(before) is not type(after):
+        return {where or "status"}
+    if isinstance(before, list):
+        old, new = _keyed(before), _keyed(after)
+        keys = [(f"{where}[{key}]", old.get(key), new.get(key)) for key in old.keys() | new.keys()]
+    else:
+        keys = [(f"{where}.{key}" if where else key, before.get(key), after.get(key)) for key in before | after]
+    return {path for name, was, now in keys for path in changed_fields(was, now, depth - 1, name)}
+
+
+def _keyed(items: list[Any]) -> dict[str, Any]:
+    """A list's items by their ``type`` (conditions), else by position."""
+    typed = all(isinstance(item, dict) and "type" in item for item in items)
+    return {(item["type"] if typed else str(n)): item for n, item in enumerate(items)}
 
 
 class StatefulSetSizes(NamespaceWatch):
