@@ -22,7 +22,10 @@ decided here alone (docs/architecture.md). Rules:
   gate closes first, so nothing they still do is written, and a standby takes over without waiting for the
   wind-down. After a stop signal the wind-down gets ``WIND_DOWN_S``, then the process exits anyway (the Lease is
   released and the gate refuses every write: a pass's flush holds nothing that could still be written); without
-  leader election, Kopf's own 10 minutes.
+  leader election ``UNGATED_WIND_DOWN_S``, inside the chart's 30 s grace period (a stop cut short is a ``kill -9``
+  a moment early, which loses nothing acknowledged; the kubelet would send that at 30 s). The allowance runs on a
+  thread of its own, so a wind-down that blocks the event loop is cut short too, and the cut says where the event
+  loop's thread was and which tasks were still running, each where it waited: a stop that hangs names its cause.
 - Every client is created inside the operator's event loop and closed when it stops.
 """
 
@@ -34,12 +37,14 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import kopf
@@ -90,8 +95,9 @@ EXIT_LOST_LEADERSHIP = 1
 #: After a stop signal (the Lease released, the gate closed), how long the operator may take to wind down before the
 #: process exits anyway.
 WIND_DOWN_S = 5.0
-#: Without leader election (nothing released, no gate), what Kopf itself allows after a stop signal.
-UNGATED_WIND_DOWN_S = 600.0
+#: Without leader election (nothing released, no gate): within the chart's terminationGracePeriodSeconds (30 s),
+#: where Kopf itself would allow 10 minutes.
+UNGATED_WIND_DOWN_S = 20.0
 #: Threads (and pooled connections) for the official client's calls: each call holds one for its round trip, and
 #: every pass running at once may be in one (asyncio's default, cores + 4, would queue them on a small machine).
 API_THREADS = WORKERS + 8
@@ -433,10 +439,24 @@ class Stopping:
             return
         logger.info("%s received: stopping", signal.Signals(number).name)
         self.event.set()
-        asyncio.get_running_loop().call_later(self.wind_down_s, self.cut_short)
+        # A thread's timer, not the loop's: a wind-down that blocks the event loop itself is cut short too.
+        timer = threading.Timer(
+            self.wind_down_s, self.cut_short, args=(asyncio.get_running_loop(), threading.current_thread())
+        )
+        timer.daemon = True
+        timer.start()
 
-    def cut_short(self) -> None:
-        logger.warning("the operator did not wind down within %g s of the stop signal: exiting", self.wind_down_s)
+    def cut_short(self, loop: asyncio.AbstractEventLoop, loop_thread: threading.Thread) -> None:
+        """Exit now (from the timer's thread), saying where the event loop's thread and each task still were."""
+        running = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        logger.warning(
+            "the operator did not wind down within %g s of the stop signal: exiting; the event loop's thread at %s;"
+            " %d tasks still running: %s",
+            self.wind_down_s,
+            where_thread(loop_thread),
+            len(running),
+            "; ".join(sorted(where_waiting(task) for task in running)),
+        )
         logging.shutdown()
         os._exit(0)
 
@@ -450,6 +470,23 @@ class Stopping:
                 loop.call_soon_threadsafe(self.event.set)
 
         threading.Thread(target=wait, name="stop flag", daemon=True).start()
+
+
+def where_waiting(task: asyncio.Task[Any]) -> str:
+    """A task's name and where it waits: the innermost frame of its coroutine chain."""
+    frames = task.get_stack()
+    return f"{task.get_name()} at {_where(frames[-1])}" if frames else task.get_name()
+
+
+def where_thread(thread: threading.Thread) -> str:
+    """Where a thread runs now: its innermost frame (the event loop's thread: ``select`` when the loop is idle)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return _where(frame) if frame is not None else "(gone)"
+
+
+def _where(frame: FrameType) -> str:
+    """``file:line function``."""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}"
 
 
 async def run_kopf(stopping: Stopping, **kwargs: Any) -> None:
