@@ -15,12 +15,18 @@ import pytest
 from berth.operator.command.app import Stopping
 
 
-async def test_a_wind_down_cut_short_exits_naming_each_task_and_where_it_waits(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    exits: list[int] = []
-    monkeypatch.setattr(os, "_exit", exits.append)
+@pytest.fixture
+def exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The exit statuses ``os._exit`` was called with (the process goes on), logging left open for the test."""
+    called: list[int] = []
+    monkeypatch.setattr(os, "_exit", called.append)
     monkeypatch.setattr(logging, "shutdown", lambda: None)
+    return called
+
+
+async def test_a_wind_down_cut_short_exits_naming_each_task_and_where_it_waits(
+    caplog: pytest.LogCaptureFixture, exits: list[int]
+) -> None:
     stuck = asyncio.create_task(asyncio.Event().wait(), name="pass shop/orders")
     await asyncio.sleep(0)
     try:
@@ -40,11 +46,8 @@ async def test_a_wind_down_cut_short_exits_naming_each_task_and_where_it_waits(
 
 
 async def test_a_stop_signal_cuts_a_wind_down_that_blocks_the_event_loop_short_naming_where_it_blocks(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, exits: list[int]
 ) -> None:
-    exits: list[int] = []
-    monkeypatch.setattr(os, "_exit", exits.append)
-    monkeypatch.setattr(logging, "shutdown", lambda: None)
     stopping = Stopping(wind_down_s=0.05)
     with caplog.at_level(logging.INFO, logger="berth.operator"):
         stopping.signalled(signal.SIGTERM)
