@@ -45,13 +45,24 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks.common import ROOT, Result, progress
 from benchmarks.goals import GOALS
 from benchmarks.operator_scale import FleetStatusTimes, NamespaceWatch, idle, request_kinds
-from benchmarks.operator_world import World, cpu_seconds, create_fleets, has_status, metrics_text, rss_mib, world
+from benchmarks.operator_world import (
+    World,
+    cpu_seconds,
+    create_fleets,
+    fleet_group,
+    fleet_name,
+    has_status,
+    metrics_text,
+    rss_mib,
+    world,
+)
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -188,7 +199,7 @@ class Meter:
         }
 
 
-def in_each_namespace(call: Any) -> None:
+def in_each_namespace(call: Callable[[str], object]) -> None:
     """``call(namespace)`` for every namespace, four at a time."""
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(call, SPACES))
@@ -198,7 +209,7 @@ def generations(world: World) -> dict[str, int]:
     """Each fleet's group generation, as the coordinator describes it."""
 
     def one(key: tuple[str, int]) -> tuple[str, int]:
-        group = f"{key[0]}-f-{key[1]:04d}"
+        group = fleet_group(*key)
         return group, int(coordinator_get(world.coordinator, f"/v1/groups/{group}", ADMIN_TOKEN)["generation_id"])
 
     with ThreadPoolExecutor(8) as pool:
@@ -259,7 +270,7 @@ def patch_replicas(world: World, replicas: int) -> None:
     def patch(key: tuple[str, int]) -> None:
         body = {"spec": {"replicas": replicas}}
         custom.patch_namespaced_custom_object(
-            "berth.dev", "v1alpha1", key[0], "consumerfleets", f"f-{key[1]:04d}", body
+            "berth.dev", "v1alpha1", key[0], "consumerfleets", fleet_name(key[1]), body
         )
 
     try:

@@ -54,6 +54,7 @@ from benchmarks.operator_world import (
     World,
     cpu_seconds,
     create_fleets,
+    fleet_name,
     fleets_passed,
     has_status,
     metrics_text,
@@ -240,7 +241,7 @@ def spec_changes(world: World, namespace: str, count: int) -> list[float]:
         time.sleep(2)  # the watch is established
         step = max(1, count // SPEC_CHANGES)
         for i in range(0, count, step)[:SPEC_CHANGES]:
-            name = f"f-{i:04d}"
+            name = fleet_name(i)
             sent = time.time()
             custom.patch_namespaced_custom_object(
                 "berth.dev", "v1alpha1", namespace, "consumerfleets", name, {"spec": {"replicas": 2}}

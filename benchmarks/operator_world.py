@@ -113,6 +113,16 @@ def world(*coordinator_flags: str, controller_flags: tuple[str, ...] = ()) -> It
             coordinator.kill()
 
 
+def fleet_name(i: int) -> str:
+    """The ``i``-th fleet of a namespace, as :func:`create_fleets` names it."""
+    return f"f-{i:04d}"
+
+
+def fleet_group(namespace: str, i: int) -> str:
+    """The group of the ``i``-th fleet of ``namespace``: one of its own each."""
+    return f"{namespace}-{fleet_name(i)}"
+
+
 def create_fleets(
     kube: Kube,
     namespace: str,
@@ -128,7 +138,7 @@ def create_fleets(
 
     def create(start: int) -> None:
         bodies = [
-            fleet_body(f"f-{i:04d}", replicas, f"{namespace}-f-{i:04d}", **(spec or {}))
+            fleet_body(fleet_name(i), replicas, fleet_group(namespace, i), **(spec or {}))
             for i in range(start, min(count, start + batch))
         ]
         # Not kube.kubectl: its 3-minute guard is shorter than an API server as busy as a burst can make it.
