@@ -7,13 +7,15 @@ each part, side by side in one run, with ``durable_writes``' load (64 clients: s
 64-member group, then commits of 50 partitions):
 
 1. SQLite: a coordinator on SQLite takes the load: its rate.
-2. Record: a replica on a 3-member etcd cluster (fsync on) takes the same load through a recording proxy in front
-   of etcd, which keeps every transaction the replica sent, exactly as sent: the coordinator's and the load
-   generator's CPU per write (the proxy's own CPU is the benchmark's, counted nowhere).
+2. Record: a replica on a 3-member etcd cluster (fsync on) takes the same load: the coordinator's and the load
+   generator's CPU per write; then what each of its transactions did is read back from etcd's history
+   (``transactions_between``).
 3. Replay: the recorded transactions, in order and in a loop, straight to etcd from one client (one in flight, as
    the writer sends them), without their compares (nothing else writes), for each variant:
 
-   - ``as sent``: the transactions themselves;
+   - ``as sent``: the transactions themselves, over gRPC as the store sends them;
+   - ``as sent, JSON gateway``: the same, through etcd's JSON gateway (``/v3/kv/txn``), as the store sent them
+     before its transactions went over gRPC: what the gateway costs etcd;
    - ``journal compressed``: each journal chunk's value compressed (zlib, level 1), as a store could write it;
    - ``slot keys, journal compressed``: besides, a member stored under its ``group.instance.id`` instead of its
      member id, so a static replacement overwrites one key instead of deleting one and putting another (the
@@ -22,7 +24,7 @@ each part, side by side in one run, with ``durable_writes``' load (64 clients: s
    etcd's CPU (its three members together) per write, and the ceiling: the cores over the coordinator's, the load
    generator's and etcd's CPU per write, as a fraction of SQLite's rate.
 
-Neither variant is built: this tells what building them would buy. The figures are printed and written to
+Neither layout variant is built: this tells what building them would buy. The figures are printed and written to
 ``benchmarks/results/etcd_floor.json``.
 """
 
@@ -31,13 +33,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
+import http.client
 import json
 import os
-import socket
 import statistics
 import tempfile
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -48,78 +48,44 @@ from benchmarks.common import RESULTS, Coordinator, cpu_seconds, machine, progre
 from benchmarks.ha_writes import KINDS, children_cpu_s, load_spec
 from benchmarks.heartbeat import form_groups
 from benchmarks.writes_loadgen import CLIENTS, load
-from berth.coordinator.store.etcd.client import EtcdClient, b64
+from berth.coordinator.store.etcd.client import EtcdClient, b64, prefix_end
 from berth.operator.local.etcd_cluster import EtcdCluster
 from berth.operator.local.replicas import Replicas
 
 PREFIX = "/bench/"
-VARIANTS = ("as sent", "journal compressed", "slot keys, journal compressed")
+VARIANTS = ("as sent", "as sent, JSON gateway", "journal compressed", "slot keys, journal compressed")
+#: The variant replayed through etcd's JSON gateway; the others go over gRPC.
+GATEWAY = "as sent, JSON gateway"
 Txn = dict[str, Any]
 
 
-class _RecordingProxy:
-    """A TCP proxy in front of one etcd member that keeps the body of every ``/v3/kv/txn`` request passing through
-    while ``recording``. Bytes go through unchanged both ways (watch streams included); requests are parsed only
-    to find the transactions (HTTP/1.1 with ``Content-Length``, as ``EtcdClient`` sends them)."""
-
-    def __init__(self, target: str) -> None:
-        parts = urlsplit(target)
-        self.target = (parts.hostname or "127.0.0.1", parts.port or 2379)
-        self.recorded: list[Txn] = []
-        self.recording = False
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        threading.Thread(target=self._accept, name="etcd-recorder", daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-
-    def close(self) -> None:
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-
-    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        buffer = b""
-        with contextlib.suppress(OSError):
-            while data := client.recv(1 << 16):
-                upstream.sendall(data)
-                buffer += data
-                while (head_end := buffer.find(b"\r\n\r\n")) >= 0:
-                    head = buffer[:head_end].decode("latin-1")
-                    length = _content_length(head)
-                    if len(buffer) < head_end + 4 + length:
-                        break
-                    body, buffer = buffer[head_end + 4 : head_end + 4 + length], buffer[head_end + 4 + length :]
-                    if self.recording and head.startswith("POST /v3/kv/txn "):
-                        self.recorded.append(json.loads(body))
-        for sock in (client, upstream):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-def _content_length(head: str) -> int:
-    for line in head.split("\r\n")[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            return int(value)
-    return 0
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(1 << 16):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
+def transactions_between(endpoint: str, first: int, last: int) -> list[Txn]:
+    """What each transaction from revision ``first`` to ``last`` did under ``PREFIX``, read back from etcd's
+    history (a watch from ``first``): one revision is one transaction; its puts (without their lease) and its
+    deletes, each of one key, in the transaction's shape as the gateway takes it. The compares are not kept:
+    the replay sends none (nothing else writes)."""
+    parts = urlsplit(endpoint)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 2379, timeout=30)
+    prefix = PREFIX.encode()
+    body = {"create_request": {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "start_revision": first}}
+    conn.request("POST", "/v3/watch", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    answer = conn.getresponse()
+    by_revision: dict[int, list[dict[str, Any]]] = {}
+    try:
+        while not by_revision or max(by_revision) < last:
+            line = answer.readline()
+            if not line:
+                raise RuntimeError("etcd's watch ended before the last transaction")
+            for event in json.loads(line).get("result", {}).get("events", ()):
+                kv = event["kv"]
+                if event.get("type") == "DELETE":
+                    op = {"request_delete_range": {"key": kv["key"]}}
+                else:
+                    op = {"request_put": {"key": kv["key"], "value": kv.get("value", "")}}
+                by_revision.setdefault(int(kv["mod_revision"]), []).append(op)
+    finally:
+        conn.close()
+    return [{"success": ops} for revision, ops in sorted(by_revision.items()) if revision <= last]
 
 
 def _key(op: dict[str, Any]) -> bytes:
@@ -132,10 +98,10 @@ def variant(txn: Txn, name: str) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
     for op in txn["success"]:
         put, delete = op.get("request_put"), op.get("request_delete_range")
-        if name != "as sent" and put is not None and _key(put).startswith(journal):
+        if "journal compressed" in name and put is not None and _key(put).startswith(journal):
             put = {**put, "value": b64(zlib.compress(base64.b64decode(put["value"]), 1))}
             op = {"request_put": put}
-        if name == "slot keys, journal compressed":
+        if name.startswith("slot keys"):
             if delete is not None and _key(delete).startswith(members) and "range_end" not in delete:
                 continue  # a replaced member's key: overwritten by its successor instead
             if put is not None and _key(put).startswith(members):
@@ -146,13 +112,20 @@ def variant(txn: Txn, name: str) -> list[dict[str, Any]]:
     return ops
 
 
-def replay(client: EtcdClient, txns: list[list[dict[str, Any]]], pids: list[int], seconds: float) -> tuple[int, float]:
-    """Send ``txns`` in a loop for ``seconds``: (transactions sent, etcd CPU seconds spent)."""
+def replay(
+    client: EtcdClient, txns: list[list[dict[str, Any]]], pids: list[int], seconds: float, *, gateway: bool = False
+) -> tuple[int, float]:
+    """Send ``txns`` in a loop for ``seconds``, over gRPC or through the JSON ``gateway``: (transactions sent, etcd
+    CPU seconds spent)."""
     before = sum(cpu_seconds(pid) for pid in pids)
     sent = 0
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
-        client.txn([], txns[sent % len(txns)])
+        ops = txns[sent % len(txns)]
+        if gateway:
+            client.call("/v3/kv/txn", {"compare": [], "success": ops, "failure": []})
+        else:
+            client.txn([], ops)
         sent += 1
     return sent, sum(cpu_seconds(pid) for pid in pids) - before
 
@@ -169,41 +142,40 @@ def measure(seconds: float, runs: int) -> dict[str, Any]:
                 figures[kind]["sqlite_writes_per_s"] = answer["per_s"]
                 progress(f"SQLite: {answer['per_s']:.0f} {kind} writes/s")
         with EtcdCluster(root / "etcd", 3, fsync=True) as cluster:
-            proxy = _RecordingProxy(cluster.endpoints[0])
             pids = [p.pid for p in cluster.processes if p is not None]
             client = EtcdClient(cluster.endpoints)
             try:
                 recorded: dict[str, list[Txn]] = {}
-                with Replicas(root / "replicas", proxy.url, PREFIX, 1, "--log-level", "warning") as replicas:
+                with Replicas(root / "replicas", cluster.endpoints[0], PREFIX, 1, "--log-level", "warning") as replicas:
                     active = replicas.active()
                     asyncio.run(form_groups(active.url, 1, CLIENTS, prefix="writes"))
                     for kind in KINDS:
-                        proxy.recorded, proxy.recording = [], True
+                        first = client.range(b"\0")[1] + 1
                         children = children_cpu_s()
                         answer = load(load_spec(kind, active.url, seconds, "floor"), active.pid)
-                        proxy.recording = False
                         assert not answer["errors"], answer
-                        recorded[kind] = proxy.recorded
+                        txns = transactions_between(cluster.endpoints[0], first, client.range(b"\0")[1])
+                        recorded[kind] = txns
                         done = answer["done"]
                         figures[kind].update(
-                            transactions_recorded=len(proxy.recorded),
-                            writes_per_transaction=done / len(proxy.recorded),
+                            transactions_recorded=len(txns),
+                            writes_per_transaction=done / len(txns),
                             coordinator_cpu_us_per_write=answer["server_cpu_s"] / done * 1e6,
                             loadgen_cpu_us_per_write=(children_cpu_s() - children) / done * 1e6,
                         )
-                        progress(f"recorded {len(proxy.recorded)} transactions of {done} {kind} writes")
+                        progress(f"recorded {len(txns)} transactions of {done} {kind} writes")
                 for kind, txns in recorded.items():
                     per_txn = figures[kind]["writes_per_transaction"]
                     used: dict[str, list[float]] = {name: [] for name in VARIANTS}
                     for _ in range(runs):
                         for name in VARIANTS:
-                            sent, cpu_s = replay(client, [variant(t, name) for t in txns], pids, seconds)
+                            ops = [variant(t, name) for t in txns]
+                            sent, cpu_s = replay(client, ops, pids, seconds, gateway=name == GATEWAY)
                             used[name].append(cpu_s / (sent * per_txn) * 1e6)
                             progress(f"{kind}, {name}: etcd {used[name][-1]:.0f} us of CPU per write")
                     figures[kind]["etcd_cpu_us_per_write"] = {name: statistics.median(u) for name, u in used.items()}
             finally:
                 client.close()
-                proxy.close()
     cores = os.cpu_count() or 1
     for kind in KINDS:
         f = figures[kind]

@@ -195,12 +195,13 @@ def test_the_coordinators_rendered_client_is_served(rendered: Rendered, cluster:
     parsed = coordinator_parser().parse_args(args)
     config = replication_config(parsed)
     assert config is not None and config.endpoints[0].startswith("https://")
-    client = EtcdClient(cluster.client_urls, timeout_s=5, ssl_context=config.ssl_context())
+    client = EtcdClient(cluster.client_urls, timeout_s=5, tls=config.tls())
     answer = client.txn([], [{"request_put": {"key": b64(b"/berth/tls-check"), "value": b64(b"served")}}])
     assert answer.get("succeeded") is True
     _, _, _, count = client.range(b"/berth/tls-check", b"/berth/tls-check\x00", count_only=True)
     assert count == 1
     # The same handshake as the refused ones, with the chart's client certificate: served.
-    context = config.ssl_context()
-    assert context is not None
+    tls = config.tls()
+    assert tls is not None
+    context = tls.ssl_context()
     assert _handshake(int(cluster.client_urls[1].rsplit(":", 1)[1]), context).startswith("HTTP/1.1 200")

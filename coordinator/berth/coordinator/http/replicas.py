@@ -28,7 +28,6 @@ from berth.coordinator.store.etcd import (
     DEFAULT_LEASE_TTL_S,
     DEFAULT_PREFIX,
     DEFAULT_TIMEOUT_S,
-    EtcdClient,
     EtcdElection,
     EtcdStore,
     EtcdUnavailable,
@@ -85,7 +84,7 @@ class EtcdLeadership:
         won: asyncio.Queue[Tenure] = asyncio.Queue()
         self._won = won
         self._election = EtcdElection(
-            EtcdClient(self.config.endpoints, timeout_s=self.config.timeout_s, ssl_context=self.config.ssl_context()),
+            self.config.client(),
             self.store.keys,
             name=self.config.name,
             ttl_s=self.config.lease_ttl_s,
@@ -121,7 +120,7 @@ def _settle(future: asyncio.Future[str], reason: str) -> None:
 
 def open_replicated(config: ReplicationConfig, store_config: StoreConfig) -> tuple[EtcdStore, EtcdLeadership]:
     """The store on etcd (checked: a usable prefix) and its leadership; ``StoreError`` when unusable."""
-    client = EtcdClient(config.endpoints, timeout_s=config.timeout_s, ssl_context=config.ssl_context())
+    client = config.client()
     store = EtcdStore(client, config.prefix, store_config, config.limits)
     said = 0.0
     while True:  # etcd may start after the replicas (a fresh install): wait for it rather than crash-loop

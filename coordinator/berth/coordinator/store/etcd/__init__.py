@@ -1,6 +1,7 @@
 """The replicated store: the coordinator's state in etcd, for replicas of which one acts (docs/high-availability.md).
 
-- ``EtcdClient``: etcd's v3 JSON gateway over the standard library (``client``).
+- ``EtcdClient``: etcd's v3 API, KV over gRPC with messages encoded by hand (``client``, ``kv_wire``), leases and
+  watches over its JSON gateway.
 - ``EtcdStore``: the key layout (``keys``), load and journal reads, one fenced transaction (``store``, ``txn``,
   ``journal``).
 - ``EtcdWriter``: group commit into etcd transactions under a term (``writer``).
@@ -8,7 +9,7 @@
 - ``copy_sqlite_to_etcd``: moving a single-replica data dir into an empty prefix (``copy``).
 """
 
-from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdRefused, EtcdUnavailable
+from berth.coordinator.store.etcd.client import EtcdClient, EtcdError, EtcdRefused, EtcdTls, EtcdUnavailable
 from berth.coordinator.store.etcd.config import (
     CHART_MAX_REQUEST_BYTES,
     CHART_MAX_TXN_OPS,
@@ -32,6 +33,7 @@ __all__ = [
     "EtcdElection",
     "EtcdError",
     "EtcdRefused",
+    "EtcdTls",
     "EtcdStore",
     "EtcdUnavailable",
     "EtcdWriter",

@@ -1,22 +1,29 @@
-"""A small synchronous client of etcd's v3 JSON gateway (``/v3/kv/*``, ``/v3/lease/*``, ``/v3/watch``).
+"""A small synchronous etcd v3 client: KV over gRPC (``Txn``, ``Range``), leases and watches over etcd's JSON
+gateway (``/v3/lease/*``, ``/v3/watch``), both on the same client URL (etcd serves the two on one port).
 
-Why this and not a gRPC client: the store's writer and the election run in threads of their own (as the SQLite
-writer does), so a blocking client fits them and keeps etcd's I/O off the event loop; the gateway is part of every
-etcd since 3.3 and needs only the standard library's ``http.client``; the few calls the store makes (txn, range,
-lease grant/keep-alive/revoke, watch) are small, documented JSON. The asyncio gRPC clients on PyPI would add grpcio
-(tens of MiB) and an event loop per thread for no gain here.
+Why a blocking client: the store's writer and the election run in threads of their own (as the SQLite writer
+does), so a blocking client fits them and keeps etcd's I/O off the event loop.
+
+Why KV over gRPC: a transaction through the gateway costs etcd about 1.6 times the CPU of the same transaction
+over gRPC (JSON and base64 decoding, then a call to its own gRPC server; docs/high-availability.md, "Throughput",
+measured by ``python -m benchmarks.etcd_floor``), and on a machine that runs etcd beside the coordinator that CPU
+is the coordinator's. The messages are encoded by hand (``kv_wire``): the requests and answers keep the gateway's JSON
+shapes, so the store speaks one dialect whichever path a call takes. Leases and watches stay on the gateway: they
+are rare, and gRPC has them only as streams.
 
 Rules:
-- One ``EtcdClient`` may be shared by threads: each thread has its own keep-alive connection (``threading.local``).
-- Endpoints are tried in turn: a request that fails to reach one moves that thread to the next, so a dead or
-  partitioned etcd member costs one timeout, not an outage.
+- One ``EtcdClient`` may be shared by threads: each thread has its own keep-alive connection and gRPC channel
+  (``threading.local``), both to the endpoint the thread is on.
+- Endpoints are tried in turn: a request that fails to reach one moves that thread to the next (and closes its
+  connection and channel to it), so a dead or partitioned etcd member costs one timeout, not an outage.
 - Errors say whether the request may have taken effect. ``EtcdUnavailable``: not known (connection lost, timeout,
-  HTTP 5xx, etcd's "leader changed" or "request timed out") — the caller must find out before it reports failure.
-  ``EtcdRefused``: etcd answered that it did not apply it (HTTP 4xx: too many operations, request too large, a
-  compacted revision, an unknown lease). Neither message carries a key or value.
+  HTTP 5xx, gRPC's UNAVAILABLE or DEADLINE_EXCEEDED, etcd's "leader changed" or "request timed out") — the caller
+  must find out before it reports failure. ``EtcdRefused``: etcd answered that it did not apply it (HTTP 4xx or
+  the gRPC status of one: too many operations, request too large, a compacted revision, an unknown lease, out of
+  space). Neither message carries a key or value.
 - Keys and values are bytes; the gateway carries them as base64 and 64-bit integers as strings (``b64``/``num``).
-  A request body may hold ``bytes`` where the gateway wants base64: the encoder (msgspec) writes them so, which
-  spares a transaction of thousands of keys as many Python-level conversions.
+  A request body may hold ``bytes`` where the gateway wants base64 (msgspec and ``kv_wire`` take either); an
+  answer's keys and values are base64 text from the gateway and bytes over gRPC (``unb64`` takes either).
 """
 
 from __future__ import annotations
@@ -28,12 +35,16 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import grpc
 import msgspec
+
+from berth.coordinator.store.etcd.kv_wire import decode_range, decode_txn, encode_range, encode_txn
 
 JsonObject = dict[str, Any]
 
@@ -65,7 +76,10 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def unb64(text: str | None) -> bytes:
+def unb64(text: str | bytes | None) -> bytes:
+    """A key or value of an answer: base64 text from the gateway, bytes over gRPC, absent when empty."""
+    if isinstance(text, bytes):
+        return text
     return base64.b64decode(text) if text else b""
 
 
@@ -121,15 +135,51 @@ class _Endpoint:
         return f"{'https' if self.https else 'http'}://{self.host}:{self.port}"
 
 
+@dataclass(frozen=True)
+class EtcdTls:
+    """TLS to etcd's https endpoints: ``ca_file`` to verify etcd against (else the system's roots), a client
+    certificate and its key to present (PEM files)."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+        if self.cert_file is not None and self.key_file is not None:
+            context.load_cert_chain(str(self.cert_file), str(self.key_file))
+        return context
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        def read(path: Path | None) -> bytes | None:
+            return path.read_bytes() if path is not None else None
+
+        return grpc.ssl_channel_credentials(read(self.ca_file), read(self.key_file), read(self.cert_file))
+
+
+#: gRPC statuses after which a request may still have been applied (the gateway maps them to HTTP 5xx); etcd's
+#: own refusals come with other statuses (INVALID_ARGUMENT, OUT_OF_RANGE, NOT_FOUND, RESOURCE_EXHAUSTED, ...).
+_GRPC_UNKNOWN_OUTCOME = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+#: No bound of the client's own on message sizes: etcd's --max-request-bytes is the bound (config.Limits).
+_CHANNEL_OPTIONS = (("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1))
+
+
 class EtcdClient:
-    def __init__(
-        self, endpoints: Sequence[str], *, timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None
-    ) -> None:
+    def __init__(self, endpoints: Sequence[str], *, timeout_s: float = 5.0, tls: EtcdTls | None = None) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = [_Endpoint.parse(url) for url in endpoints]
         self.timeout_s = timeout_s
-        self._ssl = ssl_context
+        self._ssl = tls.ssl_context() if tls is not None else None
+        self._credentials = (tls or EtcdTls()).channel_credentials() if any(e.https for e in self.endpoints) else None
         self._local = threading.local()
 
     def __str__(self) -> str:
@@ -161,10 +211,43 @@ class EtcdClient:
             raise EtcdUnavailable(f"etcd {endpoint}{path}: {_describe(exc)}") from None
         return _answer(endpoint, path, status, raw)
 
+    def kv(self, method: str, request: bytes, decode: Callable[[bytes], JsonObject]) -> JsonObject:
+        """Call ``/etcdserverpb.KV/<method>`` with an encoded ``request`` on this thread's endpoint; the answer
+        ``decode``d, or an ``EtcdError``."""
+        local = self._local
+        index = getattr(local, "index", 0)
+        endpoint = self.endpoints[index % len(self.endpoints)]
+        calls: dict[str, grpc.UnaryUnaryMultiCallable[bytes, bytes]] | None = getattr(local, "calls", None)
+        if calls is None:
+            target = f"{endpoint.host}:{endpoint.port}"
+            if endpoint.https:
+                assert self._credentials is not None
+                channel = grpc.secure_channel(target, self._credentials, options=_CHANNEL_OPTIONS)
+            else:
+                channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            local.channel, local.calls = channel, {}
+            calls = local.calls
+        call = calls.get(method)
+        if call is None:
+            call = calls[method] = local.channel.unary_unary(f"/etcdserverpb.KV/{method}")
+        try:
+            raw = call(request, timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            code: grpc.StatusCode = exc.code()
+            text = f"etcd {endpoint} KV/{method}: {exc.details() or code.name}"
+            if code in _GRPC_UNKNOWN_OUTCOME:
+                self._drop(local, index)
+                raise EtcdUnavailable(text) from None
+            raise EtcdRefused(text, code.value[0]) from None
+        try:
+            return decode(raw)
+        except ValueError as exc:
+            raise EtcdUnavailable(f"etcd {endpoint} KV/{method}: an answer that is not one: {exc}") from None
+
     def txn(
         self, compare: list[JsonObject], success: list[JsonObject], failure: list[JsonObject] | None = None
     ) -> JsonObject:
-        return self.call("/v3/kv/txn", {"compare": compare, "success": success, "failure": failure or []})
+        return self.kv("Txn", encode_txn({"compare": compare, "success": success, "failure": failure}), decode_txn)
 
     def range(
         self,
@@ -191,7 +274,7 @@ class EtcdClient:
             body["count_only"] = True
         if keys_only:
             body["keys_only"] = True
-        answer = self.call("/v3/kv/range", body)
+        answer = self.kv("Range", encode_range(body), decode_range)
         kvs = [KeyValue.of(kv) for kv in answer.get("kvs", ())]
         return kvs, num(answer.get("header", {}).get("revision")), bool(answer.get("more")), num(answer.get("count"))
 
@@ -217,7 +300,7 @@ class EtcdClient:
         return WatchStream(self, key, start_revision, timeout_s)
 
     def close(self) -> None:
-        """Close this thread's connection (other threads close theirs when they end)."""
+        """Close this thread's connection and channel (other threads close theirs when they end)."""
         self._drop(self._local, getattr(self._local, "index", 0), advance=False)
 
     # ------------------------------------------------------------------------------------------- helpers
@@ -231,7 +314,10 @@ class EtcdClient:
         conn = getattr(local, "conn", None)
         if conn is not None:
             conn.close()
-        local.conn = None
+        channel = getattr(local, "channel", None)
+        if channel is not None:
+            channel.close()
+        local.conn = local.channel = local.calls = None
         if advance:
             local.index = index + 1
 

@@ -9,10 +9,10 @@ in the log.
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from berth.coordinator.store.etcd.client import EtcdClient, EtcdTls
 from berth.coordinator.store.etcd.txn import RESERVED_BYTES, Limits
 
 DEFAULT_PREFIX = "/berth/"
@@ -56,11 +56,12 @@ class ReplicationConfig:
             )
         return found
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for https endpoints (verifying against ``ca_file``, presenting the client certificate)."""
+    def tls(self) -> EtcdTls | None:
+        """TLS to https endpoints (verifying against ``ca_file``, presenting the client certificate)."""
         if self.ca_file is None and self.cert_file is None:
             return None
-        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-        if self.cert_file is not None and self.key_file is not None:
-            context.load_cert_chain(str(self.cert_file), str(self.key_file))
-        return context
+        return EtcdTls(self.ca_file, self.cert_file, self.key_file)
+
+    def client(self) -> EtcdClient:
+        """A client of these endpoints, with this timeout and TLS."""
+        return EtcdClient(self.endpoints, timeout_s=self.timeout_s, tls=self.tls())

@@ -298,12 +298,16 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     )
     if (args.etcd_cert_file is None) != (args.etcd_key_file is None):
         _fail("--etcd-cert-file and --etcd-key-file go together")
-    tls = ReplicationConfig(
-        tuple(endpoints), ca_file=args.etcd_ca_file, cert_file=args.etcd_cert_file, key_file=args.etcd_key_file
+    etcd = ReplicationConfig(
+        tuple(endpoints),
+        timeout_s=args.etcd_timeout_s,
+        ca_file=args.etcd_ca_file,
+        cert_file=args.etcd_cert_file,
+        key_file=args.etcd_key_file,
     )
     try:
         target = EtcdStore(
-            EtcdClient(endpoints, timeout_s=args.etcd_timeout_s, ssl_context=tls.ssl_context()),
+            etcd.client(),
             args.etcd_prefix,
             config,
             Limits(args.etcd_max_txn_ops, args.etcd_max_request_bytes),
