@@ -261,9 +261,9 @@ class EtcdClient:
         keys_only: bool = False,
     ) -> tuple[list[KeyValue], int, bool, int]:
         """(key-values, the store's revision, whether there are more, count)."""
-        body: JsonObject = {"key": b64(key)}
+        body: JsonObject = {"key": key}
         if range_end is not None:
-            body["range_end"] = b64(range_end)
+            body["range_end"] = range_end
         if limit:
             body["limit"] = limit
         if revision:

@@ -185,8 +185,8 @@ def _read_varint(data: bytes, at: int) -> tuple[int, int]:
 
 
 def _decoder(names: Mapping[int, str], nested: Mapping[int, Callable[[bytes], Any]]) -> Callable[[bytes], Message]:
-    """A decoder of one message kind: scalar fields by ``names``, messages by ``nested`` (repeated when the name
-    ends in 's' and is listed as such below)."""
+    """A decoder of one message kind: fields by ``names``, those in ``nested`` decoded as messages (a list of them
+    when the name is in ``_REPEATED``)."""
 
     def decode(data: bytes) -> Message:
         out: Message = {}
@@ -216,22 +216,14 @@ _header = _decoder({1: "cluster_id", 2: "member_id", 3: "revision", 4: "raft_ter
 _key_value = _decoder({1: "key", 2: "create_revision", 3: "mod_revision", 4: "version", 5: "value", 6: "lease"}, {})
 decode_range = _decoder({1: "header", 2: "kvs", 3: "more", 4: "count"}, {1: _header, 2: _key_value})
 """A ``RangeResponse``."""
-#: The answers of a transaction's puts and deletes carry the transaction's own header again: left out.
+#: A delete's answer carries the transaction's own header again: left out (a put's, nothing else: see decode_txn).
 _delete_response = _decoder({2: "deleted"}, {})
-
-
-def _put_response(data: bytes) -> Message:
-    return {}
-
-
-_response_op = _decoder(
-    {1: "response_range", 2: "response_put", 3: "response_delete_range"},
-    {1: decode_range, 2: _put_response, 3: _delete_response},
-)
+_response_op = _decoder({1: "response_range", 3: "response_delete_range"}, {1: decode_range, 3: _delete_response})
 
 
 def decode_txn(data: bytes) -> Message:
-    """A ``TxnResponse``. Most of a write's answers are its puts' (empty, as above): those are not parsed."""
+    """A ``TxnResponse``. Most of a write's answers are its puts', which hold only the transaction's own header
+    again: each is ``{"response_put": {}}``, not parsed."""
     out: Message = {}
     responses: list[Message] = []
     for number, value in _fields(data):

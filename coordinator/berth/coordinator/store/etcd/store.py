@@ -324,10 +324,10 @@ class EtcdStore:
         keys = self.keys
         compare = [
             _leader_is(keys, term),
-            {"key": b64(keys.progress), "target": "MOD", "result": "EQUAL", "mod_revision": self.progress_revision},
+            {"key": keys.progress, "target": "MOD", "result": "EQUAL", "mod_revision": self.progress_revision},
         ]
-        success = [*built.ops, {"request_put": {"key": b64(keys.progress), "value": b64(txn_id.encode())}}]
-        failure = [{"request_range": {"key": b64(keys.progress)}}]
+        success = [*built.ops, {"request_put": {"key": keys.progress, "value": txn_id.encode()}}]
+        failure = [{"request_range": {"key": keys.progress}}]
         answer = self.client.txn(compare, success, failure)
         if answer.get("succeeded"):
             self.progress_revision = num(answer.get("header", {}).get("revision"))
@@ -358,7 +358,7 @@ class EtcdStore:
 
 
 def _leader_is(keys: Keys, term: Term) -> dict[str, Any]:
-    return {"key": b64(keys.leader), "target": "CREATE", "result": "EQUAL", "create_revision": term.revision}
+    return {"key": keys.leader, "target": "CREATE", "result": "EQUAL", "create_revision": term.revision}
 
 
 def _check_schema(value: bytes, where: str) -> None:
