@@ -52,11 +52,14 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## The whole suite: lint, types, import layering, then every test (unit, http, e2e, operator, chart, pipeline).
+## Two workers (pytest-xdist): each shared server's tests on one of them (tests/support/worker_groups.py).
+PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+
 test: install lint
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q $(PARALLEL) --durations=40
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not spark and not tools and not slow and not kube and not node"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not spark and not tools and not slow and not kube and not node"
 
 ## The main job on the embedded default: a local fleet showing static membership at work. It needs the venv and a
 ## Java runtime (for the Spark report at its end), nothing the tests alone use (etcd, promtool, helm, the node).

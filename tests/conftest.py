@@ -16,8 +16,14 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 #: The real control plane (etcd, kube-apiserver, kube-controller-manager), the Kafka broker, the etcd cluster of the
 #: replicated coordinator and the real node (kubelet, containerd, images built from the Dockerfile), each started
-#: once when a test first asks.
-pytest_plugins = ["support.kube_fixtures", "support.kafka_fixtures", "support.ha_fixtures", "support.node_fixtures"]
+#: once when a test first asks; and which tests share a worker under ``make test``'s ``pytest -n 2``.
+pytest_plugins = [
+    "support.kube_fixtures",
+    "support.kafka_fixtures",
+    "support.ha_fixtures",
+    "support.node_fixtures",
+    "support.worker_groups",
+]
 
 
 @pytest.fixture
@@ -58,7 +64,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Exit with the session's status once pytest has written everything, without the interpreter's finalization:
     one full run in three ended "Aborted" after its summary (a C extension's thread torn down at finalization; not
     found), which turned a run's result into a crash. Every fixture has been torn down before this point."""
-    if _EXIT_STATUS:
+    if _EXIT_STATUS and not hasattr(config, "workerinput"):  # a worker under pytest -n ends as xdist ends it
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT_STATUS[-1])
