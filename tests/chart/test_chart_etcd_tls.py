@@ -24,7 +24,7 @@ import pytest
 from chart_helpers import Obj, render
 from support.certs import make_ca, make_server_cert
 from support.ci import unavailable
-from support.net import free_port
+from support.net import free_ports
 
 from berth.coordinator.command.main import build_parser as coordinator_parser
 from berth.coordinator.http.replicas import replication_config
@@ -102,11 +102,8 @@ def cluster(rendered: Rendered, tmp_path_factory: pytest.TempPathFactory) -> Ite
     files = work / "files"
     _mounted(rendered, files)
     kept = [_local(a, files) for a in rendered.etcd_args if a.split("=", 1)[0] not in PLACE_FLAGS]
-    clients, peers, metrics = (
-        [free_port() for _ in range(MEMBERS)],
-        [free_port() for _ in range(MEMBERS)],
-        [free_port() for _ in range(MEMBERS)],
-    )
+    ports = free_ports(3 * MEMBERS)
+    clients, peers, metrics = ports[:MEMBERS], ports[MEMBERS : 2 * MEMBERS], ports[2 * MEMBERS :]
     initial = ",".join(f"m{i}=https://127.0.0.1:{peers[i]}" for i in range(MEMBERS))
     processes = []
     try:

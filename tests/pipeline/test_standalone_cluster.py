@@ -30,7 +30,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 from support.ci import unavailable
-from support.net import free_port
+from support.net import free_ports
 
 from berth.pipeline.main import main
 
@@ -84,7 +84,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "PYSPARK_SUBMIT_ARGS": f'--conf spark.executor.memory=512m --conf "spark.executor.extraJavaOptions={FAST_JVM}" '
         f'--driver-java-options "{FAST_JVM}" pyspark-shell',
     }
-    port, web_port = free_port(), free_port()
+    port, web_port = free_ports(2)
     master_url = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen[bytes]] = []
     logs = base / "daemon-logs"

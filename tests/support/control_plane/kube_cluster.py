@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.net import free_port
+from support.net import free_ports
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_BIN_DIR = REPO.parent / "shared" / "tools" / "k8s" / "bin"
@@ -210,8 +210,7 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         make_pki(self.pki, self.address)
         pki = self.pki
-        etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
-        api_port, kcm_port = free_port(), free_port()
+        etcd_port, etcd_peer, etcd_metrics, api_port, kcm_port = free_ports(5)
         etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn(
             "etcd",

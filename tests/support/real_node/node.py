@@ -50,7 +50,7 @@ from typing import Any
 
 import yaml
 from support.kube_cluster import REPO, Binaries, ControlPlane, kubeconfig_text, sign_certificate, stop_process
-from support.net import free_port
+from support.net import free_port, free_ports
 from support.node_configs import CLUSTER_DOMAIN, cni_conflist, containerd_toml, kubelet_config
 from support.node_network import Fabric, NodeNetwork, run
 from support.node_reap import (
@@ -199,6 +199,7 @@ class Node(_Processes):
         self._start_containerd()
         self.import_image(pause_archive)
         self._start_kubelet()
+        healthz_port, metrics_port = free_ports(2)
         self._spawn(
             "kube-proxy",
             self.network.inside(
@@ -208,8 +209,8 @@ class Node(_Processes):
                 "--proxy-mode=iptables",
                 f"--cluster-cidr={self.network.pod_cidr}",
                 f"--bind-address={self.network.node_ip}",
-                f"--healthz-bind-address=127.0.0.1:{free_port()}",
-                f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                f"--healthz-bind-address=127.0.0.1:{healthz_port}",
+                f"--metrics-bind-address=127.0.0.1:{metrics_port}",
                 # Leave the machine-wide conntrack settings alone.
                 "--conntrack-max-per-core=0",
                 "--conntrack-tcp-timeout-established=0",
@@ -337,9 +338,9 @@ class Node(_Processes):
     def _start_kubelet(self) -> None:
         w = self.workdir
         (w / "resolv.conf").write_text("")
-        self.kubelet_port = free_port()
+        self.kubelet_port, healthz_port = free_ports(2)
         ca = self.plane.pki / "ca.crt"
-        config = kubelet_config(w, self.network, self.socket, ca, self.kubelet_port, free_port())
+        config = kubelet_config(w, self.network, self.socket, ca, self.kubelet_port, healthz_port)
         (w / "kubelet.yaml").write_text(yaml.safe_dump(config))
         containerd = self.processes["containerd"].pid  # unshare and sh exec'd: the pid is containerd's
         self._spawn(
