@@ -77,7 +77,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     partial.replace(path)  # whole: both workers write the same
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own scheduler
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own scheduler; a hook of xdist's
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None
