@@ -1,10 +1,11 @@
 """``make test``'s two workers (pytest-xdist, ``-n 2 --dist loadgroup``): which tests run together on one worker.
 
-A test that uses one of the session's shared servers (the control plane, the real node, Spark, the Kafka broker,
-the etcd cluster; ``SHARED_SERVERS``, by the fixtures that start them) runs on the same worker as every other test
-of that server, so each server starts once per session, as without workers; every other test stays with the rest
-of its module (module-scoped fixtures start once). The shared servers' groups are handed out first, in
-``SHARED_SERVERS``' order (the control plane's is the longest, the node's next), so that neither is the run's tail.
+A test that uses one of the session's shared servers (the control plane, the real node, Spark, the Kafka broker, the
+etcd cluster; ``SHARED_SERVERS``: by the fixtures that start them, the node's by its mark) runs on the same worker
+as every other test of that server, so each server starts once per session, as without workers; every other test
+stays with the rest of its module (module-scoped fixtures start once). The shared servers' groups are handed out
+first, in ``SHARED_SERVERS``' order (the control plane's is the longest, the node's next), so that neither is the
+run's tail.
 
 How: xdist's own ``loadgroup`` reads ``xdist_group`` marks through the test ids, which pytest 9.2's structured ids
 no longer let it rewrite (pytest-xdist issue 1386: the marks are silently ignored). Here each worker writes, once
@@ -24,14 +25,17 @@ from typing import Any
 
 import pytest
 
-#: The shared servers' groups, in the order they are handed out, by the fixtures that start each.
+#: The shared servers' groups, in the order they are handed out, by the fixtures that start each. The node's is
+#: every test marked ``node`` instead, the tier's own mark (``support.node_fixtures`` keys its set-up on it too).
 SHARED_SERVERS = {
     "control-plane": ("control_plane", "kube"),
-    "node": ("node_images", "cluster", "node", "three_nodes", "node_kube", "berth_release", "ha_stage"),
+    "node": (),
     "spark": ("spark",),
     "kafka": ("kafka_bootstrap",),
     "etcd": ("etcd_cluster",),
 }
+#: Each collected test's group, kept by the worker between sorting its tests and telling the controller.
+_GROUPS = pytest.StashKey[dict[str, str]]()
 
 
 def worker_group(item: pytest.Item) -> str:
@@ -61,9 +65,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     it; the sort is stable, and so is ``support.node_fixtures``' that moves some node tests after the others)."""
     if _worker_input(config) is None:
         return
+    groups = config.stash[_GROUPS] = {item.nodeid: worker_group(item) for item in items}
     first = list(SHARED_SERVERS)
-    rank = {item: first.index(group) if (group := worker_group(item)) in first else len(first) for item in items}
-    items.sort(key=rank.__getitem__)
+    items.sort(key=lambda item: first.index(g) if (g := groups[item.nodeid]) in first else len(first))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which tells the controller the collection is done
@@ -73,7 +77,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     path = groups_file(workerinput["testrunuid"])
     partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps({item.nodeid: worker_group(item) for item in session.items}))
+    partial.write_text(json.dumps(session.config.stash[_GROUPS]))
     partial.replace(path)  # whole: both workers write the same
 
 
