@@ -16,9 +16,12 @@ pods, 32.6 at 8,000 (``results/operator_pods_full_size_attempt.json``). The phas
 - **creation**: the fleets created by four ``kubectl create`` at once (a namespace's fleets each); seconds until
   every fleet is Stable (from the benchmark's own watch of the fleets: status for its spec, the group ``Stable`` with
   every instance id a member, ``Ready`` True), each fleet's wait (median, max);
-- **the roll**: ``kubectl rollout restart statefulset`` of every fleet at once (a namespace each, four at a time;
-  every pod replaced, one at a time per fleet, each new pod's member rejoining under its instance id): seconds until
-  every pod was replaced and its member back in its generation; the rebalances (generation moves, described at the
+- **the roll**: every fleet rolled at once: by default an annotation added to each fleet's pod template, eight patches
+  at a time, which the operator applies ``--max-concurrent-rolls`` fleets at a time (``planners.roll_pacing``); with
+  ``BERTH_OPERATOR_PODS_ROLL=statefulsets``, ``kubectl rollout restart statefulset`` of every fleet (a namespace each,
+  four at a time), which the StatefulSet controller starts at once (results ``operator_pods_rollout_restart``). Every
+  pod replaced, one at a time per fleet, each new pod's member rejoining under its instance id: seconds until every
+  pod was replaced and its member back in its generation; the rebalances (generation moves, described at the
   coordinator before and after: the goal is 0); the fleets with their ``Restarted`` Event (and what the Events say),
   seconds until the last;
 - **the scale-down**: every fleet's ``spec.replicas`` lowered by one at once: the batch leaves per fleet (the
@@ -63,6 +66,7 @@ from benchmarks.operator_world import (
     rss_mib,
     world,
 )
+from berth.operator.command.options import DEFAULT_MAX_CONCURRENT_ROLLS
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -85,6 +89,14 @@ FLEET_SPEC = {"sessionTimeout": {"policy": "Fixed", "fixedMs": SESSION_TIMEOUT_M
 #: Every fleet: its namespace and number.
 FLEET_KEYS = [(namespace, i) for namespace, count in SPACES.items() for i in range(count)]
 OPERATOR_ARGS = ("--max-fleets-per-namespace", "0")
+#: ``BERTH_OPERATOR_PODS_ROLL``: how every fleet is rolled at once. ``fleets`` (the default): an annotation added to
+#: each fleet's pod template (``spec.template``), as a change pushed to every fleet would, so the operator applies
+#: the new templates a few fleets at a time (``--max-concurrent-rolls``); ``statefulsets``: ``kubectl rollout
+#: restart statefulset`` of every fleet, which reaches the StatefulSet controller at once, past the operator.
+ROLL = os.environ.get("BERTH_OPERATOR_PODS_ROLL", "fleets")
+if ROLL not in ("fleets", "statefulsets"):
+    raise SystemExit(f"BERTH_OPERATOR_PODS_ROLL={ROLL!r}: fleets or statefulsets")
+ROLL_ANNOTATION = "benchmarks.berth.dev/rolled-at"
 #: The StatefulSet controller's client allowance (kube-controller-manager's default is 20 requests/s, burst 30: ten
 #: thousand pods created, then each replaced, would wait on it alone). kwok's scale clusters raise it likewise.
 CONTROLLER_FLAGS = ("--kube-api-qps=200", "--kube-api-burst=400")
@@ -261,14 +273,14 @@ def batch_leaves(operator: Any) -> dict[str, int]:
     return leaves
 
 
-def patch_replicas(world: World, replicas: int) -> None:
+def patch_fleets(world: World, body: dict[str, Any]) -> None:
+    """The same merge patch of every fleet, eight at a time."""
     import kubernetes
 
     client = kubernetes.config.new_client_from_config(config_file=str(world.kube.kubeconfig))
     custom = kubernetes.client.CustomObjectsApi(client)
 
     def patch(key: tuple[str, int]) -> None:
-        body = {"spec": {"replicas": replicas}}
         custom.patch_namespaced_custom_object(
             "berth.dev", "v1alpha1", key[0], "consumerfleets", fleet_name(key[1]), body
         )
@@ -331,15 +343,19 @@ def measure(
     figures["creation"] = creation
     progress(f"creation: {creation}")
 
-    progress(f"--- the roll: every fleet's StatefulSet restarted at once ({total} pods)")
+    progress(f"--- the roll: every fleet rolled at once ({total} pods; {ROLL})")
     before = generations(w)
     times = watched(w, restarted, "with their Restarted Event")
     replaced_before = member_stats(w)["counts"].get("members started", 0)
     meter = Meter(w, operator, helpers, pods).start()
     try:
-        in_each_namespace(
-            lambda namespace: w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
-        )
+        if ROLL == "statefulsets":
+            in_each_namespace(
+                lambda namespace: w.kube.kubectl("rollout", "restart", "statefulset", "-n", namespace, "-l", SELECTOR)
+            )
+        else:
+            stamp = {"metadata": {"annotations": {ROLL_ANNOTATION: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}}
+            patch_fleets(w, {"spec": {"template": stamp}})
         started, limit = time.monotonic(), allowance()
         while (replaced := member_stats(w)["counts"].get("members started", 0) - replaced_before) < total:
             if time.monotonic() - started > limit:
@@ -368,7 +384,7 @@ def measure(
     times = watched(w, scaled_down, "scaled down and Stable")
     meter = Meter(w, operator, helpers, pods).start()
     try:
-        patch_replicas(w, PODS - 1)
+        patch_fleets(w, {"spec": {"replicas": PODS - 1}})
         times.wait(FLEETS, timeout_s=allowance())
         scale_down = meter.figures()
     except TimeoutError as error:
@@ -415,8 +431,14 @@ def summarize(figures: dict[str, Any]) -> str:
         )
     if roll and "timed_out" not in roll:
         gaps = roll["members"]["restart_gaps_s"]
+        how = (
+            "kubectl rollout restart of every StatefulSet"
+            if ROLL == "statefulsets"
+            else "every fleet's pod template changed, the operator admitting the rolls"
+            f" {DEFAULT_MAX_CONCURRENT_ROLLS} fleets at a time"
+        )
         parts.append(
-            "the roll of every fleet at once: every pod replaced and back in"
+            f"the roll of every fleet at once ({how}): every pod replaced and back in"
             f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s (restart gaps {gaps['median']:.1f} s median,"
             f" {gaps['p90']:.1f} s p90, {gaps['over_the_session_timeout']} of {gaps['count']} beyond the session"
             f" timeout), {roll['rebalances']['total']} rebalances, {roll['restarted_events']['fleets']}/{FLEETS}"
@@ -498,12 +520,14 @@ def main() -> Result:
             log.close()
     total = FLEETS * PODS
     return Result(
-        name="operator_pods_fixed_session_timeout" if SESSION_TIMEOUT_MS else "operator_pods",
+        name=("operator_pods_fixed_session_timeout" if SESSION_TIMEOUT_MS else "operator_pods")
+        + ("_rollout_restart" if ROLL == "statefulsets" else ""),
         title=f"The watching operator with {total:,} running pods and their members (real control plane)"
         + (f", each fleet's session timeout fixed at {SESSION_TIMEOUT_MS:,} ms" if SESSION_TIMEOUT_MS else ""),
         command=f"BERTH_OPERATOR_PODS_FLEETS={FLEETS} BERTH_OPERATOR_PODS_PER_FLEET={PODS}"
         f" BERTH_OPERATOR_PODS_NAMESPACES={NAMESPACES}"
         + (f" BERTH_OPERATOR_PODS_SESSION_TIMEOUT_MS={SESSION_TIMEOUT_MS}" if SESSION_TIMEOUT_MS else "")
+        + (f" BERTH_OPERATOR_PODS_ROLL={ROLL}" if ROLL != "fleets" else "")
         + " python -m benchmarks operator_pods",
         goal=GOAL
         + (

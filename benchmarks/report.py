@@ -28,6 +28,7 @@ ORDER = [
     "operator_scale_burst",
     "operator_scale_burst_controller",
     "operator_pods",
+    "operator_pods_rollout_restart",
     "operator_takeover",
     "failover",
     "operator_metrics",

@@ -15,7 +15,7 @@ from berth.operator.planners.advice import AdviceReading
 from berth.operator.planners.coordinator_kind import BERTH, CoordinatorKind
 from berth.operator.planners.coordinator_target import BerthTarget
 from berth.operator.planners.kafka_credentials import KafkaConnection
-from berth.operator.planners.manifest_hash import planned_hash
+from berth.operator.planners.manifest_hash import planned_hash, template_hash
 from berth.operator.planners.observations import (
     CoordinatorBounds,
     GroupDescription,
@@ -26,6 +26,7 @@ from berth.operator.planners.observations import (
     PartitionLag,
     PodTimes,
 )
+from berth.operator.planners.roll_pacing import RollPacer
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.planners.statefulset import PlannedWorkload
 from berth.operator.ports import (
@@ -52,8 +53,11 @@ class NamesFleet:
         #: The pods' process times, by name, where a test gives them (none: every pod's process counts as replaced).
         self.times: dict[str, PodTimes] = {}
 
-    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+    async def apply(self, planned: PlannedWorkload, *, hold: bool = False) -> ApplyResult:
         first = self.planned is None
+        if hold and self.planned is not None:
+            held = planned_hash(planned.statefulset) != planned_hash(self.planned.statefulset)
+            return ApplyResult(Applied.HELD if held else Applied.UNCHANGED)
         self.planned = planned
         if first:
             await self.scale(planned.replicas)
@@ -72,7 +76,8 @@ class NamesFleet:
             times=dict(self.times),
         )
         applied = planned_hash(self.planned.statefulset) if self.planned is not None else None
-        return WorkloadView(seen, applied, len(self.members))
+        template = template_hash(self.planned.statefulset) if self.planned is not None else None
+        return WorkloadView(seen, applied, len(self.members), template_hash=template)
 
 
 class InMemoryCoordinator:
@@ -239,6 +244,7 @@ def pass_context(
     now: datetime,
     secrets: Secrets | None = None,
     records: GroupRecords | None = None,
+    rolls: RollPacer | None = None,
 ) -> PassContext:
     def workload_for(fleet: Fleet) -> NamesFleet:
         return workload
@@ -258,5 +264,6 @@ def pass_context(
         now=lambda: now,
         secrets=secrets,
         records=InMemoryRecords() if records is None else records,
+        rolls=rolls,
     )
     return PassContext(ports, Settings(defaults, OperatorSessionBounds(1_000, 3_600_000)))

@@ -81,7 +81,7 @@ class SimFleet:
 
     # --------------------------------------------------------------------------------------- WorkloadPort
 
-    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+    async def apply(self, planned: PlannedWorkload, *, hold: bool = False) -> ApplyResult:
         first = self.planned is None
         changed = not first and planned_hash(planned.statefulset) != planned_hash(self.planned.statefulset)
         self.planned = planned

@@ -76,6 +76,7 @@ from berth.operator.handlers.activities import register_activities
 from berth.operator.handlers.fleets import register_fleet_handlers
 from berth.operator.planners.lease import write_bound_s
 from berth.operator.planners.pass_timing import PassTiming
+from berth.operator.planners.roll_pacing import RollPacer
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import CoordinatorDirectory, EvidenceJournal, WriteGate
 from berth.operator.reconcile.context import PassContext, Ports, Settings
@@ -257,12 +258,15 @@ def build_service(
         if reconciler is not None:
             reconciler.owned_changed(FleetKey(namespace, name), kind, moved, CACHE_POKE_DELAY_S)
 
+    # Rolls are paced where the StatefulSets are watched (the pacer counts rolls from the watch).
+    rolls = RollPacer(options.max_concurrent_rolls) if api is not None else None
     cache = (
         WatchCache(
             api,
             namespace=options.namespace,
             on_fleet_change=owned_object_changed,
             on_relist=metrics.listed,
+            rolls=rolls,
         )
         if api is not None
         else None
@@ -296,6 +300,7 @@ def build_service(
         ),
         fleets=fleets,
         coordinator_ca=CaFile(ca_file),
+        rolls=rolls,
     )
     bounds = OperatorSessionBounds(options.session_min_ms, options.session_max_ms)
     stuck = timedelta(seconds=options.stuck_terminating_s)

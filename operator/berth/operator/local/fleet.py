@@ -57,9 +57,10 @@ class LocalFleet:
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
-    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+    async def apply(self, planned: PlannedWorkload, *, hold: bool = False) -> ApplyResult:
         """Members started from now on get ``planned``'s environment; running members keep theirs (a local
-        fleet does not roll). The first apply sets the size to ``planned.replicas`` (0 from the reconcile pass)."""
+        fleet does not roll, so nothing is held). The first apply sets the size to ``planned.replicas`` (0 from
+        the reconcile pass)."""
         wanted = planned_hash(planned.statefulset)
         before, self._planned, self._applied_hash = self._applied_hash, planned, wanted
         if self._replicas is None:

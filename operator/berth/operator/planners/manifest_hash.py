@@ -20,6 +20,11 @@ def canonical_hash(value: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def template_hash(statefulset: Mapping[str, Any]) -> str:
+    """A short hash of a planned StatefulSet's pod template: what, changed, rolls its pods."""
+    return canonical_hash((statefulset.get("spec") or {}).get("template") or {})
+
+
 def planned_hash(manifest: Mapping[str, Any]) -> str:
     """A short hash of a planned object, ``spec.replicas`` left out."""
     spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key != "replicas"}

@@ -129,6 +129,7 @@ class Applied(StrEnum):
     UPDATED = "updated"
     UNCHANGED = "unchanged"
     DELETED = "deleted"  # the PodDisruptionBudget of a fleet that turned it off
+    HELD = "held"  # a StatefulSet whose changed pod template waits for its turn to roll (planners.roll_pacing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,9 @@ class WorkloadView:
     #: The latest start of a running pod's container (or of the pod, when its containers are not reported); None
     #: when unknown (a local fleet).
     last_started: datetime | None = None
+    #: The hash of the pod template last applied (``manifest_hash.template_hash``); None where none was recorded (a
+    #: StatefulSet of an operator before it, or a local fleet).
+    template_hash: str | None = None
     #: Read from a cache of watched objects, which may lag the API server by a moment: a pass confirms such a
     #: view with a fresh one (``observe(fresh=True)``) before a step it cannot take back (a batch leave).
     from_cache: bool = False
@@ -213,9 +217,11 @@ class WorkloadObserver(Protocol):
 class WorkloadPort(WorkloadObserver, Protocol):
     """Runs one fleet's members: pods of a StatefulSet, or local processes."""
 
-    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
+    async def apply(self, planned: PlannedWorkload, *, hold: bool = False) -> ApplyResult:
         """Create or update the workload as planned (env ``planned.environment_for``), never changing its size
         once it exists (the scaling step owns the size). Raises :class:`NotOurs` or :class:`WorkloadRejected`.
+        ``hold``: an existing StatefulSet is left as it is (its roll waits for a turn: ``Applied.HELD`` when it
+        differs from the plan); the rest is applied.
 
         The Kubernetes adapter applies ``planned.statefulset``, ``planned.service`` and the PodDisruptionBudget
         (deleting the fleet's own when ``planned.disruption_budget`` is None); a local fleet uses the environment

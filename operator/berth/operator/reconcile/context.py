@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from berth.operator.planners.ownership import AdoptionPolicy
+from berth.operator.planners.roll_pacing import RollPacer
 from berth.operator.planners.session_timeout import OperatorSessionBounds
 from berth.operator.ports import (
     AdviceReader,
@@ -79,6 +80,9 @@ class Ports:
     fleets: FleetReader | None = None
     #: The CA (PEM) the operator verifies https coordinators against, published to fleets on one (None: none).
     coordinator_ca: Callable[[], str | None] = lambda: None
+    #: Paces the fleets' rolls (``--max-concurrent-rolls``; None: not paced, e.g. berth-demo, whose fleets do not
+    #: roll).
+    rolls: RollPacer | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,14 @@ and is in no pod's environment, so changing it restarts nothing and is applied e
 (``InvalidSessionTimeout``), an object of the fleet's name that is not its own (``NameTaken``), a template the
 platform refuses (``TemplateRejected``). What was applied is announced; a new timeout is written to status (with
 its reason) and announced once; ``SessionTimeoutSufficient`` says whether the coordinator's maximum let it cover
-what the evidence asks for. The workload is observed again when the apply changed it.
+what the evidence asks for. The workload is observed again when the apply changed it. A changed pod template that
+would roll the pods waits for its turn (``reconcile.rolls``: the StatefulSet left as it is, the session timeout in
+force kept in status, ``TemplateApplied=False``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from berth.operator.planners import announcements, fleet_status
 from berth.operator.planners.conditions import Condition
@@ -31,6 +33,7 @@ from berth.operator.planners.session_timeout import (
 from berth.operator.planners.sizing import SessionTimeoutError
 from berth.operator.planners.statefulset import PlannedWorkload, plan_statefulset
 from berth.operator.ports import NotOurs, WorkloadRejected, WorkloadView
+from berth.operator.reconcile import rolls
 from berth.operator.reconcile.admission import Admitted
 
 
@@ -79,8 +82,10 @@ async def size_and_apply(a: Admitted, coordinator_bounds: CoordinatorBounds, *, 
         pods_roll_anyway=rolls_anyway,
     )
     planned = _plan(a, choice.ms, replicas_now)
+    turn = rolls.turn(a, view, planned)
+    held = turn is not None and not turn.admitted
     try:
-        applied = await workload.apply(planned)
+        applied = await workload.apply(planned, hold=held)
     except NotOurs as error:
         raise Refusal(fleet_status.NAME_TAKEN, str(error)) from error
     except WorkloadRejected as error:
@@ -101,6 +106,9 @@ async def size_and_apply(a: Admitted, coordinator_bounds: CoordinatorBounds, *, 
             choice.ms, coordinator_bounds, a.settings.defaults.preferred_heartbeat_interval_ms
         )
         await group.coordinator.set_group_session_timeout(fleet.spec.group_id, choice.ms, heartbeat_ms)
+    if held and not on_group and isinstance(current_ms, int):  # the pods keep theirs until their turn
+        kept_reason = current_reason if isinstance(current_reason, str) else choice.reason
+        choice = replace(choice, ms=current_ms, reason=kept_reason, changed=False)
     if choice.ms != current_ms or choice.reason != current_reason:
         record.defer({"sessionTimeoutMs": choice.ms, "sessionTimeoutReason": choice.reason})
         if choice.ms != current_ms:
@@ -108,7 +116,7 @@ async def size_and_apply(a: Admitted, coordinator_bounds: CoordinatorBounds, *, 
             record.events.info("SessionTimeout", f"session timeout {choice.ms} ms{where}: {choice.reason}")
     if applied.changed:  # as written (a watching observer keeps what the operator wrote: ``WatchCache.wrote``)
         view = await workload.observe()
-    return Sized(planned, view, (sufficiency(decision, bounds),))
+    return Sized(planned, view, (sufficiency(decision, bounds), *rolls.noted(a, turn, applied.statefulset)))
 
 
 def _plan(a: Admitted, session_timeout_ms: int, replicas: int) -> PlannedWorkload:

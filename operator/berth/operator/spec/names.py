@@ -17,6 +17,9 @@ FINALIZER = "berth.dev/finalizer"
 ANNOTATION_PREFIX = "berth.dev"
 #: On the StatefulSet and Service: a hash of what the operator last applied, so an unchanged plan costs no write.
 APPLIED_HASH_ANNOTATION = "berth.dev/applied-hash"
+#: On the StatefulSet: a hash of the pod template the operator last applied, so a pass tells a change that rolls the
+#: pods (paced: ``planners.roll_pacing``) from one that does not.
+TEMPLATE_HASH_ANNOTATION = "berth.dev/template-hash"
 #: The Events' reporting component (`kubectl describe` shows it in the "From" column).
 COMPONENT = "berth-operator"
 #: On the StatefulSet: a hash of the claim templates it was created with (Kubernetes never lets them change).

@@ -33,7 +33,7 @@ from berth.operator.planners.instances import ordinal_of
 from berth.operator.planners.node_loss import PodPlacement
 from berth.operator.planners.observations import PodTimes
 from berth.operator.ports import WorkloadObservation, WorkloadView
-from berth.operator.spec.names import APPLIED_HASH_ANNOTATION
+from berth.operator.spec.names import APPLIED_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 
 
 def selector_of(statefulset: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:
@@ -100,6 +100,7 @@ def workload_view(
         staying,
         revision=(statefulset.get("status") or {}).get("updateRevision"),
         rolling=rolling_out(statefulset),
+        template_hash=(statefulset.get("metadata", {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
         last_started=max((found.started for found in times.values()), default=None),
     )
 
@@ -131,6 +132,23 @@ def rolling_out(statefulset: Mapping[str, Any]) -> bool:
     partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
     replicas = int(spec.get("replicas") or 0)
     return int(status.get("updatedReplicas") or 0) < replicas - partition
+
+
+def roll_in_progress(statefulset: Mapping[str, Any]) -> bool:
+    """Whether the StatefulSet's roll counts for the roll pacer (``planners.roll_pacing``): rolling out, or a spec
+    its controller has not observed yet (a template just changed shows no new revision until then)."""
+    observed = (statefulset.get("status") or {}).get("observedGeneration")
+    generation = (statefulset.get("metadata") or {}).get("generation")
+    return rolling_out(statefulset) or (generation is not None and (observed is None or observed < generation))
+
+
+def roll_progress(statefulset: Mapping[str, Any]) -> tuple[object, ...]:
+    """What moves as a roll does: the spec observed, the revisions, the pods updated."""
+    status = statefulset.get("status") or {}
+    return (
+        (statefulset.get("metadata") or {}).get("generation"),
+        *(status.get(key) for key in ("observedGeneration", "updateRevision", "currentRevision", "updatedReplicas")),
+    )
 
 
 class ApiWorkloadObserver:

@@ -40,8 +40,11 @@ def applied_hash(live: Mapping[str, Any]) -> str | None:
     return annotation(live, APPLIED_HASH_ANNOTATION)
 
 
-def metadata_ops(live: Mapping[str, Any], planned: Mapping[str, Any], applied: str) -> list[dict[str, Any]]:
-    """Our labels and the hash annotation added to whatever others put there ("add" replaces an existing map)."""
+def metadata_ops(
+    live: Mapping[str, Any], planned: Mapping[str, Any], applied: str, annotations: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Our labels and the hash annotation (and ``annotations``) added to whatever others put there ("add" replaces an
+    existing map)."""
     metadata = live.get("metadata") or {}
     return [
         {
@@ -52,7 +55,7 @@ def metadata_ops(live: Mapping[str, Any], planned: Mapping[str, Any], applied: s
         {
             "op": "add",
             "path": "/metadata/annotations",
-            "value": {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: applied},
+            "value": {**(metadata.get("annotations") or {}), **(annotations or {}), APPLIED_HASH_ANNOTATION: applied},
         },
     ]
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -44,9 +45,12 @@ from berth.operator.adapters.kube.informer import Informer, Key, Obj, WatchedRes
 from berth.operator.adapters.kube.observation import (
     ApiWorkloadObserver,
     has_claim_templates,
+    roll_in_progress,
+    roll_progress,
     view_changes,
     workload_view,
 )
+from berth.operator.planners.roll_pacing import RollPacer
 from berth.operator.planners.statefulset import APP_NAME, FLEET_LABEL
 from berth.operator.ports import WorkloadView
 
@@ -58,6 +62,8 @@ CLAIMS = WatchedResource("", "v1", "persistentvolumeclaims")
 CONFIG_MAPS = WatchedResource("", "v1", "configmaps")
 #: Every object a fleet owns carries both (planners.statefulset: pods, the StatefulSet's selector, owned metadata).
 SELECTOR = f"app.kubernetes.io/name={APP_NAME},{FLEET_LABEL}"
+#: What a poke says moved when the roll pacer frees a turn for a waiting fleet.
+ROLL_TURN = frozenset({"roll turn"})
 
 _METADATA_KEPT = (
     "name",
@@ -210,8 +216,13 @@ class WatchCache:
         namespace: str | None,
         on_fleet_change: FleetChanged,
         on_relist: Callable[[str, str], None] | None = None,
+        rolls: RollPacer | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.on_fleet_change = on_fleet_change
+        #: Told of every StatefulSet's roll as the cache sees it (``planners.roll_pacing``), and pokes who it frees.
+        self.rolls = rolls
+        self.clock = clock
         #: Writes in flight by object, and the pokes held for each: (version the watch brought, fleet, kind, moved).
         self._writing: dict[tuple[WatchedResource, Key], int] = {}
         self._held: dict[tuple[WatchedResource, Key], list[tuple[str | None, Key, frozenset[str]]]] = {}
@@ -306,7 +317,22 @@ class WatchCache:
                 index.pop(before, None)
         if new is not None and (after := fleet_of(new)) is not None:
             index.setdefault(after, {})[str(new["metadata"].get("name"))] = new
+        if resource is STATEFULSETS and self.rolls is not None:
+            self._tell_rolls(old, new)
         return fleets
+
+    def _tell_rolls(self, old: Obj | None, new: Obj | None) -> None:
+        """The roll pacer told of a StatefulSet's change (its own fleet's, by its label); the fleets it frees a turn
+        for are poked (``roll``)."""
+        assert self.rolls is not None
+        now = self.clock()
+        offered: list[Key] = []
+        if old is not None and (before := fleet_of(old)) is not None and (new is None or fleet_of(new) != before):
+            offered += self.rolls.forget(before, now)
+        if new is not None and (after := fleet_of(new)) is not None:
+            offered += self.rolls.observed(after, roll_in_progress(new), roll_progress(new), now)
+        for namespace, fleet in offered:
+            self.on_fleet_change(namespace, fleet, STATEFULSETS.plural, ROLL_TURN)
 
     def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
         viewed = resource in VIEWED

@@ -60,11 +60,15 @@ from berth.operator.adapters.kube.watch_cache import (
     read_cached,
     written,
 )
-from berth.operator.planners.manifest_hash import canonical_hash, planned_hash
+from berth.operator.planners.manifest_hash import canonical_hash, planned_hash, template_hash
 from berth.operator.planners.statefulset import PlannedWorkload, updatable_spec
 from berth.operator.planners.volume_claims import claim_name
 from berth.operator.ports import Applied, ApplyResult, WorkloadObserver, WorkloadRejected, WorkloadView
-from berth.operator.spec.names import APPLIED_HASH_ANNOTATION, CLAIM_TEMPLATES_HASH_ANNOTATION
+from berth.operator.spec.names import (
+    APPLIED_HASH_ANNOTATION,
+    CLAIM_TEMPLATES_HASH_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION,
+)
 
 
 def claim_templates_hash(statefulset: Mapping[str, Any]) -> str:
@@ -97,10 +101,11 @@ class StatefulSetWorkload:
 
     # ------------------------------------------------------------------------------------------ WorkloadPort
 
-    async def apply(self, planned: PlannedWorkload) -> ApplyResult:
-        """Create or update the objects as planned; says what it did to each."""
+    async def apply(self, planned: PlannedWorkload, *, hold: bool = False) -> ApplyResult:
+        """Create or update the objects as planned (an existing StatefulSet left as it is with ``hold``); says what
+        it did to each."""
         with port_errors():
-            return await self._apply(planned)
+            return await self._apply(planned, hold)
 
     async def scale(self, replicas: int) -> None:
         with port_errors():
@@ -123,9 +128,9 @@ class StatefulSetWorkload:
 
     # ----------------------------------------------------------------------------------------------- steps
 
-    async def _apply(self, planned: PlannedWorkload) -> ApplyResult:
+    async def _apply(self, planned: PlannedWorkload, hold: bool) -> ApplyResult:
         try:
-            statefulset = await self._ensure_statefulset(planned.statefulset)
+            statefulset = await self._ensure_statefulset(planned.statefulset, hold)
             service = await self._ensure_service(planned.service)
             budget = await self.disruption_budget.ensure(planned.disruption_budget)
         except ApiException as error:
@@ -149,14 +154,22 @@ class StatefulSetWorkload:
     async def _fetch_service(self) -> dict[str, Any] | None:
         return await read_or_none(self.core.read_namespaced_service, self.name, self.namespace)
 
-    async def _ensure_statefulset(self, planned: Mapping[str, Any]) -> Applied:
+    async def _ensure_statefulset(self, planned: Mapping[str, Any], hold: bool) -> Applied:
         wanted = planned_hash(planned)
         claims = claim_templates_hash(planned)
+        template = template_hash(planned)
         live = await self._read_statefulset()
         if live is None:
             await self._try_claims(planned)
             try:
-                body = stamped(planned, {APPLIED_HASH_ANNOTATION: wanted, CLAIM_TEMPLATES_HASH_ANNOTATION: claims})
+                body = stamped(
+                    planned,
+                    {
+                        APPLIED_HASH_ANNOTATION: wanted,
+                        CLAIM_TEMPLATES_HASH_ANNOTATION: claims,
+                        TEMPLATE_HASH_ANNOTATION: template,
+                    },
+                )
                 await written(
                     self.cache,
                     STATEFULSETS,
@@ -180,8 +193,10 @@ class StatefulSetWorkload:
             )
         if applied_hash(live) == wanted:
             return Applied.UNCHANGED
+        if hold:
+            return Applied.HELD
         patch = [
-            *metadata_ops(live, planned, wanted),
+            *metadata_ops(live, planned, wanted, {TEMPLATE_HASH_ANNOTATION: template}),
             *({"op": "add", "path": f"/spec/{key}", "value": value} for key, value in updatable_spec(planned).items()),
         ]
         await written(

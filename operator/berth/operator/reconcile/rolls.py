@@ -1,0 +1,74 @@
+"""The roll step of sizing: a changed pod template that would roll the fleet's pods takes a turn first
+(``planners.roll_pacing``: at most ``--max-concurrent-rolls`` fleets roll at once), and status says when it waits.
+
+Rules:
+- A change rolls the pods when the StatefulSet exists, its applied plan differs from the new one and its pod
+  template does too (``berth.dev/template-hash``; a StatefulSet applied before that annotation existed counts as a
+  change), under the RollingUpdate strategy (``OnDelete`` replaces a pod only when someone deletes it). A new
+  fleet's StatefulSet, a resize and a change outside the template take no turn.
+- No turn: the StatefulSet is left as it is (``WorkloadPort.apply(hold=True)``); ``TemplateApplied=False``
+  (``RollQueued``, with the fleet's place in line) and one ``RollQueued`` Event when it starts waiting. The pacer
+  pokes the fleet when a turn is free for it; the pass looks again by itself when a counted roll would stop counting
+  (``Turn.recheck_at``).
+- Once applied, ``TemplateApplied`` turns True (only on a fleet that had waited: a fleet that never waited carries
+  no such condition).
+- A fleet that no longer needs a turn (the change reverted, or applied) leaves the line.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from berth.operator.planners.conditions import Condition
+from berth.operator.planners.manifest_hash import planned_hash, template_hash
+from berth.operator.planners.roll_pacing import Turn
+from berth.operator.planners.statefulset import PlannedWorkload
+from berth.operator.ports import Applied, WorkloadView
+from berth.operator.reconcile.admission import Admitted
+
+TEMPLATE_APPLIED = "TemplateApplied"
+ROLL_QUEUED = "RollQueued"
+
+
+def rolls_pods(view: WorkloadView, planned: PlannedWorkload) -> bool:
+    """Whether applying ``planned`` would roll the pods of the fleet's existing StatefulSet (the module docstring)."""
+    statefulset = planned.statefulset
+    if view.applied_hash is None or view.applied_hash == planned_hash(statefulset):
+        return False
+    strategy = (statefulset.get("spec") or {}).get("updateStrategy") or {}
+    return strategy.get("type", "RollingUpdate") == "RollingUpdate" and view.template_hash != template_hash(statefulset)
+
+
+def turn(a: Admitted, view: WorkloadView, planned: PlannedWorkload) -> Turn | None:
+    """The fleet's turn to roll, when the plan would roll its pods and rolls are paced; None: it needs none."""
+    pacer = a.ports.rolls
+    if pacer is None:
+        return None
+    key = (a.fleet.namespace, a.fleet.name)
+    if not rolls_pods(view, planned):
+        pacer.withdraw(key)
+        return None
+    got = pacer.take(key, a.ports.now().timestamp())
+    if not got.admitted and got.recheck_at is not None:
+        at = datetime.fromtimestamp(got.recheck_at, UTC)
+        a.record.again_at = at if a.record.again_at is None else min(a.record.again_at, at)
+    return got
+
+
+def noted(a: Admitted, got: Turn | None, applied: Applied) -> tuple[Condition, ...]:
+    """The ``TemplateApplied`` condition (and the Event of a fleet that starts waiting)."""
+    before = a.record.condition(TEMPLATE_APPLIED)
+    if applied is Applied.HELD and got is not None:
+        if before != "False":
+            a.record.events.info(ROLL_QUEUED, f"the changed pod template waits for its turn to roll: {_line(got)}")
+        return (Condition(TEMPLATE_APPLIED, "False", ROLL_QUEUED, f"waits for its turn to roll: {_line(got)}"),)
+    if before is None:
+        return ()
+    return (Condition(TEMPLATE_APPLIED, "True", "Applied", "the fleet's pod template is applied"),)
+
+
+def _line(got: Turn) -> str:
+    return (
+        f"{got.rolling} of at most {got.limit} fleets are rolling (--max-concurrent-rolls), this fleet is number"
+        f" {got.place} in line"
+    )
