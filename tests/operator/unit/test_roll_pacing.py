@@ -3,6 +3,10 @@ stop moving, turns freed and offered, and the reservation that keeps passes side
 
 from __future__ import annotations
 
+from test_watch_loop import statefulset
+
+from berth.operator.adapters.kube.watch_cache import ROLL_TURN, STATEFULSETS, WatchCache
+from berth.operator.adapters.metrics import OperatorMetrics
 from berth.operator.planners.roll_pacing import RollPacer
 
 A, B, C, D = ("team-a", "a"), ("team-a", "b"), ("team-a", "c"), ("team-a", "d")
@@ -101,3 +105,47 @@ def test_a_statefulset_at_rest_costs_no_count() -> None:
     pacer = RollPacer(1)
     assert pacer.observed(A, False, None, 0) == []
     assert pacer.take(B, 1).admitted
+
+
+def test_the_watch_cache_counts_a_statefulsets_roll_and_pokes_the_waiting_fleet_when_it_ends() -> None:
+    """The adapter side: the StatefulSet informer's events tell the pacer (a roll the operator did not start
+    counts), and the fleet a turn is freed for is poked with ``turn``."""
+    pacer = RollPacer(1)
+    poked: list[tuple[str, str, frozenset[str]]] = []
+    cache = WatchCache(
+        None,  # type: ignore[arg-type]
+        namespace="shop",
+        on_fleet_change=lambda namespace, fleet, kind, moved: poked.append((namespace, fleet, moved)),
+        rolls=pacer,
+        clock=lambda: 0.0,
+    )
+    statefulsets = cache.informers[STATEFULSETS]
+    statefulsets.handle({"type": "ADDED", "object": statefulset("1")})
+    rolling_out = statefulset("2", updateRevision="r2", updatedReplicas=0)  # kubectl rollout restart, say
+    statefulsets.handle({"type": "MODIFIED", "object": rolling_out})
+    assert not pacer.take(("shop", "billing"), 1).admitted
+    poked.clear()
+
+    statefulsets.handle({"type": "MODIFIED", "object": statefulset("3", updateRevision="r2", currentRevision="r2")})
+
+    assert ("shop", "billing", ROLL_TURN) in poked
+    assert pacer.take(("shop", "billing"), 2).admitted
+
+
+def test_the_counts_are_told_as_they_move_and_the_metrics_show_them() -> None:
+    metrics = OperatorMetrics()
+    told: list[tuple[int, int]] = []
+
+    def counted(in_progress: int, waiting: int) -> None:
+        told.append((in_progress, waiting))
+        metrics.rolls_counted(in_progress, waiting)
+
+    pacer = RollPacer(1, on_counts=counted)
+    assert pacer.take(A, 0).admitted
+    assert not pacer.take(B, 1).admitted
+    rolling(pacer, A, 2)
+    text = metrics.exposition().decode()
+    assert "berth_operator_rolls_in_progress 1.0" in text and "berth_operator_rolls_waiting 1.0" in text
+    pacer.observed(A, False, None, 3)
+    assert told == [(1, 0), (1, 1), (1, 1), (0, 1)]
+    assert pacer.take(B, 4).admitted and told[-1] == (1, 0)

@@ -155,6 +155,16 @@ LEADER = Family(
     "1 while this replica acts (it holds the leader's Lease, or runs without leader election), 0 while it waits as a"
     " standby",
 )
+ROLLS_IN_PROGRESS = Family(
+    "berth_operator_rolls_in_progress",
+    "gauge",
+    "Fleets whose roll counts against --max-concurrent-rolls now (StatefulSets rolling, and turns just given)",
+)
+ROLLS_WAITING = Family(
+    "berth_operator_rolls_waiting",
+    "gauge",
+    "Fleets whose changed pod template waits for its turn to roll (TemplateApplied=False, RollQueued)",
+)
 WATCH_LISTS = Family(
     "berth_operator_watch_lists_total",
     "counter",
@@ -171,7 +181,16 @@ PASS_TRIGGERS = Family(
 )
 
 #: Every family the operator exports.
-FAMILIES = (*FLEET_FAMILIES, LEAVE_DELAY, SCALE_DOWN, LEADER, WATCH_LISTS, PASS_TRIGGERS)
+FAMILIES = (
+    *FLEET_FAMILIES,
+    LEAVE_DELAY,
+    SCALE_DOWN,
+    LEADER,
+    ROLLS_IN_PROGRESS,
+    ROLLS_WAITING,
+    WATCH_LISTS,
+    PASS_TRIGGERS,
+)
 
 
 def _number(value: float) -> str:
@@ -262,6 +281,7 @@ class OperatorMetrics:
         self._leave_delay = _Histogram(LEAVE_DELAY, LEAVE_DELAY_BUCKETS)
         self._scale_down = _Histogram(SCALE_DOWN, SCALE_DOWN_BUCKETS)
         self._leading = 0
+        self._rolls = (0, 0)  # (in progress, waiting)
         self._lists: dict[tuple[str, str], int] = {}
         self._triggers: dict[str, int] = {}  # bounded: the sources and view fields are a fixed set
 
@@ -334,6 +354,11 @@ class OperatorMetrics:
         with self._lock:
             self._leading = 1 if leading else 0
 
+    def rolls_counted(self, in_progress: int, waiting: int) -> None:
+        """The roll pacer's counts (``planners.roll_pacing``)."""
+        with self._lock:
+            self._rolls = (in_progress, waiting)
+
     def listed(self, resource: str, reason: str) -> None:
         with self._lock:
             self._lists[(resource, reason)] = self._lists.get((resource, reason), 0) + 1
@@ -357,6 +382,10 @@ class OperatorMetrics:
             fleets = list(self._fleets.values())
             histograms = self._leave_delay.render() + self._scale_down.render()
             leader = f"{LEADER.header()}{LEADER.name} {_number(self._leading)}\n"
+            leader += "".join(
+                f"{family.header()}{family.name} {_number(value)}\n"
+                for family, value in zip((ROLLS_IN_PROGRESS, ROLLS_WAITING), self._rolls, strict=True)
+            )
             lists = WATCH_LISTS.header() + "".join(
                 f'{WATCH_LISTS.name}{{resource="{_label(resource)}",reason="{_label(reason)}"}} {_number(count)}\n'
                 for (resource, reason), count in sorted(self._lists.items())

@@ -259,7 +259,7 @@ def build_service(
             reconciler.owned_changed(FleetKey(namespace, name), kind, moved, CACHE_POKE_DELAY_S)
 
     # Rolls are paced where the StatefulSets are watched (the pacer counts rolls from the watch).
-    rolls = RollPacer(options.max_concurrent_rolls) if api is not None else None
+    rolls = RollPacer(options.max_concurrent_rolls, on_counts=metrics.rolls_counted) if api is not None else None
     cache = (
         WatchCache(
             api,

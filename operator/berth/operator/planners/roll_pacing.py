@@ -29,7 +29,7 @@ Rules (pure: the adapters tell what they see, with the time):
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 #: How long a roll may go without progress before it stops counting (a new pod's image pull and start included).
@@ -59,10 +59,19 @@ class _Roll:
 
 
 class RollPacer:
-    def __init__(self, limit: int, *, stall_s: float = STALL_S, reservation_s: float = RESERVATION_S) -> None:
+    def __init__(
+        self,
+        limit: int,
+        *,
+        stall_s: float = STALL_S,
+        reservation_s: float = RESERVATION_S,
+        on_counts: Callable[[int, int], None] | None = None,
+    ) -> None:
         if limit < 0:
             raise ValueError(f"limit {limit} is negative")
         self.limit = limit
+        #: Told (rolls counted, fleets waiting) whenever either may have moved (the operator's metrics).
+        self.on_counts = on_counts
         self.stall_s = stall_s
         self.reservation_s = reservation_s
         self._rolls: dict[FleetKey, _Roll] = {}
@@ -107,7 +116,9 @@ class RollPacer:
         if key in allowed[: max(self.limit - len(counted), 0)]:
             del self._waiting[key]
             self._reserved[key] = now
+            self._tell(self.limit - len(counted) - 1)
             return Turn(True, len(counted) + 1, self.limit)
+        self._tell(self.limit - len(counted))
         return Turn(False, len(counted), self.limit, [*allowed, *held].index(key) + 1, self._recheck_at(now))
 
     def withdraw(self, key: FleetKey) -> None:
@@ -147,12 +158,15 @@ class RollPacer:
         return [key for key, _ in order if may(key[0])], [key for key, _ in order if not may(key[0])]
 
     def _offers(self, before: int, now: float) -> list[FleetKey]:
-        if self.limit == 0 or not self._waiting:
-            return []
         free = self._free(now)
-        if free <= 0 or free <= before:
+        self._tell(free)
+        if self.limit == 0 or not self._waiting or free <= 0 or free <= before:
             return []
         return self._line(self._counted(now))[0][:free]
+
+    def _tell(self, free: int) -> None:
+        if self.on_counts is not None:
+            self.on_counts(self.limit - free, len(self._waiting))
 
     def _recheck_at(self, now: float) -> float | None:
         ends = [roll.moved_at + self.stall_s for roll in self._rolls.values() if now - roll.moved_at < self.stall_s]

@@ -63,7 +63,7 @@ CONFIG_MAPS = WatchedResource("", "v1", "configmaps")
 #: Every object a fleet owns carries both (planners.statefulset: pods, the StatefulSet's selector, owned metadata).
 SELECTOR = f"app.kubernetes.io/name={APP_NAME},{FLEET_LABEL}"
 #: What a poke says moved when the roll pacer frees a turn for a waiting fleet.
-ROLL_TURN = frozenset({"roll turn"})
+ROLL_TURN = frozenset({"turn"})
 
 _METADATA_KEPT = (
     "name",
@@ -323,7 +323,7 @@ class WatchCache:
 
     def _tell_rolls(self, old: Obj | None, new: Obj | None) -> None:
         """The roll pacer told of a StatefulSet's change (its own fleet's, by its label); the fleets it frees a turn
-        for are poked (``roll``)."""
+        for are poked (``turn``)."""
         assert self.rolls is not None
         now = self.clock()
         offered: list[Key] = []
