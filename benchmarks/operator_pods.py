@@ -273,6 +273,14 @@ def batch_leaves(operator: Any) -> dict[str, int]:
     return leaves
 
 
+def roll_counts(operator: Any) -> tuple[int, int]:
+    """The operator's roll pacer: (fleets rolling, fleets waiting for a turn), from its metrics."""
+    found = dict(re.findall(r"^(berth_operator_rolls_(?:in_progress|waiting)) (\S+)$", metrics_text(operator), re.M))
+    return int(float(found.get("berth_operator_rolls_in_progress", 0))), int(
+        float(found.get("berth_operator_rolls_waiting", 0))
+    )
+
+
 def patch_fleets(world: World, body: dict[str, Any]) -> None:
     """The same merge patch of every fleet, eight at a time."""
     import kubernetes
@@ -357,15 +365,19 @@ def measure(
             stamp = {"metadata": {"annotations": {ROLL_ANNOTATION: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}}
             patch_fleets(w, {"spec": {"template": stamp}})
         started, limit = time.monotonic(), allowance()
+        at_once: list[tuple[int, int]] = []  # (rolling, waiting) as the operator's metrics said, every 2 s
         while (replaced := member_stats(w)["counts"].get("members started", 0) - replaced_before) < total:
             if time.monotonic() - started > limit:
                 raise TimeoutError(f"{replaced}/{total} pods replaced and their members started after {limit:.0f} s")
+            at_once.append(roll_counts(operator))
             time.sleep(2.0)
         wait_members(w, total, timeout_s=allowance())
         replaced_s = time.monotonic() - started
         progress(f"every pod replaced and its member back {replaced_s:.0f} s after the roll began")
         times.wait(FLEETS, timeout_s=allowance())
         roll = {**meter.figures(), "seconds_to_every_pod_replaced_and_back": replaced_s}
+        roll["fleets_rolling_at_once_max"] = max((rolling for rolling, _ in at_once), default=0)
+        roll["fleets_waiting_max"] = max((waiting for _, waiting in at_once), default=0)
         roll["seconds_to_every_restarted_event"] = max(times.with_status.values()) - (time.time() - roll["seconds"])
     except TimeoutError as error:
         timed_out(figures, "roll", meter, error, w)
@@ -437,6 +449,8 @@ def summarize(figures: dict[str, Any]) -> str:
             else "every fleet's pod template changed, the operator admitting the rolls"
             f" {DEFAULT_MAX_CONCURRENT_ROLLS} fleets at a time"
         )
+        if ROLL == "fleets":
+            how += f", at most {roll.get('fleets_rolling_at_once_max')} rolling at once (sampled every 2 s)"
         parts.append(
             f"the roll of every fleet at once ({how}): every pod replaced and back in"
             f" {roll['seconds_to_every_pod_replaced_and_back']:.0f} s (restart gaps {gaps['median']:.1f} s median,"
