@@ -3,23 +3,58 @@ stop moving, turns freed and offered, and the reservation that keeps passes side
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from test_watch_loop import statefulset
 
-from berth.operator.adapters.kube.watch_cache import ROLL_TURN, STATEFULSETS, WatchCache
+from berth.operator.adapters.kube.watch_cache import STATEFULSETS, WatchCache
 from berth.operator.adapters.metrics import OperatorMetrics
-from berth.operator.planners.roll_pacing import RollPacer
+from berth.operator.planners.roll_pacing import FleetKey, RollPacer, Turn
 
 A, B, C, D = ("team-a", "a"), ("team-a", "b"), ("team-a", "c"), ("team-a", "d")
 OTHER = ("team-b", "x")
 
 
-def rolling(pacer: RollPacer, key: tuple[str, str], now: float, step: int = 0) -> list[tuple[str, str]]:
+class Pacer:
+    """A pacer whose calls return the turns they offered (``on_offer``)."""
+
+    def __init__(self, limit: int, **options: Any) -> None:
+        self.offers: list[FleetKey] = []
+        self.pacer = RollPacer(limit, on_offer=self.offers.extend, **options)
+
+    def _offered(self, before: int) -> list[FleetKey]:
+        return self.offers[before:]
+
+    def observed(self, key: FleetKey, rolling: bool, progress: Hashable, now: float) -> list[FleetKey]:
+        before = len(self.offers)
+        self.pacer.observed(key, rolling, progress, now)
+        return self._offered(before)
+
+    def forget(self, key: FleetKey, now: float) -> list[FleetKey]:
+        before = len(self.offers)
+        self.pacer.forget(key, now)
+        return self._offered(before)
+
+    def withdraw(self, key: FleetKey, now: float) -> list[FleetKey]:
+        before = len(self.offers)
+        self.pacer.withdraw(key, now)
+        return self._offered(before)
+
+    def take(self, key: FleetKey, now: float) -> Turn:
+        return self.pacer.take(key, now)
+
+    def waiting(self) -> int:
+        return self.pacer.waiting()
+
+
+def rolling(pacer: Pacer, key: tuple[str, str], now: float, step: int = 0) -> list[tuple[str, str]]:
     """The fleet's StatefulSet seen rolling (``step``: how far its roll went)."""
     return pacer.observed(key, True, ("rev-2", step), now)
 
 
 def test_at_most_limit_fleets_roll_and_the_rest_wait_in_the_order_they_asked() -> None:
-    pacer = RollPacer(2)
+    pacer = Pacer(2)
     assert pacer.take(A, 0).admitted and pacer.take(B, 1).admitted
     waiting_c, waiting_d = pacer.take(C, 2), pacer.take(D, 3)
     assert (waiting_c.admitted, waiting_c.rolling, waiting_c.limit, waiting_c.place) == (False, 2, 2, 1)
@@ -29,7 +64,7 @@ def test_at_most_limit_fleets_roll_and_the_rest_wait_in_the_order_they_asked() -
 
 
 def test_a_roll_that_ends_frees_its_turn_for_the_first_in_line_who_is_poked() -> None:
-    pacer = RollPacer(1)
+    pacer = Pacer(1)
     assert pacer.take(A, 0).admitted
     assert rolling(pacer, A, 1) == []  # the StatefulSet shows A's roll: it counts as itself
     assert not pacer.take(B, 2).admitted and not pacer.take(C, 3).admitted
@@ -40,14 +75,14 @@ def test_a_roll_that_ends_frees_its_turn_for_the_first_in_line_who_is_poked() ->
 
 
 def test_every_roll_counts_kubectl_rollout_restart_included() -> None:
-    pacer = RollPacer(1)
+    pacer = Pacer(1)
     rolling(pacer, OTHER, 0)  # a roll the operator did not start
     assert not pacer.take(A, 1).admitted
     assert pacer.observed(OTHER, False, None, 2) == [A]
 
 
 def test_a_turn_given_is_reserved_until_the_roll_shows_so_passes_side_by_side_cannot_all_take_the_last_one() -> None:
-    pacer = RollPacer(1, reservation_s=30)
+    pacer = Pacer(1, reservation_s=30)
     assert pacer.take(A, 0).admitted
     assert pacer.observed(A, False, None, 1) == []  # an event before the patch landed: the reservation stays
     assert not pacer.take(B, 2).admitted
@@ -56,7 +91,7 @@ def test_a_turn_given_is_reserved_until_the_roll_shows_so_passes_side_by_side_ca
 
 
 def test_a_roll_that_stops_moving_stops_counting_so_a_broken_fleet_holds_no_turn_forever() -> None:
-    pacer = RollPacer(1, stall_s=600)
+    pacer = Pacer(1, stall_s=600)
     rolling(pacer, A, 0)
     waiting = pacer.take(B, 10)
     assert not waiting.admitted and waiting.recheck_at == 600  # when B looks again by itself
@@ -68,7 +103,7 @@ def test_a_roll_that_stops_moving_stops_counting_so_a_broken_fleet_holds_no_turn
 
 
 def test_a_namespace_takes_more_than_half_the_turns_only_while_no_other_namespace_waits() -> None:
-    pacer = RollPacer(4)
+    pacer = Pacer(4)
     for key, now in ((A, 0), (B, 1)):
         assert pacer.take(key, now).admitted
     assert pacer.take(C, 2).admitted  # nobody else waits: team-a may take a third turn
@@ -84,17 +119,28 @@ def test_a_namespace_takes_more_than_half_the_turns_only_while_no_other_namespac
 
 
 def test_a_fleet_that_no_longer_needs_a_turn_leaves_the_line_and_a_gone_one_frees_its_own() -> None:
-    pacer = RollPacer(1)
+    pacer = Pacer(1)
     rolling(pacer, A, 0)
     pacer.take(B, 1)
     pacer.take(C, 2)
-    pacer.withdraw(B)
+    assert pacer.withdraw(B, 3) == []  # no turn free: nobody offered one
     assert pacer.take(C, 3).place == 1
     assert pacer.forget(A, 4) == [C]
 
 
+def test_a_fleet_offered_a_turn_that_leaves_the_line_passes_it_on() -> None:
+    """A paused or refused fleet leaves the line; the turn it was offered goes to the next in line at once."""
+    pacer = Pacer(1)
+    rolling(pacer, A, 0)
+    pacer.take(B, 1)
+    pacer.take(C, 2)
+    assert pacer.observed(A, False, None, 3) == [B]
+    assert pacer.withdraw(B, 4) == [C]
+    assert pacer.take(C, 5).admitted
+
+
 def test_limit_zero_admits_every_roll_at_once() -> None:
-    pacer = RollPacer(0)
+    pacer = Pacer(0)
     for i in range(100):
         rolling(pacer, ("ns", f"f{i}"), 0)
     assert pacer.take(A, 1).admitted
@@ -102,21 +148,20 @@ def test_limit_zero_admits_every_roll_at_once() -> None:
 
 
 def test_a_statefulset_at_rest_costs_no_count() -> None:
-    pacer = RollPacer(1)
+    pacer = Pacer(1)
     assert pacer.observed(A, False, None, 0) == []
     assert pacer.take(B, 1).admitted
 
 
-def test_the_watch_cache_counts_a_statefulsets_roll_and_pokes_the_waiting_fleet_when_it_ends() -> None:
+def test_the_watch_cache_counts_a_statefulsets_roll_and_its_end_offers_the_turn_to_the_waiting_fleet() -> None:
     """The adapter side: the StatefulSet informer's events tell the pacer (a roll the operator did not start
-    counts), and the fleet a turn is freed for is poked with ``turn``."""
-    pacer = RollPacer(1)
-    poked: list[tuple[str, str, frozenset[str]]] = []
+    counts), and the turn its end frees is offered to the waiting fleet."""
+    pacer = Pacer(1)
     cache = WatchCache(
         None,  # type: ignore[arg-type]
         namespace="shop",
-        on_fleet_change=lambda namespace, fleet, kind, moved: poked.append((namespace, fleet, moved)),
-        rolls=pacer,
+        on_fleet_change=lambda namespace, fleet, kind, moved: None,
+        rolls=pacer.pacer,
         clock=lambda: 0.0,
     )
     statefulsets = cache.informers[STATEFULSETS]
@@ -124,11 +169,11 @@ def test_the_watch_cache_counts_a_statefulsets_roll_and_pokes_the_waiting_fleet_
     rolling_out = statefulset("2", updateRevision="r2", updatedReplicas=0)  # kubectl rollout restart, say
     statefulsets.handle({"type": "MODIFIED", "object": rolling_out})
     assert not pacer.take(("shop", "billing"), 1).admitted
-    poked.clear()
+    assert pacer.offers == []
 
     statefulsets.handle({"type": "MODIFIED", "object": statefulset("3", updateRevision="r2", currentRevision="r2")})
 
-    assert ("shop", "billing", ROLL_TURN) in poked
+    assert pacer.offers == [("shop", "billing")]
     assert pacer.take(("shop", "billing"), 2).admitted
 
 
@@ -143,7 +188,7 @@ def test_the_counts_are_told_as_they_move_and_the_metrics_show_them() -> None:
     pacer = RollPacer(1, on_counts=counted)
     assert pacer.take(A, 0).admitted
     assert not pacer.take(B, 1).admitted
-    rolling(pacer, A, 2)
+    pacer.observed(A, True, ("rev-2", 0), 2)
     text = metrics.exposition().decode()
     assert "berth_operator_rolls_in_progress 1.0" in text and "berth_operator_rolls_waiting 1.0" in text
     pacer.observed(A, False, None, 3)

@@ -176,7 +176,8 @@ PASS_TRIGGERS = Family(
     "counter",
     "Passes by what asked for them: fleet (its spec, its pause, its first sight), an owned kind and the first field"
     " of the fleet's workload view its change moved (pods/existing, statefulsets/settled, ...; /applied: the"
-    " StatefulSet as applied; /object: a Service, budget or claim), journal, advice, or the queue's own timing"
+    " StatefulSet as applied; /object: a Service, budget or claim), journal, advice, turn (a turn to roll offered),"
+    " or the queue's own timing"
     " (timer/resync, timer/interval, timer/waiting, timer/refused, timer/retry, timer/again)",
 )
 

@@ -258,8 +258,17 @@ def build_service(
         if reconciler is not None:
             reconciler.owned_changed(FleetKey(namespace, name), kind, moved, CACHE_POKE_DELAY_S)
 
+    def turn_offered(keys: list[tuple[str, str]]) -> None:
+        if reconciler is not None:
+            for namespace, name in keys:
+                reconciler.poke(FleetKey(namespace, name), CACHE_POKE_DELAY_S, "turn")
+
     # Rolls are paced where the StatefulSets are watched (the pacer counts rolls from the watch).
-    rolls = RollPacer(options.max_concurrent_rolls, on_counts=metrics.rolls_counted) if api is not None else None
+    rolls = (
+        RollPacer(options.max_concurrent_rolls, on_offer=turn_offered, on_counts=metrics.rolls_counted)
+        if api is not None
+        else None
+    )
     cache = (
         WatchCache(
             api,

@@ -21,8 +21,8 @@ Rules (pure: the adapters tell what they see, with the time):
 - **Whose turn**: the waiting fleets in line, those of namespaces with fewer rolls counted first, then in the order
   they asked; and a namespace takes more than half the turns only while no other namespace waits, so one tenant's
   rolls never keep another's waiting for all of them.
-- **Turns freed** (a roll ended, stalled or went) are offered to the first waiting fleets in line: ``observed``
-  returns them, and the adapter pokes them; a waiting fleet's own pass asks again (``take``).
+- **Turns freed** (a roll ended, stalled or went, a fleet left the line) are offered to the first waiting fleets in
+  line: ``on_offer`` is told them (the operator pokes them), and each one's pass asks again (``take``).
 - ``limit`` 0: no limit (every roll admitted at once, as Kubernetes alone would).
 """
 
@@ -65,11 +65,14 @@ class RollPacer:
         *,
         stall_s: float = STALL_S,
         reservation_s: float = RESERVATION_S,
+        on_offer: Callable[[list[FleetKey]], None] | None = None,
         on_counts: Callable[[int, int], None] | None = None,
     ) -> None:
         if limit < 0:
             raise ValueError(f"limit {limit} is negative")
         self.limit = limit
+        #: Told the waiting fleets a turn is free for (the operator pokes them).
+        self.on_offer = on_offer
         #: Told (rolls counted, fleets waiting) whenever either may have moved (the operator's metrics).
         self.on_counts = on_counts
         self.stall_s = stall_s
@@ -80,11 +83,11 @@ class RollPacer:
 
     # ------------------------------------------------------------------------------------------ the adapters
 
-    def observed(self, key: FleetKey, rolling: bool, progress: Hashable, now: float) -> list[FleetKey]:
+    def observed(self, key: FleetKey, rolling: bool, progress: Hashable, now: float) -> None:
         """The fleet's StatefulSet as the watch cache has it now (``rolling``: a roll in progress; ``progress``:
-        whatever moves as the roll does). Returns the waiting fleets a turn is free for (to be poked)."""
+        whatever moves as the roll does)."""
         if not rolling and key not in self._rolls:
-            return []  # the usual case: a StatefulSet at rest stays at rest (no count taken)
+            return  # the usual case: a StatefulSet at rest stays at rest (no count taken)
         before = self._free(now)
         roll = self._rolls.get(key)
         if rolling:
@@ -93,15 +96,15 @@ class RollPacer:
             self._reserved.pop(key, None)  # the roll shows: it counts as itself
         else:
             self._rolls.pop(key, None)
-        return self._offers(before, now)
+        self._offer(before, now)
 
-    def forget(self, key: FleetKey, now: float) -> list[FleetKey]:
-        """The fleet or its StatefulSet is gone; the waiting fleets a turn is free for."""
+    def forget(self, key: FleetKey, now: float) -> None:
+        """The fleet or its StatefulSet is gone."""
         before = self._free(now)
         self._rolls.pop(key, None)
         self._reserved.pop(key, None)
         self._waiting.pop(key, None)
-        return self._offers(before, now)
+        self._offer(before, now, left=True)
 
     # ------------------------------------------------------------------------------------------ the passes
 
@@ -121,9 +124,10 @@ class RollPacer:
         self._tell(self.limit - len(counted))
         return Turn(False, len(counted), self.limit, [*allowed, *held].index(key) + 1, self._recheck_at(now))
 
-    def withdraw(self, key: FleetKey) -> None:
+    def withdraw(self, key: FleetKey, now: float) -> None:
         """The fleet no longer waits (its template needs no change now, or it is paused or refused)."""
-        self._waiting.pop(key, None)
+        if self._waiting.pop(key, None) is not None:
+            self._offer(self._free(now), now, left=True)
 
     def waiting(self) -> int:
         return len(self._waiting)
@@ -157,12 +161,16 @@ class RollPacer:
         order = sorted(self._waiting.items(), key=lambda item: (per_namespace.get(item[0][0], 0), item[1]))
         return [key for key, _ in order if may(key[0])], [key for key, _ in order if not may(key[0])]
 
-    def _offers(self, before: int, now: float) -> list[FleetKey]:
+    def _offer(self, before: int, now: float, *, left: bool = False) -> None:
+        """Offer the turns free now to the first in line, when turns were freed (or a fleet left the line, which
+        may have been offered one)."""
         free = self._free(now)
         self._tell(free)
-        if self.limit == 0 or not self._waiting or free <= 0 or free <= before:
-            return []
-        return self._line(self._counted(now))[0][:free]
+        if self.limit == 0 or not self._waiting or free <= 0 or (free <= before and not left):
+            return
+        offered = self._line(self._counted(now))[0][:free]
+        if offered and self.on_offer is not None:
+            self.on_offer(offered)
 
     def _tell(self, free: int) -> None:
         if self.on_counts is not None:

@@ -4,7 +4,8 @@ The pass is the one reconcile loop's body: the operator runs it on Kubernetes (t
 status subresource, Events), ``berth-demo`` on local processes with status in a dict, and both on Berth's
 coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 
-A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition; then:
+A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition (and leaves
+the line of fleets waiting to roll, ``reconcile.rolls``, as a refused one does); then:
 
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed; from then on the
@@ -45,7 +46,7 @@ from berth.operator.planners.observations import GroupDescription, GroupOwnerRef
 from berth.operator.planners.ownership import OwnedGroup, group_owned_message, refusal_reason
 from berth.operator.planners.pause import is_paused
 from berth.operator.ports import ApiCallFailed, ClaimsIndex, CoordinatorUnavailable, GroupOwned
-from berth.operator.reconcile import admission, endings, ownership, scaling, sizing, status
+from berth.operator.reconcile import admission, endings, ownership, rolls, scaling, sizing, status
 from berth.operator.reconcile.admission import Admitted
 from berth.operator.reconcile.context import PassContext, PassResult, RetryLater
 from berth.operator.reconcile.contributors.base import Seen
@@ -107,9 +108,11 @@ class FleetPass:
     async def _steps(self) -> PassResult:
         scope = self.scope
         if is_paused(scope.record.body):
+            rolls.leave_line(scope)
             return await paused(scope)
         admitted = admission.admit_fleet(scope, self.claims)
         if isinstance(admitted, Refusal):
+            rolls.leave_line(scope)
             return await endings.refuse(scope, admitted)
         fleet, target = admitted
         try:

@@ -7,12 +7,13 @@ Rules:
   change), under the RollingUpdate strategy (``OnDelete`` replaces a pod only when someone deletes it). A new
   fleet's StatefulSet, a resize and a change outside the template take no turn.
 - No turn: the StatefulSet is left as it is (``WorkloadPort.apply(hold=True)``); ``TemplateApplied=False``
-  (``RollQueued``, with the fleet's place in line) and one ``RollQueued`` Event when it starts waiting. The pacer
-  pokes the fleet when a turn is free for it; the pass looks again by itself when a counted roll would stop counting
-  (``Turn.recheck_at``).
+  (``RollQueued``, with the fleet's place in line) and one ``RollQueued`` Event when it starts waiting. The fleet is
+  poked when a turn is offered to it (the pacer's ``on_offer``); the pass looks again by itself when a counted roll
+  would stop counting (``Turn.recheck_at``).
 - Once applied, ``TemplateApplied`` turns True (only on a fleet that had waited: a fleet that never waited carries
   no such condition).
-- A fleet that no longer needs a turn (the change reverted, or applied) leaves the line.
+- A fleet that no longer needs a turn (the change reverted, or applied), or that is paused or refused, leaves the
+  line (a turn offered to it would otherwise wait for it); it asks again when it next would roll.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from berth.operator.planners.roll_pacing import Turn
 from berth.operator.planners.statefulset import PlannedWorkload
 from berth.operator.ports import Applied, WorkloadView
 from berth.operator.reconcile.admission import Admitted
+from berth.operator.reconcile.scope import Scope
 
 TEMPLATE_APPLIED = "TemplateApplied"
 ROLL_QUEUED = "RollQueued"
@@ -45,14 +47,22 @@ def turn(a: Admitted, view: WorkloadView, planned: PlannedWorkload) -> Turn | No
     if pacer is None:
         return None
     key = (a.fleet.namespace, a.fleet.name)
+    now = a.ports.now().timestamp()
     if not rolls_pods(view, planned):
-        pacer.withdraw(key)
+        pacer.withdraw(key, now)
         return None
-    got = pacer.take(key, a.ports.now().timestamp())
+    got = pacer.take(key, now)
     if not got.admitted and got.recheck_at is not None:
         at = datetime.fromtimestamp(got.recheck_at, UTC)
         a.record.again_at = at if a.record.again_at is None else min(a.record.again_at, at)
     return got
+
+
+def leave_line(scope: Scope) -> None:
+    """The fleet's pass ends before sizing (paused, refused): it waits for no turn meanwhile."""
+    pacer = scope.ports.rolls
+    if pacer is not None:
+        pacer.withdraw((scope.record.namespace, scope.record.name), scope.now().timestamp())
 
 
 def noted(a: Admitted, got: Turn | None, applied: Applied) -> tuple[Condition, ...]:

@@ -62,8 +62,6 @@ CLAIMS = WatchedResource("", "v1", "persistentvolumeclaims")
 CONFIG_MAPS = WatchedResource("", "v1", "configmaps")
 #: Every object a fleet owns carries both (planners.statefulset: pods, the StatefulSet's selector, owned metadata).
 SELECTOR = f"app.kubernetes.io/name={APP_NAME},{FLEET_LABEL}"
-#: What a poke says moved when the roll pacer frees a turn for a waiting fleet.
-ROLL_TURN = frozenset({"turn"})
 
 _METADATA_KEPT = (
     "name",
@@ -220,7 +218,7 @@ class WatchCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.on_fleet_change = on_fleet_change
-        #: Told of every StatefulSet's roll as the cache sees it (``planners.roll_pacing``), and pokes who it frees.
+        #: Told of every StatefulSet's roll as the cache sees it (``planners.roll_pacing``).
         self.rolls = rolls
         self.clock = clock
         #: Writes in flight by object, and the pokes held for each: (version the watch brought, fleet, kind, moved).
@@ -322,17 +320,13 @@ class WatchCache:
         return fleets
 
     def _tell_rolls(self, old: Obj | None, new: Obj | None) -> None:
-        """The roll pacer told of a StatefulSet's change (its own fleet's, by its label); the fleets it frees a turn
-        for are poked (``turn``)."""
+        """The roll pacer told of a StatefulSet's change (its own fleet's, by its label)."""
         assert self.rolls is not None
         now = self.clock()
-        offered: list[Key] = []
         if old is not None and (before := fleet_of(old)) is not None and (new is None or fleet_of(new) != before):
-            offered += self.rolls.forget(before, now)
+            self.rolls.forget(before, now)
         if new is not None and (after := fleet_of(new)) is not None:
-            offered += self.rolls.observed(after, roll_in_progress(new), roll_progress(new), now)
-        for namespace, fleet in offered:
-            self.on_fleet_change(namespace, fleet, STATEFULSETS.plural, ROLL_TURN)
+            self.rolls.observed(after, roll_in_progress(new), roll_progress(new), now)
 
     def _changed(self, resource: WatchedResource) -> Callable[[Obj | None, Obj | None], None]:
         viewed = resource in VIEWED

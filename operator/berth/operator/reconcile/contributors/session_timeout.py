@@ -1,6 +1,7 @@
-"""The session-timeout contributor: ``SessionTimeoutSufficient``, whether the coordinator's maximum let the session
-timeout cover what the evidence asks for (decided by the sizing step, ``reconcile.sizing``; the timeout itself is in
-status from then on, deferred with the pass's next write).
+"""The session-timeout contributor: what the sizing step (``reconcile.sizing``) noted: ``SessionTimeoutSufficient``,
+whether the coordinator's maximum let the session timeout cover what the evidence asks for (the timeout itself is in
+status from then on, deferred with the pass's next write), and ``TemplateApplied`` while a changed pod template waits
+for its turn to roll (``reconcile.rolls``).
 """
 
 from __future__ import annotations
