@@ -29,6 +29,7 @@ REQUIRED_PANELS = {
     "Departing members",
     "Fleets ready / refused",
     "Rollouts",
+    "Rolls under way and waiting",
 }
 
 
