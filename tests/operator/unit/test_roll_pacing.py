@@ -155,7 +155,8 @@ def test_a_statefulset_at_rest_costs_no_count() -> None:
 
 def test_the_watch_cache_counts_a_statefulsets_roll_and_its_end_offers_the_turn_to_the_waiting_fleet() -> None:
     """The adapter side: the StatefulSet informer's events tell the pacer (a roll the operator did not start
-    counts), and the turn its end frees is offered to the waiting fleet."""
+    counts, until its controller says it is done: every pod updated and Ready), and the turn its end frees is offered
+    to the waiting fleet."""
     pacer = Pacer(1)
     cache = WatchCache(
         None,  # type: ignore[arg-type]
@@ -170,8 +171,11 @@ def test_the_watch_cache_counts_a_statefulsets_roll_and_its_end_offers_the_turn_
     statefulsets.handle({"type": "MODIFIED", "object": rolling_out})
     assert not pacer.take(("shop", "billing"), 1).admitted
     assert pacer.offers == []
+    # Every pod replaced, the last not Ready yet: its controller keeps the old current revision, and the roll counts.
+    statefulsets.handle({"type": "MODIFIED", "object": statefulset("3", updateRevision="r2", updatedReplicas=1)})
+    assert pacer.offers == []
 
-    statefulsets.handle({"type": "MODIFIED", "object": statefulset("3", updateRevision="r2", currentRevision="r2")})
+    statefulsets.handle({"type": "MODIFIED", "object": statefulset("4", updateRevision="r2", currentRevision="r2")})
 
     assert pacer.offers == [("shop", "billing")]
     assert pacer.take(("shop", "billing"), 2).admitted

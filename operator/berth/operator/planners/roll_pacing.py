@@ -12,10 +12,10 @@ one restart, and the whole roll takes about as long (the control plane's rate is
 Rules (pure: the adapters tell what they see, with the time):
 
 - **A roll counts** while a StatefulSet's status shows one in progress (its controller has not yet observed its
-  spec, or pods are still to move to the update revision: the watch cache tells, ``observed``), and for a fleet just
-  admitted until its StatefulSet shows the roll (a reservation, at most :data:`RESERVATION_S`), so passes that run
-  side by side cannot all take the last turn. Every roll counts, ``kubectl rollout restart`` included; only the
-  operator's own template changes wait.
+  spec, or has not yet said the roll is done: every pod updated and Ready; the watch cache tells, ``observed``), and
+  for a fleet just admitted until its StatefulSet shows the roll (a reservation, at most :data:`RESERVATION_S`), so
+  passes that run side by side cannot all take the last turn. Every roll counts, ``kubectl rollout restart``
+  included; only the operator's own template changes wait.
 - **A roll that stops moving** (its StatefulSet's progress unchanged for ``stall_s``: a template whose pods never
   become Ready) **stops counting**, so a broken or hostile fleet cannot hold a turn forever.
 - **Whose turn**: the waiting fleets in line, those of namespaces with fewer rolls counted first, then in the order

@@ -135,11 +135,24 @@ def rolling_out(statefulset: Mapping[str, Any]) -> bool:
 
 
 def roll_in_progress(statefulset: Mapping[str, Any]) -> bool:
-    """Whether the StatefulSet's roll counts for the roll pacer (``planners.roll_pacing``): rolling out, or a spec
-    its controller has not observed yet (a template just changed shows no new revision until then)."""
-    observed = (statefulset.get("status") or {}).get("observedGeneration")
-    generation = (statefulset.get("metadata") or {}).get("generation")
-    return rolling_out(statefulset) or (generation is not None and (observed is None or observed < generation))
+    """Whether the StatefulSet's roll counts for the roll pacer (``planners.roll_pacing``): a spec its controller
+    has not observed yet (a template just changed shows no new revision until then), or a RollingUpdate not done.
+
+    Done is what the controller itself says: with no partition, the current revision becomes the update revision
+    only once every pod is updated *and* Ready, so the last pod's restart still counts while its member is away
+    (``rolling_out``, which the restarts read, ends when the last pod is replaced). With a partition (a canary the
+    fleet's author holds) the current revision never moves, so the roll counts until the pods above it are
+    replaced."""
+    spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
+    observed, generation = status.get("observedGeneration"), (statefulset.get("metadata") or {}).get("generation")
+    if generation is not None and (observed is None or observed < generation):
+        return True
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return False
+    if int((strategy.get("rollingUpdate") or {}).get("partition") or 0):
+        return rolling_out(statefulset)
+    return status.get("updateRevision") not in (None, status.get("currentRevision"))
 
 
 def roll_progress(statefulset: Mapping[str, Any]) -> tuple[object, ...]:
