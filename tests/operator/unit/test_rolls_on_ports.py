@@ -6,9 +6,11 @@ then its template is applied and the condition turns True. A new fleet and a res
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime
 from typing import Any
 
+import pytest
 from fake_ports import InMemoryCoordinator, NamesFleet, RecordedEvents, pass_context
 from test_fleet_pass_on_ports import BERTH_DEFAULTS, FleetBody
 
@@ -16,7 +18,9 @@ from berth.operator.local.demo_support import InMemoryStatus
 from berth.operator.planners.claims import ListedClaims
 from berth.operator.planners.coordinator_kind import BERTH
 from berth.operator.planners.manifest_hash import planned_hash
+from berth.operator.planners.observations import CoordinatorBounds
 from berth.operator.planners.roll_pacing import RollPacer
+from berth.operator.ports import CoordinatorPort, CoordinatorUnavailable
 from berth.operator.reconcile.fleet_pass import FleetPass
 from berth.operator.reconcile.memory import FleetMemory
 
@@ -110,3 +114,44 @@ async def test_a_resize_takes_no_turn(fleet_body: FleetBody, now: datetime) -> N
     assert fleet.workload.replicas == 4
     assert fleet.workload.planned is not None and planned_hash(fleet.workload.planned.statefulset) == hash_before
     assert fleet.condition("TemplateApplied") is None and pacer.waiting() == 0
+
+
+class Unreachable:
+    """A coordinator directory whose coordinator does not answer."""
+
+    async def connect(self, endpoint: object) -> CoordinatorPort:
+        raise CoordinatorUnavailable("connecting: refused")
+
+    async def bounds_of(self, port: CoordinatorPort) -> CoordinatorBounds:
+        raise CoordinatorUnavailable("bounds: refused")
+
+
+async def test_a_fleet_offered_a_turn_whose_pass_ends_before_the_roll_step_passes_the_turn_on(
+    fleet_body: FleetBody, now: datetime
+) -> None:
+    """Regression: a turn offered to the first in line waited for that fleet's pass to take it; a fleet whose
+    coordinator stopped answering (or that was refused, or paused) never got that far, and every fleet behind it
+    waited with it."""
+    pacer = RollPacer(1)
+    offered: list[tuple[str, str]] = []
+    pacer.on_offer = offered.extend
+    fleets = [Fleet(fleet_body(name, spec={"replicas": 2}), pacer, now) for name in ("billing", "orders", "audit")]
+    for fleet in fleets:
+        await fleet.run()
+        fleet.new_template("2")
+        await fleet.run()
+    first, second, third = fleets
+    assert (first.applied(), second.applied(), third.applied()) == ("2", None, None)
+
+    pacer.observed(("shop", "billing"), True, ("rev-2", 0), now.timestamp())
+    pacer.observed(("shop", "billing"), False, ("rev-2", 2), now.timestamp())
+    assert offered == [("shop", "orders")]
+    second.context = dataclasses.replace(
+        second.context, ports=dataclasses.replace(second.context.ports, coordinators=Unreachable())
+    )
+    with pytest.raises(CoordinatorUnavailable):
+        await second.run()
+
+    assert offered == [("shop", "orders"), ("shop", "audit")]
+    await third.run()
+    assert third.applied() == "2" and second.applied() is None

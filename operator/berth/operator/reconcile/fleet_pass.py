@@ -4,8 +4,7 @@ The pass is the one reconcile loop's body: the operator runs it on Kubernetes (t
 status subresource, Events), ``berth-demo`` on local processes with status in a dict, and both on Berth's
 coordinator or a Kafka cluster. :meth:`FleetPass.run`:
 
-A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition (and leaves
-the line of fleets waiting to roll, ``reconcile.rolls``, as a refused one does); then:
+A fleet paused by its ``berth.dev/paused`` annotation (``planners.pause``) gets only its Paused condition; then:
 
 1. admission (``reconcile.admission``): the fleet admitted before anything is sent anywhere, the coordinator's
    port, its bounds, the group's kind and, where the kind records owners, the group claimed; from then on the
@@ -19,6 +18,7 @@ the line of fleets waiting to roll, ``reconcile.rolls``, as a refused one does);
    feature: members, restarts, lag, volume claims, pause, ownership, Kafka evidence, the workload and the group
    ...) into one status write.
 
+However a pass ends, a fleet it did not leave waiting for a turn to roll is out of that line (``reconcile.rolls``).
 What a pass says goes to its fleet's Events sink, flushed once when the pass ends however it ends (Kubernetes
 Events: what one pass said is posted as at most one Event per type, ``planners.announcements.coalesced``).
 
@@ -75,6 +75,7 @@ class FleetPass:
         try:
             return await self._reporting_failures(self._steps())
         finally:
+            rolls.pass_ended(self.scope)
             await self._flush_deferred()
             self.scope.record.events.flush()
 
@@ -83,6 +84,7 @@ class FleetPass:
         try:
             return await self._reporting_failures(self._finalize())
         finally:
+            rolls.pass_ended(self.scope)
             self.scope.record.events.flush()
 
     async def _flush_deferred(self) -> None:
@@ -108,11 +110,9 @@ class FleetPass:
     async def _steps(self) -> PassResult:
         scope = self.scope
         if is_paused(scope.record.body):
-            rolls.leave_line(scope)
             return await paused(scope)
         admitted = admission.admit_fleet(scope, self.claims)
         if isinstance(admitted, Refusal):
-            rolls.leave_line(scope)
             return await endings.refuse(scope, admitted)
         fleet, target = admitted
         try:

@@ -41,6 +41,9 @@ class FleetRecord:
         #: When time alone may change what this pass found (``contributors.restarts``: a burst of restarts settling),
         #: which no watched change announces: the fleet is passed again then (``PassResult.again_at``).
         self.again_at: datetime | None = None
+        #: Whether this pass left the fleet waiting for a turn to roll (``reconcile.rolls``); a pass that did not (it
+        #: ended before the roll step, or needed no turn) takes the fleet out of the line when it ends.
+        self.in_line = False
         self._deferred: list[dict[str, Any]] = []  # merge patches not sent yet, in order
 
     def condition(self, condition_type: str) -> str | None:

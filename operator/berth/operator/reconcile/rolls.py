@@ -12,8 +12,9 @@ Rules:
   would stop counting (``Turn.recheck_at``).
 - Once applied, ``TemplateApplied`` turns True (only on a fleet that had waited: a fleet that never waited carries
   no such condition).
-- A fleet that no longer needs a turn (the change reverted, or applied), or that is paused or refused, leaves the
-  line (a turn offered to it would otherwise wait for it); it asks again when it next would roll.
+- A pass that does not leave the fleet waiting (it needed no turn, or it ended before the roll step: paused,
+  refused, a coordinator or an API call failing) takes it out of the line when it ends (``pass_ended``), so a turn
+  offered to it goes on to the next in line; it asks again, at the back, when it next would roll.
 """
 
 from __future__ import annotations
@@ -35,33 +36,33 @@ ROLL_QUEUED = "RollQueued"
 def rolls_pods(view: WorkloadView, planned: PlannedWorkload) -> bool:
     """Whether applying ``planned`` would roll the pods of the fleet's existing StatefulSet (the module docstring)."""
     statefulset = planned.statefulset
-    if view.applied_hash is None or view.applied_hash == planned_hash(statefulset):
-        return False
     strategy = (statefulset.get("spec") or {}).get("updateStrategy") or {}
-    return strategy.get("type", "RollingUpdate") == "RollingUpdate" and view.template_hash != template_hash(statefulset)
+    if view.applied_hash is None or strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return False
+    if view.template_hash is None:  # applied before the annotation existed: any change of the plan counts
+        return view.applied_hash != planned_hash(statefulset)
+    return view.template_hash != template_hash(statefulset)
 
 
 def turn(a: Admitted, view: WorkloadView, planned: PlannedWorkload) -> Turn | None:
     """The fleet's turn to roll, when the plan would roll its pods and rolls are paced; None: it needs none."""
     pacer = a.ports.rolls
-    if pacer is None:
+    if pacer is None or not rolls_pods(view, planned):
         return None
-    key = (a.fleet.namespace, a.fleet.name)
-    now = a.ports.now().timestamp()
-    if not rolls_pods(view, planned):
-        pacer.withdraw(key, now)
-        return None
-    got = pacer.take(key, now)
+    got = pacer.take((a.fleet.namespace, a.fleet.name), a.ports.now().timestamp())
+    a.record.in_line = not got.admitted
     if not got.admitted and got.recheck_at is not None:
         at = datetime.fromtimestamp(got.recheck_at, UTC)
         a.record.again_at = at if a.record.again_at is None else min(a.record.again_at, at)
     return got
 
 
-def leave_line(scope: Scope) -> None:
-    """The fleet's pass ends before sizing (paused, refused): it waits for no turn meanwhile."""
+def pass_ended(scope: Scope) -> None:
+    """However the pass ended: a fleet it did not leave waiting is out of the line (paused, refused, its coordinator
+    or the API failing before the roll step, its change reverted or applied), so a turn offered to it goes on to the
+    next in line at once instead of waiting for a pass that may not come."""
     pacer = scope.ports.rolls
-    if pacer is not None:
+    if pacer is not None and not scope.record.in_line:
         pacer.withdraw((scope.record.namespace, scope.record.name), scope.now().timestamp())
 
 

@@ -73,10 +73,7 @@ def workload_view(
     replicas: int | None = None
     settled = True
     if statefulset is not None:
-        observed = (statefulset.get("status") or {}).get("observedGeneration")
-        generation = statefulset.get("metadata", {}).get("generation")
-        # The controller has acted on the current spec once it reports having observed its generation.
-        settled = generation is None or (observed is not None and observed >= generation)
+        settled = observed_spec(statefulset)
         replicas = int(statefulset["spec"].get("replicas") or 0)
     observation = WorkloadObservation(
         replicas,
@@ -120,6 +117,14 @@ def view_changes(before: WorkloadView, after: WorkloadView) -> tuple[str, ...]:
     return tuple(moved)
 
 
+def observed_spec(statefulset: Mapping[str, Any]) -> bool:
+    """Whether the StatefulSet's controller has acted on its current spec: it reports having observed its
+    generation."""
+    observed = (statefulset.get("status") or {}).get("observedGeneration")
+    generation = (statefulset.get("metadata") or {}).get("generation")
+    return generation is None or (observed is not None and observed >= generation)
+
+
 def rolling_out(statefulset: Mapping[str, Any]) -> bool:
     """A RollingUpdate in progress: pods not yet on the update revision that the controller will replace (those
     below ``partition`` stay as they are). OnDelete replaces a pod only when someone deletes it: never rolling."""
@@ -143,10 +148,9 @@ def roll_in_progress(statefulset: Mapping[str, Any]) -> bool:
     (``rolling_out``, which the restarts read, ends when the last pod is replaced). With a partition (a canary the
     fleet's author holds) the current revision never moves, so the roll counts until the pods above it are
     replaced."""
-    spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
-    observed, generation = status.get("observedGeneration"), (statefulset.get("metadata") or {}).get("generation")
-    if generation is not None and (observed is None or observed < generation):
+    if not observed_spec(statefulset):
         return True
+    spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
     strategy = spec.get("updateStrategy") or {}
     if strategy.get("type", "RollingUpdate") != "RollingUpdate":
         return False

@@ -157,7 +157,6 @@ class StatefulSetWorkload:
     async def _ensure_statefulset(self, planned: Mapping[str, Any], hold: bool) -> Applied:
         wanted = planned_hash(planned)
         claims = claim_templates_hash(planned)
-        template = template_hash(planned)
         live = await self._read_statefulset()
         if live is None:
             await self._try_claims(planned)
@@ -167,7 +166,7 @@ class StatefulSetWorkload:
                     {
                         APPLIED_HASH_ANNOTATION: wanted,
                         CLAIM_TEMPLATES_HASH_ANNOTATION: claims,
-                        TEMPLATE_HASH_ANNOTATION: template,
+                        TEMPLATE_HASH_ANNOTATION: template_hash(planned),
                     },
                 )
                 await written(
@@ -196,7 +195,7 @@ class StatefulSetWorkload:
         if hold:
             return Applied.HELD
         patch = [
-            *metadata_ops(live, planned, wanted, {TEMPLATE_HASH_ANNOTATION: template}),
+            *metadata_ops(live, planned, wanted, {TEMPLATE_HASH_ANNOTATION: template_hash(planned)}),
             *({"op": "add", "path": f"/spec/{key}", "value": value} for key, value in updatable_spec(planned).items()),
         ]
         await written(
