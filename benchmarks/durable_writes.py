@@ -63,7 +63,8 @@ def main() -> Result:
             "group_members": CLIENTS,
             "ha_side_by_side": ha,
         },
-        note="Each replacement rewrites the 64-member group record (as Kafka does) and is answered only once "
+        note="Each replacement writes its member's new id and the group's fields, whatever the group's size (a "
+        "delta; Kafka rewrites the whole group record), and is answered only once "
         "durable. The coordinator is pinned to one core and CPU-bound here: coordinator_cpu_us_per_replacement is "
         "its CPU (event loop and writer thread) per replacement. ha_side_by_side: the same load on the replicated "
         "store (3 etcd members with fsync, one replica) and on SQLite, alternating, neither pinned "

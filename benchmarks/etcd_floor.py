@@ -17,14 +17,14 @@ each part, side by side in one run, with ``durable_writes``' load (64 clients: s
    - ``as sent, JSON gateway``: the same, through etcd's JSON gateway (``/v3/kv/txn``), as the store sent them
      before its transactions went over gRPC: what the gateway costs etcd;
    - ``journal compressed``: each journal chunk's value compressed (zlib, level 1), as a store could write it;
-   - ``slot keys, journal compressed``: besides, a member stored under its ``group.instance.id`` instead of its
-     member id, so a static replacement overwrites one key instead of deleting one and putting another (the
-     recorded member deletes are dropped; in this load every removal is a replacement).
+   - ``members under their member ids (schema 1)``: each static member stored under its member id, as the store
+     did before it keyed them by their ``group.instance.id`` (schema 2): a static replacement then deletes its
+     predecessor's key and creates one, where it now overwrites one; what the change saved.
 
    etcd's CPU (its three members together) per write, and the ceiling: the cores over the coordinator's, the load
    generator's and etcd's CPU per write, as a fraction of SQLite's rate.
 
-Neither layout variant is built: this tells what building them would buy. The figures are printed and written to
+The compressed journal is not built: this tells what building it would buy. The figures are printed and written to
 ``benchmarks/results/etcd_floor.json``.
 """
 
@@ -53,7 +53,8 @@ from berth.operator.local.etcd_cluster import EtcdCluster
 from berth.operator.local.replicas import Replicas
 
 PREFIX = "/bench/"
-VARIANTS = ("as sent", "as sent, JSON gateway", "journal compressed", "slot keys, journal compressed")
+SCHEMA_1 = "members under their member ids (schema 1)"
+VARIANTS = ("as sent", "as sent, JSON gateway", "journal compressed", SCHEMA_1)
 #: The variant replayed through etcd's JSON gateway; the others go over gRPC.
 GATEWAY = "as sent, JSON gateway"
 Txn = dict[str, Any]
@@ -92,24 +93,31 @@ def _key(op: dict[str, Any]) -> bytes:
     return base64.b64decode(op["key"])
 
 
-def variant(txn: Txn, name: str) -> list[dict[str, Any]]:
-    """The operations of a recorded transaction as the variant ``name`` would send them."""
+def variant(txns: list[Txn], name: str) -> list[list[dict[str, Any]]]:
+    """The operations of the recorded transactions, in order, as the variant ``name`` would send them."""
     journal, members = (PREFIX + "j/").encode(), (PREFIX + "m/").encode()
-    ops: list[dict[str, Any]] = []
-    for op in txn["success"]:
-        put, delete = op.get("request_put"), op.get("request_delete_range")
-        if "journal compressed" in name and put is not None and _key(put).startswith(journal):
-            put = {**put, "value": b64(zlib.compress(base64.b64decode(put["value"]), 1))}
-            op = {"request_put": put}
-        if name.startswith("slot keys"):
-            if delete is not None and _key(delete).startswith(members) and "range_end" not in delete:
-                continue  # a replaced member's key: overwritten by its successor instead
-            if put is not None and _key(put).startswith(members):
-                group = _key(put)[len(members) :].split(b"/")[0]
-                instance = json.loads(base64.b64decode(put["value"]))["group_instance_id"]
-                op = {"request_put": {**put, "key": b64(members + group + b"/" + instance.encode())}}
-        ops.append(op)
-    return ops
+    by_member_id: dict[bytes, bytes] = {}  # (schema 1) a slot's key -> the key its member was last put under
+    sent = []
+    for txn in txns:
+        ops: list[dict[str, Any]] = []
+        for op in txn["success"]:
+            put = op.get("request_put")
+            if name == "journal compressed" and put is not None and _key(put).startswith(journal):
+                op = {"request_put": {**put, "value": b64(zlib.compress(base64.b64decode(put["value"]), 1))}}
+            elif name == SCHEMA_1 and put is not None and _key(put).startswith(members):
+                slot_key = _key(put)
+                epoch_prefix, slot = slot_key.rsplit(b"/", 2)[0], slot_key.split(b"/")[-2:]
+                if slot[0] == b"i":
+                    member_id = json.loads(base64.b64decode(put["value"]))["member_id"].encode()
+                    key = epoch_prefix + b"/" + member_id
+                    previous = by_member_id.get(slot_key)
+                    if previous is not None and previous != key:
+                        ops.append({"request_delete_range": {"key": b64(previous)}})
+                    by_member_id[slot_key] = key
+                    op = {"request_put": {**put, "key": b64(key)}}
+            ops.append(op)
+        sent.append(ops)
+    return sent
 
 
 def replay(
@@ -169,7 +177,7 @@ def measure(seconds: float, runs: int) -> dict[str, Any]:
                     used: dict[str, list[float]] = {name: [] for name in VARIANTS}
                     for _ in range(runs):
                         for name in VARIANTS:
-                            ops = [variant(t, name) for t in txns]
+                            ops = variant(txns, name)
                             sent, cpu_s = replay(client, ops, pids, seconds, gateway=name == GATEWAY)
                             used[name].append(cpu_s / (sent * per_txn) * 1e6)
                             progress(f"{kind}, {name}: etcd {used[name][-1]:.0f} us of CPU per write")

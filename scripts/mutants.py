@@ -55,6 +55,14 @@ MUTANTS = (
         ("tests/http/test_storage_faults.py",),
     ),
     Mutant(
+        "member-key-left-behind",
+        "a removed or re-keyed member's etcd key is deleted unless its successor overwrites it (no ghost on reload)",
+        "coordinator/berth/coordinator/store/etcd/txn.py",
+        "        if (group_id, slot) not in placed:",
+        "        if False:",
+        ("tests/store/test_etcd_layout.py",),
+    ),
+    Mutant(
         "leave-from-the-cache",
         "a batch leave planned from the watch cache is planned again from a fresh look before it is sent",
         "operator/berth/operator/reconcile/scaling.py",

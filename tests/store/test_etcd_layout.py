@@ -17,10 +17,11 @@ from berth.coordinator.core import (
     OffsetRecord,
     Write,
 )
-from berth.coordinator.protocol import GroupId, MemberId
+from berth.coordinator.protocol import GroupId, InstanceId, MemberId
 from berth.coordinator.store.etcd import Limits, ReplicationConfig, Tenure, Term
 from berth.coordinator.store.etcd.journal import JournalIndex
-from berth.coordinator.store.etcd.keys import Keys
+from berth.coordinator.store.etcd.keys import Keys, member_slot
+from berth.coordinator.store.etcd.slots import GroupSlots
 from berth.coordinator.store.etcd.txn import build, decode_topic_offsets, fitting
 from berth.coordinator.store.segments import Retention
 
@@ -40,11 +41,11 @@ def ops(built_ops: list[dict[str, dict[str, bytes]]]) -> list[tuple[str, bytes, 
 def test_keys_round_trip_any_group_id_and_never_prefix_one_another() -> None:
     for group in ["a", "a/b", "é\x00z", "x" * 255]:
         assert KEYS.group_id_of(KEYS.group(group)) == group
-        assert KEYS.member_key_parts(KEYS.member(group, 7, "m-1/2")) == (group, 7, "m-1/2")
+        assert KEYS.member_key_parts(KEYS.member(group, 7, b"m-1/2")) == (group, 7, "m-1/2")
         assert KEYS.topic_offsets_parts(KEYS.topic_offsets(group, "t/1")) == (group, "t/1")
         assert KEYS.expected_group_of(KEYS.expected_members(group)) == group
-    assert not KEYS.member("ab", 0, "m").startswith(KEYS.group_members("a"))
-    assert not KEYS.member("a", 1, "m").startswith(KEYS.epoch_members("a", 0))
+    assert not KEYS.member("ab", 0, b"m").startswith(KEYS.group_members("a"))
+    assert not KEYS.member("a", 1, b"m").startswith(KEYS.epoch_members("a", 0))
     assert KEYS.journal_chunk(9) < KEYS.journal_chunk(10)
 
 
@@ -55,29 +56,92 @@ def member(n: int) -> MemberMetadata:
 def test_a_whole_group_moves_its_members_to_the_next_epoch_and_a_delta_stays_in_the_current_one() -> None:
     value = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=MemberId("m0"))
     whole = Write(1, [GroupRecord(GroupId("g"), value, (member(0), member(1)))], [])
-    built = build([whole], KEYS, {"g": 3}, JournalIndex(), NO_RETENTION, {})
+    built = build([whole], KEYS, {"g": 3}, JournalIndex(), NO_RETENTION, {}, {})
     assert built.epochs == {"g": 4}
     assert ("request_delete_range", KEYS.epoch_members("g", 3), KEYS.epoch_members("g", 3)[:-1] + b"0") in ops(
         built.ops
     )
     assert {key for kind, key, _ in ops(built.ops) if kind == "request_put"} == {
         KEYS.group("g"),
-        KEYS.member("g", 4, "m0"),
-        KEYS.member("g", 4, "m1"),
+        KEYS.member("g", 4, b"m0"),
+        KEYS.member("g", 4, b"m1"),
     }
 
+    stored = built.slots["g"]
+    assert stored is not None
     delta = Write(2, [GroupDeltaRecord(GroupId("g"), value, upserted=(member(2),), removed=(MemberId("m1"),))], [])
-    built = build([delta], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {})
+    built = build([delta], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {"g": stored.applied()})
     assert built.epochs == {}
     assert {(kind, key) for kind, key, _ in ops(built.ops)} == {
         ("request_put", KEYS.group("g")),
-        ("request_put", KEYS.member("g", 4, "m2")),
-        ("request_delete_range", KEYS.member("g", 4, "m1")),
+        ("request_put", KEYS.member("g", 4, b"m2")),
+        ("request_delete_range", KEYS.member("g", 4, b"m1")),
     }
 
-    gone = build([Write(3, [GroupRecord(GroupId("g"), None)], [])], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {})
+    gone = build(
+        [Write(3, [GroupRecord(GroupId("g"), None)], [])], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {}
+    )
     assert gone.epochs == {"g": None}
     assert ("request_delete_range", KEYS.group_members("g"), KEYS.group_members("g")[:-1] + b"0") in ops(gone.ops)
+
+
+def static(instance: str, generation: int) -> MemberMetadata:
+    return MemberMetadata(MemberId(f"{instance}-{generation:08d}-uuid"), InstanceId(instance), "c", "h", 1, 1)
+
+
+VALUE = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=MemberId("i-0-00000001-uuid"))
+
+
+def restart(old: MemberMetadata, new: MemberMetadata) -> Write:
+    return Write(1, [GroupDeltaRecord(GroupId("g"), VALUE, upserted=(new,), removed=(old.member_id,))], [])
+
+
+def member_ops(built_ops: list[dict[str, dict[str, bytes]]]) -> list[tuple[str, bytes]]:
+    return [(kind, key) for kind, key, _ in ops(built_ops) if key.startswith(KEYS.members)]
+
+
+def test_a_static_restart_overwrites_its_instances_key_and_deletes_nothing() -> None:
+    first, second = static("i-0", 1), static("i-0", 2)
+    stored = GroupSlots()
+    stored.place(first.member_id, member_slot(first.member_id, first.group_instance_id))
+    built = build([restart(first, second)], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {"g": stored})
+    slot = b"i/" + b"i-0".hex().encode()
+    assert member_ops(built.ops) == [("request_put", KEYS.member("g", 4, slot))]
+    changes = built.slots["g"]
+    assert changes is not None
+    after = changes.applied()
+    assert after.by_member == {second.member_id: slot} and after.by_slot == {slot: second.member_id}
+
+
+def test_a_member_stored_under_its_member_id_by_schema_1_moves_to_its_slot_when_replaced() -> None:
+    first, second = static("i-0", 1), static("i-0", 2)
+    stored = GroupSlots()
+    stored.place(first.member_id, first.member_id.encode())  # as schema 1 keyed every member
+    built = build([restart(first, second)], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {"g": stored})
+    assert member_ops(built.ops) == [
+        ("request_put", KEYS.member("g", 4, member_slot(second.member_id, "i-0"))),
+        ("request_delete_range", KEYS.member("g", 4, first.member_id.encode())),
+    ]
+
+
+def test_a_slot_held_by_another_stored_member_is_never_overwritten() -> None:
+    holder, intruder = static("i-0", 1), static("i-0", 2)
+    stored = GroupSlots()
+    stored.place(holder.member_id, member_slot(holder.member_id, "i-0"))
+    upsert = Write(1, [GroupDeltaRecord(GroupId("g"), VALUE, upserted=(intruder,))], [])
+    built = build([upsert], KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {"g": stored})
+    assert member_ops(built.ops) == [("request_put", KEYS.member("g", 4, intruder.member_id.encode()))]
+
+
+def test_a_member_that_joined_and_left_within_one_transaction_costs_no_key() -> None:
+    first, second, third = static("i-0", 1), static("i-0", 2), static("i-0", 3)
+    stored = GroupSlots()
+    stored.place(first.member_id, member_slot(first.member_id, "i-0"))
+    writes = [restart(first, second), restart(second, third)]
+    built = build(writes, KEYS, {"g": 4}, JournalIndex(), NO_RETENTION, {}, {"g": stored})
+    assert member_ops(built.ops) == [("request_put", KEYS.member("g", 4, member_slot(third.member_id, "i-0")))]
+    changes = built.slots["g"]
+    assert changes is not None and changes.applied().by_member == {third.member_id: member_slot("", "i-0")}
 
 
 def test_writes_fold_so_no_key_appears_twice_and_events_become_one_numbered_chunk() -> None:
@@ -89,7 +153,7 @@ def test_writes_fold_so_no_key_appears_twice_and_events_become_one_numbered_chun
         )
         for t in range(1, 4)
     ]
-    built = build(writes, KEYS, {}, JournalIndex((), 41), NO_RETENTION, {})
+    built = build(writes, KEYS, {}, JournalIndex((), 41), NO_RETENTION, {}, {})
     keys = [key for _, key, _ in ops(built.ops)]
     assert len(keys) == len(set(keys))
     assert [seq for seq, _ in built.lines] == [42, 43, 44]
@@ -123,7 +187,7 @@ def test_a_run_that_does_not_fit_is_halved_until_it_does() -> None:
     limits = Limits(max_txn_ops=64, max_request_bytes=10**6)
 
     def make(run: list[Write]) -> object:
-        return build(run, KEYS, {}, JournalIndex(), NO_RETENTION, {})
+        return build(run, KEYS, {}, JournalIndex(), NO_RETENTION, {}, {})
 
     take, built = fitting(writes, make, limits)  # type: ignore[arg-type]
     assert take == 2 and len(built.ops) == 44  # 22 each: the group, its old epoch's range, 20 members
@@ -135,16 +199,28 @@ def test_a_commit_rewrites_its_topics_offsets_key_whole() -> None:
             GroupId("g"), "t", partition, None if value is None else OffsetAndMetadata(value, "m", 1, 9)
         )
 
-    first = build([Write(1, [offset(0, 5), offset(1, 6)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {})
+    first = build([Write(1, [offset(0, 5), offset(1, 6)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {}, {})
     assert [(kind, key) for kind, key, _ in ops(first.ops)] == [("request_put", KEYS.topic_offsets("g", "t"))]
     stored = first.topics[("g", "t")]
     assert stored is not None
     second = build(
-        [Write(2, [offset(1, None), offset(2, 7)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {("g", "t"): stored}
+        [Write(2, [offset(1, None), offset(2, 7)], [])],
+        KEYS,
+        {},
+        JournalIndex(),
+        NO_RETENTION,
+        {("g", "t"): stored},
+        {},
     )
     assert decode_topic_offsets(ops(second.ops)[0][2]) == {0: (5, 1, "m", 9), 2: (7, 1, "m", 9)}
     gone = build(
-        [Write(3, [offset(0, None)], [])], KEYS, {}, JournalIndex(), NO_RETENTION, {("g", "t"): b'{"0":[5,1,"m",9]}'}
+        [Write(3, [offset(0, None)], [])],
+        KEYS,
+        {},
+        JournalIndex(),
+        NO_RETENTION,
+        {("g", "t"): b'{"0":[5,1,"m",9]}'},
+        {},
     )
     assert [(kind, key) for kind, key, _ in ops(gone.ops)] == [("request_delete_range", KEYS.topic_offsets("g", "t"))]
     assert gone.topics == {("g", "t"): None}

@@ -4,12 +4,14 @@ refused alone, the journal pages and retains as on SQLite, and the election hand
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from support.net import free_port
 
@@ -54,7 +56,7 @@ def take_term(client: EtcdClient, store: EtcdStore, name: str = "test", ttl_s: i
 
 
 def built_for(store: EtcdStore, writes: list[Write]) -> Built:
-    return build(writes, store.keys, store.epochs, store.index, store.retention, store.topic_offsets)
+    return build(writes, store.keys, store.epochs, store.index, store.retention, store.topic_offsets, store.slots)
 
 
 def member(group: str, n: int, generation: int = 1) -> MemberMetadata:
@@ -156,6 +158,38 @@ def test_the_etcd_store_loads_what_the_sqlite_store_loads_for_the_same_writes(
     assert same(list(reloaded.load())) == same(expected_records)
     assert [line for _, line in reloaded.journal_lines_after(0)] == expected_journal
     assert reloaded.last_seq() == len(writes)
+
+
+def test_a_schema_1_prefix_is_read_marked_schema_2_and_its_static_members_move_to_their_slots(
+    client: EtcdClient, etcd_prefix: str
+) -> None:
+    keys = Keys(etcd_prefix)
+    first, other = member("g", 0), member("g", 1)
+    value = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=first.member_id)
+    old_layout = [(keys.meta, b'{"schema": 1}'), (keys.group("g"), msgspec.json.encode(value))]
+    old_layout += [(keys.member("g", 0, m.member_id.encode()), msgspec.json.encode(m)) for m in (first, other)]
+    client.txn([], [{"request_put": {"key": b64(k), "value": b64(v)}} for k, v in old_layout])
+
+    store = EtcdStore(client, etcd_prefix)
+    store.check()
+    term = take_term(client, store)
+    assert json.loads(client.range(keys.meta)[0][0].value) == {"schema": 2}
+    assert same(list(store.load())) == same([GroupRecord(GroupId("g"), value, (first, other))])
+
+    replacement = member("g", 0, 2)
+    restart = GroupDeltaRecord(GroupId("g"), value, upserted=(replacement,), removed=(first.member_id,))
+    store.commit(built_for(store, [Write(1, [restart], [])]), term, "t-1")
+    stored = {kv.key for kv in client.range(keys.group_members("g"), keys.group_members("g")[:-1] + b"0")[0]}
+    assert stored == {keys.member("g", 0, b"i/" + b"g-0".hex().encode()), keys.member("g", 0, other.member_id.encode())}
+    reloaded = [r for r in EtcdStore(client, etcd_prefix).load() if isinstance(r, GroupRecord)]
+    assert {m.member_id for m in reloaded[0].members} == {replacement.member_id, other.member_id}
+
+    # A Berth that knows only schema 2 refuses a prefix a newer one marked, at start and when it takes a term.
+    client.txn([], [{"request_put": {"key": b64(keys.meta), "value": b64(b'{"schema": 3}')}}])
+    with pytest.raises(StoreError, match="schema 3, newer than this Berth supports"):
+        EtcdStore(client, etcd_prefix).check()
+    with pytest.raises(StoreError, match="schema 3, newer than this Berth supports"):
+        store.begin(term)
 
 
 def test_a_write_of_another_term_is_refused_by_etcd_and_changes_nothing(client: EtcdClient, etcd_prefix: str) -> None:

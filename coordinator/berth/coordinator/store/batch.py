@@ -62,6 +62,8 @@ class PreparedBatch:
     group_deletes: list[tuple[str]] = field(default_factory=list)  # the group row and all its member rows
     member_clears: list[tuple[str]] = field(default_factory=list)  # all member rows of a group (then re-added)
     member_rows: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (group, member id) -> group.instance.id of each static member in ``member_rows`` (where etcd keys it)
+    instances: dict[tuple[str, str], str] = field(default_factory=dict)
     member_deletes: list[tuple[str, str]] = field(default_factory=list)
     offset_rows: list[tuple[str, str, int, int, int, str, int]] = field(default_factory=list)
     offset_deletes: list[OffsetKey] = field(default_factory=list)
@@ -119,6 +121,8 @@ def prepare_batch(writes: Sequence[Write]) -> PreparedBatch:
                     batch.member_deletes.append((group_id, changed_id))
             else:
                 batch.member_rows.append((group_id, changed_id, _encode(row).decode()))
+                if row.group_instance_id is not None:
+                    batch.instances[(group_id, changed_id)] = row.group_instance_id
     for key, offset in offsets.items():
         if offset is None:
             batch.offset_deletes.append(key)

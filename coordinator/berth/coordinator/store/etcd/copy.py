@@ -150,15 +150,16 @@ def copy_sqlite_to_etcd(source: SqliteStore, target: EtcdStore, say: Callable[[s
         answer = client.txn([guard], built.ops)
         if not answer.get("succeeded"):
             raise StoreError(f"{target.where}: the copy's marker changed under it (another copy?); stopped")
-        target.epochs.update({g: e for g, e in built.epochs.items() if e is not None})
-        target.topic_offsets.update({t: v for t, v in built.topics.items() if v is not None})
+        target.adopt(built)
 
     records = list(source.load())
     writes = [Write(i, [record], []) for i, record in enumerate(records, 1)]
     while writes:
         take, built = fitting(
             writes,
-            lambda run: build(run, keys, target.epochs, JournalIndex(), target.retention, target.topic_offsets),
+            lambda run: build(
+                run, keys, target.epochs, JournalIndex(), target.retention, target.topic_offsets, target.slots
+            ),
             target.limits,
         )
         if not target.limits.fits(len(built.ops), built.size):

@@ -10,9 +10,14 @@ key of its own and a prefix of no other; numbers are zero-padded so keys sort as
 - ``P progress``: the last transaction's id; each transaction requires its mod revision to be the one the writer
   saw last, so a transaction retried after a lost answer applies at most once (``writer``).
 - ``P g/<group>``: the group's own fields (``GroupMetadata`` JSON, as in SQLite).
-- ``P m/<group>/<epoch>/<member id>``: one member (``MemberMetadata`` JSON). A whole-group record writes its members
-  under the next epoch and deletes the previous epoch's range in the same transaction (etcd refuses a put inside a
-  range the same transaction deletes), so the stored members are always exactly one record's.
+- ``P m/<group>/<epoch>/<slot>``: one member (``MemberMetadata`` JSON; the value says who it is). A static member's
+  slot is ``i/<group.instance.id, hex>`` (schema 2), so a static restart overwrites its instance's key instead of
+  deleting one key and creating another (etcd's cost is per key created and deleted: ``benchmarks.etcd_floor``); a
+  dynamic member's slot is its member id (and so was every member's in schema 1, whose keys are read as before and
+  re-keyed as they are next written). A member id always ends ``-<uuid>`` and a slot ``i/<hex>`` holds no ``-``: the
+  two never meet. A whole-group record writes its members under the next epoch and deletes the previous epoch's
+  range in the same transaction (etcd refuses a put inside a range the same transaction deletes), so the stored
+  members are always exactly one record's.
 - ``P o/<group>/<topic>``: the group's committed offsets of one topic, ``{"<partition>": [offset, leader epoch,
   metadata, commit ts], ...}``. One key per topic, not per partition: etcd's cost is per key (a commit of 50
   partitions as 50 keys took seven times as long), so a commit rewrites its topics' keys whole (the writer keeps
@@ -24,13 +29,20 @@ key of its own and a prefix of no other; numbers are zero-padded so keys sort as
 
 from __future__ import annotations
 
-SCHEMA = 1
+#: 2: static members keyed by their group.instance.id (``slot``); a schema-1 prefix is read as it is and marked 2
+#: when a replica of this version first leads it, so that an older replica refuses it from then on.
+SCHEMA = 2
 EPOCH_DIGITS = 8
 SEQ_DIGITS = 20
 
 
 def hex_id(text: str) -> bytes:
     return text.encode("utf-8").hex().encode("ascii")
+
+
+def member_slot(member_id: str, instance_id: str | None) -> bytes:
+    """Where a member is keyed within its group's epoch: its instance's slot when static, else its member id."""
+    return b"i/" + hex_id(instance_id) if instance_id is not None else member_id.encode("utf-8")
 
 
 def unhex_id(data: bytes) -> str:
@@ -65,8 +77,8 @@ class Keys:
     def epoch_members(self, group_id: str, epoch: int) -> bytes:
         return self.group_members(group_id) + f"{epoch:0{EPOCH_DIGITS}x}/".encode()
 
-    def member(self, group_id: str, epoch: int, member_id: str) -> bytes:
-        return self.epoch_members(group_id, epoch) + member_id.encode("utf-8")
+    def member(self, group_id: str, epoch: int, slot: bytes) -> bytes:
+        return self.epoch_members(group_id, epoch) + slot
 
     def topic_offsets(self, group_id: str, topic: str) -> bytes:
         return self.offsets + hex_id(group_id) + b"/" + hex_id(topic)
@@ -79,6 +91,10 @@ class Keys:
 
     # ------------------------------------------------------------------------------------------ parsing
 
+    def member_slot_of(self, key: bytes) -> bytes:
+        """The slot part of a member key (``i/<hex>`` or a member id)."""
+        return key[len(self.members) :].split(b"/", 2)[2]
+
     def group_id_of(self, key: bytes) -> str:
         return unhex_id(self.group_hex(key))
 
@@ -90,9 +106,9 @@ class Keys:
         return key[len(self.members) : key.index(b"/", len(self.members))]
 
     def member_key_parts(self, key: bytes) -> tuple[str, int, str]:
-        """(group id, epoch, member id) of a member key."""
-        group_hex, epoch, member_id = key[len(self.members) :].split(b"/", 2)
-        return unhex_id(group_hex), int(epoch, 16), member_id.decode("utf-8")
+        """(group id, epoch, slot as text) of a member key."""
+        group_hex, epoch, slot = key[len(self.members) :].split(b"/", 2)
+        return unhex_id(group_hex), int(epoch, 16), slot.decode("utf-8", "replace")
 
     def topic_offsets_parts(self, key: bytes) -> tuple[str, str]:
         group_hex, topic_hex = key[len(self.offsets) :].split(b"/")

@@ -56,6 +56,7 @@ from berth.coordinator.store.etcd.client import (
 )
 from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import SCHEMA, Keys, hex_id
+from berth.coordinator.store.etcd.slots import GroupSlots
 from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
 from berth.coordinator.store.sqlite_store import JournalSize, JournalWindow
 
@@ -99,6 +100,7 @@ class EtcdStore:
         # What the writer needs, set by ``load`` and then owned by the writer thread.
         self.index = JournalIndex()
         self.epochs: dict[str, int] = {}
+        self.slots: dict[str, GroupSlots] = {}  # group -> which key holds each stored member
         self.topic_offsets: dict[TopicKey, bytes] = {}  # (group, topic) -> its offsets key's value
         self.progress_revision = 0
         self.transactions = 0
@@ -154,16 +156,40 @@ class EtcdStore:
             time.sleep(0.05)
 
     def begin(self, term: Term) -> None:
-        """Make the prefix a Berth store if it is new, under the term (``Fenced`` if the term is over)."""
+        """Make the prefix a Berth store if it is new, or mark an older schema's prefix as this one's, under the term
+        (nothing is written once the term is over). Raises ``StoreError`` for a prefix a newer Berth marked since
+        ``check``: a standby of an older version never writes under a layout it does not know."""
+        meta = {"request_put": {"key": b64(self.keys.meta), "value": b64(json.dumps({"schema": SCHEMA}).encode())}}
         answer = self.client.txn(
             [
                 _leader_is(self.keys, term),
                 {"key": b64(self.keys.meta), "target": "CREATE", "result": "EQUAL", "create_revision": 0},
             ],
-            [{"request_put": {"key": b64(self.keys.meta), "value": b64(json.dumps({"schema": SCHEMA}).encode())}}],
+            [meta],
+            [{"request_range": {"key": b64(self.keys.meta)}}],
         )
         if answer.get("succeeded"):
             log.info("store: %s initialised as a Berth store", self.where)
+            return
+        found = answer.get("responses", [{}])[0].get("response_range", {}).get("kvs", [])
+        if not found:
+            return  # the meta key is absent, so the leader compare failed: the term is over
+        stored = KeyValue.of(found[0])
+        if _check_schema(stored.value, self.where) < SCHEMA:
+            upgraded = self.client.txn(
+                [
+                    _leader_is(self.keys, term),
+                    {
+                        "key": b64(self.keys.meta),
+                        "target": "MOD",
+                        "result": "EQUAL",
+                        "mod_revision": stored.mod_revision,
+                    },
+                ],
+                [meta],
+            )
+            if upgraded.get("succeeded"):
+                log.info("store: %s marked schema %d (static members keyed by their instance)", self.where, SCHEMA)
 
     def load(self) -> Iterator[Record]:
         """Every record for replay, read at one revision; also resets the writer's view (epochs, index, progress).
@@ -186,6 +212,7 @@ class EtcdStore:
         index, revision = self._page(keys.journal_index, keys.journal_index + b"\x00", revision)
         self.index = JournalIndex.decode(index[0].value) if index else JournalIndex()
         self.epochs = {}
+        self.slots = {}
         members = self._scan(keys.members, revision)
         pending = next(members, None)
         for kv in self._scan(keys.groups, revision):
@@ -194,9 +221,13 @@ class EtcdStore:
             own: list[MemberMetadata] = []
             while pending is not None and keys.member_group_hex(pending.key) <= group_hex:
                 if keys.member_group_hex(pending.key) == group_hex:  # else a member without its group: skipped
-                    _, epoch, member_id = keys.member_key_parts(pending.key)
+                    _, epoch, slot = keys.member_key_parts(pending.key)
                     self.epochs[group_id] = epoch
-                    own.append(_decoded(_decode_member, pending.value, f"group {group_id!r}, member {member_id!r}"))
+                    member = _decoded(_decode_member, pending.value, f"group {group_id!r}, member {slot!r}")
+                    self.slots.setdefault(group_id, GroupSlots()).place(
+                        member.member_id, keys.member_slot_of(pending.key)
+                    )
+                    own.append(member)
                 pending = next(members, None)
             yield GroupRecord(GroupId(group_id), _decoded(_decode_group, kv.value, f"group {group_id!r}"), tuple(own))
         self.topic_offsets = {}
@@ -338,11 +369,20 @@ class EtcdStore:
                 raise Fenced(f"{self.where}: the transaction was refused: this replica no longer leads")
             self.progress_revision = found.mod_revision  # an earlier attempt whose answer was lost applied it
         self.transactions += 1
+        self.adopt(built)
+
+    def adopt(self, built: Built) -> None:
+        """Take what a committed transaction changed into the writer's view (epochs, slots, offsets, index)."""
         for group_id, epoch in built.epochs.items():
             if epoch is None:
                 self.epochs.pop(group_id, None)
             else:
                 self.epochs[group_id] = epoch
+        for group_id, changes in built.slots.items():
+            if changes is None:
+                self.slots.pop(group_id, None)
+            else:
+                self.slots[group_id] = changes.applied()
         for topic, value in built.topics.items():
             if value is None:
                 self.topic_offsets.pop(topic, None)
@@ -361,13 +401,15 @@ def _leader_is(keys: Keys, term: Term) -> dict[str, Any]:
     return {"key": keys.leader, "target": "CREATE", "result": "EQUAL", "create_revision": term.revision}
 
 
-def _check_schema(value: bytes, where: str) -> None:
+def _check_schema(value: bytes, where: str) -> int:
+    """The prefix's schema; ``StoreError`` when it is not readable or newer than this Berth's."""
     try:
         schema = int(json.loads(value)["schema"])
     except (ValueError, TypeError, KeyError):
         raise StoreError(f"{where}: the meta key is not readable") from None
     if schema > SCHEMA:
         raise StoreError(f"{where} has schema {schema}, newer than this Berth supports ({SCHEMA}); upgrade Berth")
+    return schema
 
 
 def _decoded(decode: Callable[[Any], Any], data: bytes, what: str) -> Any:

@@ -23,7 +23,8 @@ from berth.coordinator.core import Write
 from berth.coordinator.store.batch import PreparedBatch, number_events, prepare_batch
 from berth.coordinator.store.etcd.client import prefix_end
 from berth.coordinator.store.etcd.journal import JournalIndex
-from berth.coordinator.store.etcd.keys import Keys
+from berth.coordinator.store.etcd.keys import Keys, member_slot
+from berth.coordinator.store.etcd.slots import GroupSlots, SlotChanges
 from berth.coordinator.store.segments import Retention
 
 Op = dict[str, Any]
@@ -58,6 +59,7 @@ class Built:
     size: int = 0  # bytes of keys and values, plus overhead
     lines: list[tuple[int, str]] = field(default_factory=list)  # numbered journal lines
     epochs: dict[str, int | None] = field(default_factory=dict)  # group id -> new member epoch (None: gone)
+    slots: dict[str, SlotChanges | None] = field(default_factory=dict)  # group id -> its members' keys (None: gone)
     topics: dict[TopicKey, bytes | None] = field(default_factory=dict)  # a topic's offsets key's new value
     index: JournalIndex | None = None  # the journal's index after it (None: unchanged)
 
@@ -84,14 +86,17 @@ def build(
     index: JournalIndex,
     retention: Retention,
     topics: Mapping[TopicKey, bytes],
+    slots: Mapping[str, GroupSlots],
 ) -> Built:
     """The transaction of ``writes`` over the stored state the writer knows: the groups' member ``epochs``, the
-    journal's ``index`` and the ``topics``' committed offsets (their keys' values)."""
+    journal's ``index``, the ``topics``' committed offsets (their keys' values) and which key holds each stored
+    member (``slots``)."""
     batch = prepare_batch(writes)
     built = Built(batch.outcomes)
     if not built.accepted:
         return built
     _rows(built, batch, keys, epochs, topics)
+    _members(built, batch, keys, epochs, slots)
     lines = number_events(batch.event_bodies, index.last + 1)
     if lines:
         built.lines = lines
@@ -112,25 +117,59 @@ def _rows(
         prefix = keys.group_members(group_id)
         built.delete(prefix, prefix_end(prefix))
         built.epochs[group_id] = None
+        built.slots[group_id] = None
     for (group_id,) in batch.member_clears:
         old = epochs.get(group_id, 0)
         prefix = keys.epoch_members(group_id, old)
         built.delete(prefix, prefix_end(prefix))
         built.epochs[group_id] = old + 1
+        built.slots[group_id] = SlotChanges(None, reset=True)
     for group_id, record in batch.group_rows:
         built.put(keys.group(group_id), record.encode())
-    for group_id, member_id, record in batch.member_rows:
-        epoch = built.epochs.get(group_id)
-        built.put(
-            keys.member(group_id, epochs.get(group_id, 0) if epoch is None else epoch, member_id), record.encode()
-        )
-    for group_id, member_id in batch.member_deletes:
-        built.delete(keys.member(group_id, epochs.get(group_id, 0), member_id))
     _offsets(built, batch, keys, topics)
     for group_id, ids in batch.expected_rows:
         built.put(keys.expected_members(group_id), ids.encode())
     for (group_id,) in batch.expected_deletes:
         built.delete(keys.expected_members(group_id))
+
+
+def _members(
+    built: Built, batch: PreparedBatch, keys: Keys, epochs: Mapping[str, int], slots: Mapping[str, GroupSlots]
+) -> None:
+    """The member keys: each removed member's key deleted, each upserted member put under its slot (``slots``). A
+    slot deleted and put in one transaction (a static member's restart) is only put: the new member overwrites the
+    old one's key (etcd refuses a delete and a put of one key in one transaction). A member a schema-1 Berth stored
+    under its member id is moved to its slot when it is next written."""
+
+    def changes(group_id: str) -> SlotChanges:
+        found = built.slots.get(group_id)
+        if found is None:
+            found = built.slots[group_id] = SlotChanges(slots.get(group_id))
+        return found
+
+    doomed: list[tuple[str, bytes]] = []
+    for group_id, member_id in batch.member_deletes:
+        group = changes(group_id)
+        slot = group.slot_of(member_id)
+        if slot is not None:  # else never stored (joined and left within this transaction)
+            doomed.append((group_id, slot))
+            group.put(member_id, None)
+    placed: set[tuple[str, bytes]] = set()
+    for group_id, member_id, record in batch.member_rows:
+        group = changes(group_id)
+        was = group.slot_of(member_id)
+        slot = member_slot(member_id, batch.instances.get((group_id, member_id)))
+        if group.holder(slot) not in (None, member_id):
+            slot = member_slot(member_id, None)  # the instance's slot holds another member: keyed by its id
+        if was is not None and was != slot:
+            doomed.append((group_id, was))
+        group.put(member_id, slot)
+        epoch = built.epochs.get(group_id)
+        built.put(keys.member(group_id, epochs.get(group_id, 0) if epoch is None else epoch, slot), record.encode())
+        placed.add((group_id, slot))
+    for group_id, slot in dict.fromkeys(doomed):
+        if (group_id, slot) not in placed:
+            built.delete(keys.member(group_id, epochs.get(group_id, 0), slot))
 
 
 def fitting(writes: Sequence[Write], make: Callable[[Sequence[Write]], Built], limits: Limits) -> tuple[int, Built]:

@@ -78,7 +78,9 @@ class EtcdWriter(QueuedWriter):
             try:
                 take, built = fitting(
                     pending,
-                    lambda run: build(run, store.keys, store.epochs, store.index, store.retention, store.topic_offsets),
+                    lambda run: build(
+                        run, store.keys, store.epochs, store.index, store.retention, store.topic_offsets, store.slots
+                    ),
                     store.limits,
                 )
             except Exception:  # a bug: fail these writes, not the thread
