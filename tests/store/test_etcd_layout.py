@@ -19,7 +19,7 @@ from berth.coordinator.core import (
 )
 from berth.coordinator.protocol import GroupId, InstanceId, MemberId
 from berth.coordinator.store.etcd import Limits, ReplicationConfig, Tenure, Term
-from berth.coordinator.store.etcd.journal import JournalIndex
+from berth.coordinator.store.etcd.journal import JournalIndex, decode_chunk, encode_chunk
 from berth.coordinator.store.etcd.keys import Keys, member_slot
 from berth.coordinator.store.etcd.slots import GroupSlots
 from berth.coordinator.store.etcd.txn import build, decode_topic_offsets, fitting
@@ -158,8 +158,17 @@ def test_writes_fold_so_no_key_appears_twice_and_events_become_one_numbered_chun
     assert len(keys) == len(set(keys))
     assert [seq for seq, _ in built.lines] == [42, 43, 44]
     chunk = {key: value for _, key, value in ops(built.ops)}[KEYS.journal_chunk(42)]
-    assert chunk.decode().split("\n") == [line for _, line in built.lines]
+    assert decode_chunk(chunk) == [line for _, line in built.lines]
+    assert chunk[:1] != b"{" and len(chunk) < sum(len(line) for _, line in built.lines)  # compressed
     assert built.index is not None and (built.index.first, built.index.last) == (42, 44)
+
+
+def test_a_chunk_is_read_compressed_as_schema_2_writes_it_or_plain_as_schema_1_did() -> None:
+    lines = [(1, '{"seq":1,"type":"a"}'), (2, '{"seq":2,"type":"b"}')]
+    assert decode_chunk(encode_chunk(lines)) == [line for _, line in lines]
+    assert decode_chunk(b'{"seq":1,"type":"a"}\n{"seq":2,"type":"b"}') == [line for _, line in lines]
+    with pytest.raises(ValueError, match="not one"):
+        decode_chunk(b"\x00garbage")
 
 
 def test_journal_retention_drops_whole_segments_never_the_newest() -> None:

@@ -31,8 +31,10 @@ from berth.coordinator.store import GroupCommitWriter, SqliteStore, StoreConfig,
 from berth.coordinator.store.etcd import EtcdClient, EtcdElection, EtcdStore, EtcdWriter, Fenced, Limits, Tenure, Term
 from berth.coordinator.store.etcd.client import EtcdUnavailable, b64
 from berth.coordinator.store.etcd.copy import copy_sqlite_to_etcd, wait_for_etcd
+from berth.coordinator.store.etcd.journal import JournalIndex
 from berth.coordinator.store.etcd.keys import Keys
 from berth.coordinator.store.etcd.txn import Built, build
+from berth.coordinator.store.segments import Retention
 from berth.operator.local.etcd_cluster import EtcdCluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(120)]
@@ -168,6 +170,9 @@ def test_a_schema_1_prefix_is_read_marked_schema_2_and_its_static_members_move_t
     value = GroupMetadata(protocol_type="consumer", generation=1, protocol="range", leader=first.member_id)
     old_layout = [(keys.meta, b'{"schema": 1}'), (keys.group("g"), msgspec.json.encode(value))]
     old_layout += [(keys.member("g", 0, m.member_id.encode()), msgspec.json.encode(m)) for m in (first, other)]
+    plain = '{"seq":1,"ts_ms":1,"group_id":"g","type":"member_joined"}'  # schema 1's journal chunks were plain text
+    old_layout += [(keys.journal_chunk(1), plain.encode())]
+    old_layout += [(keys.journal_index, JournalIndex().appended([(1, plain)], Retention())[0].encode())]
     client.txn([], [{"request_put": {"key": b64(k), "value": b64(v)}} for k, v in old_layout])
 
     store = EtcdStore(client, etcd_prefix)
@@ -178,7 +183,9 @@ def test_a_schema_1_prefix_is_read_marked_schema_2_and_its_static_members_move_t
 
     replacement = member("g", 0, 2)
     restart = GroupDeltaRecord(GroupId("g"), value, upserted=(replacement,), removed=(first.member_id,))
-    store.commit(built_for(store, [Write(1, [restart], [])]), term, "t-1")
+    event = {"ts_ms": 2, "group_id": "g", "type": "static_member_replaced"}
+    store.commit(built_for(store, [Write(1, [restart], [event])]), term, "t-1")
+    assert [seq for seq, _ in store.journal_lines_after(0)] == [1, 2]  # the plain chunk and a compressed one
     stored = {kv.key for kv in client.range(keys.group_members("g"), keys.group_members("g")[:-1] + b"0")[0]}
     assert stored == {keys.member("g", 0, b"i/" + b"g-0".hex().encode()), keys.member("g", 0, other.member_id.encode())}
     reloaded = [r for r in EtcdStore(client, etcd_prefix).load() if isinstance(r, GroupRecord)]

@@ -47,7 +47,7 @@ from berth.coordinator.store.etcd.config import (
     DEFAULT_TIMEOUT_S,
     ReplicationConfig,
 )
-from berth.coordinator.store.etcd.journal import JournalIndex
+from berth.coordinator.store.etcd.journal import JournalIndex, encode_chunk
 from berth.coordinator.store.etcd.keys import SCHEMA
 from berth.coordinator.store.etcd.store import EtcdStore
 from berth.coordinator.store.etcd.txn import Built, Limits, build, fitting
@@ -245,7 +245,7 @@ def _copy_journal_chunk(
     if not lines:
         return index
     built = Built([])
-    built.put(target.keys.journal_chunk(lines[0][0]), "\n".join(line for _, line in lines).encode())
+    built.put(target.keys.journal_chunk(lines[0][0]), encode_chunk(lines))
     new_index, first_kept = index.appended(lines, target.retention)
     if first_kept is not None:
         built.delete(target.keys.journal_chunk(0), target.keys.journal_chunk(first_kept))

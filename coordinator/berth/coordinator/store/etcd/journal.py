@@ -1,6 +1,9 @@
-"""The journal in etcd: its index of segments and its retention (docs/api.md §8), as pure values.
+"""The journal in etcd: its chunks, its index of segments and its retention (docs/api.md §8), as pure values.
 
-Each transaction stores its journal lines as one chunk key (``keys``). The index, one small key rewritten by every
+Each transaction stores its journal lines as one chunk key (``keys``): the lines ``\\n``-joined, compressed with zlib
+at level 1 since schema 2 (``encode_chunk``; a chunk is about a fifth of its lines' size, and etcd keeps every
+version of it until compaction). A chunk a schema-1 Berth wrote is plain text, and ``decode_chunk`` reads both: a
+plain chunk starts with its first line's ``{``, a zlib stream never does. The index, one small key rewritten by every
 transaction that journals, groups the chunks into segments ``[first seq, last seq, events, bytes, first ts_ms,
 last ts_ms]`` so that the active replica knows the journal's extent and size without reading it, and retention
 can drop whole segments with one range delete. Rules (those of the SQLite store's segment files):
@@ -16,12 +19,29 @@ can drop whole segments with one range delete. Rules (those of the SQLite store'
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from berth.coordinator.store.segments import Retention, event_ts, retention_drops
 
 Lines = Sequence[tuple[int, str]]
+#: zlib's fastest level: the writer thread compresses while it holds the interpreter lock.
+CHUNK_LEVEL = 1
+
+
+def encode_chunk(lines: Lines) -> bytes:
+    """A chunk key's value: the lines, compressed."""
+    return zlib.compress("\n".join(line for _, line in lines).encode(), CHUNK_LEVEL)
+
+
+def decode_chunk(value: bytes) -> list[str]:
+    """A chunk's lines, compressed (schema 2) or plain (schema 1); ValueError when it is neither."""
+    try:
+        text = value.decode() if value[:1] == b"{" else zlib.decompress(value).decode()
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"a journal chunk that is not one: {exc}") from exc
+    return text.split("\n")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,16 @@ key of its own and a prefix of no other; numbers are zero-padded so keys sort as
   partitions as 50 keys took seven times as long), so a commit rewrites its topics' keys whole (the writer keeps
   their current values, ``store``).
 - ``P e/<group>``: the expected members, a JSON array.
-- ``P j/<first seq>``: the journal lines of one transaction (``\\n``-joined, "seq" first as in the segments);
+- ``P j/<first seq>``: the journal lines of one transaction (``\\n``-joined, "seq" first as in the segments;
+  zlib-compressed since schema 2, ``journal.encode_chunk``);
   ``P journal``: the journal's index (``journal``).
 """
 
 from __future__ import annotations
 
-#: 2: static members keyed by their group.instance.id (``slot``); a schema-1 prefix is read as it is and marked 2
-#: when a replica of this version first leads it, so that an older replica refuses it from then on.
+#: 2: static members keyed by their group.instance.id (``slot``), journal chunks compressed; a schema-1 prefix is
+#: read as it is and marked 2 when a replica of this version first leads it, so that an older replica refuses it
+#: from then on.
 SCHEMA = 2
 EPOCH_DIGITS = 8
 SEQ_DIGITS = 20

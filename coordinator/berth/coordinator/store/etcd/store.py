@@ -54,7 +54,7 @@ from berth.coordinator.store.etcd.client import (
     num,
     prefix_end,
 )
-from berth.coordinator.store.etcd.journal import JournalIndex
+from berth.coordinator.store.etcd.journal import JournalIndex, decode_chunk
 from berth.coordinator.store.etcd.keys import SCHEMA, Keys, hex_id
 from berth.coordinator.store.etcd.slots import GroupSlots
 from berth.coordinator.store.etcd.txn import Built, Limits, TopicKey, decode_topic_offsets
@@ -316,7 +316,7 @@ class EtcdStore:
             cursor = keys.journal_chunk(start + 1)
             while True:
                 for kv in chunks:
-                    for line in kv.value.decode().split("\n"):
+                    for line in decode_chunk(kv.value):
                         seq = _seq_of(line)
                         if seq < start:
                             continue
@@ -332,7 +332,7 @@ class EtcdStore:
                 if not chunks:
                     return JournalWindow(lines, first, last)
                 cursor = chunks[-1].key + b"\x00"
-        except EtcdError as exc:
+        except (EtcdError, ValueError) as exc:
             raise StoreError(f"{self.where}: the journal cannot be read: {exc}") from exc
 
     def journal_lines_after(self, after: int) -> Iterator[tuple[int, str]]:

@@ -22,7 +22,7 @@ import msgspec
 from berth.coordinator.core import Write
 from berth.coordinator.store.batch import PreparedBatch, number_events, prepare_batch
 from berth.coordinator.store.etcd.client import prefix_end
-from berth.coordinator.store.etcd.journal import JournalIndex
+from berth.coordinator.store.etcd.journal import JournalIndex, encode_chunk
 from berth.coordinator.store.etcd.keys import Keys, member_slot
 from berth.coordinator.store.etcd.slots import GroupSlots, SlotChanges
 from berth.coordinator.store.segments import Retention
@@ -100,7 +100,7 @@ def build(
     lines = number_events(batch.event_bodies, index.last + 1)
     if lines:
         built.lines = lines
-        built.put(keys.journal_chunk(lines[0][0]), "\n".join(line for _, line in lines).encode())
+        built.put(keys.journal_chunk(lines[0][0]), encode_chunk(lines))
         new_index, first_kept = index.appended(lines, retention)
         if first_kept is not None:
             built.delete(keys.journal_chunk(0), keys.journal_chunk(first_kept))
