@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from berth.coordinator.store.segments import Retention, event_ts, retention_drops
 
 Lines = Sequence[tuple[int, str]]
-#: zlib's fastest level: the writer thread compresses while it holds the interpreter lock.
+#: zlib's fastest level: the writer thread compresses one chunk per transaction, on the write's path.
 CHUNK_LEVEL = 1
 
 
