@@ -96,7 +96,7 @@ def _key(op: dict[str, Any]) -> bytes:
 def variant(txns: list[Txn], name: str) -> list[list[dict[str, Any]]]:
     """The operations of the recorded transactions, in order, as the variant ``name`` would send them."""
     journal, members = (PREFIX + "j/").encode(), (PREFIX + "m/").encode()
-    by_member_id: dict[bytes, bytes] = {}  # (schema 1) a slot's key -> the key its member was last put under
+    last_put: dict[bytes, bytes] = {}  # (schema 1) a slot's key -> the key its member was last put under
     sent = []
     for txn in txns:
         ops: list[dict[str, Any]] = []
@@ -107,14 +107,14 @@ def variant(txns: list[Txn], name: str) -> list[list[dict[str, Any]]]:
                 op = {"request_put": {**put, "value": b64(plain)}}
             elif name == SCHEMA_1 and put is not None and _key(put).startswith(members):
                 slot_key = _key(put)
-                epoch_prefix, slot = slot_key.rsplit(b"/", 2)[0], slot_key.split(b"/")[-2:]
-                if slot[0] == b"i":
+                epoch, marker, _ = slot_key.rsplit(b"/", 2)  # a static member's slot is i/<instance, hex>
+                if marker == b"i":
                     member_id = json.loads(base64.b64decode(put["value"]))["member_id"].encode()
-                    key = epoch_prefix + b"/" + member_id
-                    previous = by_member_id.get(slot_key)
+                    key = epoch + b"/" + member_id
+                    previous = last_put.get(slot_key)
                     if previous is not None and previous != key:
                         ops.append({"request_delete_range": {"key": b64(previous)}})
-                    by_member_id[slot_key] = key
+                    last_put[slot_key] = key
                     op = {"request_put": {**put, "key": b64(key)}}
             ops.append(op)
         sent.append(ops)

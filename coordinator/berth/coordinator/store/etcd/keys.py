@@ -93,10 +93,6 @@ class Keys:
 
     # ------------------------------------------------------------------------------------------ parsing
 
-    def member_slot_of(self, key: bytes) -> bytes:
-        """The slot part of a member key (``i/<hex>`` or a member id)."""
-        return key[len(self.members) :].split(b"/", 2)[2]
-
     def group_id_of(self, key: bytes) -> str:
         return unhex_id(self.group_hex(key))
 
@@ -107,10 +103,10 @@ class Keys:
     def member_group_hex(self, key: bytes) -> bytes:
         return key[len(self.members) : key.index(b"/", len(self.members))]
 
-    def member_key_parts(self, key: bytes) -> tuple[str, int, str]:
-        """(group id, epoch, slot as text) of a member key."""
+    def member_key_parts(self, key: bytes) -> tuple[str, int, bytes]:
+        """(group id, epoch, slot: ``i/<hex>`` or a member id) of a member key."""
         group_hex, epoch, slot = key[len(self.members) :].split(b"/", 2)
-        return unhex_id(group_hex), int(epoch, 16), slot.decode("utf-8", "replace")
+        return unhex_id(group_hex), int(epoch, 16), slot
 
     def topic_offsets_parts(self, key: bytes) -> tuple[str, str]:
         group_hex, topic_hex = key[len(self.offsets) :].split(b"/")

@@ -223,10 +223,8 @@ class EtcdStore:
                 if keys.member_group_hex(pending.key) == group_hex:  # else a member without its group: skipped
                     _, epoch, slot = keys.member_key_parts(pending.key)
                     self.epochs[group_id] = epoch
-                    member = _decoded(_decode_member, pending.value, f"group {group_id!r}, member {slot!r}")
-                    self.slots.setdefault(group_id, GroupSlots()).place(
-                        member.member_id, keys.member_slot_of(pending.key)
-                    )
+                    member = _decoded(_decode_member, pending.value, f"group {group_id!r}, member key {slot!r}")
+                    self.slots.setdefault(group_id, GroupSlots()).place(member.member_id, slot)
                     own.append(member)
                 pending = next(members, None)
             yield GroupRecord(GroupId(group_id), _decoded(_decode_group, kv.value, f"group {group_id!r}"), tuple(own))
@@ -258,7 +256,7 @@ class EtcdStore:
         keys = self.keys
         found, revision = self._page(keys.group(group_id), keys.group(group_id) + b"\x00", 0)
         members = [
-            _decoded(_decode_member, kv.value, f"group {group_id!r}, member {keys.member_key_parts(kv.key)[2]!r}")
+            _decoded(_decode_member, kv.value, f"group {group_id!r}, member key {keys.member_key_parts(kv.key)[2]!r}")
             for kv in self._scan(keys.group_members(group_id), revision)
         ]
         if found:
