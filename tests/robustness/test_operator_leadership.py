@@ -135,4 +135,11 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
         assert took >= world.timing.lease_s
     else:
         assert found == []
-        assert took < world.timing.lease_s
+        # The standby took the Lease on its release, not on its expiry: its term began within the Lease's duration of
+        # the release write (the API server's audit times). The time from the signal to the release is the leader's
+        # shutdown, which a busy machine stretches, so it is not counted.
+        terms = history.terms()
+        release = next(t for t in terms if t.holder == "" and t.started >= stopped_at)
+        standby_identity = target_identity(history, standby)
+        took_over = next(t for t in terms if t.holder == standby_identity and t.started >= release.started)
+        assert took_over.started - release.started < world.timing.lease_s, (release, took_over, took)
