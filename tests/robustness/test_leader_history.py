@@ -13,7 +13,9 @@ from support.leader_history import (
     batch_leaves,
     check,
     coordinator_writes,
+    last_held,
     lease_terms,
+    taken_on_release,
     takeover,
 )
 
@@ -154,3 +156,20 @@ def test_takeover_is_the_next_other_holder_and_its_first_write_events_aside() ->
         round(found.acquired_s, 3) == 4.1 and found.first_write_s is not None and round(found.first_write_s, 3) == 4.8
     )
     assert takeover(terms, writes, after=t(5), previous="a_1") is None
+
+
+def test_a_standby_takes_the_lease_on_its_release_or_the_rule_says_it_waited_for_its_expiry() -> None:
+    renewals = [lease_write(0, "a_1", "a_1", 201, "create"), lease_write(1, "a_1", "a_1"), lease_write(2, "a_1", "a_1")]
+    released = [*renewals, lease_write(5, "a_1", "")]  # a slow shutdown: released 3 s after its last renewal
+
+    def rule(events: list[dict[str, Any]]) -> list[str]:
+        return taken_on_release(events, NS, LEASE, "a_1", "b_2", since=t(3), lease_s=4.0)
+
+    assert rule([*released, lease_write(5.2, "b_2", "b_2")]) == []  # on the release
+    assert rule([*released, lease_write(6.5, "b_2", "b_2")]) == [
+        "b_2 took the Lease 4.5 s after a_1's last renewal: on its expiry"
+    ]
+    assert rule([*renewals, lease_write(6.5, "b_2", "b_2")]) == ["a_1 never released the Lease"]
+    assert rule(released) == ["b_2 never took the Lease after a_1 released it"]
+    assert last_held(released, NS, LEASE, "a_1", before=t(5)) == t(2)
+    assert last_held(released, NS, LEASE, "a_1", before=t(0)) is None

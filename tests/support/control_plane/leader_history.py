@@ -81,13 +81,10 @@ def lease_terms(events: Iterable[Obj], namespace: str, lease: str) -> list[Term]
     terms: list[Term] = []
     holder = ""
     for event in sorted(_lease_writes(events, namespace, lease), key=lambda e: stamp(e["stageTimestamp"])):
-        code = int((event.get("responseStatus") or {}).get("code") or 0)
-        if not 200 <= code < 300:
-            continue
         if event["verb"] == "delete":
             holder = ""
             continue
-        asked = str(((event.get("requestObject") or {}).get("spec") or {}).get("holderIdentity") or "")
+        asked = _holder_asked(event)
         writer = identity_of(event) or ""
         received, answered = stamp(event["requestReceivedTimestamp"]), stamp(event["stageTimestamp"])
         if asked and asked != holder:
@@ -98,11 +95,49 @@ def lease_terms(events: Iterable[Obj], namespace: str, lease: str) -> list[Term]
     return terms
 
 
+def last_held(events: Iterable[Obj], namespace: str, lease: str, holder: str, *, before: float) -> float | None:
+    """When the API server last received a write of the Lease naming ``holder`` (its acquisition or a renewal) before
+    ``before``: another replica may take the Lease on its expiry no sooner than the Lease's duration after it."""
+    return max(
+        (
+            stamp(e["requestReceivedTimestamp"])
+            for e in _lease_writes(events, namespace, lease)
+            if e["verb"] != "delete" and _holder_asked(e) == holder and stamp(e["requestReceivedTimestamp"]) < before
+        ),
+        default=None,
+    )
+
+
+def taken_on_release(
+    events: Iterable[Obj], namespace: str, lease: str, leader: str, standby: str, *, since: float, lease_s: float
+) -> list[str]:
+    """The rule for the standby after a graceful stop: it took the Lease on ``leader``'s release (at ``since`` or
+    later), before the Lease could have expired: sooner than ``lease_s`` after ``leader``'s last renewal."""
+    events = list(events)
+    terms = lease_terms(events, namespace, lease)
+    release = next((t for t in terms if t.holder == "" and t.released_by == leader and t.started >= since), None)
+    if release is None:
+        return [f"{leader} never released the Lease"]
+    took = next((t for t in terms if t.holder == standby and t.started >= release.started), None)
+    held = last_held(events, namespace, lease, leader, before=release.started)
+    if took is None or held is None:
+        return [f"{standby} never took the Lease after {leader} released it"]
+    if took.started >= held + lease_s:
+        return [f"{standby} took the Lease {took.started - held:.1f} s after {leader}'s last renewal: on its expiry"]
+    return []
+
+
+def _holder_asked(event: Obj) -> str:
+    return str(((event.get("requestObject") or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
 def _lease_writes(events: Iterable[Obj], namespace: str, lease: str) -> list[Obj]:
+    """The Lease's writes the API server accepted."""
     return [
         e
         for e in events
         if e.get("stage") == "ResponseComplete"
+        and 200 <= int((e.get("responseStatus") or {}).get("code") or 0) < 300
         and e.get("verb") in WRITE_VERBS
         and (e.get("objectRef") or {}).get("resource") == "leases"
         and (e.get("objectRef") or {}).get("namespace") == namespace
