@@ -43,6 +43,9 @@ THRESHOLD = timedelta(seconds=3)
 #: max.poll.interval.ms: how long a consumer that stops polling holds a rebalance up.
 REBALANCE_MS = 60_000
 SESSION_MS = 30_000
+#: How long a group may take to form: on a busy machine one consumer's thread, slow to rejoin, holds each rebalance
+#: up to REBALANCE_MS; twice that covers a join and a rejoin.
+FORM_S = 2 * REBALANCE_MS / 1000
 
 
 @dataclass
@@ -125,7 +128,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         await stage.run()  # the group claimed for the fleet, its pods not started yet
         commit_all(kafka_bootstrap, group, topic, 6)
         pods = [f"{group}-{i}" for i in range(3)]
-        await stage.until("3 members owning 6 partitions", lambda: stable_with(port, group, pods, 6))
+        await stage.until("3 members owning 6 partitions", lambda: stable_with(port, group, pods, 6), timeout_s=FORM_S)
         await stage.run()  # a pass that began with the group formed (the last one may have seen it forming)
         assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
         warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
@@ -150,7 +153,9 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
 
         stage.players.live[silent].polling.set()  # polling again: it rejoins, the rebalance completes
         everyone = [*pods, f"{group}-3"]
-        await stage.until("4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6))
+        await stage.until(
+            "4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6), timeout_s=FORM_S
+        )
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
         assert "stuck" not in stage.status.status
         assert len(stage.warnings(GROUP_STUCK)) == stage.episodes(GROUP_STUCK)  # one Warning each time it turned True
@@ -168,7 +173,7 @@ async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
     stage = passes(port, kafka_bootstrap, group, topic, 4)
     pods = [f"{group}-{i}" for i in range(4)]
     try:
-        await stage.until("4 members owning 2 partitions", lambda: stable_with(port, group, pods, 2))
+        await stage.until("4 members owning 2 partitions", lambda: stable_with(port, group, pods, 2), timeout_s=FORM_S)
         watched = time.monotonic()
         while time.monotonic() - watched < THRESHOLD.total_seconds() + 2:
             await stage.run()

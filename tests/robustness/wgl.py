@@ -18,9 +18,10 @@ turns the 2^k subsets of k retries into k + 1 counts, without losing any lineari
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 S = TypeVar("S", bound=Hashable)
 
@@ -48,53 +49,90 @@ class Model(Generic[S]):
         self.step = step
 
 
+#: The linearization so far, newest first: (entry index, the rest), shared between the states that extend it.
+_Order: TypeAlias = "tuple[int, _Order] | None"
+
+
 def check(entries: Sequence[Entry], model: Model[S], budget: int = 2_000_000) -> Verdict:
     ordered = sorted(entries, key=lambda e: (e.invoke, e.id))
     n = len(ordered)
-    determinate = [e.complete is not None for e in ordered]
-    full = sum(1 << i for i in range(n) if determinate[i])
-    twin_before: list[int] = []  # the previous identical indeterminate entry's index, or -1
+    invokes = [e.invoke for e in ordered]
+    determinate = [i for i in range(n) if ordered[i].complete is not None]
+    indeterminate = [i for i in range(n) if ordered[i].complete is None]
+    completes = [-1 if e.complete is None else e.complete for e in ordered]
+    by_completion = sorted(determinate, key=lambda i: (completes[i], i))
+    full = sum(1 << i for i in determinate)
+    twin_before: list[int] = [-1] * n  # the previous identical indeterminate entry's index, or -1
     last_of: dict[Any, int] = {}
-    for i, e in enumerate(ordered):
-        if e.complete is None:
-            twin_before.append(last_of.get(e.op, -1))
-            last_of[e.op] = i
-        else:
-            twin_before.append(-1)
+    for i in indeterminate:
+        twin_before[i] = last_of.get(ordered[i].op, -1)
+        last_of[ordered[i].op] = i
     seen: set[tuple[int, Hashable]] = set()
-    best: tuple[int, list[int]] = (-1, [])
-    stack: list[tuple[int, S, list[int]]] = [(0, model.init, [])]
+    best: tuple[int, _Order] = (-1, None)
+    # A state on the stack: (linearized set, model state, the order so far as a linked list and its length, the
+    # first determinate entry not linearized (by invocation), the first not linearized by completion). The two
+    # positions only move forward, so each state's candidates are the window between them, not all n entries.
+    stack: list[tuple[int, S, _Order, int, int, int]] = [(0, model.init, None, 0, 0, 0)]
     explored = 0
     while stack:
-        mask, state, order = stack.pop()
+        mask, state, order, depth, low, early = stack.pop()
         if mask & full == full:
-            return Verdict(True, explored, [ordered[i] for i in order], [])
+            return Verdict(True, explored, [ordered[i] for i in _unroll(order)], [])
         key = (mask, state)
         if key in seen:
             continue
         seen.add(key)
         explored += 1
         if explored > budget:
-            return Verdict(False, explored, [ordered[i] for i in best[1]], [], exhausted=True)
-        if len(order) > best[0]:
-            best = (len(order), order)
-        horizon = min((e.complete for i, e in enumerate(ordered) if not mask >> i & 1 and e.complete is not None))
+            return Verdict(False, explored, [ordered[i] for i in _unroll(best[1])], [], exhausted=True)
+        if depth > best[0]:
+            best = (depth, order)
+        while mask >> determinate[low] & 1:
+            low += 1
+        while mask >> by_completion[early] & 1:
+            early += 1
+        bound = bisect.bisect_right(invokes, completes[by_completion[early]])  # invoked by the horizon
         # Pushed so that the determinate candidates are tried first (earliest invoked first), the indeterminate ones
         # after them: what must happen before what may.
-        for pass_determinate in (False, True):
-            for i in range(n - 1, -1, -1):
-                entry = ordered[i]
-                if determinate[i] != pass_determinate or mask >> i & 1 or entry.invoke > horizon:
-                    continue
-                if twin_before[i] >= 0 and not mask >> twin_before[i] & 1:
-                    continue  # its earlier twin stands in for it
-                for nxt in model.step(state, entry.op):
-                    if (mask | 1 << i, nxt) not in seen:
-                        stack.append((mask | 1 << i, nxt, [*order, i]))
+        for i in reversed(indeterminate):
+            if i >= bound or mask >> i & 1:
+                continue
+            if twin_before[i] >= 0 and not mask >> twin_before[i] & 1:
+                continue  # its earlier twin stands in for it
+            _push(stack, seen, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
+        for position in range(bisect.bisect_left(determinate, bound) - 1, low - 1, -1):
+            i = determinate[position]
+            if not mask >> i & 1:
+                _push(stack, seen, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
     done = 0
-    for i in best[1]:
+    for i in _unroll(best[1]):
         done |= 1 << i
     pending = [e for i, e in enumerate(ordered) if not done >> i & 1 and e.complete is not None]
     horizon = min((e.complete for e in pending if e.complete is not None), default=0)
     blocked = [e for i, e in enumerate(ordered) if not done >> i & 1 and e.invoke <= horizon]
-    return Verdict(False, explored, [ordered[i] for i in best[1]], blocked)
+    return Verdict(False, explored, [ordered[i] for i in _unroll(best[1])], blocked)
+
+
+def _push(
+    stack: list[tuple[int, S, _Order, int, int, int]],
+    seen: set[tuple[int, Hashable]],
+    model: Model[S],
+    state: S,
+    op: Any,
+    mask: int,
+    order: _Order,
+    depth: int,
+    low: int,
+    early: int,
+) -> None:
+    for nxt in model.step(state, op):
+        if (mask, nxt) not in seen:
+            stack.append((mask, nxt, order, depth + 1, low, early))
+
+
+def _unroll(order: _Order) -> list[int]:
+    out: list[int] = []
+    while order is not None:
+        out.append(order[0])
+        order = order[1]
+    return out[::-1]

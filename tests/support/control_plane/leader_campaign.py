@@ -336,7 +336,7 @@ def prepare(world: LeaderWorld, p: Plan) -> None:
         world.apply_fleet(p.high)
     elif (fleet.get("spec") or {}).get("replicas") != p.high:
         world.scale(p.high)
-    wait_until(lambda: tended(world) and world.converged(p.high), f"{p.high} members", timeout_s=CONVERGE_S)
+    world.wait_converged(p.high, f"{p.high} members", timeout_s=CONVERGE_S)
 
 
 def make_leader(world: LeaderWorld, env: dict[str, str]) -> Replica:

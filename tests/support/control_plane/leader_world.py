@@ -346,6 +346,20 @@ class LeaderWorld:
         members = {m["group_instance_id"] for m in group["members"]}
         return group["group_state"] == "Stable" and members == {f"{FLEET}-{i}" for i in range(replicas)}
 
+    def wait_converged(self, replicas: int, what: str, *, timeout_s: float, tend: bool = True) -> None:
+        """Wait until :meth:`converged` (tending the replicas meanwhile unless ``tend`` is False); on a timeout, fail
+        with :meth:`dump`."""
+
+        def done() -> bool:
+            if tend:
+                self.tend()
+            return self.converged(replicas)
+
+        try:
+            wait_until(done, what, timeout_s=timeout_s)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.dump()}") from None
+
     def dump(self) -> str:
         """What to look at when a run fails: the fleet's status, the group, the pods running, the last exits and the
         replicas' log tails."""

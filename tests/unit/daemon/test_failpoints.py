@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +29,8 @@ def reset() -> Iterator[None]:
         ("store.before_commit=crash@0", "counts from 1"),
         ("store.before_commit=crash%2", "probability"),
         ("store.after_commit=error", "after a durable step"),
+        ("operator.before_leave=delay", "the action is"),
+        ("store.before_commit=delay:100", "where an event loop awaits"),
     ],
 )
 def test_a_wrong_setting_is_refused_with_what_is_wrong(text: str, says: str) -> None:
@@ -83,3 +87,27 @@ def test_crash_ends_the_process_as_kill_9_would() -> None:
     )
     assert result.returncode == failpoints.CRASH_STATUS
     assert "survived" not in result.stdout
+
+
+def test_a_delay_holds_the_awaiting_step_while_the_event_loop_goes_on() -> None:
+    failpoints.configure("operator.before_leave=delay:300@1")
+
+    async def both() -> tuple[float, float]:
+        started = time.monotonic()
+        beside = asyncio.create_task(asyncio.sleep(0.05))
+        await failpoints.reached("operator.before_leave")
+        held = time.monotonic() - started
+        assert beside.done()  # the other task ran to its end meanwhile
+        again = time.monotonic()
+        await failpoints.reached("operator.before_leave")  # @1: the second pass goes straight on
+        return held, time.monotonic() - again
+
+    held, second = asyncio.run(both())
+    assert held >= 0.3
+    assert second < 0.3
+
+
+def test_a_point_passed_on_an_event_loop_takes_the_other_actions_as_hit_does() -> None:
+    failpoints.configure("operator.after_leave=error")
+    with pytest.raises(failpoints.FailpointError):
+        asyncio.run(failpoints.reached("operator.after_leave"))

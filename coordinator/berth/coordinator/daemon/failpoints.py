@@ -7,7 +7,10 @@ production (a crash between two steps, a slow disk). It does nothing unless the 
 ``BERTH_FAILPOINTS`` is a ``;``-separated list of ``name=action``; an action is one of
 
 - ``crash``: end the process at once with ``os._exit(137)`` (what ``kill -9`` leaves: nothing flushed, no cleanup);
-- ``sleep:MS``: block the calling thread MS milliseconds (a stall of that step);
+- ``sleep:MS``: block the calling thread MS milliseconds (a stall of that step: on an event loop, of everything);
+- ``delay:MS``: hold that step MS milliseconds while the rest of the process goes on (an awaited sleep: the event
+  loop keeps serving; the operator's elector keeps renewing its Lease); only at the points of :data:`AWAITED`, which
+  are passed with ``await`` :func:`reached`;
 - ``error``: raise :class:`FailpointError` (the step fails as an I/O error would);
 - ``on``: nothing happens at :func:`hit`; :func:`enabled` answers True (the switches below).
 
@@ -23,6 +26,7 @@ error at start, so a typo cannot make a campaign test nothing. Standard library 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import sys
@@ -46,6 +50,9 @@ POINTS: dict[str, str] = {
     "bug.operator_no_release": "switch: the operator neither releases its Lease nor checks its deadline (R5)",
 }
 
+#: Points passed on an event loop with ``await reached(name)``: the only ones where ``delay`` is taken.
+AWAITED = frozenset({"operator.before_leave", "operator.after_leave"})
+
 #: Points past a durable step: ``error`` there would report a durable write failed, so only crash and sleep are taken.
 AFTER_DURABLE = frozenset({"store.after_commit", "journal.after_append"})
 
@@ -60,7 +67,7 @@ class FailpointError(OSError):
 
 @dataclass
 class _Action:
-    kind: str  # crash, sleep, error, on
+    kind: str  # crash, sleep, delay, error, on
     sleep_ms: int = 0
     nth: int | None = None
     probability: float | None = None
@@ -92,8 +99,11 @@ def parse(text: str) -> dict[str, _Action]:
             if not 0 < probability <= 1:
                 raise ValueError(f"{ENV}: {item!r}: %P is a probability in (0, 1]")
         kind, _, argument = spec.partition(":")
-        if kind not in ("crash", "sleep", "error", "on") or (kind == "sleep") != bool(argument):
-            raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS, error or on")
+        if kind not in ("crash", "sleep", "delay", "error", "on") or (kind in ("sleep", "delay")) != bool(argument):
+            raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS, delay:MS, error or on")
+        if kind == "delay" and name not in AWAITED:
+            awaited = ", ".join(sorted(AWAITED))
+            raise ValueError(f"{ENV}: {item!r}: delay is taken where an event loop awaits: {awaited}")
         if kind == "error" and name in AFTER_DURABLE:
             raise ValueError(f"{ENV}: {item!r}: {name} comes after a durable step; crash or sleep there")
         actions[name] = _Action(kind, int(argument) if argument else 0, nth, probability)
@@ -116,17 +126,40 @@ def enabled(name: str) -> bool:
 
 def hit(name: str) -> None:
     """Pass the failpoint ``name``: nothing, unless a test enabled it."""
-    if not _ACTIVE:
-        return
-    action = _ACTIVE.get(name)
+    action = _due(name)
+    if action is not None:
+        _act(name, action)
+
+
+async def reached(name: str) -> None:
+    """Pass the failpoint ``name`` on an event loop (one of :data:`AWAITED`): as :func:`hit`, and ``delay`` holds only
+    the awaiting task."""
+    action = _due(name)
     if action is None:
         return
+    if action.kind == "delay":
+        await asyncio.sleep(action.sleep_ms / 1000)
+    else:
+        _act(name, action)
+
+
+def _due(name: str) -> _Action | None:
+    """The action of ``name`` if it acts on this hit (counted here)."""
+    if not _ACTIVE:
+        return None
+    action = _ACTIVE.get(name)
+    if action is None:
+        return None
     with _LOCK:
         action.hits += 1
         if action.nth is not None and action.hits != action.nth:
-            return
+            return None
         if action.probability is not None and _RANDOM.random() >= action.probability:
-            return
+            return None
+    return action
+
+
+def _act(name: str, action: _Action) -> None:
     if action.kind == "crash":
         print(f"berth: failpoint {name}: crashing", file=sys.stderr, flush=True)
         os._exit(CRASH_STATUS)

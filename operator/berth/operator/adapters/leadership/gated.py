@@ -12,7 +12,8 @@ fleet's calls are checked when they start (kafka-python's connections are its ow
 
 Failpoints (``berth.coordinator.daemon.failpoints``, tests only): ``operator.before_leave`` is hit before a batch
 leave is checked and sent, ``operator.after_leave`` once the coordinator answered it (a crash there leaves the
-leave done and nothing recorded; a stall before it freezes the operator's event loop at the step).
+leave done and nothing recorded; ``sleep`` before it freezes the operator's event loop at the step, ``delay`` holds
+the step alone while the replica goes on renewing its Lease).
 """
 
 from __future__ import annotations
@@ -67,10 +68,10 @@ class GatedCoordinatorPort:
     async def leave_instances(
         self, group_id: str, instance_ids: Sequence[str], *, owner_uid: str | None = None
     ) -> Mapping[str, str]:
-        failpoints.hit("operator.before_leave")
+        await failpoints.reached("operator.before_leave")
         self.gate.check()
         left = await self.port.leave_instances(group_id, instance_ids, owner_uid=owner_uid)
-        failpoints.hit("operator.after_leave")
+        await failpoints.reached("operator.after_leave")
         return left
 
     async def describe(self, group_id: str) -> GroupDescription:
