@@ -8,7 +8,11 @@ allows more than one outcome; none when the operation, with the answer it got, i
 The search linearizes operations one at a time: the next one may be any not yet linearized whose invocation is not
 after the earliest completion among the determinate operations still pending (none may come after an operation
 that had already completed when it was invoked). It succeeds once every determinate operation is linearized;
-indeterminate ones may be left out. Visited (linearized set, state) pairs are not searched twice.
+indeterminate ones may be left out. Visited (linearized set, state) pairs are not searched twice, nor is a pair
+that one searched already covers: the same state after the same determinate operations, with fewer of the
+indeterminate ones linearized (an indeterminate operation left out may still come later, or never, so linearizing
+it too opens no way the other did not). Without this, each dead end was searched once for every mix of the
+unanswered operations pending there.
 
 Indeterminate operations that are the same operation (a client's retries of one request) are interchangeable: each
 may take effect at any moment after its invocation, so the earliest invoked can stand in for any later one. The
@@ -67,7 +71,7 @@ def check(entries: Sequence[Entry], model: Model[S], budget: int = 2_000_000) ->
     for i in indeterminate:
         twin_before[i] = last_of.get(ordered[i].op, -1)
         last_of[ordered[i].op] = i
-    seen: set[tuple[int, Hashable]] = set()
+    seen: dict[tuple[int, Hashable], list[int]] = {}  # (determinate ones linearized, state) -> indeterminate ones
     best: tuple[int, _Order] = (-1, None)
     # A state on the stack: (linearized set, model state, the order so far as a linked list and its length, the
     # first determinate entry not linearized (by invocation), the first not linearized by completion). The two
@@ -78,10 +82,8 @@ def check(entries: Sequence[Entry], model: Model[S], budget: int = 2_000_000) ->
         mask, state, order, depth, low, early = stack.pop()
         if mask & full == full:
             return Verdict(True, explored, [ordered[i] for i in _unroll(order)], [])
-        key = (mask, state)
-        if key in seen:
+        if _covered(seen, mask & full, state, mask & ~full, record=True):
             continue
-        seen.add(key)
         explored += 1
         if explored > budget:
             return Verdict(False, explored, [ordered[i] for i in _unroll(best[1])], [], exhausted=True)
@@ -99,11 +101,11 @@ def check(entries: Sequence[Entry], model: Model[S], budget: int = 2_000_000) ->
                 continue
             if twin_before[i] >= 0 and not mask >> twin_before[i] & 1:
                 continue  # its earlier twin stands in for it
-            _push(stack, seen, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
+            _push(stack, seen, full, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
         for position in range(bisect.bisect_left(determinate, bound) - 1, low - 1, -1):
             i = determinate[position]
             if not mask >> i & 1:
-                _push(stack, seen, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
+                _push(stack, seen, full, model, state, ordered[i].op, mask | 1 << i, (i, order), depth, low, early)
     done = 0
     for i in _unroll(best[1]):
         done |= 1 << i
@@ -115,7 +117,8 @@ def check(entries: Sequence[Entry], model: Model[S], budget: int = 2_000_000) ->
 
 def _push(
     stack: list[tuple[int, S, _Order, int, int, int]],
-    seen: set[tuple[int, Hashable]],
+    seen: dict[tuple[int, Hashable], list[int]],
+    full: int,
     model: Model[S],
     state: S,
     op: Any,
@@ -126,8 +129,22 @@ def _push(
     early: int,
 ) -> None:
     for nxt in model.step(state, op):
-        if (mask, nxt) not in seen:
+        if not _covered(seen, mask & full, nxt, mask & ~full):
             stack.append((mask, nxt, order, depth + 1, low, early))
+
+
+def _covered(
+    seen: dict[tuple[int, Hashable], list[int]], known: int, state: Hashable, loose: int, *, record: bool = False
+) -> bool:
+    """Whether a state with these determinate entries (``known``) and indeterminate ones (``loose``) linearized is
+    no more promising than one already searched: the same state after the same determinate entries, with a subset of
+    these indeterminate ones (each left out may still come later, or never). With ``record``, note it if not."""
+    searched = seen.get((known, state))
+    if searched is not None and any(m & ~loose == 0 for m in searched):
+        return True
+    if record:
+        seen.setdefault((known, state), []).append(loose)
+    return False
 
 
 def _unroll(order: _Order) -> list[int]:
