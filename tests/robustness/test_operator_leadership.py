@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,7 +126,7 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
     wait_until(lambda: standby.leading(), "the standby to take over", timeout_s=60)
     took = time.time() - stopped_at
     world.wanted = 2
-    took_over = recorded(history, lambda: any(t.holder == target_identity(history, standby) for t in history.terms()))
+    took_over = history.read_until(lambda: any(t.holder == target_identity(history, standby) for t in history.terms()))
     assert took_over, f"the standby's takeover is not in the audit log\n{world.dump()}"
     leader_id = target_identity(history, leader)
     if bug:
@@ -135,7 +135,7 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
         ]
         assert took >= world.timing.lease_s
     else:
-        recorded(history, lambda: not released(history.terms(), leader_id, since=stopped_at))
+        history.read_until(lambda: not released(history.terms(), leader_id, since=stopped_at))
         found = released(history.terms(), leader_id, since=stopped_at)
         terms = [t for t in history.terms() if t.started >= stopped_at - world.timing.lease_s]
         assert found == [], f"{found}; the Lease's terms since: {terms}\n{world.dump()}"
@@ -152,16 +152,3 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
             lease_s=world.timing.lease_s,
         )
         assert rule == []
-
-
-def recorded(history: History, done: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    """Read the record until ``done()`` holds or ``timeout_s`` has passed; whether it held. The API server logs a Lease
-    write once it has answered it, so its audit log may lag behind what a replica's watch has already shown."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        history.read()
-        if done():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)

@@ -180,6 +180,20 @@ class History:
     def terms(self) -> list[Term]:
         return lease_terms(self.lease_events, NAMESPACE, LEASE)
 
+    def read_until(self, done: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+        """Read until ``done()`` holds or ``timeout_s`` has passed; whether it held. The API server logs a Lease write
+        once it has answered it, so its audit log may lag behind what a replica's watch has already shown."""
+
+        def caught_up() -> bool:
+            self.read()
+            return done()
+
+        try:
+            wait_until(caught_up, "the record", timeout_s=timeout_s)
+        except AssertionError:
+            return False
+        return True
+
 
 def run_once(
     world: LeaderWorld,
@@ -220,11 +234,11 @@ def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str],
     finally:
         world.busy_hosts.discard(target.host.name)
         world.kubelet.release()
-    converged = True
+    not_converged = ""
     try:
-        wait_until(lambda: tended(world) and world.converged(p.low), "the fleet converged", timeout_s=CONVERGE_S)
-    except AssertionError:
-        converged = False
+        world.wait_converged(p.low, "the fleet converged", timeout_s=CONVERGE_S)
+    except AssertionError as error:  # a liveness finding of the run, with the world as it was then
+        not_converged = f"not converged {CONVERGE_S:g} s after the fault: {error}"
     with contextlib.suppress(AssertionError):
         world.wait_for_leader(timeout_s=CONVERGE_S)  # a takeover the scale-down did not wait for is measured too
     time.sleep(world.timing.retry_s)  # late writes of a deposed replica, if any, are in the record
@@ -240,8 +254,8 @@ def run_plan(world: LeaderWorld, history: History, p: Plan, log: Callable[[str],
     liveness = late
     if p.kind in ("graceful", "reinstall"):
         violations += released(terms, target_identity(history, target), since=scaled_at)
-    if not converged:
-        liveness.append(f"not converged {CONVERGE_S:g} s after the fault:\n{world.dump()}")
+    if not_converged:
+        liveness.append(not_converged)
     taken = None
     if p.kind != "standby_kill":
         taken = takeover(terms, writes, after=fault_at, previous=target_identity(history, target))
@@ -303,11 +317,6 @@ def released(terms: list[Term], identity: str, *, since: float) -> list[str]:
 
 def target_identity(history: History, replica: Replica) -> str:
     return history.identities.get(replica.name, replica.name)
-
-
-def tended(world: LeaderWorld) -> bool:
-    world.tend()
-    return True
 
 
 def terminating(world: LeaderWorld, pod: str) -> bool:
