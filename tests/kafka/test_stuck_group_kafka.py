@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
@@ -46,6 +46,10 @@ SESSION_MS = 30_000
 #: How long a group may take to form: on a busy machine one consumer's thread, slow to rejoin, holds each rebalance
 #: up to REBALANCE_MS; twice that covers a join and a rejoin.
 FORM_S = 2 * REBALANCE_MS / 1000
+#: How long a consumer may disagree with the broker about its own part of a Stable group (a member the broker does
+#: not have, or an assignment other than the broker's) before it is taken for kafka-python's dropped SyncGroup answer
+#: and restarted (:class:`Formation`).
+FLAKE_S = 10.0
 
 
 @dataclass
@@ -56,6 +60,10 @@ class KafkaPython:
 
     def poll(self) -> None:
         self.consumer.poll(timeout_ms=200)
+
+    def installed(self) -> int:
+        """How many partitions it has taken up (the assignment it installed, not the one the broker recorded)."""
+        return len(self.consumer.assignment())
 
     def close(self) -> None:
         self.consumer.close(autocommit=False)
@@ -104,10 +112,44 @@ def owned_by(described: GroupDescription) -> dict[str, int]:
     return {m.group_instance_id or m.member_id: len(m.assignment) for m in described.members}
 
 
-async def stable_with(port: KafkaCoordinatorPort, group: str, pods: list[str], partitions: int) -> bool:
-    described = await port.describe(group)
-    counts = owned_by(described)
-    return described.state == "Stable" and set(counts) == set(pods) and sum(counts.values()) == partitions
+@dataclass
+class Formation:
+    """A group formed as the broker *and* its consumers see it: Stable with ``pods`` owning ``partitions``, each
+    consumer holding what the broker gave it.
+
+    The broker's view alone is not enough with kafka-python 3.0.12 (the kfake README, "Known client flake"): a consumer
+    sometimes drops its SyncGroup answer, never takes up its assignment and stops heartbeating; the broker counts it
+    until its session expires (30 s) and the consumer never joins again. The operator reports such a member (idle, or
+    missing), which is not what these tests are about, so a consumer that has disagreed with the broker for
+    :data:`FLAKE_S` while the group was Stable is restarted (a static member rejoining under its instance id), and the
+    restart is said in a failure's report (``PollingConsumers.said``)."""
+
+    stage: KafkaPasses
+    port: KafkaCoordinatorPort
+    group: str
+    disagreeing: dict[str, float] = field(default_factory=dict)  # pod -> since when (monotonic)
+
+    async def formed(self, pods: list[str], partitions: int) -> bool:
+        described = await self.port.describe(self.group)
+        counts = owned_by(described)
+        if described.state != "Stable":
+            self.disagreeing.clear()
+            return False
+        agreed = True
+        for pod in pods:
+            process = self.stage.players.live.get(pod)
+            client = process.client if process is not None else None
+            installed = client.installed() if isinstance(client, KafkaPython) else None
+            if installed is not None and counts.get(pod) == installed:
+                self.disagreeing.pop(pod, None)
+                continue
+            agreed = False
+            since = self.disagreeing.setdefault(pod, time.monotonic())
+            if process is not None and process.polling.is_set() and time.monotonic() - since >= FLAKE_S:
+                why = f"the broker has {counts.get(pod, 'no member')} partitions for it, it took up {installed}"
+                self.stage.players.restart(pod, why)
+                self.disagreeing.pop(pod)
+        return agreed and set(counts) == set(pods) and sum(counts.values()) == partitions
 
 
 @pytest.fixture
@@ -128,7 +170,8 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         await stage.run()  # the group claimed for the fleet, its pods not started yet
         commit_all(kafka_bootstrap, group, topic, 6)
         pods = [f"{group}-{i}" for i in range(3)]
-        await stage.until("3 members owning 6 partitions", lambda: stable_with(port, group, pods, 6), timeout_s=FORM_S)
+        formation = Formation(stage, port, group)
+        await stage.until("3 members owning 6 partitions", lambda: formation.formed(pods, 6), timeout_s=FORM_S)
         await stage.run()  # a pass that began with the group formed (the last one may have seen it forming)
         assert stage.condition(GROUP_STUCK)["status"] == "False" and "stuck" not in stage.status.status
         warned = len(stage.warnings(GROUP_STUCK))  # a formation slower than the threshold (a busy machine) was one
@@ -153,9 +196,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
 
         stage.players.live[silent].polling.set()  # polling again: it rejoins, the rebalance completes
         everyone = [*pods, f"{group}-3"]
-        await stage.until(
-            "4 members owning 6 partitions", lambda: stable_with(port, group, everyone, 6), timeout_s=FORM_S
-        )
+        await stage.until("4 members owning 6 partitions", lambda: formation.formed(everyone, 6), timeout_s=FORM_S)
         await stage.until("GroupStuck False", lambda: stage.condition(GROUP_STUCK).get("status") == "False")
         assert "stuck" not in stage.status.status
         assert len(stage.warnings(GROUP_STUCK)) == stage.episodes(GROUP_STUCK)  # one Warning each time it turned True
@@ -163,6 +204,7 @@ async def test_a_consumer_that_stops_polling_holds_a_rebalance_up_and_the_group_
         assert (gauges["berth_operator_fleet_unowned_partitions"], gauges["berth_operator_fleet_group_stuck"]) == (0, 0)
     finally:
         stage.players.close()
+        print(f"\nwhat the consumers went through: {stage.players.report() or 'nothing'}")
 
 
 async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
@@ -173,7 +215,8 @@ async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
     stage = passes(port, kafka_bootstrap, group, topic, 4)
     pods = [f"{group}-{i}" for i in range(4)]
     try:
-        await stage.until("4 members owning 2 partitions", lambda: stable_with(port, group, pods, 2), timeout_s=FORM_S)
+        formation = Formation(stage, port, group)
+        await stage.until("4 members owning 2 partitions", lambda: formation.formed(pods, 2), timeout_s=FORM_S)
         watched = time.monotonic()
         while time.monotonic() - watched < THRESHOLD.total_seconds() + 2:
             await stage.run()
@@ -187,3 +230,4 @@ async def test_a_fleet_larger_than_its_partition_count_is_not_stuck(
         assert stage.gauges()["berth_operator_fleet_group_stuck"] == 0
     finally:
         stage.players.close()
+        print(f"\nwhat the consumers went through: {stage.players.report() or 'nothing'}")

@@ -145,8 +145,9 @@ def test_a_fleet_created_first_squats_but_removes_nobody_and_keeps_the_group_it_
     consumers = started_consumers(stage, name, names, tmp_path / "team-a")
     try:
         before = committed_partitions(stage.bootstrap, name)
-        foreign = wait_until(lambda: stage.status(name).get("foreignMembers"), "status.foreignMembers", timeout_s=60)
-        assert foreign == names
+        # The operator describes the group once a pass: the first consumer may be reported before the second joined.
+        foreign = lambda: stage.status(name).get("foreignMembers") == names  # noqa: E731
+        wait_until(foreign, f"status.foreignMembers {names}", timeout_s=60)
         time.sleep(WATCH_S)
         settled_at = max(e["t"] for n in names for e in read_lines(tmp_path / "team-a" / f"{n}.out") if "t" in e)
         stage.kubectl("delete", "cf", name, "--wait=true", "--timeout=60s")
@@ -158,7 +159,7 @@ def test_a_fleet_created_first_squats_but_removes_nobody_and_keeps_the_group_it_
         assert removed == [] and lost == 0 and members_of(stage.bootstrap, name) == set(names)
         assert assignments_since(tmp_path / "team-a", names, max(joined_at, settled_at)) == 0
         warned = stage.messages(name, "ForeignMembers")
-        assert warned and f"{name}-0, {name}-1" in warned[0]
+        assert any(f"{name}-0, {name}-1" in message for message in warned), warned
     finally:
         for consumer in consumers:
             consumer.stop()

@@ -66,13 +66,18 @@ def test_a_leader_fault_in_a_scale_down_leaves_one_batch_leave_and_no_step_by_a_
 
 
 def deposed_leave(world: LeaderWorld, history: History, *, bug: bool) -> list[str]:
-    """The leader (A) stands still before its batch leave (a stall of its event loop: failpoint
-    ``operator.before_leave=sleep``) past its Lease; the other (B) takes over and holds the same step longer (an
-    awaited ``delay``: it goes on renewing its Lease meanwhile); A goes on first. With ``bug.operator_no_release``
-    (issue 28's gate, open until the elector notices the loss), A's leave goes out after B took the Lease; fixed, it
-    is refused at the gate and B's leave is the only one. The violations the checker finds, and the batch leaves."""
+    """The leader (A) stands still before its batch leave (its event loop stalled at failpoint
+    ``operator.before_leave``) until the other (B) has taken the Lease, then goes on; B holds the same step (an
+    awaited hold: it goes on renewing) until A's leave has gone out or been refused. With ``bug.operator_no_release``
+    (issue 28's gate, open until the elector notices the loss) A's leave goes out after B took the Lease; fixed, it
+    is refused at the gate and B's leave is the only one. The violations the checker finds, and the batch leaves.
+
+    Every step is ordered on what the test saw, not on a guess of how long the machine takes: the holds end when the
+    test creates their files. A is cut from the API server while it stands still, so that when it wakes its renewal
+    hangs instead of being refused: the elector cannot notice the loss before the leave is at the gate (as when a
+    partition comes with the stall; without it, which comes first would be a race)."""
     switch = "bug.operator_no_release=on;" if bug else ""
-    lease_ms = int(world.timing.lease_s * 1000)
+    a_go, b_go = world.workdir / f"a-go-{bug}", world.workdir / f"b-go-{bug}"
     prepare(world, plan(SEEDS["kill"], world.timing.lease_s))  # two replicas, the fleet converged at its size
     world.scale(3)
     world.wait_converged(3, "3 members", timeout_s=120, tend=False)
@@ -81,15 +86,27 @@ def deposed_leave(world: LeaderWorld, history: History, *, bug: bool) -> list[st
         world.stop_replica(replica)
     history.read()
     writes_before, journal_before = len(history.writes), len(history.journal)
-    # A stands still 1.75 leases; B takes the Lease a Lease (up to a retry period more) after A's last renewal, 0.6 to
-    # 0.75 leases before A wakes. B holds its step 1.5 leases from its takeover on, renewing meanwhile: A's late leave
-    # goes out at least 0.6 leases before B's. B's leave still comes well within the members' session timeout
-    # (22.5 s from the pods' deletion; holding it 3 leases had their sessions expire first on a busy machine, and no
-    # leave at all). None of these margins is the machine's speed against a renew deadline.
-    a = world.start_replica({"BERTH_FAILPOINTS": f"{switch}operator.before_leave=sleep:{lease_ms * 7 // 4}@1"})
+    a = world.start_replica({"BERTH_FAILPOINTS": f"{switch}operator.before_leave=sleep:{a_go}@1"})
     assert world.wait_for_leader() is a
-    world.start_replica({"BERTH_FAILPOINTS": f"{switch}operator.before_leave=delay:{lease_ms * 3 // 2}@1"})
+    b = world.start_replica({"BERTH_FAILPOINTS": f"{switch}operator.before_leave=delay:{b_go}@1"})
     world.scale(1)
+    waiting = f"failpoint operator.before_leave: waiting for {a_go}"
+    wait_until(lambda: waiting in a.process.log(), "A standing still before its batch leave", timeout_s=120)
+    world.cut_from_api(a)
+    try:
+        wait_until(b.leading, "B to take the Lease", timeout_s=60)
+        a_go.touch()
+        if bug:
+            went_out = history.read_until(
+                lambda: any(e.get("actor") == a.name for e in history.journal[journal_before:]), timeout_s=60
+            )
+            assert went_out, f"A's late batch leave is not in the journal\n{world.dump()}"
+        else:
+            refused = "pass stopped: this replica does not hold the leader's Lease"
+            wait_until(lambda: refused in a.process.log(), "A's leave refused at its gate", timeout_s=60)
+    finally:
+        a.host.heal()
+        b_go.touch()
     world.wait_converged(1, "the scale-down", timeout_s=120, tend=False)
     world.wanted = 2
     world.wait_for_leader()
@@ -120,6 +137,9 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
     leader = world.start_replica({"BERTH_FAILPOINTS": "bug.operator_no_release=on"} if bug else {})
     assert world.wait_for_leader() is leader
     standby = world.start_replica()
+    # Started is not yet waiting: a standby whose first look at the Lease comes after the release takes it then, late
+    # by its own start-up (on a busy machine, past the Lease's expiry), which is not what this test is about.
+    wait_until(lambda: "waits as a standby" in standby.process.log(), "the standby's first look at the Lease")
     history.read()
     stopped_at = time.time()
     world.stop_replica(leader, signal.SIGTERM)
@@ -151,4 +171,4 @@ def test_a_graceful_stop_releases_the_lease_and_the_checker_sees_when_it_does_no
             since=stopped_at,
             lease_s=world.timing.lease_s,
         )
-        assert rule == []
+        assert rule == [], f"{rule}; the Lease's terms since: {terms}\n{world.dump()}"

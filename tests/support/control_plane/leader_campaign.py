@@ -384,13 +384,11 @@ def inflict(world: LeaderWorld, p: Plan, target: Replica, scaled_at: float) -> t
         gateway = world.lab.gateway
         if kind == "cut":
             target.host.block(gateway)
+        elif kind == "cut_api":
+            world.cut_from_api(target)
         else:
-            port = world.plane.server.rsplit(":", 1)[1]
-            action = ["DROP"] if kind == "cut_api" else ["REJECT", "--reject-with", "tcp-reset"]
-            match = ["-p", "tcp", "--dport", port] if kind == "cut_api" else ["-p", "tcp"]
-            target.host.sh("iptables", "-I", "OUTPUT", "-d", gateway, *match, "-j", *action)
-            if kind == "cut_api":
-                target.host.sh("iptables", "-I", "INPUT", "-s", gateway, "-p", "tcp", "--sport", port, "-j", "DROP")
+            reset = ["REJECT", "--reject-with", "tcp-reset"]
+            target.host.sh("iptables", "-I", "OUTPUT", "-d", gateway, "-p", "tcp", "-j", *reset)
         time.sleep(p.duration_s)
         target.host.heal()
     elif kind == "lease_delete":

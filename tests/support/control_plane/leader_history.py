@@ -123,7 +123,11 @@ def taken_on_release(
     if took is None or held is None:
         return [f"{standby} never took the Lease after {leader} released it"]
     if took.started >= held + lease_s:
-        return [f"{standby} took the Lease {took.started - held:.1f} s after {leader}'s last renewal: on its expiry"]
+        return [
+            f"{standby} took the Lease {took.started - held:.1f} s after {leader}'s last renewal: on its expiry"
+            f" ({leader} released it {release.started - held:.1f} s after that renewal, answered"
+            f" {release.answered - held:.1f} s after)"
+        ]
     return []
 
 

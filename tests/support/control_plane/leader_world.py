@@ -299,6 +299,15 @@ class LeaderWorld:
             replica.signal(signal.SIGKILL)
             replica.process.wait(timeout_s=10)
 
+    def cut_from_api(self, replica: Replica) -> None:
+        """Drop every packet between ``replica``'s host and the API server's port, both ways: its calls there hang
+        as on a partition, neither answered nor refused, and the coordinator stays reachable. ``host.heal()`` takes
+        it back."""
+        assert self.plane is not None
+        gateway, port = self.lab.gateway, self.plane.server.rsplit(":", 1)[1]
+        replica.host.sh("iptables", "-I", "OUTPUT", "-d", gateway, "-p", "tcp", "--dport", port, "-j", "DROP")
+        replica.host.sh("iptables", "-I", "INPUT", "-s", gateway, "-p", "tcp", "--sport", port, "-j", "DROP")
+
     # -------------------------------------------------------------------------------------------- reading
 
     def holder(self) -> str | None:

@@ -49,17 +49,25 @@ class Client(Protocol):
 
 @dataclass
 class Polling:
-    """One pod's process: its consumer polling in a thread while ``polling`` is set."""
+    """One pod's process: its consumer polling in a thread while ``polling`` is set. An error a poll raises is kept
+    (``errors``, which a test's failure prints) and the consumer polls again half a second later, as a program that
+    logs it and goes on does; a thread that died of it would leave a member missing with nothing said."""
 
     client: Client
+    env: Mapping[str, str] = field(default_factory=dict)  # what it was started with: a restart starts it so again
     polling: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    errors: list[str] = field(default_factory=list)
 
     def run(self) -> None:
         while not self.stop.is_set():
             if self.polling.is_set():
-                self.client.poll()
+                try:
+                    self.client.poll()
+                except Exception as error:  # kept and shown; the consumer goes on
+                    self.errors.append(f"{time.strftime('%H:%M:%S')} {type(error).__name__}: {error}")
+                    self.stop.wait(0.5)
             else:
                 time.sleep(0.05)
         self.client.close()
@@ -72,25 +80,42 @@ class PollingConsumers:
     def __init__(self, consumer_for: Callable[[str, Mapping[str, str]], Client]) -> None:
         self.consumer_for = consumer_for
         self.live: dict[str, Polling] = {}
+        #: What happened to the processes that a test's failure should show: errors, restarts, a stop that hung.
+        self.said: list[str] = []
 
     def start(self, instance_id: str, env: Mapping[str, str]) -> None:
+        if instance_id in self.live:
+            self.said.append(f"{time.strftime('%H:%M:%S')} {instance_id} started again")
         self.stop(instance_id)
-        process = Polling(self.consumer_for(instance_id, env))
+        process = Polling(self.consumer_for(instance_id, env), dict(env))
         process.polling.set()
         process.thread = threading.Thread(target=process.run, daemon=True, name=f"consumer-{instance_id}")
         process.thread.start()
         self.live[instance_id] = process
 
+    def restart(self, instance_id: str, why: str) -> None:
+        """Replace the process of ``instance_id`` by a new one started as it was (a container restarted: a static
+        member rejoining under its instance id), saying why."""
+        self.said.append(f"{time.strftime('%H:%M:%S')} {instance_id} restarted: {why}")
+        self.start(instance_id, self.live[instance_id].env)
+
     def stop(self, instance_id: str) -> None:
         process = self.live.pop(instance_id, None)
         if process is not None:
             process.stop.set()
+            self.said += [f"{instance_id}: {error}" for error in process.errors]
             if process.thread is not None:
                 process.thread.join(timeout=10)
+                if process.thread.is_alive():
+                    self.said.append(f"{instance_id}: its consumer did not stop within 10 s and still runs")
 
     def close(self) -> None:
         for instance_id in list(self.live):
             self.stop(instance_id)
+
+    def report(self) -> list[str]:
+        """What :attr:`said` holds, and the errors of the consumers still running."""
+        return self.said + [f"{i}: {error}" for i, process in self.live.items() for error in process.errors]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +206,11 @@ class KafkaPasses:
             if held:
                 return
             await asyncio.sleep(0.5)
-        raise AssertionError(f"{what} not seen within {timeout_s:.0f} s: {self.status.status.get('conditions')}")
+        members = self.fleet.members
+        said = members.report() if isinstance(members, PollingConsumers) else []
+        raise AssertionError(
+            f"{what} not seen within {timeout_s:.0f} s: {self.status.status.get('conditions')}; the processes: {said}"
+        )
 
     def condition(self, kind: str, status: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         conditions = (status if status is not None else self.status.status).get("conditions") or ()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,7 @@ def reset() -> Iterator[None]:
         ("store.after_commit=error", "after a durable step"),
         ("operator.before_leave=delay", "the action is"),
         ("store.before_commit=delay:100", "where an event loop awaits"),
+        ("store.before_commit=sleep:relative/file", "milliseconds or an absolute path"),
     ],
 )
 def test_a_wrong_setting_is_refused_with_what_is_wrong(text: str, says: str) -> None:
@@ -109,3 +112,35 @@ def test_a_point_passed_on_an_event_loop_takes_the_other_actions_as_hit_does() -
     failpoints.configure("operator.after_leave=error")
     with pytest.raises(failpoints.FailpointError):
         asyncio.run(failpoints.reached("operator.after_leave"))
+
+
+def test_a_delay_until_a_file_holds_the_step_until_the_test_creates_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    go = tmp_path / "go"
+    failpoints.configure(f"operator.before_leave=delay:{go}@1")
+
+    async def held() -> list[str]:
+        order: list[str] = []
+        step = asyncio.create_task(failpoints.reached("operator.before_leave"))
+        step.add_done_callback(lambda _: order.append("step"))
+        await asyncio.sleep(0.2)  # a hundred times the file's poll: the step is still held
+        order.append("created")
+        go.touch()
+        await step
+        return order
+
+    assert asyncio.run(held()) == ["created", "step"]
+    assert f"failpoint operator.before_leave: waiting for {go}" in capsys.readouterr().err
+
+
+def test_a_sleep_until_a_file_blocks_the_thread_until_it_exists(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    failpoints.configure(f"store.before_commit=sleep:{go}")
+    done = threading.Event()
+    blocked = threading.Thread(target=lambda: (failpoints.hit("store.before_commit"), done.set()))
+    blocked.start()
+    assert not done.wait(0.2)
+    go.touch()
+    assert done.wait(10)
+    blocked.join()

@@ -11,6 +11,9 @@ production (a crash between two steps, a slow disk). It does nothing unless the 
 - ``delay:MS``: hold that step MS milliseconds while the rest of the process goes on (an awaited sleep: the event
   loop keeps serving; the operator's elector keeps renewing its Lease); only at the points of :data:`AWAITED`, which
   are passed with ``await`` :func:`reached`;
+- ``sleep:PATH`` and ``delay:PATH`` (an absolute path): the same, until the file PATH exists instead of for a time,
+  so that a test orders a step after something it saw rather than after a guess of how long that takes; the process
+  says on stderr when it starts waiting (``berth: failpoint NAME: waiting for PATH``);
 - ``error``: raise :class:`FailpointError` (the step fails as an I/O error would);
 - ``on``: nothing happens at :func:`hit`; :func:`enabled` answers True (the switches below).
 
@@ -59,6 +62,8 @@ AFTER_DURABLE = frozenset({"store.after_commit", "journal.after_append"})
 ENV = "BERTH_FAILPOINTS"
 SEED_ENV = "BERTH_FAILPOINTS_SEED"
 CRASH_STATUS = 137
+#: How often a ``sleep:PATH`` or ``delay:PATH`` looks for its file.
+UNTIL_POLL_S = 0.02
 
 
 class FailpointError(OSError):
@@ -69,6 +74,7 @@ class FailpointError(OSError):
 class _Action:
     kind: str  # crash, sleep, delay, error, on
     sleep_ms: int = 0
+    until: str = ""  # sleep and delay: the file whose existence ends them (instead of sleep_ms)
     nth: int | None = None
     probability: float | None = None
     hits: int = 0
@@ -100,13 +106,16 @@ def parse(text: str) -> dict[str, _Action]:
                 raise ValueError(f"{ENV}: {item!r}: %P is a probability in (0, 1]")
         kind, _, argument = spec.partition(":")
         if kind not in ("crash", "sleep", "delay", "error", "on") or (kind in ("sleep", "delay")) != bool(argument):
-            raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS, delay:MS, error or on")
+            raise ValueError(f"{ENV}: {item!r}: the action is crash, sleep:MS|PATH, delay:MS|PATH, error or on")
+        until = argument if argument.startswith("/") else ""
+        if argument and not until and not argument.isdigit():
+            raise ValueError(f"{ENV}: {item!r}: {kind} takes milliseconds or an absolute path")
         if kind == "delay" and name not in AWAITED:
             awaited = ", ".join(sorted(AWAITED))
             raise ValueError(f"{ENV}: {item!r}: delay is taken where an event loop awaits: {awaited}")
         if kind == "error" and name in AFTER_DURABLE:
             raise ValueError(f"{ENV}: {item!r}: {name} comes after a durable step; crash or sleep there")
-        actions[name] = _Action(kind, int(argument) if argument else 0, nth, probability)
+        actions[name] = _Action(kind, int(argument) if argument and not until else 0, until, nth, probability)
     return actions
 
 
@@ -137,7 +146,12 @@ async def reached(name: str) -> None:
     action = _due(name)
     if action is None:
         return
-    if action.kind == "delay":
+    if action.kind == "delay" and action.until:
+        _waiting(name, action.until)
+        # A file a test creates, not an event of this process; a stat takes microseconds.
+        while not os.path.exists(action.until):  # noqa: ASYNC240, ASYNC110
+            await asyncio.sleep(UNTIL_POLL_S)
+    elif action.kind == "delay":
         await asyncio.sleep(action.sleep_ms / 1000)
     else:
         _act(name, action)
@@ -163,10 +177,18 @@ def _act(name: str, action: _Action) -> None:
     if action.kind == "crash":
         print(f"berth: failpoint {name}: crashing", file=sys.stderr, flush=True)
         os._exit(CRASH_STATUS)
+    elif action.kind == "sleep" and action.until:
+        _waiting(name, action.until)
+        while not os.path.exists(action.until):
+            time.sleep(UNTIL_POLL_S)
     elif action.kind == "sleep":
         time.sleep(action.sleep_ms / 1000)
     elif action.kind == "error":
         raise FailpointError(f"failpoint {name}")
+
+
+def _waiting(name: str, until: str) -> None:
+    print(f"berth: failpoint {name}: waiting for {until}", file=sys.stderr, flush=True)
 
 
 configure()
