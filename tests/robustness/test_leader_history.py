@@ -167,7 +167,8 @@ def test_a_standby_takes_the_lease_on_its_release_or_the_rule_says_it_waited_for
 
     assert rule([*released, lease_write(5.2, "b_2", "b_2")]) == []  # on the release
     assert rule([*released, lease_write(6.5, "b_2", "b_2")]) == [
-        "b_2 took the Lease 4.5 s after a_1's last renewal: on its expiry"
+        "b_2 took the Lease 4.5 s after a_1's last renewal: on its expiry (a_1 released it 3.0 s after that renewal,"
+        " answered 3.0 s after)"
     ]
     assert rule([*renewals, lease_write(6.5, "b_2", "b_2")]) == ["a_1 never released the Lease"]
     assert rule(released) == ["b_2 never took the Lease after a_1 released it"]
