@@ -146,8 +146,9 @@ def test_a_fleet_created_first_squats_but_removes_nobody_and_keeps_the_group_it_
     try:
         before = committed_partitions(stage.bootstrap, name)
         # The operator describes the group once a pass: the first consumer may be reported before the second joined.
-        foreign = lambda: stage.status(name).get("foreignMembers") == names  # noqa: E731
-        wait_until(foreign, f"status.foreignMembers {names}", timeout_s=60)
+        wait_until(
+            lambda: stage.status(name).get("foreignMembers") == names, f"status.foreignMembers {names}", timeout_s=60
+        )
         time.sleep(WATCH_S)
         settled_at = max(e["t"] for n in names for e in read_lines(tmp_path / "team-a" / f"{n}.out") if "t" in e)
         stage.kubectl("delete", "cf", name, "--wait=true", "--timeout=60s")

@@ -96,8 +96,10 @@ class PollingConsumers:
     def restart(self, instance_id: str, why: str) -> None:
         """Replace the process of ``instance_id`` by a new one started as it was (a container restarted: a static
         member rejoining under its instance id), saying why."""
+        env = self.live[instance_id].env
         self.said.append(f"{time.strftime('%H:%M:%S')} {instance_id} restarted: {why}")
-        self.start(instance_id, self.live[instance_id].env)
+        self.stop(instance_id)  # said once, as a restart, not again as a second start
+        self.start(instance_id, env)
 
     def stop(self, instance_id: str) -> None:
         process = self.live.pop(instance_id, None)
