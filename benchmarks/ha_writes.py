@@ -14,8 +14,10 @@ explains the ratio, per write:
   write done: on a machine of 2 cores the etcd members' CPU is what the replicated store costs the others;
 - ``per_transaction``: from each coordinator's ``/metrics`` (docs/api.md §10, ``berth_store_transaction_*``), the
   median over runs of the milliseconds the store took per transaction (SQLite's statements and fsync; etcd's round
-  trip), the milliseconds the writer spent preparing one with none in flight, and the writes one carried: with one
-  transaction in flight at a time, the two times are the writer's cycle, and the writes over it its rate;
+  trip), the milliseconds the writer spent preparing one with none in flight, the writes one carried, and the
+  writer's whole cycle (the load's window over its transactions) with what is left of it once those two are taken
+  out: the writer waiting for a write with nothing queued. With one transaction in flight at a time, the writes
+  over the cycle are the rate; a writer that waits is held by the requests reaching it, not by its store;
 - ``load_average``: the machine's 1-minute load average before each run. A ratio measured side by side holds when
   the machine is busy; the absolute rates do not.
 """
@@ -70,12 +72,21 @@ def store_figures(url: str) -> dict[str, float]:
     return {name: found.get(name, 0.0) for name in STORE_FIGURES}
 
 
-def per_transaction(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Between two readings of ``store_figures``: the store's and the writer's milliseconds per transaction, and the
-    writes one carried."""
+def per_transaction(before: dict[str, float], after: dict[str, float], window_s: float) -> dict[str, float]:
+    """Between two readings of ``store_figures`` around a load of ``window_s`` seconds: the store's and the writer's
+    milliseconds per transaction, the writes one carried, and the writer's whole cycle (the window over the
+    transactions) with what is left of it once the store and the preparing are taken out: the writer waiting for a
+    write with nothing queued (and reporting its answers, a few microseconds)."""
     count, seconds, writes, preparing = (after[name] - before[name] for name in STORE_FIGURES)
     count = max(1.0, count)
-    return {"store_ms": seconds / count * 1e3, "preparing_ms": preparing / count * 1e3, "writes": writes / count}
+    store_ms, preparing_ms, cycle_ms = seconds / count * 1e3, preparing / count * 1e3, window_s / count * 1e3
+    return {
+        "store_ms": store_ms,
+        "preparing_ms": preparing_ms,
+        "waiting_ms": max(0.0, cycle_ms - store_ms - preparing_ms),
+        "cycle_ms": cycle_ms,
+        "writes": writes / count,
+    }
 
 
 def children_cpu_s() -> float:
@@ -114,9 +125,10 @@ def side_by_side(
                     children = children_cpu_s()
                     figures = store_figures(target.url)
                     answer = load(load_spec(kind, target.url, seconds, f"{name}-{run}"), target.pid)
-                    writers[(name, kind)].append(per_transaction(figures, store_figures(target.url)))
                     assert not answer["errors"], answer
                     done = max(1, answer["done"])
+                    window_s = done / max(answer["per_s"], 1e-9)  # the load's own window
+                    writers[(name, kind)].append(per_transaction(figures, store_figures(target.url), window_s))
                     transactions = etcd.range(b"\0")[1] - revision
                     rate = answer["per_s"] * (PARTITIONS_PER_COMMIT if kind == "commit" else 1)
                     rates[(name, kind)].append(rate)
@@ -135,7 +147,7 @@ def side_by_side(
                     cycle = writers[(name, kind)][-1]
                     said += (
                         f"; per transaction: {cycle['store_ms']:.1f} ms in the store, {cycle['preparing_ms']:.1f} ms"
-                        f" preparing, {cycle['writes']:.1f} writes"
+                        f" preparing, {cycle['waiting_ms']:.1f} ms waiting for writes, {cycle['writes']:.1f} writes"
                     )
                     progress(f"{said}; CPU us per write: {us}; load average {loads[-1]:.1f}")
     finally:
@@ -167,7 +179,7 @@ def side_by_side(
         "per_transaction": {
             f"{store}_{'replacement' if kind == 'replace' else 'commit'}": {
                 figure: statistics.median(sample[figure] for sample in writers[(store, kind)])
-                for figure in ("store_ms", "preparing_ms", "writes")
+                for figure in ("store_ms", "preparing_ms", "waiting_ms", "cycle_ms", "writes")
             }
             for store in targets
             for kind in KINDS

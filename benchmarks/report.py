@@ -90,8 +90,24 @@ def plot(results: dict[str, dict[str, Any]]) -> list[str]:
     return images
 
 
+def machines(numbered: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    """One line per machine the rows were measured on (each result records its own): which rows, and when."""
+    rows: dict[str, list[tuple[int, str]]] = {}
+    for number, machine in numbered:
+        about = f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, Python {machine.get('python', '?')}"
+        rows.setdefault(about, []).append((number, str(machine.get("date", "?"))))
+    lines = []
+    for about, measured in rows.items():
+        dates = sorted({date for _, date in measured})
+        when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        numbers = ", ".join(str(number) for number, _ in measured)
+        lines.append(f"- {about}: {'row' if len(measured) == 1 else 'rows'} {numbers}, measured {when}.")
+    return lines
+
+
 def render(results: dict[str, dict[str, Any]]) -> str:
-    machine = next(iter(results.values()))["machine"] if results else {}
+    names = [n for n in ORDER if n in results]
+    numbered = [(number, results[name].get("machine", {})) for number, name in enumerate(names, start=1)]
     lines = [
         "# Benchmarks",
         "",
@@ -99,13 +115,14 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         "Every figure is the median of several runs with min and max; comparisons are measured side by side in one",
         "run. These machines are shared and noisy (2 cores): absolute figures move with the neighbours, ratios less.",
         "",
-        f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, Python {machine.get('python', '?')}, "
-        f"{machine.get('platform', '?')}, measured {machine.get('date', '?')}.",
+        "Machines (each row's figures are from one; a ratio is measured on one machine, side by side):",
+        "",
+        *machines(numbered),
         "",
         "| # | benchmark | result | goal | met | command |",
         "|---|---|---|---|---|---|",
     ]
-    for number, name in enumerate([n for n in ORDER if n in results], start=1):
+    for number, name in enumerate(names, start=1):
         r = results[name]
         met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
         goal = GOALS.get(name, r["goal"])  # today's wording of the goal, with what it assumes
