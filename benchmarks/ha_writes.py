@@ -127,8 +127,9 @@ def side_by_side(
                     answer = load(load_spec(kind, target.url, seconds, f"{name}-{run}"), target.pid)
                     assert not answer["errors"], answer
                     done = max(1, answer["done"])
-                    window_s = done / max(answer["per_s"], 1e-9)  # the load's own window
-                    writers[(name, kind)].append(per_transaction(figures, store_figures(target.url), window_s))
+                    writers[(name, kind)].append(
+                        per_transaction(figures, store_figures(target.url), answer["elapsed_s"])
+                    )
                     transactions = etcd.range(b"\0")[1] - revision
                     rate = answer["per_s"] * (PARTITIONS_PER_COMMIT if kind == "commit" else 1)
                     rates[(name, kind)].append(rate)

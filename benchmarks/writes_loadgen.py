@@ -3,7 +3,8 @@
 SPEC: {"url", "kind": "replace" | "commit", "group", "instances" (replace), "partitions" (commit),
 "connections", "seconds"}. ``replace``: each connection restarts its own static member over and over (a join
 with an empty member id: a static replacement, one group-record write each). ``commit``: each connection
-commits ``partitions`` offsets per request to its own simple group. Prints one JSON line of counts.
+commits ``partitions`` offsets per request to its own simple group. Prints one JSON line: the writes ``done``,
+``errors`` by code, ``per_s`` and the window they were timed over (``elapsed_s``).
 
 ``load(spec, server_pid)`` runs it as a process pinned to core 1 and adds the server's CPU seconds meanwhile: how
 ``durable_writes``, ``failover`` and ``ha_writes`` load a coordinator (64 connections, 50 partitions per commit).
@@ -78,7 +79,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     for conn in connections:
         await conn.close()
-    return {"done": done, "errors": errors, "per_s": done / elapsed}
+    return {"done": done, "errors": errors, "per_s": done / elapsed, "elapsed_s": elapsed}
 
 
 if __name__ == "__main__":
